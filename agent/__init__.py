@@ -1,0 +1,1 @@
+"""OTCP host agent: applies per-destination TCP parameters as route attributes."""

@@ -1,0 +1,1 @@
+"""Mininet experiment runner: TCP incast under each remedy and OTCP."""

@@ -1,0 +1,1 @@
+"""OTCP controller service: os-ken app, formulas, planner and state."""

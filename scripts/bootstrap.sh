@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs everything OTCP needs on Debian 12 and starts Open vSwitch.
+# Safe to run again: every step checks before it acts.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+APT_PACKAGES=(openvswitch-switch mininet iperf3 ethtool iproute2 iputils-ping python3-venv python3-dev procps)
+
+log() { printf '[otcp-setup] %s\n' "$*"; }
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "otcp: run as root (Mininet, Open vSwitch and route changes need it)" >&2
+    exit 1
+fi
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    log "installing Debian packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The virtualenv is made from Debian's python3 so that it sees Debian's Mininet.
+if [ ! -x "$VENV/bin/python" ]; then
+    log "creating virtualenv $VENV"
+    /usr/bin/python3 -m venv --system-site-packages "$VENV"
+fi
+stamp="$VENV/.otcp-installed"
+if [ ! -f "$stamp" ] || [ "$ROOT/setup.py" -nt "$stamp" ]; then
+    log "installing OTCP and its Python dependencies into $VENV"
+    "$VENV/bin/pip" install -q --upgrade pip
+    "$VENV/bin/pip" install -q -e "$ROOT[test]"
+    touch "$stamp"
+fi
+
+# Userspace datapath: this kernel has no openvswitch module.
+if ! ovs-vsctl --timeout=5 show >/dev/null 2>&1; then
+    log "starting Open vSwitch (userspace datapath)"
+    /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random --no-monitor >/dev/null \
+        || /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random
+fi
+ovs-vsctl --timeout=5 show >/dev/null
+log "ready: $VENV"

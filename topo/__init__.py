@@ -1,0 +1,1 @@
+"""Mininet topologies for OTCP experiments, each able to describe itself as an inventory."""
