@@ -1,0 +1,106 @@
+"""`otcp-controller`: run the controller, plan offline, or show stored state."""
+
+import argparse
+import datetime
+import json
+import os
+import sys
+
+from ryu_app import formulas, inventory, planner
+
+EXIT_BAD_INPUT = 2
+
+_TABLE_COLUMNS = (
+    ("src", "src"),
+    ("dst", "dst"),
+    ("dst_ip", "dst_ip"),
+    ("min_rto_us", "minRTO_us"),
+    ("rto_min_ms", "rto_min_ms"),
+    ("initcwnd", "initcwnd"),
+    ("cwnd_clamp", "cwnd_clamp"),
+)
+
+
+def print_table(rows, out=sys.stdout):
+    """Print parameter records as an aligned text table with their paths."""
+    header = [title for _, title in _TABLE_COLUMNS] + ["path"]
+    lines = [header]
+    for row in rows:
+        cells = ["-" if row[key] is None else str(row[key]) for key, _ in _TABLE_COLUMNS]
+        lines.append(cells + [" ".join(row.get("hops") or [])])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
+    for line in lines:
+        out.write("  ".join(cell.ljust(width) for cell, width in zip(line, widths)) + "  " + line[-1] + "\n")
+
+
+def command_plan(args):
+    inv = inventory.load(args.inventory)
+    plan = planner.Plan(inv.fabric(), formulas.Bounds(mss_bytes=inv.mss_bytes))
+    for src, dst in plan.unreachable:
+        print(f"otcp-controller plan: no path from {src} to {dst}; pair left out", file=sys.stderr)
+    if args.json:
+        json.dump({"paths": list(plan.records())}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print_table(plan.records())
+    return 0
+
+
+def command_run(args):
+    # Imported here: os-ken monkey-patches the process through eventlet.
+    from ryu_app import launcher
+
+    return launcher.run(args.config)
+
+
+def command_show(args):
+    from ryu_app import store
+
+    if not os.path.exists(args.database):
+        raise inventory.InventoryError(f"{args.database}: no such database")
+    state = store.Store(args.database, readonly=True)
+    latest = state.latest_generation()
+    if latest is None:
+        print(f"{args.database}: no parameters computed yet")
+        return 0
+    generation, computed_at, rows = latest
+    if args.json:
+        json.dump({"generation": generation, "computed_at": computed_at, "paths": rows}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        when = datetime.datetime.fromtimestamp(computed_at, datetime.timezone.utc).isoformat(timespec="seconds")
+        print(f"generation {generation}, computed at {when}")
+        print_table(rows)
+    return 0
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="otcp-controller", description="OTCP controller: per-path TCP parameters from fabric measurements"
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run the os-ken controller with the OTCP app")
+    run.add_argument("--config", required=True, help="controller configuration (YAML)")
+    run.set_defaults(handler=command_run)
+    plan = commands.add_parser("plan", help="print the parameters an inventory implies")
+    plan.add_argument("inventory", help="inventory YAML (design note section 4)")
+    plan.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    plan.set_defaults(handler=command_plan)
+    show = commands.add_parser("show", help="print the last parameters a controller stored")
+    show.add_argument("--database", required=True, help="the controller's SQLite file")
+    show.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    show.set_defaults(handler=command_show)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except (inventory.InventoryError, ValueError) as exc:
+        print(f"otcp-controller {args.command}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""One-way link delay from timestamped LLDP probes (design note section 3).
+
+The controller sends a probe out of switch A's port and notes the time; the
+probe crosses the link and switch B returns it as a packet-in. The sample is
+the elapsed time minus half of each switch's echo round trip (the controller
+legs). Scheduling noise only ever adds, so the estimate is the minimum of a
+window of samples, never below 0.
+
+Probes carry only a sequence number: send times stay in the controller, and a
+sequence number is accepted once, for the port it was sent from.
+"""
+
+import struct
+from collections import deque
+
+from os_ken.lib.packet import ethernet, lldp, packet
+
+CHASSIS_PREFIX = b"otcp:"
+_OUI = b"\x4f\x54\x43"  # "OTC": marks the sequence-number TLV as ours
+_SUBTYPE_SEQUENCE = 1
+
+
+def probe_frame(dpid, port_no, hw_addr, sequence):
+    """The bytes of a probe leaving (dpid, port_no)."""
+    tlvs = (
+        lldp.ChassisID(subtype=lldp.ChassisID.SUB_LOCALLY_ASSIGNED, chassis_id=CHASSIS_PREFIX + b"%016x" % dpid),
+        lldp.PortID(subtype=lldp.PortID.SUB_PORT_COMPONENT, port_id=struct.pack("!I", port_no)),
+        lldp.TTL(ttl=1),
+        lldp.OrganizationallySpecific(oui=_OUI, subtype=_SUBTYPE_SEQUENCE, info=struct.pack("!Q", sequence)),
+        lldp.End(),
+    )
+    frame = packet.Packet()
+    frame.add_protocol(ethernet.ethernet(dst=lldp.LLDP_MAC_NEAREST_BRIDGE, src=hw_addr, ethertype=0x88CC))
+    frame.add_protocol(lldp.lldp(tlvs))
+    frame.serialize()
+    return bytes(frame.data)
+
+
+def parse_probe(data):
+    """(dpid, port_no, sequence) of an OTCP probe, or None for anything else."""
+    try:
+        frame = packet.Packet(data)
+    except Exception:  # os-ken's parsers raise assorted errors on junk
+        return None
+    found = frame.get_protocol(lldp.lldp)
+    if found is None or len(found.tlvs) < 4:
+        return None
+    chassis, port, _, extra = found.tlvs[:4]
+    if not (
+        isinstance(chassis, lldp.ChassisID)
+        and chassis.chassis_id.startswith(CHASSIS_PREFIX)
+        and isinstance(port, lldp.PortID)
+        and len(port.port_id) == 4
+        and isinstance(extra, lldp.OrganizationallySpecific)
+        and extra.oui == _OUI
+        and len(extra.info) == 8
+    ):
+        return None
+    try:
+        dpid = int(chassis.chassis_id[len(CHASSIS_PREFIX):], 16)
+    except ValueError:
+        return None
+    return dpid, struct.unpack("!I", port.port_id)[0], struct.unpack("!Q", extra.info)[0]
+
+
+class DelayEstimator:
+    """Echo round trips per switch, probe samples and delay per directed link."""
+
+    def __init__(self, window=10, probe_timeout_s=5.0):
+        self.window = window
+        self.probe_timeout_s = probe_timeout_s
+        self._sequence = 0
+        self._outstanding = {}  # sequence -> (dpid, port, sent_at)
+        self._echo_sent = {}  # dpid -> sent_at
+        self._echo_rtts = {}  # dpid -> deque of round trips
+        self._samples = {}  # (src_dpid, src_port, dst_dpid, dst_port) -> deque
+
+    # -- echo (controller <-> switch) -----------------------------------------
+
+    def echo_sent(self, dpid, now):
+        self._echo_sent[dpid] = now
+
+    def echo_received(self, dpid, now):
+        sent = self._echo_sent.pop(dpid, None)
+        if sent is not None:
+            self._echo_rtts.setdefault(dpid, deque(maxlen=self.window)).append(now - sent)
+
+    def echo_rtt(self, dpid):
+        """The smallest recent echo round trip of a switch, or None."""
+        rtts = self._echo_rtts.get(dpid)
+        return min(rtts) if rtts else None
+
+    # -- probes ----------------------------------------------------------------
+
+    def next_probe(self, dpid, port, now):
+        """Register a probe about to leave (dpid, port); return its sequence."""
+        self._sequence += 1
+        self._outstanding[self._sequence] = (dpid, port, now)
+        for seq in [s for s, (_, _, t) in self._outstanding.items() if now - t > self.probe_timeout_s]:
+            del self._outstanding[seq]
+        return self._sequence
+
+    def probe_received(self, probe, dst_dpid, dst_port, now):
+        """Take one sample from a parsed probe; return the link key or None.
+
+        Returns None for unknown or replayed sequence numbers, a probe that
+        claims another origin than it was sent from, or while either switch
+        has no echo round trip yet.
+        """
+        src_dpid, src_port, sequence = probe
+        origin = self._outstanding.get(sequence)
+        if origin is None or origin[:2] != (src_dpid, src_port) or src_dpid == dst_dpid:
+            return None
+        echo_src, echo_dst = self.echo_rtt(src_dpid), self.echo_rtt(dst_dpid)
+        if echo_src is None or echo_dst is None:
+            return None
+        del self._outstanding[sequence]
+        sample = (now - origin[2]) - echo_src / 2 - echo_dst / 2
+        key = (src_dpid, src_port, dst_dpid, dst_port)
+        self._samples.setdefault(key, deque(maxlen=self.window)).append(sample)
+        return key
+
+    def delays(self):
+        """{(src_dpid, src_port): (delay_s, samples)} for every measured link."""
+        return {key[:2]: (max(0.0, min(s)), len(s)) for key, s in self._samples.items() if s}
+
+    def forget_switch(self, dpid):
+        self._echo_rtts.pop(dpid, None)
+        self._echo_sent.pop(dpid, None)
+        self._samples = {k: s for k, s in self._samples.items() if dpid not in (k[0], k[2])}

@@ -1,0 +1,52 @@
+"""The network as the formulas see it: hosts, switches, directed links, flows.
+
+Both the offline planner (from an inventory) and the live controller (from
+measurements) describe the network as a Fabric, then hand it to the planner.
+"""
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class LinkFacts:
+    """What is known about one direction u -> v of a link.
+
+    buffer_bytes is the egress buffer of u toward v; it is 0 when u is a host,
+    because host queues are not counted (design note section 2).
+    """
+
+    capacity_bytes_per_s: float
+    delay_s: float
+    buffer_bytes: float
+
+
+@dataclass
+class Fabric:
+    """A network description: every host hangs off exactly one switch.
+
+    links maps a directed (u, v) pair of node names to its LinkFacts;
+    flows maps an ordered (src, dst) host pair to its number of active flows.
+    """
+
+    switches: list
+    hosts: dict  # host name -> IP address string
+    links: dict = field(default_factory=dict)
+    flows: dict = field(default_factory=dict)
+
+    def add_link(self, a, b, capacity_bytes_per_s, delay_s, buffer_bytes):
+        """Add both directions of a link; only switch ends get a buffer."""
+        for u, v in ((a, b), (b, a)):
+            self.links[(u, v)] = LinkFacts(
+                capacity_bytes_per_s, delay_s, 0.0 if u in self.hosts else buffer_bytes
+            )
+
+    def attachment(self, host):
+        """The switch a host is linked to (hosts are single-homed)."""
+        for (u, v) in self.links:
+            if u == host:
+                return v
+        raise KeyError(f"host {host!r} has no link")
+
+    def switch_links(self):
+        """Directed links whose both ends are switches."""
+        return [(u, v) for (u, v) in self.links if u not in self.hosts and v not in self.hosts]

@@ -1,0 +1,102 @@
+"""Host-pair forwarding entries: what each switch should hold, as flow mods.
+
+Every ordered host pair gets an IPv4 entry (ipv4_src, ipv4_dst) -> output on
+each switch of its path. The entries also give the per-pair counters that
+flow counting reads. Functions return OpenFlow 1.3 messages; the app sends.
+"""
+
+COOKIE = 0x07C7_0000_0000_0001
+PAIR_PRIORITY = 100
+TABLE_MISS_PRIORITY = 0
+ETH_TYPE_IPV4 = 0x0800
+
+
+def desired_entries(plan, topology):
+    """{dpid: {(src_ip, dst_ip): out_port}} for every reachable pair."""
+    dpid_of = {topology.switch_name(dpid): dpid for dpid in topology.switches}
+    ip_of = plan.fabric.hosts
+    entries = {dpid: {} for dpid in topology.switches}
+    for k in range(len(plan)):
+        hops = plan.hops(k)
+        src_ip, dst_ip = ip_of[hops[0]], ip_of[hops[-1]]
+        for here, after in zip(hops[1:-1], hops[2:]):
+            dpid = dpid_of[here]
+            if after in dpid_of:
+                port = topology.port_toward(dpid, dpid_of[after])
+            else:
+                port = topology.hosts[ip_of[after]].port
+            if port is not None:
+                entries[dpid][(src_ip, dst_ip)] = port
+    return entries
+
+
+def sync_messages(datapath, installed, desired):
+    """Flow mods that turn the installed entries of one switch into desired."""
+    messages = [
+        pair_entry(datapath, src, dst, port)
+        for (src, dst), port in sorted(desired.items())
+        if installed.get((src, dst)) != port
+    ]
+    messages += [remove_pair_entry(datapath, src, dst) for (src, dst) in sorted(set(installed) - set(desired))]
+    return messages
+
+
+def _pair_match(parser, src_ip, dst_ip):
+    return parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_src=src_ip, ipv4_dst=dst_ip)
+
+
+def pair_entry(datapath, src_ip, dst_ip, out_port):
+    """Add (or overwrite) the entry forwarding src_ip -> dst_ip out of out_port."""
+    ofproto, parser = datapath.ofproto, datapath.ofproto_parser
+    actions = [parser.OFPActionOutput(out_port)]
+    return parser.OFPFlowMod(
+        datapath=datapath,
+        cookie=COOKIE,
+        command=ofproto.OFPFC_ADD,
+        priority=PAIR_PRIORITY,
+        match=_pair_match(parser, src_ip, dst_ip),
+        instructions=[parser.OFPInstructionActions(ofproto.OFPIT_APPLY_ACTIONS, actions)],
+    )
+
+
+def remove_pair_entry(datapath, src_ip, dst_ip):
+    ofproto, parser = datapath.ofproto, datapath.ofproto_parser
+    return parser.OFPFlowMod(
+        datapath=datapath,
+        cookie=COOKIE,
+        command=ofproto.OFPFC_DELETE_STRICT,
+        priority=PAIR_PRIORITY,
+        out_port=ofproto.OFPP_ANY,
+        out_group=ofproto.OFPG_ANY,
+        match=_pair_match(parser, src_ip, dst_ip),
+    )
+
+
+def table_miss_entry(datapath):
+    """Send what no entry matches to the controller (host learning, ARP)."""
+    ofproto, parser = datapath.ofproto, datapath.ofproto_parser
+    actions = [parser.OFPActionOutput(ofproto.OFPP_CONTROLLER, ofproto.OFPCML_NO_BUFFER)]
+    return parser.OFPFlowMod(
+        datapath=datapath,
+        priority=TABLE_MISS_PRIORITY,
+        match=parser.OFPMatch(),
+        instructions=[parser.OFPInstructionActions(ofproto.OFPIT_APPLY_ACTIONS, actions)],
+    )
+
+
+def flow_stats_request(datapath):
+    """Ask for the OTCP pair entries only (matched by cookie)."""
+    ofproto, parser = datapath.ofproto, datapath.ofproto_parser
+    return parser.OFPFlowStatsRequest(
+        datapath, cookie=COOKIE, cookie_mask=0xFFFF_FFFF_FFFF_FFFF, out_port=ofproto.OFPP_ANY, out_group=ofproto.OFPG_ANY
+    )
+
+
+def pair_counters(stats):
+    """(src_ip, dst_ip, packet_count) for each pair entry in a stats reply."""
+    counters = []
+    for stat in stats:
+        if stat.cookie == COOKIE and stat.priority == PAIR_PRIORITY:
+            match = stat.match
+            counters.append((match["ipv4_src"], match["ipv4_dst"], stat.packet_count))
+    return counters

@@ -1,0 +1,220 @@
+"""Evaluate the OTCP formulas for every ordered host pair of a Fabric.
+
+Used by `otcp-controller plan` on an inventory and by the live controller on
+its measured fabric. Pairs are evaluated in blocks of sources with numpy, one
+column per link of the path, so a fabric of a thousand hosts (a million
+pairs) plans in seconds.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ryu_app import formulas
+from ryu_app.paths import UNREACHABLE, SwitchPaths
+
+# Elements per gathered (sources x destinations x links) array in one block.
+_BLOCK_ELEMENTS = 1 << 21
+
+
+@dataclass
+class _LinkTable:
+    """Per directed link arrays, with one padding link at the end.
+
+    The padding link has no delay, no buffer and infinite capacity, so it
+    adds nothing to sums and never wins a minimum.
+    """
+
+    index: dict
+    capacity: np.ndarray
+    delay: np.ndarray
+    buffer: np.ndarray
+    switch_egress: np.ndarray
+    flows: np.ndarray
+
+    @classmethod
+    def build(cls, fabric):
+        links = sorted(fabric.links)
+        facts = [fabric.links[link] for link in links]
+        size = len(links) + 1
+        capacity = np.full(size, np.inf)
+        delay = np.zeros(size)
+        buffer = np.zeros(size)
+        switch_egress = np.zeros(size, dtype=bool)
+        capacity[:-1] = [f.capacity_bytes_per_s for f in facts]
+        delay[:-1] = [f.delay_s for f in facts]
+        buffer[:-1] = [f.buffer_bytes for f in facts]
+        switch_egress[:-1] = [u not in fabric.hosts for (u, _) in links]
+        return cls(
+            index={link: i for i, link in enumerate(links)},
+            capacity=capacity,
+            delay=delay,
+            buffer=buffer,
+            switch_egress=switch_egress,
+            flows=np.zeros(size, dtype=np.int64),
+        )
+
+    @property
+    def padding(self):
+        return len(self.capacity) - 1
+
+
+class Plan:
+    """The parameters for every reachable ordered host pair of a fabric.
+
+    Arrays are aligned: pair k goes from hosts[src[k]] to hosts[dst[k]].
+    cwnd_clamp 0 means "no clamp" (a path with no switch buffer).
+    """
+
+    def __init__(self, fabric, bounds=formulas.Bounds()):
+        self.fabric = fabric
+        self.bounds = bounds
+        self.hosts = sorted(fabric.hosts)
+        self.host_index = {name: i for i, name in enumerate(self.hosts)}
+        self.attachment = {u: v for (u, v) in fabric.links if u in fabric.hosts}
+        self.switch_paths = SwitchPaths(fabric.switches, fabric.switch_links())
+        self._links = _LinkTable.build(fabric)
+        self._build_host_link_tables()
+        self._count_flows()
+        self._evaluate()
+
+    # -- paths ---------------------------------------------------------------
+
+    def _build_host_link_tables(self):
+        links = self._links.index
+        sp = self.switch_paths
+        self._attach = np.array([sp.index[self.attachment[h]] for h in self.hosts], dtype=np.int64)
+        self._uplink = np.array([links[(h, self.attachment[h])] for h in self.hosts])
+        self._downlink = np.array([links[(self.attachment[h], h)] for h in self.hosts])
+        # Switch-pair link matrix: column c is the link between the c-th and
+        # (c+1)-th switch of the path, padding beyond its end.
+        switch_count, _, longest_path = sp.node_matrix.shape
+        lookup = np.full((len(sp.switches), len(sp.switches)), self._links.padding)
+        for (u, v), i in links.items():
+            if u in sp.index and v in sp.index:
+                lookup[sp.index[u], sp.index[v]] = i
+        tails, heads = sp.node_matrix[:, :, :-1], sp.node_matrix[:, :, 1:]
+        valid = (tails != UNREACHABLE) & (heads != UNREACHABLE)
+        self._segment_links = np.where(
+            valid, lookup[np.maximum(tails, 0), np.maximum(heads, 0)], self._links.padding
+        ).reshape(switch_count, switch_count, max(longest_path - 1, 0))
+
+    def _path_links(self, src, dst):
+        """Forward link indices (..., links) for host index arrays src, dst."""
+        a_s, a_d = self._attach[src], self._attach[dst]
+        return np.concatenate(
+            [self._uplink[src][..., None], self._segment_links[a_s, a_d], self._downlink[dst][..., None]],
+            axis=-1,
+        )
+
+    def _count_flows(self):
+        """F_l: active flows whose data path contains each link."""
+        n = len(self.hosts)
+        self._active = np.zeros((n, n), dtype=bool)
+        for (src, dst), count in self.fabric.flows.items():
+            if count <= 0 or src == dst:
+                continue
+            s, d = self.host_index[src], self.host_index[dst]
+            if self.switch_paths.hops[self._attach[s], self._attach[d]] == UNREACHABLE:
+                continue
+            self._active[s, d] = True
+            np.add.at(self._links.flows, self._path_links(np.array(s), np.array(d)), count)
+        self._links.flows[self._links.padding] = 0
+
+    # -- formulas ------------------------------------------------------------
+
+    def _evaluate(self):
+        n = len(self.hosts)
+        width = self._segment_links.shape[-1] + 2
+        block = max(1, _BLOCK_ELEMENTS // max(1, n * width))
+        results = [self._evaluate_block(np.arange(start, min(n, start + block))) for start in range(0, n, block)]
+        names = ("src", "dst", "min_rto_s", "rto_min_ms", "initcwnd", "cwnd_clamp")
+        for k, name in enumerate(names):
+            setattr(self, name, np.concatenate([r[k] for r in results]) if results else np.zeros(0))
+        self.unreachable = []
+        if len(self.src) < n * (n - 1):
+            no_path = self.switch_paths.hops[np.ix_(self._attach, self._attach)] == UNREACHABLE
+            self.unreachable = [(self.hosts[s], self.hosts[d]) for s, d in zip(*np.nonzero(no_path))]
+
+    def _evaluate_block(self, sources):
+        n = len(self.hosts)
+        src = np.repeat(sources, n)
+        dst = np.tile(np.arange(n), len(sources))
+        keep = (src != dst) & (self.switch_paths.hops[self._attach[src], self._attach[dst]] != UNREACHABLE)
+        src, dst = src[keep], dst[keep]
+        t = self._links
+        forward, reverse = self._path_links(src, dst), self._path_links(dst, src)
+        round_trip = np.concatenate([forward, reverse], axis=-1)
+        rtt = t.delay[round_trip].sum(axis=-1)
+        queueing = (t.buffer[round_trip] / t.capacity[round_trip]).sum(axis=-1)
+        # N_l >= 1 always; only padding columns could reach 0 here.
+        sharing = np.maximum(formulas.flows_sharing(t.flows[forward], self._active[src, dst][:, None]), 1)
+        capacity = t.capacity[forward]
+        fair_share = np.min(capacity / sharing, axis=-1)
+        egress = t.switch_egress[forward]
+        capacity_share = np.where(egress, capacity / sharing, 0.0)
+        buffer_share = np.where(egress, t.buffer[forward] / sharing, np.inf)
+        min_rto = formulas.min_rto_seconds(rtt, queueing)
+        iw = formulas.initial_window_bytes(fair_share, rtt)
+        max_window = formulas.max_window_bytes(capacity_share, buffer_share, rtt)
+        return (
+            src,
+            dst,
+            min_rto,
+            formulas.rto_min_ms(min_rto, self.bounds),
+            formulas.initcwnd_segments(iw, self.bounds),
+            formulas.cwnd_clamp_segments(max_window, self.bounds),
+        )
+
+    # -- views ---------------------------------------------------------------
+
+    def link_flows(self):
+        """{(u, v): F_l} for every directed link with active flows."""
+        names = {i: link for link, i in self._links.index.items()}
+        return {names[i]: int(n) for i, n in enumerate(self._links.flows[:-1]) if n}
+
+    def __len__(self):
+        return len(self.src)
+
+    def hops(self, k):
+        """Node names along pair k's data path."""
+        src, dst = self.hosts[self.src[k]], self.hosts[self.dst[k]]
+        middle = self.switch_paths.path(self.attachment[src], self.attachment[dst])
+        return [src, *middle, dst]
+
+    def record(self, k):
+        """Pair k in the plan output format of design note section 4."""
+        src, dst = self.hosts[self.src[k]], self.hosts[self.dst[k]]
+        clamp = int(self.cwnd_clamp[k])
+        return {
+            "src": src,
+            "dst": dst,
+            "dst_ip": self.fabric.hosts[dst],
+            "hops": self.hops(k),
+            "min_rto_us": formulas.seconds_to_us(self.min_rto_s[k]),
+            "rto_min_ms": int(self.rto_min_ms[k]),
+            "initcwnd": int(self.initcwnd[k]),
+            "cwnd_clamp": clamp or None,
+            "quickack": True,
+        }
+
+    def records(self):
+        return (self.record(k) for k in range(len(self)))
+
+    def parameter_set(self, host, generation):
+        """The parameter set pushed to one host (design note section 4)."""
+        source = self.host_index[host]
+        routes = []
+        for k in np.nonzero(self.src == source)[0]:
+            dst_ip = self.fabric.hosts[self.hosts[self.dst[k]]]
+            clamp = int(self.cwnd_clamp[k])
+            routes.append(
+                {
+                    "dst": f"{dst_ip}/{128 if ':' in dst_ip else 32}",
+                    "rto_min_ms": int(self.rto_min_ms[k]),
+                    "initcwnd": int(self.initcwnd[k]),
+                    "cwnd_clamp": clamp or None,
+                    "quickack": True,
+                }
+            )
+        return {"generation": generation, "routes": routes}

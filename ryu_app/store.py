@@ -1,0 +1,142 @@
+"""The controller's SQLite state (WAL): topology, measurements, generations.
+
+A restarted controller reads its last generation number from here, so the
+generations it pushes keep increasing, and `otcp-controller show` prints what
+it last computed.
+"""
+
+import json
+import sqlite3
+import time
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS switches (dpid INTEGER PRIMARY KEY, name TEXT, up INTEGER, seen_at REAL);
+CREATE TABLE IF NOT EXISTS links (
+    src TEXT, dst TEXT, src_dpid INTEGER, src_port INTEGER, dst_dpid INTEGER, dst_port INTEGER,
+    up INTEGER, seen_at REAL, PRIMARY KEY (src, dst));
+CREATE TABLE IF NOT EXISTS hosts (
+    ip TEXT PRIMARY KEY, name TEXT, mac TEXT, dpid INTEGER, port INTEGER, seen_at REAL);
+CREATE TABLE IF NOT EXISTS link_measurements (
+    at REAL, src TEXT, dst TEXT, delay_s REAL, delay_source TEXT, samples INTEGER,
+    capacity_bytes_per_s REAL, buffer_bytes REAL, flows INTEGER);
+CREATE INDEX IF NOT EXISTS link_measurements_link ON link_measurements (src, dst, at);
+CREATE TABLE IF NOT EXISTS generations (generation INTEGER PRIMARY KEY, computed_at REAL);
+CREATE TABLE IF NOT EXISTS parameters (
+    generation INTEGER, src TEXT, dst TEXT, dst_ip TEXT, hops TEXT, min_rto_us REAL,
+    rto_min_ms INTEGER, initcwnd INTEGER, cwnd_clamp INTEGER, quickack INTEGER,
+    PRIMARY KEY (generation, src, dst));
+CREATE TABLE IF NOT EXISTS acks (host_ip TEXT PRIMARY KEY, generation INTEGER, acked_at REAL, results TEXT);
+"""
+
+
+class Store:
+    """Read and write the controller state in one SQLite file."""
+
+    def __init__(self, path, readonly=False):
+        self.path = path
+        if readonly:
+            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        else:
+            self.db = sqlite3.connect(path)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.executescript(_SCHEMA)
+            self.db.commit()
+
+    def close(self):
+        self.db.close()
+
+    # -- topology ------------------------------------------------------------
+
+    def save_topology(self, switches, links, hosts):
+        """Record the current topology; what is gone is kept, marked down.
+
+        switches: {dpid: name}; links: {(src, dst): (src_dpid, src_port,
+        dst_dpid, dst_port)}; hosts: iterable of (ip, name, mac, dpid, port).
+        """
+        now = time.time()
+        with self.db:
+            self.db.execute("UPDATE switches SET up = 0")
+            self.db.executemany(
+                "INSERT OR REPLACE INTO switches VALUES (?, ?, 1, ?)",
+                [(dpid, name, now) for dpid, name in switches.items()],
+            )
+            self.db.execute("UPDATE links SET up = 0")
+            self.db.executemany(
+                "INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?, ?, ?, 1, ?)",
+                [(src, dst, *ports, now) for (src, dst), ports in links.items()],
+            )
+            self.db.executemany(
+                "INSERT OR REPLACE INTO hosts VALUES (?, ?, ?, ?, ?, ?)",
+                [(*host, now) for host in hosts],
+            )
+
+    def save_link_measurements(self, rows):
+        """Append one row per directed link: (src, dst, delay_s, source,
+        samples, capacity_bytes_per_s, buffer_bytes, flows)."""
+        now = time.time()
+        with self.db:
+            self.db.executemany(
+                "INSERT INTO link_measurements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(now, *row) for row in rows],
+            )
+
+    def latest_link_measurements(self):
+        """{(src, dst): row dict} with the newest measurement of each link."""
+        cursor = self.db.execute(
+            "SELECT src, dst, delay_s, delay_source, samples, capacity_bytes_per_s, buffer_bytes, flows, "
+            "MAX(at) FROM link_measurements GROUP BY src, dst"
+        )
+        keys = ("delay_s", "delay_source", "samples", "capacity_bytes_per_s", "buffer_bytes", "flows", "at")
+        return {(row[0], row[1]): dict(zip(keys, row[2:])) for row in cursor}
+
+    # -- parameters ----------------------------------------------------------
+
+    def last_generation_number(self):
+        row = self.db.execute("SELECT MAX(generation) FROM generations").fetchone()
+        return row[0] or 0
+
+    def save_generation(self, generation, records):
+        """Store a full parameter generation (plan records)."""
+        with self.db:
+            self.db.execute("INSERT INTO generations VALUES (?, ?)", (generation, time.time()))
+            self.db.executemany(
+                "INSERT INTO parameters VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        generation, r["src"], r["dst"], r["dst_ip"], json.dumps(r["hops"]), r["min_rto_us"],
+                        r["rto_min_ms"], r["initcwnd"], r["cwnd_clamp"], int(r["quickack"]),
+                    )
+                    for r in records
+                ],
+            )
+
+    def latest_generation(self):
+        """(generation, computed_at, records) of the newest generation, or None."""
+        row = self.db.execute("SELECT generation, computed_at FROM generations ORDER BY generation DESC LIMIT 1").fetchone()
+        if row is None:
+            return None
+        cursor = self.db.execute(
+            "SELECT src, dst, dst_ip, hops, min_rto_us, rto_min_ms, initcwnd, cwnd_clamp, quickack "
+            "FROM parameters WHERE generation = ? ORDER BY src, dst",
+            (row[0],),
+        )
+        records = [
+            {
+                "src": src, "dst": dst, "dst_ip": dst_ip, "hops": json.loads(hops), "min_rto_us": min_rto_us,
+                "rto_min_ms": rto_min_ms, "initcwnd": initcwnd, "cwnd_clamp": cwnd_clamp, "quickack": bool(quickack),
+            }
+            for src, dst, dst_ip, hops, min_rto_us, rto_min_ms, initcwnd, cwnd_clamp, quickack in cursor
+        ]
+        return row[0], row[1], records
+
+    # -- agents --------------------------------------------------------------
+
+    def save_ack(self, host_ip, generation, results):
+        with self.db:
+            self.db.execute(
+                "INSERT OR REPLACE INTO acks VALUES (?, ?, ?, ?)", (host_ip, generation, time.time(), json.dumps(results))
+            )
+
+    def acks(self):
+        """{host_ip: acknowledged generation}."""
+        return dict(self.db.execute("SELECT host_ip, generation FROM acks"))
