@@ -21,8 +21,9 @@ _TABLE_COLUMNS = (
 )
 
 
-def print_table(rows, out=sys.stdout):
+def print_table(rows, out=None):
     """Print parameter records as an aligned text table with their paths."""
+    out = out or sys.stdout
     header = [title for _, title in _TABLE_COLUMNS] + ["path"]
     lines = [header]
     for row in rows:

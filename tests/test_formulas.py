@@ -1,0 +1,156 @@
+"""The formulas of design note section 2, checked against hand-computed values."""
+
+import math
+
+import pytest
+
+from ryu_app import formulas, inventory
+from ryu_app.planner import Plan
+
+from helpers import star
+
+
+def plan_of(document):
+    inv = inventory.parse(document)
+    return Plan(inv.fabric(), formulas.Bounds(mss_bytes=inv.mss_bytes))
+
+
+def pair(plan, src, dst):
+    for record in plan.records():
+        if (record["src"], record["dst"]) == (src, dst):
+            return record
+    raise AssertionError(f"no pair {src}->{dst}")
+
+
+def test_worked_example_star_16_to_1():
+    # RTT 4 x 25 us; queues switch->receiver and switch->sender: 2 x 85000 / 12.5e6 = 13.6 ms.
+    # Bottleneck N = 16: iw = 12.5e6 / 16 x 100e-6 = 78 B; max = (1250 + 85000) / 16 = 5390 B.
+    record = pair(plan_of(star(16)), "h2", "h1")
+    assert record["min_rto_us"] == pytest.approx(13700.0)
+    assert record["rto_min_ms"] == 14
+    assert record["initcwnd"] == 1
+    assert record["cwnd_clamp"] == 3
+    assert record["quickack"] is True
+    assert record["hops"] == ["h2", "s1", "h1"]
+    assert record["dst_ip"] == "10.0.0.1"
+
+
+def test_multi_switch_path():
+    # h1 - s1 - s2 - s3 - h2, 100 Mb/s, 25 us, 85000 B. RTT = 8 x 25 us = 200 us.
+    # Queues: 6 switch egresses on the round trip x 6.8 ms = 40.8 ms -> minRTO 41.0 ms exactly.
+    # iw = 12.5e6 x 200e-6 = 2500 B -> 1; max = 12.5e6 x 200e-6 + 85000 = 87500 B -> 60 segments.
+    link = {"capacity_mbps": 100, "delay_us": 25, "buffer_bytes": 85000}
+    document = {
+        "switches": ["s1", "s2", "s3"],
+        "hosts": {"h1": {"ip": "10.0.0.1"}, "h2": {"ip": "10.0.0.2"}},
+        "links": [
+            {"a": "h1", "b": "s1", **link},
+            {"a": "s1", "b": "s2", **link},
+            {"a": "s2", "b": "s3", **link},
+            {"a": "s3", "b": "h2", **link},
+        ],
+    }
+    plan = plan_of(document)
+    forward, backward = pair(plan, "h1", "h2"), pair(plan, "h2", "h1")
+    assert forward["hops"] == ["h1", "s1", "s2", "s3", "h2"]
+    assert backward["hops"] == ["h2", "s3", "s2", "s1", "h1"]
+    for record in (forward, backward):
+        assert record["min_rto_us"] == pytest.approx(41000.0)
+        assert record["rto_min_ms"] == 41
+        assert record["initcwnd"] == 1
+        assert record["cwnd_clamp"] == 60
+
+
+def test_links_of_different_capacities():
+    # h1 =1000= s1 -100- s2 =1000= h2; 10 us per link; buffer 100000 B on s1-s2, 50000 B on host links.
+    # RTT 60 us. Queues: 2 x 100000/12.5e6 + 2 x 50000/125e6 = 16.8 ms -> minRTO 16.86 ms -> 17.
+    # iw = 12.5e6 x 60e-6 = 750 B -> 1 (clamped up).
+    # max = min(12.5e6 x 60e-6 + 100000, 125e6 x 60e-6 + 50000) = min(100750, 57500) = 57500 -> 39.
+    document = {
+        "switches": ["s1", "s2"],
+        "hosts": {"h1": {"ip": "10.0.0.1"}, "h2": {"ip": "10.0.0.2"}},
+        "defaults": {"delay_us": 10},
+        "links": [
+            {"a": "h1", "b": "s1", "capacity_mbps": 1000, "buffer_bytes": 50000},
+            {"a": "s1", "b": "s2", "capacity_mbps": 100, "buffer_bytes": 100000},
+            {"a": "s2", "b": "h2", "capacity_mbps": 1000, "buffer_bytes": 50000},
+        ],
+    }
+    record = pair(plan_of(document), "h1", "h2")
+    assert record["min_rto_us"] == pytest.approx(16860.0)
+    assert record["rto_min_ms"] == 17
+    assert record["initcwnd"] == 1
+    assert record["cwnd_clamp"] == 39
+
+
+def flows_document(flows):
+    # h1 -100- s1, h3 =1000= s1, s1 =1000= s2, s2 =1000= h2; 100 us per link, 100000 B buffers.
+    return {
+        "switches": ["s1", "s2"],
+        "hosts": {"h1": {"ip": "10.0.0.1"}, "h2": {"ip": "10.0.0.2"}, "h3": {"ip": "10.0.0.3"}},
+        "defaults": {"delay_us": 100, "buffer_bytes": 100000, "capacity_mbps": 1000},
+        "links": [
+            {"a": "h1", "b": "s1", "capacity_mbps": 100},
+            {"a": "h3", "b": "s1"},
+            {"a": "s1", "b": "s2"},
+            {"a": "s2", "b": "h2"},
+        ],
+        "flows": flows,
+    }
+
+
+def test_flow_counts_move_the_bottleneck():
+    # RTT 600 us. Queues: s1->s2, s2->h2, s2->s1 at 0.8 ms and s1->h1 at 8 ms: minRTO 11.0 ms either way.
+    idle = pair(plan_of(flows_document([])), "h1", "h2")
+    # Idle: bottleneck is h1's 100 Mb/s link: iw = 12.5e6 x 600e-6 = 7500 B -> 5;
+    # max = 125e6 x 600e-6 + 100000 = 175000 B -> 120.
+    assert (idle["rto_min_ms"], idle["initcwnd"], idle["cwnd_clamp"]) == (11, 5, 120)
+    busy_plan = plan_of(flows_document([{"src": "h3", "dst": "h2", "count": 20}]))
+    busy = pair(busy_plan, "h1", "h2")
+    # 20 flows on s1->s2 and s2->h2: N = 21 there; 125e6 / 21 = 5.95e6 B/s beats 12.5e6.
+    # iw = 5.952e6 x 600e-6 = 3571 B -> 2; max = 175000 / 21 = 8333 B -> 5.
+    assert (busy["rto_min_ms"], busy["initcwnd"], busy["cwnd_clamp"]) == (11, 2, 5)
+    # The active pair itself counts once: N = F = 20. iw = 125e6/20 x 600e-6 = 3750 -> 2;
+    # max = 175000 / 20 = 8750 B -> 6.
+    own = pair(busy_plan, "h3", "h2")
+    assert (own["initcwnd"], own["cwnd_clamp"]) == (2, 6)
+    assert busy_plan.link_flows() == {("h3", "s1"): 20, ("s1", "s2"): 20, ("s2", "h2"): 20}
+
+
+def test_clamps_and_rounding():
+    bounds = formulas.Bounds()
+    assert formulas.rto_min_ms(0.0002, bounds) == 1
+    assert formulas.rto_min_ms(0.0137, bounds) == 14
+    assert formulas.rto_min_ms(0.014, bounds) == 14
+    assert formulas.rto_min_ms(5.0, bounds) == 200
+    assert formulas.initcwnd_segments(10 * 1448, bounds) == 10
+    assert formulas.initcwnd_segments(10 * 1448 - 1, bounds) == 9
+    assert formulas.initcwnd_segments(1e9, bounds) == 64
+    assert formulas.cwnd_clamp_segments(1e12, bounds) == 65535
+    assert formulas.cwnd_clamp_segments(math.inf, bounds) == 0
+    assert formulas.capacity_bytes_per_s(100) == 12.5e6
+    custom = formulas.Bounds(mss_bytes=1000, rto_min_ms_low=5, rto_min_ms_high=50, initcwnd_high=4)
+    assert formulas.rto_min_ms(0.001, custom) == 5
+    assert formulas.initcwnd_segments(10_000, custom) == 4
+
+
+def test_bounds_reject_nonsense():
+    with pytest.raises(ValueError, match="mss_bytes"):
+        formulas.Bounds(mss_bytes=0)
+    with pytest.raises(ValueError, match="initcwnd"):
+        formulas.Bounds(initcwnd_low=10, initcwnd_high=5)
+
+
+def test_mss_from_inventory_changes_windows():
+    document = star(16)
+    document["mss_bytes"] = 1000
+    # max = 5390 B / 1000 = 5 segments.
+    assert pair(plan_of(document), "h2", "h1")["cwnd_clamp"] == 5
+
+
+def test_parameter_set_for_one_host():
+    plan = plan_of(star(2))
+    params = plan.parameter_set("h2", generation=7)
+    assert params["generation"] == 7
+    assert [r["dst"] for r in params["routes"]] == ["10.0.0.1/32", "10.0.0.3/32"]
+    assert set(params["routes"][0]) == {"dst", "rto_min_ms", "initcwnd", "cwnd_clamp", "quickack"}

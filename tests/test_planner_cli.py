@@ -1,0 +1,131 @@
+"""`otcp-controller plan`: good inventories print every pair, bad ones exit 2
+with one message naming the file, the entry and the problem."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ryu_app import cli
+
+from helpers import star, write_inventory
+
+
+def run_plan(capsys, path, *extra):
+    status = cli.main(["plan", path, *extra])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_json_output_has_every_ordered_pair(tmp_path, capsys):
+    path = write_inventory(tmp_path, star(3))
+    status, out, err = run_plan(capsys, path, "--json")
+    assert status == 0 and err == ""
+    paths = json.loads(out)["paths"]
+    assert len(paths) == 4 * 3
+    h2_h1 = next(p for p in paths if (p["src"], p["dst"]) == ("h2", "h1"))
+    assert set(h2_h1) == {"src", "dst", "dst_ip", "hops", "min_rto_us", "rto_min_ms", "initcwnd", "cwnd_clamp", "quickack"}
+    assert h2_h1["dst_ip"] == "10.0.0.1" and h2_h1["rto_min_ms"] == 14
+
+
+def test_table_output(tmp_path, capsys):
+    status, out, _ = run_plan(capsys, write_inventory(tmp_path, star(2)))
+    lines = out.splitlines()
+    assert status == 0
+    assert lines[0].split() == ["src", "dst", "dst_ip", "minRTO_us", "rto_min_ms", "initcwnd", "cwnd_clamp", "path"]
+    assert len(lines) == 1 + 3 * 2
+    assert any(line.split()[:2] == ["h2", "h1"] and line.endswith("h2 s1 h1") for line in lines)
+
+
+def test_unreachable_pairs_are_left_out_and_reported(tmp_path, capsys):
+    document = {
+        "switches": ["s1", "s2"],
+        "hosts": {"h1": {"ip": "10.0.0.1"}, "h2": {"ip": "10.0.0.2"}, "h3": {"ip": "10.0.0.3"}},
+        "links": [{"a": "h1", "b": "s1"}, {"a": "h2", "b": "s1"}, {"a": "h3", "b": "s2"}],
+    }
+    status, out, err = run_plan(capsys, write_inventory(tmp_path, document), "--json")
+    assert status == 0
+    pairs = {(p["src"], p["dst"]) for p in json.loads(out)["paths"]}
+    assert pairs == {("h1", "h2"), ("h2", "h1")}
+    assert "no path from h1 to h3" in err and "no path from h3 to h2" in err
+    assert err.count("no path") == 4
+
+
+def test_defaults_fill_missing_link_values(tmp_path, capsys):
+    document = {
+        "defaults": {"capacity_mbps": 100, "buffer_bytes": 85000, "delay_us": 25},
+        "switches": ["s1"],
+        "hosts": {"h1": {"ip": "10.0.0.1"}, "h2": {"ip": "10.0.0.2"}},
+        "links": [{"a": "h1", "b": "s1"}, {"a": "h2", "b": "s1"}],
+    }
+    _, out, _ = run_plan(capsys, write_inventory(tmp_path, document), "--json")
+    assert json.loads(out)["paths"][0]["min_rto_us"] == pytest.approx(13700.0)
+
+
+BASE = {
+    "switches": ["s1", "s2"],
+    "hosts": {"h1": {"ip": "10.0.0.1"}, "h2": {"ip": "10.0.0.2"}},
+    "links": [{"a": "h1", "b": "s1"}, {"a": "s1", "b": "s2"}, {"a": "h2", "b": "s2"}],
+}
+
+
+def edited(**changes):
+    document = json.loads(json.dumps(BASE))
+    document.update(changes)
+    return document
+
+
+BAD_INVENTORIES = [
+    (edited(links=BASE["links"] + [{"a": "s2", "b": "s9"}]), "links[3].b: unknown node 's9'"),
+    (edited(links=BASE["links"] + [{"a": "s2", "b": "s1"}]), "links[3]: duplicate link 's2' - 's1' (already links[1])"),
+    (edited(links=[{**BASE["links"][0], "capacity_mbps": 0}] + BASE["links"][1:]), "links[0].capacity_mbps: must be greater than 0, got 0"),
+    (edited(links=[{**BASE["links"][0], "capacity_mbps": -5}] + BASE["links"][1:]), "links[0].capacity_mbps: must be greater than 0"),
+    (edited(links=[{**BASE["links"][0], "delay_us": -1}] + BASE["links"][1:]), "links[0].delay_us: must not be negative, got -1"),
+    (edited(links=[{**BASE["links"][0], "buffer_bytes": -10}] + BASE["links"][1:]), "links[0].buffer_bytes: must not be negative"),
+    (edited(links=BASE["links"][1:]), "hosts.h1: has no link"),
+    (edited(hosts={**BASE["hosts"], "h3": {"ip": "10.0.0.1"}}), "hosts.h3.ip: 10.0.0.1 is already the address of 'h1'"),
+    (edited(hosts={"h1": {"ip": "10.0.0.999"}, "h2": {"ip": "10.0.0.2"}}), "hosts.h1.ip: '10.0.0.999' is not an IP address"),
+    (edited(links=BASE["links"] + [{"a": "h1", "b": "s2"}]), "host 'h1' already has a link"),
+    (edited(links=BASE["links"] + [{"a": "s1", "b": "s1"}]), "links[3]: links 's1' to itself"),
+    (edited(links=[{**BASE["links"][0], "speed": 1}] + BASE["links"][1:]), "links[0]: unknown key 'speed'"),
+    (edited(links=[{**BASE["links"][0], "capacity_mbps": "fast"}] + BASE["links"][1:]), "links[0].capacity_mbps: expected a number, got 'fast'"),
+    (edited(flows=[{"src": "h1", "dst": "h7"}]), "flows[0].dst: unknown host 'h7'"),
+    (edited(flows=[{"src": "h1", "dst": "h2", "count": 0}]), "flows[0].count: must be greater than 0"),
+    (edited(mss_bytes=0), "mss_bytes: must be greater than 0"),
+    (edited(extra=1), "top level: unknown key 'extra'"),
+    (edited(switches=["s1", "s1", "s2"]), "switches.s1: declared twice"),
+    (edited(switches={"s1": {"dpid": 1}, "s2": {"dpid": 1}}), "switches.s2.dpid: 1 is already the dpid of 's1'"),
+]
+
+
+@pytest.mark.parametrize("document, message", BAD_INVENTORIES, ids=[m for _, m in BAD_INVENTORIES])
+def test_bad_inventory_exits_2_naming_file_entry_and_problem(tmp_path, capsys, document, message):
+    path = write_inventory(tmp_path, document)
+    status, out, err = run_plan(capsys, path)
+    assert status == 2
+    assert out == ""
+    assert err.startswith(f"otcp-controller plan: {path}: ")
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_yaml_syntax_error_names_line(tmp_path, capsys):
+    path = write_inventory(tmp_path, "switches: [s1\nhosts: {h1: {ip: 10.0.0.1}}\n")
+    status, _, err = run_plan(capsys, path)
+    assert status == 2
+    assert f"{path}: YAML syntax error at line" in err
+
+
+def test_missing_inventory_file(tmp_path, capsys):
+    status, _, err = run_plan(capsys, str(tmp_path / "absent.yaml"))
+    assert status == 2 and "absent.yaml: no such file" in err
+
+
+def test_console_script_exit_status(tmp_path):
+    path = write_inventory(tmp_path, edited(links=BASE["links"][1:]))
+    result = subprocess.run(
+        [sys.executable, "-m", "ryu_app.cli", "plan", path], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 2
+    assert "hosts.h1: has no link" in result.stderr
