@@ -1,0 +1,276 @@
+"""The controller's plain modules, tested without a switch: delay probes,
+flow counting, topology, forwarding messages, configuration and state."""
+
+import types
+
+import pytest
+from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
+
+from ryu_app import arp, config, delay, forwarding, store
+from ryu_app.flowcount import FlowCounter
+from ryu_app.planner import Plan
+from ryu_app.topology import Topology
+
+from helpers import write_inventory
+
+
+def fake_datapath(dpid=1):
+    return types.SimpleNamespace(id=dpid, ofproto=ofproto_v1_3, ofproto_parser=ofproto_v1_3_parser)
+
+
+# -- delay -------------------------------------------------------------------
+
+
+def test_probe_frame_round_trip():
+    frame = delay.probe_frame(0x1F, 3, "00:00:00:00:00:aa", 12345)
+    assert delay.parse_probe(frame) == (0x1F, 3, 12345)
+
+
+def test_foreign_lldp_and_junk_are_not_probes():
+    from os_ken.topology.switches import LLDPPacket
+
+    assert delay.parse_probe(LLDPPacket.lldp_packet(1, 2, "00:00:00:00:00:01", 120)) is None
+    assert delay.parse_probe(b"\x00" * 10) is None
+    assert delay.parse_probe(arp.probe_frame("10.0.0.1")) is None
+
+
+def test_delay_is_elapsed_minus_half_echoes_minimum_of_window():
+    estimator = delay.DelayEstimator(window=3)
+    estimator.echo_sent(1, 0.0)
+    estimator.echo_received(1, 0.004)  # 4 ms round trip to s1
+    estimator.echo_sent(2, 0.0)
+    estimator.echo_received(2, 0.002)  # 2 ms to s2
+    for sent, received in [(10.0, 10.0050), (11.0, 11.0032), (12.0, 11.0040 + 1.0)]:
+        seq = estimator.next_probe(1, 7, sent)
+        assert estimator.probe_received((1, 7, seq), 2, 9, received) == (1, 7, 2, 9)
+    # samples: 5.0 - 3 = 2.0 ms, 3.2 - 3 = 0.2 ms, 4.0 - 3 = 1.0 ms -> minimum 0.2 ms
+    (value, samples), = estimator.delays().values()
+    assert value == pytest.approx(0.0002)
+    assert samples == 3
+
+
+def test_delay_never_below_zero_and_replays_rejected():
+    estimator = delay.DelayEstimator()
+    for dpid in (1, 2):
+        estimator.echo_sent(dpid, 0.0)
+        estimator.echo_received(dpid, 0.010)
+    seq = estimator.next_probe(1, 1, 5.0)
+    assert estimator.probe_received((1, 1, seq), 2, 1, 5.001) is not None
+    assert estimator.delays()[(1, 1)] == (0.0, 1)
+    # The same sequence again, an unknown one, and a forged origin are refused.
+    assert estimator.probe_received((1, 1, seq), 2, 1, 5.002) is None
+    assert estimator.probe_received((1, 1, 999), 2, 1, 5.002) is None
+    other = estimator.next_probe(1, 1, 6.0)
+    assert estimator.probe_received((1, 2, other), 2, 1, 6.001) is None
+
+
+def test_no_sample_without_echo_round_trip():
+    estimator = delay.DelayEstimator()
+    seq = estimator.next_probe(1, 1, 0.0)
+    assert estimator.probe_received((1, 1, seq), 2, 1, 0.001) is None
+    assert estimator.delays() == {}
+
+
+# -- flow counts -------------------------------------------------------------
+
+
+def test_pair_active_only_when_its_counter_grew():
+    counter = FlowCounter()
+    counter.update(1, [("10.0.0.1", "10.0.0.2", 10), ("10.0.0.2", "10.0.0.1", 5)])
+    assert counter.active_pairs() == {}
+    counter.update(1, [("10.0.0.1", "10.0.0.2", 50), ("10.0.0.2", "10.0.0.1", 5), ("10.0.0.3", "10.0.0.1", 1)])
+    assert counter.active_pairs() == {("10.0.0.1", "10.0.0.2"): 1, ("10.0.0.3", "10.0.0.1"): 1}
+    counter.update(2, [("10.0.0.1", "10.0.0.2", 1)])
+    counter.update(1, [("10.0.0.1", "10.0.0.2", 50)])
+    assert counter.active_pairs() == {}
+    counter.forget_switch(1)
+    counter.update(1, [("10.0.0.1", "10.0.0.2", 60)])
+    assert counter.active_pairs() == {}
+
+
+# -- topology ----------------------------------------------------------------
+
+
+def two_switch_topology(inventory=None):
+    topo = Topology(inventory, learning_grace_s=1.0)
+    topo.add_switch(1, {1: 0, 2: 0, 3: 0}, now=0.0)
+    topo.add_switch(2, {1: 0, 2: 0}, now=0.0)
+    assert topo.add_link((1, 1), (2, 1)) and topo.add_link((2, 1), (1, 1))
+    return topo
+
+
+def test_hosts_learned_only_on_edge_ports_after_grace():
+    topo = two_switch_topology()
+    assert not topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 2, now=0.5)  # grace
+    assert topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 2, now=2.0)
+    assert not topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 2, now=3.0)  # unchanged
+    assert not topo.learn_host("10.0.0.9", "00:00:00:00:00:09", 2, 1, now=3.0)  # link port
+    assert sorted(topo.edge_ports()) == [(1, 2), (1, 3), (2, 2)]
+
+
+def test_lldp_on_host_port_is_ignored():
+    topo = two_switch_topology()
+    topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 2, now=2.0)
+    assert not topo.add_link((1, 2), (2, 2))  # a host cannot invent a link
+    assert not topo.add_link((2, 2), (1, 2))
+    assert (1, 2) not in topo.links
+
+
+def test_fabric_uses_inventory_then_port_speed_and_defaults(tmp_path):
+    from ryu_app import inventory
+
+    path = write_inventory(
+        tmp_path,
+        {
+            "switches": {"a": {"dpid": 1}, "b": {"dpid": 2}},
+            "hosts": {"h1": {"ip": "10.0.0.1"}, "h2": {"ip": "10.0.0.2"}},
+            "links": [
+                {"a": "h1", "b": "a", "capacity_mbps": 100, "buffer_bytes": 85000},
+                {"a": "a", "b": "b", "capacity_mbps": 1000, "delay_us": 50, "buffer_bytes": 512000},
+                {"a": "h2", "b": "b"},
+            ],
+        },
+    )
+    topo = two_switch_topology(inventory.load(path))
+    topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 2, now=2.0)
+    topo.learn_host("10.0.0.2", "00:00:00:00:00:02", 2, 2, now=2.0)
+    topo.learn_host("10.0.0.3", "00:00:00:00:00:03", 1, 3, now=2.0)  # not in the inventory
+    topo.switches[1][3] = 1.25e9
+    defaults = {"capacity_mbps": 10, "buffer_bytes": 4000, "host_link_delay_us": 7}
+    fabric, sources = topo.fabric({(1, 1): 0.0003}, {("10.0.0.3", "10.0.0.2"): 1}, defaults)
+    assert sorted(fabric.hosts) == ["10.0.0.3", "h1", "h2"]
+    assert fabric.links[("a", "h1")].capacity_bytes_per_s == 12.5e6
+    assert fabric.links[("a", "h1")].buffer_bytes == 85000
+    assert fabric.links[("h1", "a")].buffer_bytes == 0
+    assert fabric.links[("a", "b")].delay_s == pytest.approx(50e-6)  # pinned by the inventory
+    assert sources[("a", "b")] == "inventory"
+    assert fabric.links[("a", "10.0.0.3")].capacity_bytes_per_s == 1.25e9  # port speed
+    assert fabric.links[("a", "10.0.0.3")].buffer_bytes == 4000  # default buffer
+    assert fabric.links[("a", "h1")].delay_s == pytest.approx(7e-6) and sources[("a", "h1")] == "default"
+    assert fabric.flows == {("10.0.0.3", "h2"): 1}
+
+
+def test_measured_delay_used_when_not_pinned():
+    topo = two_switch_topology()
+    fabric, sources = topo.fabric({(1, 1): 0.0003}, {}, {"capacity_mbps": 10, "buffer_bytes": 0, "host_link_delay_us": 0})
+    assert fabric.links[("s1", "s2")].delay_s == pytest.approx(0.0003)
+    assert sources[("s1", "s2")] == "measured"
+    assert sources[("s2", "s1")] == "default"  # no sample yet
+
+
+# -- forwarding --------------------------------------------------------------
+
+
+def planned_topology():
+    topo = two_switch_topology()
+    topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 2, now=2.0)
+    topo.learn_host("10.0.0.2", "00:00:00:00:00:02", 2, 2, now=2.0)
+    topo.learn_host("10.0.0.3", "00:00:00:00:00:03", 1, 3, now=2.0)
+    fabric, _ = topo.fabric({}, {}, {"capacity_mbps": 100, "buffer_bytes": 85000, "host_link_delay_us": 10})
+    return topo, Plan(fabric)
+
+
+def test_desired_entries_follow_the_paths():
+    topo, plan = planned_topology()
+    entries = forwarding.desired_entries(plan, topo)
+    assert entries[1][("10.0.0.1", "10.0.0.2")] == 1  # toward s2
+    assert entries[2][("10.0.0.1", "10.0.0.2")] == 2  # to h2
+    assert entries[1][("10.0.0.2", "10.0.0.1")] == 2
+    assert entries[1][("10.0.0.1", "10.0.0.3")] == 3
+    assert ("10.0.0.1", "10.0.0.3") not in entries[2]
+    assert sum(len(e) for e in entries.values()) == 2 * 2 + 2 * 2 + 2 * 1
+
+
+def test_sync_messages_add_change_and_remove():
+    datapath = fake_datapath()
+    installed = {("10.0.0.1", "10.0.0.2"): 1, ("10.0.0.1", "10.0.0.3"): 3, ("10.0.0.9", "10.0.0.1"): 2}
+    desired = {("10.0.0.1", "10.0.0.2"): 1, ("10.0.0.1", "10.0.0.3"): 4, ("10.0.0.2", "10.0.0.1"): 2}
+    messages = forwarding.sync_messages(datapath, installed, desired)
+    commands = [(m.command, m.match["ipv4_src"], m.match["ipv4_dst"]) for m in messages]
+    assert commands == [
+        (ofproto_v1_3.OFPFC_ADD, "10.0.0.1", "10.0.0.3"),
+        (ofproto_v1_3.OFPFC_ADD, "10.0.0.2", "10.0.0.1"),
+        (ofproto_v1_3.OFPFC_DELETE_STRICT, "10.0.0.9", "10.0.0.1"),
+    ]
+    assert messages[0].instructions[0].actions[0].port == 4
+    assert all(m.cookie == forwarding.COOKIE for m in messages)
+    assert forwarding.sync_messages(datapath, desired, desired) == []
+
+
+def test_pair_counters_read_only_otcp_entries():
+    parser = ofproto_v1_3_parser
+    ours = types.SimpleNamespace(
+        cookie=forwarding.COOKIE, priority=forwarding.PAIR_PRIORITY, packet_count=42,
+        match=parser.OFPMatch(eth_type=0x0800, ipv4_src="10.0.0.1", ipv4_dst="10.0.0.2"),
+    )
+    miss = types.SimpleNamespace(cookie=0, priority=0, packet_count=7, match=parser.OFPMatch())
+    assert forwarding.pair_counters([ours, miss]) == [("10.0.0.1", "10.0.0.2", 42)]
+
+
+def test_arp_reply_answers_the_request():
+    from os_ken.lib.packet import arp as arp_packet
+    from os_ken.lib.packet import packet
+
+    request = arp_packet.arp(
+        opcode=arp_packet.ARP_REQUEST, src_mac="00:00:00:00:00:01", src_ip="10.0.0.1",
+        dst_mac="00:00:00:00:00:00", dst_ip="10.0.0.2",
+    )
+    reply = packet.Packet(arp.reply_frame(request, "00:00:00:00:00:02")).get_protocol(arp_packet.arp)
+    assert (reply.opcode, reply.src_ip, reply.src_mac, reply.dst_ip) == (
+        arp_packet.ARP_REPLY, "10.0.0.2", "00:00:00:00:00:02", "10.0.0.1")
+
+
+# -- configuration and state ------------------------------------------------------
+
+
+def test_config_defaults_and_relative_paths(tmp_path):
+    (tmp_path / "secret").write_text("s3cret\n")
+    path = tmp_path / "controller.yaml"
+    path.write_text("openflow: {port: 7000}\nagents: {secret_file: secret}\ndatabase: state.db\n")
+    loaded = config.load(str(path))
+    assert loaded["openflow"] == {"host": "127.0.0.1", "port": 7000}
+    assert loaded["agents"]["secret_file"] == str(tmp_path / "secret")
+    assert loaded["database"] == str(tmp_path / "state.db")
+    assert loaded["intervals"]["probe_s"] == 1.0
+    assert loaded["bounds"].rto_min_ms_high == 200
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("openflow: {port: 0}\n", "openflow.port: expected an integer >= 1"),
+        ("openflow: {prt: 1}\n", "openflow.prt: unknown key"),
+        ("intervals: {probe_s: -1}\n", "intervals.probe_s: expected a number >= 0.05"),
+        ("bounds: {initcwnd: [10, 5]}\n", "bounds: initcwnd bounds must satisfy"),
+        ("inventory: nowhere.yaml\n", "nowhere.yaml: no such file"),
+        ("colour: blue\n", "colour: unknown key"),
+        ("log_level: loud\n", "log_level: expected one of"),
+    ],
+)
+def test_config_errors_name_the_key(tmp_path, text, message):
+    path = tmp_path / "controller.yaml"
+    path.write_text(text)
+    with pytest.raises(config.ConfigError, match=message.replace("[", r"\[")) as error:
+        config.load(str(path))
+    assert str(error.value).startswith(str(path))
+
+
+def test_store_keeps_generations_and_numbers_them_on(tmp_path):
+    path = str(tmp_path / "state.db")
+    state = store.Store(path)
+    assert state.last_generation_number() == 0 and state.latest_generation() is None
+    record = {
+        "src": "h1", "dst": "h2", "dst_ip": "10.0.0.2", "hops": ["h1", "s1", "h2"], "min_rto_us": 13700.0,
+        "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "quickack": True,
+    }
+    state.save_generation(1, [record])
+    state.save_generation(2, [{**record, "cwnd_clamp": None}])
+    state.save_link_measurements([("s1", "s2", 0.0001, "measured", 5, 1.25e7, 85000, 2)])
+    state.save_ack("10.0.0.1", 2, [{"dst": "10.0.0.2/32", "ok": True}])
+    state.close()
+    reopened = store.Store(path, readonly=True)
+    assert reopened.last_generation_number() == 2
+    generation, _, records = reopened.latest_generation()
+    assert generation == 2 and records == [{**record, "cwnd_clamp": None}]
+    assert reopened.latest_link_measurements()[("s1", "s2")]["flows"] == 2
+    assert reopened.acks() == {"10.0.0.1": 2}
