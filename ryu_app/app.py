@@ -259,9 +259,9 @@ class OTCPController(app_manager.OSKenApp):
         plan = Plan(fabric, self.config["bounds"])
         self.plan = plan
         self._sync_forwarding(forwarding.desired_entries(plan, self.topology))
-        self._save_state(fabric, delay_sources)
+        link_rows = self._save_state(fabric, delay_sources)
         if self._settled():
-            self._publish(plan)
+            self._publish(plan, link_rows)
 
     def _sync_forwarding(self, desired):
         for dpid, entries in desired.items():
@@ -287,20 +287,22 @@ class OTCPController(app_manager.OSKenApp):
             if src in topo.links and src[0] in names and topo.links[src][0] in names:
                 samples[(names[src[0]], names[topo.links[src][0]])] = count
         flows_on = self.plan.link_flows()
-        self.store.save_link_measurements(
+        rows = [
             (u, v, facts.delay_s, delay_sources[(u, v)], samples.get((u, v), 0), facts.capacity_bytes_per_s,
              facts.buffer_bytes, flows_on.get((u, v), 0))
             for (u, v), facts in sorted(fabric.links.items())
-        )
+        ]
+        self.store.save_link_measurements(rows)
+        return rows
 
-    def _publish(self, plan):
+    def _publish(self, plan, link_rows):
         """Store and push a new generation if any host's parameters changed."""
         sets = {host: plan.parameter_set(host, 0)["routes"] for host in plan.hosts}
         changed = {h: routes for h, routes in sets.items() if self.published.get(plan.fabric.hosts[h]) != routes}
         if not changed:
             return
         self.generation += 1
-        self.store.save_generation(self.generation, plan.records())
+        self.store.save_generation(self.generation, plan.records(), link_rows, plan.fabric.flows)
         self.logger.info("generation %d: new parameters for %d host(s)", self.generation, len(changed))
         for host, routes in changed.items():
             ip = plan.fabric.hosts[host]

@@ -21,6 +21,10 @@ CREATE TABLE IF NOT EXISTS link_measurements (
     capacity_bytes_per_s REAL, buffer_bytes REAL, flows INTEGER);
 CREATE INDEX IF NOT EXISTS link_measurements_link ON link_measurements (src, dst, at);
 CREATE TABLE IF NOT EXISTS generations (generation INTEGER PRIMARY KEY, computed_at REAL);
+CREATE TABLE IF NOT EXISTS generation_inputs (
+    generation INTEGER, src TEXT, dst TEXT, delay_s REAL, delay_source TEXT, samples INTEGER,
+    capacity_bytes_per_s REAL, buffer_bytes REAL, flows INTEGER, PRIMARY KEY (generation, src, dst));
+CREATE TABLE IF NOT EXISTS generation_flows (generation INTEGER, src TEXT, dst TEXT, count INTEGER);
 CREATE TABLE IF NOT EXISTS parameters (
     generation INTEGER, src TEXT, dst TEXT, dst_ip TEXT, hops TEXT, min_rto_us REAL,
     rto_min_ms INTEGER, initcwnd INTEGER, cwnd_clamp INTEGER, quickack INTEGER,
@@ -72,7 +76,7 @@ class Store:
 
     def save_link_measurements(self, rows):
         """Append one row per directed link: (src, dst, delay_s, source,
-        samples, capacity_bytes_per_s, buffer_bytes, flows)."""
+        samples, capacity_bytes_per_s, buffer_bytes, flows on the link)."""
         now = time.time()
         with self.db:
             self.db.executemany(
@@ -95,10 +99,20 @@ class Store:
         row = self.db.execute("SELECT MAX(generation) FROM generations").fetchone()
         return row[0] or 0
 
-    def save_generation(self, generation, records):
-        """Store a full parameter generation (plan records)."""
+    def save_generation(self, generation, records, link_rows=(), flows=None):
+        """Store a full parameter generation (plan records) with the inputs
+        it was computed from: link rows as for save_link_measurements and
+        the active host-pair flows {(src, dst): count}."""
         with self.db:
             self.db.execute("INSERT INTO generations VALUES (?, ?)", (generation, time.time()))
+            self.db.executemany(
+                "INSERT INTO generation_inputs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(generation, *row) for row in link_rows],
+            )
+            self.db.executemany(
+                "INSERT INTO generation_flows VALUES (?, ?, ?, ?)",
+                [(generation, src, dst, count) for (src, dst), count in (flows or {}).items()],
+            )
             self.db.executemany(
                 "INSERT INTO parameters VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
@@ -128,6 +142,25 @@ class Store:
             for src, dst, dst_ip, hops, min_rto_us, rto_min_ms, initcwnd, cwnd_clamp, quickack in cursor
         ]
         return row[0], row[1], records
+
+    def generation_inputs(self, generation):
+        """({(src, dst): row dict}, {(src, dst): flows}) a generation used."""
+        keys = ("delay_s", "delay_source", "samples", "capacity_bytes_per_s", "buffer_bytes", "flows")
+        links = {
+            (row[0], row[1]): dict(zip(keys, row[2:]))
+            for row in self.db.execute(
+                "SELECT src, dst, delay_s, delay_source, samples, capacity_bytes_per_s, buffer_bytes, flows "
+                "FROM generation_inputs WHERE generation = ?",
+                (generation,),
+            )
+        }
+        flows = {
+            (src, dst): count
+            for src, dst, count in self.db.execute(
+                "SELECT src, dst, count FROM generation_flows WHERE generation = ?", (generation,)
+            )
+        }
+        return links, flows
 
     # -- agents --------------------------------------------------------------
 
