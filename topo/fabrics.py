@@ -1,0 +1,299 @@
+"""Mininet topologies for OTCP experiments: star, leaf-spine and fat-tree.
+
+Every topology here is an ordinary Mininet ``Topo`` that can also describe
+itself as an OTCP inventory (design note section 4), so the controller and
+the offline planner read the same capacities and buffers that the emulation
+enforces.
+
+Use one from the command line (Debian's ``mn`` execs this file, so it must
+stay importable without the rest of the project)::
+
+    mn --custom topo/fabrics.py --topo star,16 \\
+       --controller remote --switch ovs,datapath=user,protocols=OpenFlow13
+
+Each link carries its own link class (``BufferedLink``): rate and offloads
+are set even under plain ``mn``. Switch-port buffers need one more step,
+which ``experiments.emulation`` takes: Open vSwitch's userspace datapath
+resets a port's qdisc when it adds the port, so the shaping of switch ports
+is applied again after the switches start (``BufferedIntf.reshape``).
+Note that ``mn`` runs its global cleanup (``mn -c``: it kills every Mininet
+on the machine) whenever it hits an error; on a shared machine prefer
+``experiments.emulation``.
+
+Link options, in every topology:
+
+- ``bw``: link rate in Mb/s (HTB, up to 1000), default 100 (the OTCP evaluation's rate);
+- ``buffer_bytes``: the egress buffer of each switch port in bytes, a bfifo
+  under the HTB class; default ``SHALLOW_BUFFER`` (85 000 B), ``DEEP_BUFFER``
+  is 512 000 B;
+- ``delay_us``: one-way propagation delay per link. It needs sch_netem; where
+  the kernel lacks it (the machines this project runs on) the delay is not
+  enforced, the link says so once, and the inventory leaves it out.
+"""
+
+import shlex
+
+from mininet.link import Intf, Link, TCIntf
+from mininet.log import error
+from mininet.node import Switch
+from mininet.topo import Topo
+from mininet.util import ipAdd
+
+DEFAULT_BW_MBPS = 100
+SHALLOW_BUFFER = 85000
+DEEP_BUFFER = 512000
+# Largest rate Mininet's TCIntf accepts for HTB.
+MAX_BW_MBPS = TCIntf.bwParamMax
+# Data-plane addresses: Mininet's default 10.0.0.0/8, hosts numbered from 1.
+DATA_IP_BASE = 0x0A000000
+DATA_PREFIX_LEN = 8
+
+
+class BufferedIntf(Intf):
+    """A veth end configured the way OTCP experiments need it.
+
+    - tx checksum, TSO, GSO and GRO off (TCP through the userspace OVS
+      datapath fails with them on);
+    - with bw: an HTB root qdisc (handle 5:) whose class 5:1 shapes to bw
+      Mb/s, with Mininet's TCLink burst (15 kB) so the results compare with
+      Mininet's own links, and a quantum of one packet (HTB's default,
+      rate / r2q, is oversized at this rate and makes tc warn);
+    - on a switch port with buffer_bytes: a bfifo of that many bytes as the
+      leaf of class 5:1, i.e. the switch's egress buffer;
+    - with delay_us: a netem delay between HTB and the bfifo, where the
+      kernel has sch_netem (it says once when it has not).
+    """
+
+    HTB_HANDLE = "5:"
+    HTB_CLASS = "5:1"
+    HTB_BURST = "15k"
+    NETEM_HANDLE = "10:"
+    # Set once a link has found that the kernel has no sch_netem.
+    netem_missing = False
+
+    def config(self, bw=None, buffer_bytes=None, delay_us=None, **params):
+        """Configure addresses (Mininet's Intf), offloads, rate, delay and buffer."""
+        result = Intf.config(self, **params)
+        self.shaping = {"bw": bw, "buffer_bytes": buffer_bytes, "delay_us": delay_us}
+        self.shape(**self.shaping)
+        return result
+
+    def reshape(self):
+        """Apply the shaping again: Open vSwitch's userspace datapath resets a
+        port's qdisc when it adds the port, so switch ports need this after
+        the switch has started."""
+        self.shape(**self.shaping)
+
+    def shape(self, bw=None, buffer_bytes=None, delay_us=None):
+        """Offloads off, then HTB rate, netem delay and bfifo buffer as asked."""
+        self._run(["ethtool", "-K", self.name, "tx", "off", "tso", "off", "gso", "off", "gro", "off"],
+                  "turn off offloads")
+        parent = ["root"]
+        if bw is not None:
+            self._run(["tc", "qdisc", "replace", "dev", self.name, "root", "handle", self.HTB_HANDLE,
+                       "htb", "default", "1"], "add the HTB qdisc")
+            self._run(["tc", "class", "replace", "dev", self.name, "parent", self.HTB_HANDLE,
+                       "classid", self.HTB_CLASS, "htb", "rate", f"{float(bw)}mbit",
+                       "burst", self.HTB_BURST, "quantum", "1514"], f"shape to {bw} Mb/s")
+            parent = ["parent", self.HTB_CLASS]
+        if delay_us:
+            parent = self._add_delay(parent, delay_us)
+        if isinstance(self.node, Switch) and buffer_bytes is not None:
+            self._run(["tc", "qdisc", "replace", "dev", self.name, *parent, "bfifo", "limit", str(int(buffer_bytes))],
+                      f"set the {buffer_bytes} B egress buffer")
+
+    def _add_delay(self, parent, delay_us):
+        """Put a netem delay under parent; return where the buffer goes next."""
+        if BufferedIntf.netem_missing:
+            return parent
+        _, err, code = self.node.pexec(["tc", "qdisc", "add", "dev", self.name, *parent, "handle", self.NETEM_HANDLE,
+                                        "netem", "delay", f"{float(delay_us)}us", "limit", "100000"])
+        if code != 0:
+            BufferedIntf.netem_missing = True
+            error(f"*** link delay not enforced: this kernel has no sch_netem ({err.strip()})\n")
+            return parent
+        return ["parent", f"{self.NETEM_HANDLE}1"]
+
+    def _run(self, argv, what):
+        _, err, code = self.node.pexec(argv)
+        if code != 0:
+            raise RuntimeError(f"{self.name}: could not {what}: {shlex.join(argv)}: {err.strip()}")
+
+    @classmethod
+    def delay_enforced(cls):
+        """Whether link delays asked for so far actually went into the kernel."""
+        return not cls.netem_missing
+
+
+class BufferedLink(Link):
+    """A link whose two ends are BufferedIntf interfaces (Mininet's TCLink, with our interface)."""
+
+    def __init__(self, node1, node2, port1=None, port2=None, intfName1=None, intfName2=None,
+                 addr1=None, addr2=None, **params):
+        Link.__init__(self, node1, node2, port1=port1, port2=port2, intfName1=intfName1, intfName2=intfName2,
+                      cls1=BufferedIntf, cls2=BufferedIntf, addr1=addr1, addr2=addr2,
+                      params1=params, params2=params)
+
+
+def data_ip(index):
+    """The data-plane address of host number index (1-based): 10.0.0.index upward."""
+    return ipAdd(index, prefixLen=DATA_PREFIX_LEN, ipBaseNum=DATA_IP_BASE)
+
+
+class FabricTopo(Topo):
+    """Base of the OTCP topologies: hosts, switches with explicit dpids, and
+    links that carry their rate, buffer and delay, plus the inventory."""
+
+    def _link_options(self, bw, buffer_bytes, delay_us):
+        _check_number("bw (Mb/s)", bw, low=0, high=MAX_BW_MBPS, exclusive_low=True)
+        _check_number("buffer_bytes", buffer_bytes, low=1)
+        if delay_us is not None:
+            _check_number("delay_us", delay_us, low=0)
+        options = {"cls": BufferedLink, "bw": bw, "buffer_bytes": int(buffer_bytes)}
+        if delay_us:
+            options["delay_us"] = delay_us
+        return options
+
+    def add_host(self, name):
+        """Add the next host: addresses 10.0.0.1, .2, ... in the order added."""
+        index = len(self.hosts()) + 1
+        return self.addHost(name, ip=f"{data_ip(index)}/{DATA_PREFIX_LEN}",
+                            mac=":".join(f"{(index >> shift) & 0xFF:02x}" for shift in (40, 32, 24, 16, 8, 0)))
+
+    def add_switch(self, name):
+        """Add the next switch with dpid 1, 2, ... in the order added."""
+        dpid = len(self.switches()) + 1
+        return self.addSwitch(name, dpid=f"{dpid:016x}")
+
+    def inventory(self, delay_enforced=False):
+        """The inventory (design note section 4) that describes this topology.
+
+        delay_us is only written where the emulation really enforces it: with
+        no sch_netem (this project's machines) the links have no added delay,
+        and declaring one would make the controller plan for a fabric that is
+        not there. Without it the controller measures switch-to-switch delays
+        and uses its configured default for host links.
+        """
+        switches = {name: {"dpid": int(self.nodeInfo(name)["dpid"], 16)} for name in self.switches()}
+        hosts = {name: {"ip": self.nodeInfo(name)["ip"].split("/")[0]} for name in self.hosts()}
+        links = []
+        for a, b, info in self.links(sort=True, withInfo=True):
+            link = {"a": a, "b": b, "capacity_mbps": info["bw"], "buffer_bytes": info["buffer_bytes"]}
+            if delay_enforced and info.get("delay_us"):
+                link["delay_us"] = info["delay_us"]
+            links.append(link)
+        return {"switches": switches, "hosts": hosts, "links": links}
+
+    def write_inventory(self, path, delay_enforced=False, flows=None):
+        """Write inventory() as YAML to path (flows: optional list of {src, dst, count})."""
+        import yaml  # only needed here; `mn --custom` need not have it
+
+        document = self.inventory(delay_enforced=delay_enforced)
+        if flows:
+            document["flows"] = flows
+        with open(path, "w", encoding="utf-8") as handle:
+            yaml.safe_dump(document, handle, sort_keys=False)
+        return path
+
+    def switch_port(self, host):
+        """(switch, interface name) of the switch port that faces host."""
+        (switch,) = [b if a == host else a for a, b in self.links() if host in (a, b)]
+        return switch, f"{switch}-eth{self.port(host, switch)[1]}"
+
+    def has_loop(self):
+        """True if the topology has a cycle (needs a controller, not learning bridges)."""
+        nodes = self.nodes()
+        links = self.links()
+        # Connected graph: a tree has exactly len(nodes) - 1 links.
+        return len(links) >= len(nodes)
+
+
+class StarTopo(FabricTopo):
+    """Incast star: one switch s1, the receiver h1 and senders h2..h(N+1)."""
+
+    def build(self, senders=4, bw=DEFAULT_BW_MBPS, buffer_bytes=SHALLOW_BUFFER, delay_us=None):
+        _check_count("senders", senders)
+        options = self._link_options(bw, buffer_bytes, delay_us)
+        switch = self.add_switch("s1")
+        for index in range(1, senders + 2):
+            self.addLink(self.add_host(f"h{index}"), switch, **options)
+
+    @property
+    def receiver(self):
+        return "h1"
+
+    @property
+    def senders(self):
+        return [h for h in self.hosts() if h != "h1"]
+
+
+class LeafSpineTopo(FabricTopo):
+    """Two-tier Clos: every leaf links to every spine; hosts hang off leaves.
+
+    Switches: leaf1..leafL then spine1..spineS; hosts h1.. leaf by leaf.
+    fabric_bw (default bw) is the rate of leaf-spine links.
+    """
+
+    def build(self, leaves=2, spines=2, hosts_per_leaf=2, bw=DEFAULT_BW_MBPS, buffer_bytes=SHALLOW_BUFFER,
+              delay_us=None, fabric_bw=None):
+        for what, value in (("leaves", leaves), ("spines", spines), ("hosts_per_leaf", hosts_per_leaf)):
+            _check_count(what, value)
+        host_options = self._link_options(bw, buffer_bytes, delay_us)
+        fabric_options = self._link_options(fabric_bw or bw, buffer_bytes, delay_us)
+        leaf_names = [self.add_switch(f"leaf{i}") for i in range(1, leaves + 1)]
+        spine_names = [self.add_switch(f"spine{i}") for i in range(1, spines + 1)]
+        for leaf in leaf_names:
+            for spine in spine_names:
+                self.addLink(leaf, spine, **fabric_options)
+        host_number = 1
+        for leaf in leaf_names:
+            for _ in range(hosts_per_leaf):
+                self.addLink(self.add_host(f"h{host_number}"), leaf, **host_options)
+                host_number += 1
+
+
+class FatTreeTopo(FabricTopo):
+    """k-ary fat-tree (Al-Fares et al.): k pods of k/2 edge and k/2 aggregation
+    switches, (k/2)^2 core switches, k/2 hosts per edge switch, k^3/4 hosts.
+
+    Switches: core c1.., aggregation a<pod>_<i>, edge e<pod>_<i>; hosts h1..
+    edge by edge.
+    """
+
+    def build(self, k=4, bw=DEFAULT_BW_MBPS, buffer_bytes=SHALLOW_BUFFER, delay_us=None):
+        _check_count("k", k)
+        if k % 2:
+            raise ValueError(f"fat-tree k must be even, got {k}")
+        options = self._link_options(bw, buffer_bytes, delay_us)
+        half = k // 2
+        cores = [self.add_switch(f"c{i}") for i in range(1, half * half + 1)]
+        host_number = 1
+        for pod in range(1, k + 1):
+            aggs = [self.add_switch(f"a{pod}_{i}") for i in range(1, half + 1)]
+            edges = [self.add_switch(f"e{pod}_{i}") for i in range(1, half + 1)]
+            for i, agg in enumerate(aggs):
+                # Aggregation switch i of every pod reaches core switches i*half .. i*half+half-1.
+                for core in cores[i * half:(i + 1) * half]:
+                    self.addLink(agg, core, **options)
+                for edge in edges:
+                    self.addLink(edge, agg, **options)
+            for edge in edges:
+                for _ in range(half):
+                    self.addLink(self.add_host(f"h{host_number}"), edge, **options)
+                    host_number += 1
+
+
+def _check_count(what, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be a positive integer, got {value!r}")
+
+
+def _check_number(what, value, low, high=None, exclusive_low=False):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{what} must be a number, got {value!r}")
+    if value < low or (exclusive_low and value == low) or (high is not None and value > high):
+        bound = f"> {low}" if exclusive_low else f">= {low}"
+        raise ValueError(f"{what} must be {bound}{f' and <= {high}' if high is not None else ''}, got {value!r}")
+
+
+topos = {"star": StarTopo, "leafspine": LeafSpineTopo, "fattree": FatTreeTopo}
