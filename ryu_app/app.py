@@ -180,6 +180,17 @@ class OTCPController(app_manager.OSKenApp):
         header = frame.get_protocol(ipv4.ipv4)
         if header is not None:
             self._learn(header.src, eth.src, datapath.id, in_port)
+            self._deliver_first_packet(datapath, in_port, header, msg.data)
+
+    def _deliver_first_packet(self, datapath, in_port, header, data):
+        """A pair's first packet arrives before its entries exist: plan now,
+        then hand the packet back to the switch's table, which now has them."""
+        pair = (header.src, header.dst)
+        if header.dst not in self.topology.hosts or pair in self.installed.get(datapath.id, {}):
+            return
+        self.replan_now()
+        if pair in self.installed.get(datapath.id, {}):
+            datapath.send_msg(forwarding.packet_out(datapath, datapath.ofproto.OFPP_TABLE, data, in_port=in_port))
 
     def _learn(self, ip, mac, dpid, port):
         if ip == "0.0.0.0" or mac == arp.CONTROLLER_MAC:
@@ -191,18 +202,18 @@ class OTCPController(app_manager.OSKenApp):
         for waiting_dpid, waiting_port, request in self.pending_arp.pop(ip, []):
             if host is not None and waiting_dpid in self.datapaths:
                 datapath = self.datapaths[waiting_dpid]
-                datapath.send_msg(arp.packet_out(datapath, waiting_port, arp.reply_frame(request, host.mac)))
+                datapath.send_msg(forwarding.packet_out(datapath, waiting_port, arp.reply_frame(request, host.mac)))
 
     def _answer_arp(self, datapath, in_port, request):
         target = self.topology.hosts.get(request.dst_ip)
         if target is not None:
-            datapath.send_msg(arp.packet_out(datapath, in_port, arp.reply_frame(request, target.mac)))
+            datapath.send_msg(forwarding.packet_out(datapath, in_port, arp.reply_frame(request, target.mac)))
             return
         self.pending_arp.setdefault(request.dst_ip, []).append((datapath.id, in_port, request))
         probe = arp.probe_frame(request.dst_ip)
         for dpid, port in self.topology.edge_ports():
             if dpid in self.datapaths:
-                self.datapaths[dpid].send_msg(arp.packet_out(self.datapaths[dpid], port, probe))
+                self.datapaths[dpid].send_msg(forwarding.packet_out(self.datapaths[dpid], port, probe))
 
     # -- measurement -----------------------------------------------------------
 
@@ -217,7 +228,7 @@ class OTCPController(app_manager.OSKenApp):
                         continue
                     sequence = self.delays.next_probe(dpid, port, time.time())
                     frame = delay.probe_frame(dpid, port, hw_addr, sequence)
-                    datapath.send_msg(arp.packet_out(datapath, port, frame))
+                    datapath.send_msg(forwarding.packet_out(datapath, port, frame))
             hub.sleep(self.config["intervals"]["probe_s"])
 
     @set_ev_cls(ofp_event.EventOFPEchoReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])

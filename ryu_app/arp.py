@@ -36,15 +36,3 @@ def probe_frame(target_ip):
     )
     frame.serialize()
     return bytes(frame.data)
-
-
-def packet_out(datapath, port, data):
-    """A PacketOut sending raw frame bytes out of one port."""
-    ofproto, parser = datapath.ofproto, datapath.ofproto_parser
-    return parser.OFPPacketOut(
-        datapath=datapath,
-        buffer_id=ofproto.OFP_NO_BUFFER,
-        in_port=ofproto.OFPP_CONTROLLER,
-        actions=[parser.OFPActionOutput(port)],
-        data=data,
-    )
