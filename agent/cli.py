@@ -1,0 +1,226 @@
+"""``otcp-agent``: the host agent and its one-shot commands.
+
+    otcp-agent run --controller HOST:PORT --secret-file FILE [--state FILE]
+    otcp-agent apply FILE.json [--state FILE]     # FILE "-" reads stdin
+    otcp-agent show [--json] [--state FILE]
+    otcp-agent revert [--state FILE]
+
+Options before the subcommand: ``--netns NAME`` runs the whole command in
+the named network namespace (as ``ip netns exec NAME`` would), and
+``--log-level``. Logs go to stderr; results of one-shot commands to stdout.
+
+Exit status: 0 done; 1 the kernel refused a change (the previous routes
+were restored) or the channel could not start; 2 bad input (the message
+names the file and the field).
+"""
+
+import argparse
+import datetime
+import json
+import logging
+import os
+import signal
+import sys
+
+from agent import protocol
+from agent.client import ControllerClient, parse_address
+from agent.core import Agent
+from agent.protocol import ValidationError
+from agent.routes import ApplyError, OTCP_PROTO, table_name
+
+DEFAULT_STATE = "/var/lib/otcp-agent/state.db"
+LOG = logging.getLogger("otcp.agent")
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr, level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s otcp-agent %(levelname)s %(message)s",
+    )
+    if args.netns:
+        try:
+            _enter_netns(args.netns)
+        except OSError as error:
+            print(f"otcp-agent: --netns {args.netns}: {error.strerror or error}", file=sys.stderr)
+            return 2
+    try:
+        return args.command(args)
+    except KeyboardInterrupt:
+        return 0
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="otcp-agent", description="Apply OTCP's per-destination TCP parameters as route attributes "
+        f"(routes tagged proto {OTCP_PROTO})."
+    )
+    parser.add_argument("--netns", metavar="NAME", help="run in this named network namespace")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    commands = parser.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
+
+    def state_option(sub):
+        sub.add_argument("--state", default=DEFAULT_STATE, metavar="FILE",
+                         help=f"SQLite state file (default {DEFAULT_STATE})")
+
+    run = commands.add_parser("run", help="connect to the controller and apply what it pushes")
+    run.add_argument("--controller", required=True, metavar="HOST:PORT")
+    run.add_argument("--secret-file", required=True, metavar="FILE")
+    run.add_argument("--backoff-max", type=float, default=30.0, metavar="SECONDS",
+                     help="longest wait between reconnection attempts (default 30)")
+    state_option(run)
+    run.set_defaults(command=cmd_run)
+
+    apply = commands.add_parser("apply", help="validate and apply a parameter set from a JSON file")
+    apply.add_argument("file", metavar="FILE.json")
+    apply.add_argument("--json", action="store_true", help="print the per-route results as JSON")
+    state_option(apply)
+    apply.set_defaults(command=cmd_apply)
+
+    show = commands.add_parser("show", help="what is applied, read back from the kernel")
+    show.add_argument("--json", action="store_true")
+    state_option(show)
+    show.set_defaults(command=cmd_show)
+
+    revert = commands.add_parser("revert", help="remove every route the agent created, and nothing else")
+    state_option(revert)
+    revert.set_defaults(command=cmd_revert)
+    return parser
+
+
+# -- commands ----------------------------------------------------------------
+
+
+def cmd_run(args):
+    try:
+        host, port = parse_address(args.controller)
+        secret = protocol.read_secret(args.secret_file)
+    except (ValueError, OSError) as error:
+        print(f"otcp-agent: {error}", file=sys.stderr)
+        return 2
+    if args.backoff_max <= 0:
+        print("otcp-agent: --backoff-max: must be above 0", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _stop)
+    with Agent(args.state) as agent:
+        try:
+            results = agent.reapply_stored()
+        except (ValidationError, ApplyError) as error:
+            LOG.error("could not re-apply the stored generation: %s", error)
+        else:
+            if results is not None:
+                LOG.info("re-applied stored generation %d (%d route(s))", agent.state.applied_generation(),
+                         sum(1 for r in results if r["status"] == "applied"))
+        client = ControllerClient(agent, host, port, secret, backoff_max=args.backoff_max,
+                                  backoff_initial=min(0.5, args.backoff_max))
+        try:
+            client.run()
+        except SystemExit:
+            LOG.info("stopping; the applied routes stay")
+            return 0
+
+
+def cmd_apply(args):
+    try:
+        body = _read_input(args.file)
+        param_set = protocol.parse_param_set(body, where=args.file)
+    except OSError as error:
+        print(f"otcp-agent: {args.file}: {error.strerror or error}", file=sys.stderr)
+        return 2
+    except ValidationError as error:
+        print(f"otcp-agent: {args.file}: {error}" if error.field else f"otcp-agent: {error}", file=sys.stderr)
+        return 2
+    with Agent(args.state) as agent:
+        try:
+            validated, results = agent.apply(param_set, f"file {args.file}")
+        except ValidationError as error:
+            print(f"otcp-agent: {args.file}: {error}", file=sys.stderr)
+            return 2
+        except ApplyError as error:
+            print(f"otcp-agent: {args.file}: {error}", file=sys.stderr)
+            return 1
+    if args.json:
+        print(json.dumps({"generation": validated["generation"], "results": results}, indent=2))
+        return 0
+    applied = [r for r in results if r["status"] == "applied"]
+    print(f"generation {validated['generation']}: {len(applied)} route(s) applied, "
+          f"{len(results) - len(applied)} skipped")
+    for result in results:
+        if result["status"] == "skipped":
+            print(f"  skipped {result['dst']}: {result['reason']}")
+    return 0
+
+
+def cmd_show(args):
+    with Agent(args.state) as agent:
+        shown = agent.show()
+    if args.json:
+        print(json.dumps(shown, indent=2))
+        return 0
+    if shown["generation"] is None:
+        print("no generation applied")
+    else:
+        when = datetime.datetime.fromtimestamp(shown["applied_at"]).isoformat(timespec="seconds")
+        status = "active" if shown["active"] else "reverted"
+        print(f"generation {shown['generation']} ({status}, applied {when})")
+    rows = [("DESTINATION", "DEV", "GATEWAY", "TABLE", "RTO_MIN", "INITCWND", "CWND", "QUICKACK")]
+    for r in shown["routes"]:
+        rows.append((
+            r["dst"], r["dev"] or "?", r["gateway"] or "-", table_name(r["table"]),
+            "-" if r["rto_min_ms"] is None else f"{r['rto_min_ms']}ms",
+            "-" if r["initcwnd"] is None else str(r["initcwnd"]),
+            "-" if r["cwnd_clamp"] is None else f"{r['cwnd_clamp']} lock",
+            "on" if r["quickack"] else "off",
+        ))
+    if len(rows) > 1:
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    else:
+        print("no OTCP routes in the kernel")
+    for skipped in shown["skipped"]:
+        print(f"skipped {skipped['dst']}: {skipped['reason']}")
+    return 0
+
+
+def cmd_revert(args):
+    with Agent(args.state) as agent:
+        try:
+            removed = agent.revert()
+        except ApplyError as error:
+            print(f"otcp-agent: revert: {error}", file=sys.stderr)
+            return 1
+    print(f"removed {len(removed)} OTCP route(s)")
+    return 0
+
+
+# -- helpers -------------------------------------------------------------------
+
+
+def _read_input(path):
+    """The file's bytes, refusing more than a frame can carry without reading it all."""
+    limit = protocol.MAX_FRAME_BYTES
+    handle = sys.stdin.buffer if path == "-" else open(path, "rb")
+    try:
+        body = handle.read(limit + 1)
+    finally:
+        if handle is not sys.stdin.buffer:
+            handle.close()
+    if len(body) > limit:
+        raise ValidationError("", f"{path}: larger than the {limit}-byte limit")
+    return body
+
+
+def _enter_netns(name):
+    from pyroute2 import netns
+
+    netns.setns(name, flags=0)
+
+
+def _stop(signum, frame):
+    raise SystemExit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""The agent's side of the channel: dial the controller, authenticate,
+report, then apply and acknowledge every parameter set it pushes.
+
+`ControllerClient.run` never gives up: when the controller is unreachable
+or goes away it waits (capped exponential backoff with jitter) and dials
+again. The routes stay as they are while disconnected. TCP keepalive
+notices a controller that vanished without closing the connection.
+"""
+
+import logging
+import random
+import socket
+import time
+
+from agent import protocol
+from agent.protocol import AuthenticationError, ProtocolError, ValidationError
+from agent.routes import ApplyError
+
+LOG = logging.getLogger("otcp.agent")
+KEEPALIVE_IDLE_S = 10
+KEEPALIVE_INTERVAL_S = 5
+KEEPALIVE_COUNT = 3
+USER_TIMEOUT_MS = 30_000
+STABLE_SESSION_S = 5.0
+
+
+class ControllerClient:
+    """Keeps one agent connected to its controller."""
+
+    def __init__(self, agent, host, port, secret, connect_timeout=5.0, handshake_timeout=10.0,
+                 backoff_initial=0.5, backoff_max=30.0, logger=LOG):
+        self.agent = agent
+        self.address = (host, port)
+        self.secret = secret
+        self.connect_timeout = connect_timeout
+        self.handshake_timeout = handshake_timeout
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.log = logger
+        self.sessions = 0  # authenticated sessions so far
+
+    def run(self):
+        """Connect, serve, reconnect; returns only on an exception from outside
+        (SystemExit, KeyboardInterrupt)."""
+        failures = 0
+        while True:
+            started = time.monotonic()
+            sessions = self.sessions
+            try:
+                self.serve_once()
+                self.log.warning("controller %s:%d closed the connection", *self.address)
+            except (OSError, ProtocolError) as error:
+                self.log.warning("controller %s:%d: %s", *self.address, _describe(error))
+            # A session that authenticated and lasted resets the backoff; a
+            # controller that keeps dropping us right away does not.
+            lasted = time.monotonic() - started >= STABLE_SESSION_S
+            failures = 0 if self.sessions > sessions and lasted else failures + 1
+            delay = min(self.backoff_max, self.backoff_initial * 2 ** (failures - 1 if failures else 0))
+            delay *= random.uniform(0.5, 1.0)
+            self.log.info("reconnecting in %.1f s", delay)
+            time.sleep(delay)
+
+    def serve_once(self):
+        """One connection: handshake, hello, then params until it closes."""
+        sock = socket.create_connection(self.address, timeout=self.connect_timeout)
+        try:
+            _keepalive(sock)
+            sock.settimeout(self.handshake_timeout)
+            reader = _Reader(sock)
+            session = self._handshake(sock, reader)
+            self.sessions += 1
+            self.log.info("authenticated to controller %s:%d", *self.address)
+            hello = dict(self.agent.hello(), type="hello")
+            sock.sendall(session.seal(hello))
+            self.log.info("reported addresses %s", ", ".join(hello["addresses"]) or "(none)")
+            sock.settimeout(None)
+            while True:
+                body = reader.frame()
+                if body is None:
+                    return
+                message = session.open(body)
+                protocol.check_message(message, "params")
+                sock.sendall(session.seal(self._handle_params(message["set"])))
+        finally:
+            sock.close()
+
+    def _handshake(self, sock, reader):
+        reader.decoder.limit = protocol.MAX_HANDSHAKE_FRAME_BYTES
+        challenge = _expect(reader, "challenge", "waiting for the challenge")
+        auth, agent_nonce = protocol.auth_message(self.secret, challenge)
+        sock.sendall(protocol.frame(protocol.encode_json(auth)))
+        welcome = _expect(reader, "welcome", "authentication refused (wrong secret?)")
+        expected = protocol.controller_mac(self.secret, agent_nonce, challenge["nonce"])
+        if not protocol.macs_equal(expected, welcome["mac"]):
+            raise AuthenticationError("the controller could not prove it holds the secret")
+        reader.decoder.limit = protocol.MAX_FRAME_BYTES
+        return protocol.Session(self.secret, challenge["nonce"], agent_nonce, "agent")
+
+    def _handle_params(self, param_set):
+        generation = param_set.get("generation") if isinstance(param_set, dict) else None
+        generation = generation if isinstance(generation, int) and not isinstance(generation, bool) and \
+            protocol.GENERATION[0] <= generation <= protocol.GENERATION[1] else None
+        try:
+            validated, results = self.agent.apply(param_set, "controller")
+        except ValidationError as error:
+            self.log.warning("rejected generation %s: %s", generation, error)
+            return protocol.reject_message(generation, str(error))
+        except ApplyError as error:
+            self.log.error("could not apply generation %s: %s", generation, error)
+            return protocol.reject_message(generation, str(error))
+        skipped = sum(1 for r in results if r["status"] == "skipped")
+        self.log.info("applied generation %d: %d route(s), %d skipped", validated["generation"],
+                      len(results) - skipped, skipped)
+        for result in results:
+            if result["status"] == "skipped":
+                self.log.info("  skipped %s: %s", result["dst"], result["reason"])
+        return protocol.ack_message(validated["generation"], results)
+
+
+class _Reader:
+    """Whole frames from a blocking socket."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.decoder = protocol.FrameDecoder(protocol.MAX_HANDSHAKE_FRAME_BYTES)
+        self._ready = []
+
+    def frame(self):
+        """The next frame's body, or None when the peer closed cleanly."""
+        while not self._ready:
+            data = self.sock.recv(1 << 16)
+            if not data:
+                if self.decoder.pending():
+                    raise ProtocolError("connection closed in the middle of a frame")
+                return None
+            self._ready.extend(self.decoder.feed(data))
+        return self._ready.pop(0)
+
+
+def _expect(reader, kind, closed_meaning):
+    body = reader.frame()
+    if body is None:
+        raise ProtocolError(f"connection closed: {closed_meaning}")
+    message = protocol.decode_json(body, kind)
+    protocol.check_message(message, kind)
+    return message
+
+
+def _keepalive(sock):
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE_S)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, KEEPALIVE_INTERVAL_S)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, KEEPALIVE_COUNT)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, USER_TIMEOUT_MS)
+
+
+def _describe(error):
+    if isinstance(error, socket.timeout):
+        return "timed out"
+    if isinstance(error, ConnectionRefusedError):
+        return "connection refused"
+    return str(error) or type(error).__name__
+
+
+def parse_address(text):
+    """"HOST:PORT" or "[IPv6]:PORT" -> (host, port); ValueError names the problem."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"--controller: {text!r} is not HOST:PORT")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"--controller: port {port!r} is not a number in 1..65535")
+    return host, int(port)

@@ -1,0 +1,129 @@
+"""The agent proper: validate a parameter set, apply it, remember it.
+
+Shared by the one-shot commands (``apply``, ``show``, ``revert``) and the
+running agent, so a set pushed by the controller and a set given on the
+command line go through exactly the same checks and effects.
+
+The generation rule: a set must be newer than the applied generation. The
+one exception is the applied set itself, unchanged: re-applying it is
+allowed (a restarted agent does it from its state file, and a controller
+re-sends its latest set when an agent reconnects), and it puts back any
+route that went missing. The same generation with different routes is
+refused.
+"""
+
+import contextlib
+import signal
+import sqlite3
+
+from agent import facts
+from agent.protocol import ValidationError, validate_param_set
+from agent.routes import ApplyError, RouteTable
+from agent.state import State, StateLock
+
+
+class Agent:
+    """One host's OTCP routes and their state file."""
+
+    def __init__(self, state_path, netns=None):
+        self.state_path = state_path
+        self.state = State(state_path)
+        self.routes = RouteTable(netns)
+
+    def close(self):
+        self.routes.close()
+        self.state.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def apply(self, param_set, source):
+        """Validate and apply a set (a parsed JSON object) as a whole.
+
+        Returns the validated set and the per-route results. Raises
+        ValidationError (nothing touched) or ApplyError (previous routes
+        restored). Both are journaled.
+        """
+        with StateLock(self.state_path), _signals_deferred():
+            applied = self.state.applied()
+            generation = param_set.get("generation") if isinstance(param_set, dict) else None
+            try:
+                validated = validate_param_set(param_set)
+                _check_generation(validated, applied)
+            except ValidationError as error:
+                self.state.record(generation if isinstance(generation, int) else None, source, "rejected", str(error))
+                raise
+            try:
+                results = self.routes.apply(validated)
+            except ApplyError as error:
+                self.state.record(validated["generation"], source, "failed", str(error))
+                raise
+            try:
+                self.state.save_applied(validated, results, source)
+            except sqlite3.Error as error:
+                problems = self.routes.undo_last()
+                detail = f"; rollback incomplete: {'; '.join(problems)}" if problems else "; routes rolled back"
+                raise ApplyError(f"could not save the state ({error}){detail}", rolled_back=not problems) from None
+            return validated, results
+
+    def reapply_stored(self):
+        """Put back the stored generation (after a restart). Returns its
+        results, or None when nothing active is stored."""
+        applied = self.state.applied()
+        if applied is None or not applied.active:
+            return None
+        return self.apply(applied.param_set, "restart")[1]
+
+    def revert(self):
+        """Remove every OTCP route; the generation is kept (older sets stay refused)."""
+        with StateLock(self.state_path), _signals_deferred():
+            removed = self.routes.revert()
+            self.state.mark_reverted(len(removed))
+            return removed
+
+    def show(self):
+        """What is applied: the stored generation and the routes read back
+        from the kernel."""
+        applied = self.state.applied()
+        names = self.routes.interface_names()
+        routes = [self.routes.describe(route, names) for route in self.routes.owned()]
+        return {
+            "generation": None if applied is None else applied.generation,
+            "active": None if applied is None else applied.active,
+            "applied_at": None if applied is None else applied.applied_at,
+            "routes": sorted(routes, key=lambda r: (r["table"], r["dst"])),
+            "skipped": [] if applied is None or not applied.active else
+            [r for r in applied.results if r["status"] == "skipped"],
+        }
+
+    def hello(self):
+        return facts.hello(self.routes.netlink, self.state.applied_generation())
+
+
+def _check_generation(validated, applied):
+    if applied is None:
+        return
+    generation = validated["generation"]
+    if generation < applied.generation:
+        raise ValidationError(
+            "generation", f"{generation} is not newer than the applied generation {applied.generation}"
+        )
+    if generation == applied.generation and validated != applied.param_set:
+        raise ValidationError(
+            "generation", f"{generation} was already applied with different routes; a change needs a newer generation"
+        )
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """Hold SIGTERM/SIGINT while routes and state change: an apply is never
+    cut in half by a stop request; the signal is delivered right after."""
+    blocked = {signal.SIGTERM, signal.SIGINT}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
