@@ -183,14 +183,19 @@ class OTCPController(app_manager.OSKenApp):
             self._deliver_first_packet(datapath, in_port, header, msg.data)
 
     def _deliver_first_packet(self, datapath, in_port, header, data):
-        """A pair's first packet arrives before its entries exist: plan now,
-        then hand the packet back to the switch's table, which now has them."""
+        """A packet that missed the table: its pair's entries are not there
+        yet (new pair, or sent but not yet applied). Plan if needed, then
+        send it out of the port its entry names; the next switch does the same."""
         pair = (header.src, header.dst)
-        if header.dst not in self.topology.hosts or pair in self.installed.get(datapath.id, {}):
+        if header.dst not in self.topology.hosts:
             return
-        self.replan_now()
-        if pair in self.installed.get(datapath.id, {}):
-            datapath.send_msg(forwarding.packet_out(datapath, datapath.ofproto.OFPP_TABLE, data, in_port=in_port))
+        if pair not in self.installed.get(datapath.id, {}):
+            self.replan_now()
+        out_port = self.installed.get(datapath.id, {}).get(pair)
+        self.logger.debug("missed packet %s -> %s at s%d: %s", *pair, datapath.id,
+                          f"sent out of port {out_port}" if out_port else "no path")
+        if out_port is not None and out_port != in_port:
+            datapath.send_msg(forwarding.packet_out(datapath, out_port, data))
 
     def _learn(self, ip, mac, dpid, port):
         if ip == "0.0.0.0" or mac == arp.CONTROLLER_MAC:
@@ -209,6 +214,7 @@ class OTCPController(app_manager.OSKenApp):
         if target is not None:
             datapath.send_msg(forwarding.packet_out(datapath, in_port, arp.reply_frame(request, target.mac)))
             return
+        self.logger.debug("ARP for unknown %s from s%d:%d: probing edge ports", request.dst_ip, datapath.id, in_port)
         self.pending_arp.setdefault(request.dst_ip, []).append((datapath.id, in_port, request))
         probe = arp.probe_frame(request.dst_ip)
         for dpid, port in self.topology.edge_ports():

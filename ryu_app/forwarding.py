@@ -84,14 +84,13 @@ def table_miss_entry(datapath):
     )
 
 
-def packet_out(datapath, port, data, in_port=None):
-    """A PacketOut sending raw frame bytes out of one port (OFPP_TABLE: run
-    them through the flow table as if they arrived on in_port)."""
+def packet_out(datapath, port, data):
+    """A PacketOut sending raw frame bytes out of one port."""
     ofproto, parser = datapath.ofproto, datapath.ofproto_parser
     return parser.OFPPacketOut(
         datapath=datapath,
         buffer_id=ofproto.OFP_NO_BUFFER,
-        in_port=ofproto.OFPP_CONTROLLER if in_port is None else in_port,
+        in_port=ofproto.OFPP_CONTROLLER,
         actions=[parser.OFPActionOutput(port)],
         data=data,
     )
