@@ -1,0 +1,340 @@
+"""The controller's side of the agent channel, inside the os-ken process.
+
+Agents dial in; each must authenticate (HMAC challenge-response over a
+shared secret, both ways, see `agent.protocol`), report its addresses, and
+is then mapped to the host whose IP it reported. The app publishes each
+host's latest parameter set; the server sends it when the host's agent is
+connected (now, or when it connects) and reports the agent's ack.
+
+Everything runs on os-ken's green threads (`os_ken.lib.hub`): one reader and
+one writer per connection, so a slow or hostile agent only ever blocks its
+own threads. What gets an agent logged and disconnected, without touching
+the others:
+
+- no valid ``auth`` within `handshake_timeout` (an unauthenticated peer
+  receives the challenge and nothing else), or a wrong secret;
+- a frame over the limit (1 KiB before authentication, 64 KiB for the
+  hello, `agent.protocol.MAX_FRAME_BYTES` after), malformed JSON, a bad MAC,
+  an unknown or unexpected message, an ack for a generation it was not sent;
+- more messages than the rate limit allows (a flood);
+- not reading a parameter set within `write_timeout` (a slow reader).
+
+Only the latest set per host is kept: if sets are published faster than an
+agent reads them, it gets the newest, never a backlog.
+
+Usage from the app::
+
+    server = AgentServer(host, port, secret, on_ack=store_ack, logger=app.logger)
+    server.start()
+    server.publish("10.0.0.1", {"generation": 7, "routes": [...]})
+"""
+
+import ipaddress
+import logging
+import time
+
+from os_ken.lib import hub
+
+from agent import protocol
+from agent.protocol import AuthenticationError, ProtocolError
+
+LOG = logging.getLogger("otcp.agent_server")
+
+
+class AgentServer:
+    """Accepts, authenticates and feeds host agents.
+
+    `on_ack(host_ip, generation, results)` is called for every acknowledged
+    set; `on_agent(host_ip, hello)` when an authenticated agent is mapped to
+    a published host (at its hello, or at the first `publish` of one of its
+    addresses); `on_reject(host_ip, generation, error)` when an agent refuses
+    a set. Callbacks run on the connection's green thread; an exception in
+    one is logged and does not affect the connection.
+    """
+
+    def __init__(self, host, port, secret, on_ack, on_agent=None, logger=None, on_reject=None,
+                 handshake_timeout=5.0, write_timeout=10.0, rate_per_s=20.0, burst=200.0, max_connections=1024):
+        if not isinstance(secret, bytes) or not secret:
+            raise ValueError("agents.secret_file: the secret must be non-empty bytes")
+        self.host = host
+        self.port = port
+        self.secret = secret
+        self.on_ack = on_ack
+        self.on_agent = on_agent
+        self.on_reject = on_reject
+        self.log = logger or LOG
+        self.handshake_timeout = handshake_timeout
+        self.write_timeout = write_timeout
+        self.rate_per_s = rate_per_s
+        self.burst = burst
+        self.max_connections = max_connections
+        self.address = None  # (host, port) actually listened on, after start()
+        self.acked = {}  # host ip -> last acknowledged generation
+        self._published = {}  # host ip -> validated parameter set
+        self._connections = set()  # every open connection
+        self._agents = set()  # authenticated connections that sent their hello
+        self._server = None
+        self._thread = None
+        if len(secret) < 16:
+            self.log.warning("agent secret is only %d bytes; use 16 or more random bytes", len(secret))
+
+    # -- the app's interface ---------------------------------------------------
+
+    def start(self):
+        self._server = hub.StreamServer((self.host, self.port), self._handle)
+        self.address = self._server.server.getsockname()[:2]
+        self._thread = hub.spawn(self._server.serve_forever)
+        self.log.info("agent channel listening on %s:%d", *self.address)
+
+    def publish(self, host_ip, param_set):
+        """Make `param_set` the latest set for `host_ip`; send it now if that
+        host's agent is connected, else when it connects.
+
+        The set is validated first (ValueError naming the field if it is
+        malformed), so a bad set never reaches an agent.
+        """
+        host_ip = _normalise(host_ip)
+        validated = protocol.validate_param_set(param_set)
+        self._published[host_ip] = validated
+        connection = self._connection_for(host_ip)
+        if connection is not None:
+            connection.send_latest(validated)
+
+    def connected_hosts(self):
+        """Every address reported by a connected, authenticated agent."""
+        return {address for connection in self._agents for address in connection.addresses}
+
+    def stop(self):
+        if self._thread is not None:
+            hub.kill(self._thread)
+            self._thread = None
+        if self._server is not None:
+            self._server.server.close()
+            self._server = None
+        for connection in list(self._connections):
+            self._close(connection, None)
+
+    # -- connections -------------------------------------------------------------
+
+    def _handle(self, sock, peer):
+        peer = f"{peer[0]}:{peer[1]}"
+        if len(self._connections) >= self.max_connections:
+            self.log.warning("agent %s refused: %d connections already open", peer, len(self._connections))
+            sock.close()
+            return
+        connection = _Connection(self, sock, peer)
+        self._connections.add(connection)
+        try:
+            try:
+                with hub.Timeout(self.handshake_timeout):
+                    hello = connection.handshake()
+            except hub.Timeout:
+                raise ProtocolError(f"no authentication within {self.handshake_timeout:g} s") from None
+            self._register(connection, hello)
+            connection.writer = hub.spawn(self._write_loop, connection)
+            connection.read_loop()
+        except AuthenticationError as error:
+            self._close(connection, f"authentication failed: {error}")
+        except ProtocolError as error:
+            self._close(connection, str(error))
+        except _Closed:
+            pass
+        except OSError as error:
+            self._close(connection, f"connection error: {error}", level=logging.INFO)
+        finally:
+            self._close(connection, "closed the connection", level=logging.INFO)
+
+    def _register(self, connection, hello):
+        connection.hello = {key: value for key, value in hello.items() if key != "type"}
+        connection.addresses = [_normalise(address) for address in hello["addresses"]]
+        for other in list(self._agents):
+            if set(other.addresses) & set(connection.addresses):
+                self._close(other, f"replaced by a newer connection from {connection.peer}", level=logging.INFO)
+        self._agents.add(connection)
+        self.log.info("agent %s (%s) authenticated: addresses %s, applied generation %s", connection.peer,
+                      hello["hostname"], ", ".join(connection.addresses) or "none", hello["applied_generation"])
+        for address in connection.addresses:
+            if address in self._published:
+                self._map(connection, address)
+                connection.send_latest(self._published[address])
+                return
+        self.log.info("agent %s: no parameters published yet for %s", connection.peer,
+                      ", ".join(connection.addresses) or "its addresses")
+
+    def _map(self, connection, host_ip):
+        connection.host_ip = host_ip
+        applied = connection.hello["applied_generation"]
+        published = self._published[host_ip]["generation"]
+        if applied is not None and applied > published:
+            self.log.warning("agent %s for %s has applied generation %d, newer than the published %d: "
+                             "it will refuse sets until the generation passes %d",
+                             connection.peer, host_ip, applied, published, applied)
+        if self.on_agent is not None:
+            self._callback(self.on_agent, host_ip, connection.hello)
+
+    def _connection_for(self, host_ip):
+        for connection in self._agents:
+            if connection.host_ip == host_ip:
+                return connection
+        for connection in self._agents:
+            if connection.host_ip is None and host_ip in connection.addresses:
+                self._map(connection, host_ip)
+                return connection
+        return None
+
+    def _write_loop(self, connection):
+        """Send the connection's latest set whenever there is one."""
+        try:
+            while True:
+                connection.wake.wait()
+                connection.wake.clear()
+                while connection.pending is not None:
+                    param_set, connection.pending = connection.pending, None
+                    connection.sent.add(param_set["generation"])
+                    data = connection.session.seal(protocol.params_message(param_set))
+                    try:
+                        with hub.Timeout(self.write_timeout):
+                            connection.sock.sendall(data)
+                    except hub.Timeout:
+                        self._close(connection, f"slow reader: generation {param_set['generation']} "
+                                                f"({len(data)} bytes) not taken within {self.write_timeout:g} s")
+                        return
+                    self.log.info("sent generation %d (%d routes) to agent %s for %s", param_set["generation"],
+                                  len(param_set["routes"]), connection.peer, connection.host_ip)
+        except OSError as error:
+            self._close(connection, f"connection error while sending: {error}", level=logging.INFO)
+
+    def _acknowledged(self, connection, message):
+        generation = message["generation"]
+        if generation not in connection.sent:
+            raise ProtocolError(f"ack for generation {generation}, which was not sent to it")
+        connection.sent.discard(generation)
+        self.acked[connection.host_ip] = generation
+        skipped = sum(1 for result in message["results"] if result["status"] == "skipped")
+        self.log.info("agent %s acknowledged generation %d for %s (%d skipped)", connection.peer, generation,
+                      connection.host_ip, skipped)
+        self._callback(self.on_ack, connection.host_ip, generation, message["results"])
+
+    def _rejected(self, connection, message):
+        generation = message["generation"]
+        if generation is not None:
+            if generation not in connection.sent:
+                raise ProtocolError(f"reject for generation {generation}, which was not sent to it")
+            connection.sent.discard(generation)
+        self.log.warning("agent %s for %s rejected generation %s: %s", connection.peer, connection.host_ip,
+                         generation, message["error"])
+        if self.on_reject is not None:
+            self._callback(self.on_reject, connection.host_ip, generation, message["error"])
+
+    def _callback(self, function, *args):
+        try:
+            function(*args)
+        except Exception:  # the app's bug must not cost the agent its connection
+            self.log.exception("agent server callback %s failed", getattr(function, "__name__", function))
+
+    def _close(self, connection, reason, level=logging.WARNING):
+        """Disconnect an agent (once), logging why; kills its green threads."""
+        if connection.closed:
+            return
+        connection.closed = True
+        self._connections.discard(connection)
+        self._agents.discard(connection)
+        if reason is not None:
+            who = f"agent {connection.peer}" + (f" ({connection.host_ip})" if connection.host_ip else "")
+            self.log.log(level, "%s disconnected: %s", who, reason)
+        try:
+            connection.sock.close()
+        except OSError:
+            pass
+        current = hub.getcurrent()
+        for thread in (connection.reader, connection.writer):
+            if thread is not None and thread is not current:
+                hub.kill(thread)
+
+
+class _Connection:
+    """One agent connection: its socket, session, and what to send it."""
+
+    def __init__(self, server, sock, peer):
+        self.server = server
+        self.sock = sock
+        self.peer = peer
+        self.reader = hub.getcurrent()
+        self.writer = None
+        self.session = None
+        self.decoder = protocol.FrameDecoder(protocol.MAX_HANDSHAKE_FRAME_BYTES)
+        self.frames = []
+        self.hello = None
+        self.addresses = []
+        self.host_ip = None
+        self.pending = None
+        self.sent = set()
+        self.wake = hub.Event()
+        self.closed = False
+        self.tokens = server.burst
+        self.refilled = time.monotonic()
+
+    def handshake(self):
+        """Challenge, check the agent's MAC, prove ours, read the hello."""
+        nonce = protocol.new_nonce()
+        self.sock.sendall(protocol.frame(protocol.encode_json(protocol.challenge_message(nonce))))
+        auth = protocol.decode_json(self.read_frame(), "auth")
+        protocol.check_message(auth, "auth")
+        expected = protocol.agent_mac(self.server.secret, nonce, auth["nonce"])
+        if not protocol.macs_equal(expected, auth["mac"]):
+            raise AuthenticationError("wrong secret")
+        self.sock.sendall(protocol.frame(protocol.encode_json(
+            protocol.welcome_message(self.server.secret, auth["nonce"], nonce))))
+        self.session = protocol.Session(self.server.secret, nonce, auth["nonce"], "controller")
+        self.decoder.limit = protocol.MAX_HELLO_FRAME_BYTES
+        hello = self.session.open(self.read_frame())
+        protocol.check_message(hello, "hello")
+        self.decoder.limit = protocol.MAX_FRAME_BYTES
+        return hello
+
+    def read_loop(self):
+        """Acks and rejects until the agent goes away."""
+        while True:
+            body = self.read_frame()
+            self.charge(1 + len(body) // 65536)
+            message = self.session.open(body)
+            kind = protocol.check_message(message, "ack", "reject")
+            if kind == "ack":
+                self.server._acknowledged(self, message)
+            else:
+                self.server._rejected(self, message)
+
+    def read_frame(self):
+        while not self.frames:
+            data = self.sock.recv(65536)
+            if not data:
+                raise _Closed()
+            self.frames.extend(self.decoder.feed(data))
+        return self.frames.pop(0)
+
+    def charge(self, cost):
+        """Token bucket: `rate_per_s` messages a second, bursts of `burst`."""
+        now = time.monotonic()
+        self.tokens = min(self.server.burst, self.tokens + (now - self.refilled) * self.server.rate_per_s)
+        self.refilled = now
+        self.tokens -= cost
+        if self.tokens < 0:
+            raise ProtocolError(f"flooding: more than {self.server.rate_per_s:g} messages a second")
+
+    def send_latest(self, param_set):
+        self.pending = param_set
+        self.wake.set()
+
+
+class _Closed(OSError):
+    """The agent closed its end."""
+
+    def __str__(self):
+        return "closed by the agent"
+
+
+def _normalise(address):
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        raise ValueError(f"host_ip: {address!r} is not an IPv4 or IPv6 address") from None
