@@ -40,12 +40,9 @@ class Fabric:
                 capacity_bytes_per_s, delay_s, 0.0 if u in self.hosts else buffer_bytes
             )
 
-    def attachment(self, host):
-        """The switch a host is linked to (hosts are single-homed)."""
-        for (u, v) in self.links:
-            if u == host:
-                return v
-        raise KeyError(f"host {host!r} has no link")
+    def attachments(self):
+        """{host: the switch it is linked to} (hosts are single-homed)."""
+        return {u: v for (u, v) in self.links if u in self.hosts}
 
     def switch_links(self):
         """Directed links whose both ends are switches."""

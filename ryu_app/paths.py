@@ -47,8 +47,3 @@ class SwitchPaths:
             return None
         return [self.switches[k] for k in self.node_matrix[i, j, : self.hops[i, j] + 1]]
 
-
-def host_path(fabric, switch_paths, src, dst):
-    """Node names from host src to host dst, or None if unreachable."""
-    middle = switch_paths.path(fabric.attachment(src), fabric.attachment(dst))
-    return None if middle is None else [src, *middle, dst]

@@ -71,7 +71,7 @@ class Plan:
         self.bounds = bounds
         self.hosts = sorted(fabric.hosts)
         self.host_index = {name: i for i, name in enumerate(self.hosts)}
-        self.attachment = {u: v for (u, v) in fabric.links if u in fabric.hosts}
+        self.attachment = fabric.attachments()
         self.switch_paths = SwitchPaths(fabric.switches, fabric.switch_links())
         self._links = _LinkTable.build(fabric)
         self._build_host_link_tables()

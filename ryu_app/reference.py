@@ -7,7 +7,7 @@ vectorised planner, and benchmarks/plan_scale.py as its baseline.
 import math
 
 from ryu_app import formulas
-from ryu_app.paths import SwitchPaths, host_path
+from ryu_app.paths import SwitchPaths
 
 
 class ReferencePlanner:
@@ -17,15 +17,21 @@ class ReferencePlanner:
         self.fabric = fabric
         self.bounds = bounds
         self.switch_paths = SwitchPaths(fabric.switches, fabric.switch_links())
+        self.attachment = fabric.attachments()
         self.flows_on = {}
         for (src, dst), count in fabric.flows.items():
-            path = host_path(fabric, self.switch_paths, src, dst)
+            path = self.host_path(src, dst)
             for link in zip(path or [], (path or [])[1:]):
                 self.flows_on[link] = self.flows_on.get(link, 0) + count
 
+    def host_path(self, src, dst):
+        """Node names from host src to host dst, or None if unreachable."""
+        middle = self.switch_paths.path(self.attachment[src], self.attachment[dst])
+        return None if middle is None else [src, *middle, dst]
+
     def pair(self, src, dst):
         """(min_rto_s, rto_min_ms, initcwnd, cwnd_clamp) or None if no path."""
-        path = host_path(self.fabric, self.switch_paths, src, dst)
+        path = self.host_path(src, dst)
         if path is None:
             return None
         forward = list(zip(path, path[1:]))
