@@ -1,0 +1,250 @@
+"""The channel protocol and parameter-set validation (agent/protocol.py),
+without sockets or a kernel: every class of bad input is refused with a
+message naming the field."""
+
+import json
+
+import pytest
+
+from agent import protocol
+from agent.protocol import AuthenticationError, ProtocolError, ValidationError
+
+
+def route(**overrides):
+    base = {"dst": "10.0.0.2/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "quickack": True}
+    base.update(overrides)
+    return base
+
+
+def param_set(*routes, generation=7):
+    return {"generation": generation, "routes": list(routes) or [route()]}
+
+
+# -- valid sets ----------------------------------------------------------------
+
+
+def test_valid_set_is_normalised():
+    validated = protocol.validate_param_set(
+        param_set(route(dst="10.0.0.2"), route(dst="2001:DB8::5", cwnd_clamp=None, quickack=False),
+                  route(dst="10.1.0.0/16", rto_min_ms=1000, initcwnd=256, cwnd_clamp=65535))
+    )
+    assert validated == {
+        "generation": 7,
+        "routes": [
+            route(dst="10.0.0.2/32"),
+            route(dst="2001:db8::5/128", cwnd_clamp=None, quickack=False),
+            route(dst="10.1.0.0/16", rto_min_ms=1000, initcwnd=256, cwnd_clamp=65535),
+        ],
+    }
+
+
+def test_empty_route_list_is_a_valid_set():
+    assert protocol.validate_param_set({"generation": 1, "routes": []}) == {"generation": 1, "routes": []}
+
+
+def test_lowest_bounds_are_accepted():
+    protocol.validate_param_set(param_set(route(rto_min_ms=1, initcwnd=1, cwnd_clamp=1)))
+
+
+# -- every class of bad input ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "document, message",
+    [
+        # wrong types
+        (param_set(route(initcwnd="3")), 'routes[0].initcwnd: "3" is not an integer'),
+        (param_set(route(initcwnd=3.0)), "routes[0].initcwnd: 3.0 is not an integer"),
+        (param_set(route(rto_min_ms=True)), "routes[0].rto_min_ms: true is not an integer"),
+        (param_set(route(cwnd_clamp=[3])), "routes[0].cwnd_clamp: [3] is not an integer"),
+        (param_set(route(quickack=1)), "routes[0].quickack: 1 is not true or false"),
+        (param_set(route(dst=167772162)), "routes[0].dst: 167772162 is not a string"),
+        ({"generation": "7", "routes": []}, 'generation: "7" is not an integer'),
+        ({"generation": 7, "routes": {}}, "routes: {} is not a list"),
+        ({"generation": 7, "routes": ["10.0.0.2/32"]}, 'routes[0]: "10.0.0.2/32" is not an object'),
+        ([], "a parameter set is a JSON object, not a list"),
+        # out of range
+        (param_set(route(), route(dst="10.0.0.3", initcwnd=300)), "routes[1].initcwnd: 300 is out of range 1..256"),
+        (param_set(route(initcwnd=0)), "routes[0].initcwnd: 0 is out of range 1..256"),
+        (param_set(route(rto_min_ms=0)), "routes[0].rto_min_ms: 0 is out of range 1..1000"),
+        (param_set(route(rto_min_ms=1001)), "routes[0].rto_min_ms: 1001 is out of range 1..1000"),
+        (param_set(route(cwnd_clamp=0)), "routes[0].cwnd_clamp: 0 is out of range 1..65535"),
+        (param_set(route(cwnd_clamp=65536)), "routes[0].cwnd_clamp: 65536 is out of range 1..65535"),
+        (param_set(generation=0), "generation: 0 is out of range 1..9223372036854775807"),
+        # unknown and missing keys
+        ({**param_set(), "comment": "x"}, "comment: unknown key"),
+        (param_set(route(rto_min=14)), "routes[0].rto_min: unknown key"),
+        ({"routes": []}, "generation: missing"),
+        ({"generation": 3}, "routes: missing"),
+        (param_set({k: v for k, v in route().items() if k != "quickack"}), "routes[0].quickack: missing"),
+        # destinations
+        (param_set(route(dst="10.0.0.1/24")), 'routes[0].dst: "10.0.0.1/24" has host bits set'),
+        (param_set(route(dst="10.0.0.300")), 'routes[0].dst: "10.0.0.300" is not an IPv4 or IPv6 prefix'),
+        (param_set(route(dst="h2")), 'routes[0].dst: "h2" is not an IPv4 or IPv6 prefix'),
+        (param_set(route(), route(dst="10.0.0.2")), "routes[1].dst: 10.0.0.2/32 duplicates routes[0].dst"),
+    ],
+)
+def test_bad_sets_are_refused_naming_the_field(document, message):
+    with pytest.raises(ValidationError) as caught:
+        protocol.validate_param_set(document)
+    assert str(caught.value) == message
+
+
+def test_stale_generation_is_refused():
+    with pytest.raises(ValidationError, match=r"^generation: 7 is not newer than the applied generation 7$"):
+        protocol.validate_param_set(param_set(generation=7), applied_generation=7)
+    with pytest.raises(ValidationError, match=r"^generation: 6 is not newer than the applied generation 7$"):
+        protocol.validate_param_set(param_set(generation=6), applied_generation=7)
+    assert protocol.validate_param_set(param_set(generation=8), applied_generation=7)["generation"] == 8
+
+
+def test_truncated_json_is_refused_with_its_position():
+    body = json.dumps(param_set()).encode()[:-5]
+    with pytest.raises(ValidationError, match=r"^set.json: invalid JSON at line 1 column \d+: "):
+        protocol.parse_param_set(body, where="set.json")
+
+
+def test_non_json_constants_and_bad_utf8_are_refused():
+    with pytest.raises(ValidationError, match="NaN is not allowed"):
+        protocol.parse_param_set(b'{"generation": NaN, "routes": []}')
+    with pytest.raises(ValidationError, match="not UTF-8"):
+        protocol.parse_param_set(b'{"generation": 1, "routes": ["\xff"]}')
+
+
+def test_oversized_set_is_refused_before_parsing():
+    body = b" " * (protocol.MAX_FRAME_BYTES + 1)
+    with pytest.raises(ValidationError, match="exceeds the 8388608-byte limit"):
+        protocol.parse_param_set(body)
+
+
+# -- framing -----------------------------------------------------------------------
+
+
+def test_frames_survive_arbitrary_splits():
+    messages = [b"{}", b'{"type":"x"}', b"a" * 5000]
+    wire = b"".join(protocol.frame(m) for m in messages)
+    for step in (1, 3, 7, 4096):
+        decoder = protocol.FrameDecoder()
+        out = []
+        for i in range(0, len(wire), step):
+            out.extend(decoder.feed(wire[i : i + step]))
+        assert out == messages
+        assert decoder.pending() == 0
+
+
+def test_oversized_frame_header_is_refused_before_the_body():
+    decoder = protocol.FrameDecoder(limit=1024)
+    with pytest.raises(ProtocolError, match="frame of 1025 bytes exceeds the 1024-byte limit"):
+        decoder.feed((1025).to_bytes(4, "big"))
+
+
+def test_frame_refuses_to_build_oversized_message():
+    with pytest.raises(ProtocolError):
+        protocol.frame(b"x" * (protocol.MAX_FRAME_BYTES + 1))
+
+
+# -- messages ----------------------------------------------------------------------
+
+
+def test_message_schemas_refuse_unknown_missing_and_mistyped_fields():
+    good = protocol.ack_message(3, [{"dst": "10.0.0.2/32", "status": "applied", "dev": "h1-eth0",
+                                     "gateway": None, "table": 254}])
+    assert protocol.check_message(good, "ack") == "ack"
+    with pytest.raises(ProtocolError, match="unknown key"):
+        protocol.check_message({**good, "extra": 1}, "ack")
+    with pytest.raises(ProtocolError, match="generation: missing"):
+        protocol.check_message({"type": "ack", "results": []}, "ack")
+    with pytest.raises(ProtocolError, match=r"results\[0\].status"):
+        protocol.check_message(protocol.ack_message(3, [{"dst": "x", "status": "maybe"}]), "ack")
+    with pytest.raises(ProtocolError, match="expected params"):
+        protocol.check_message(good, "params")
+    with pytest.raises(ProtocolError, match="expected a known message type"):
+        protocol.check_message({"type": "shutdown"})
+
+
+# -- authentication ----------------------------------------------------------------
+
+
+SECRET = b"correct horse battery staple"
+
+
+def test_challenge_response_proves_the_secret_both_ways_without_sending_it():
+    controller_nonce = protocol.new_nonce()
+    auth, agent_nonce = protocol.auth_message(SECRET, protocol.challenge_message(controller_nonce))
+    assert SECRET.decode() not in json.dumps(auth)
+    assert protocol.macs_equal(protocol.agent_mac(SECRET, controller_nonce, agent_nonce), auth["mac"])
+    assert not protocol.macs_equal(protocol.agent_mac(b"wrong", controller_nonce, agent_nonce), auth["mac"])
+    # The controller's proof is not the agent's reflected back.
+    welcome = protocol.welcome_message(SECRET, agent_nonce, controller_nonce)
+    assert welcome["mac"] != auth["mac"]
+    assert protocol.macs_equal(protocol.controller_mac(SECRET, agent_nonce, controller_nonce), welcome["mac"])
+
+
+def test_malformed_nonce_is_an_authentication_error():
+    with pytest.raises(AuthenticationError):
+        protocol.agent_mac(SECRET, "00" * 32, "zz")
+    with pytest.raises(AuthenticationError):
+        protocol.agent_mac(SECRET, "00" * 32, "00" * 8)
+
+
+def test_version_mismatch_is_refused():
+    challenge = protocol.challenge_message(protocol.new_nonce())
+    challenge["version"] = 99
+    with pytest.raises(ProtocolError, match="version 99"):
+        protocol.auth_message(SECRET, challenge)
+
+
+def session_pair(secret_agent=SECRET, secret_controller=SECRET):
+    controller_nonce, agent_nonce = protocol.new_nonce(), protocol.new_nonce()
+    return (protocol.Session(secret_agent, controller_nonce, agent_nonce, "agent"),
+            protocol.Session(secret_controller, controller_nonce, agent_nonce, "controller"))
+
+
+def body_of(frame_bytes):
+    (frame,) = protocol.FrameDecoder().feed(frame_bytes)
+    return frame
+
+
+def test_session_messages_round_trip_in_order():
+    agent, controller = session_pair()
+    for generation in (1, 2, 3):
+        assert controller.open(body_of(agent.seal(protocol.reject_message(generation, "x"))))["generation"] == generation
+    assert agent.open(body_of(controller.seal({"type": "params", "set": {}}))) == {"type": "params", "set": {}}
+
+
+def test_session_refuses_replayed_reordered_forged_and_reflected_messages():
+    agent, controller = session_pair()
+    first, second = agent.seal({"n": 1}), agent.seal({"n": 2})
+    with pytest.raises(AuthenticationError):
+        controller.open(body_of(second))  # reordered
+    agent, controller = session_pair()
+    first = agent.seal({"n": 1})
+    controller.open(body_of(first))
+    with pytest.raises(AuthenticationError):
+        controller.open(body_of(first))  # replayed
+    agent, controller = session_pair()
+    tampered = bytearray(body_of(agent.seal({"generation": 1})))
+    tampered[-2] ^= 0x01
+    with pytest.raises(AuthenticationError):
+        controller.open(bytes(tampered))
+    agent, controller = session_pair()
+    with pytest.raises(AuthenticationError):
+        agent.open(body_of(agent.seal({"n": 1})))  # reflected back to its sender
+    agent, controller = session_pair(secret_controller=b"another secret")
+    with pytest.raises(AuthenticationError):
+        controller.open(body_of(agent.seal({"n": 1})))
+
+
+def test_session_refuses_a_frame_too_short_for_a_mac():
+    _, controller = session_pair()
+    with pytest.raises(ProtocolError, match="too short"):
+        controller.open(b"{}")
+
+
+def test_secret_file_is_stripped_and_must_not_be_empty(tmp_path):
+    path = tmp_path / "secret"
+    path.write_bytes(b"  s3cret-value\n")
+    assert protocol.read_secret(str(path)) == b"s3cret-value"
+    path.write_bytes(b"\n")
+    with pytest.raises(ValueError, match="empty"):
+        protocol.read_secret(str(path))
