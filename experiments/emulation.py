@@ -28,6 +28,7 @@ import os
 import shlex
 import signal
 import subprocess
+import time
 
 from mininet.log import setLogLevel
 from mininet.net import Mininet
@@ -103,29 +104,42 @@ class Emulation:
         with contextlib.suppress(ValueError):
             self._processes.remove(process)
 
+    def wait_listening(self, host, port, timeout=10.0):
+        """Wait until a TCP socket listens on port in host's namespace."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.run(host, ["ss", "-Hltn", f"sport = :{port}"]).strip():
+                return
+            time.sleep(0.1)
+        raise EmulationError(f"{host}: nothing listens on port {port} after {timeout:.0f} s")
+
     def stop_all(self):
         for process in list(self._processes):
             self.stop(process)
 
 
 @contextlib.contextmanager
-def emulate(topo, controller_port=None, management=False, management_subnet=DEFAULT_MANAGEMENT_SUBNET,
+def emulate(topo, controller=None, management=False, management_subnet=DEFAULT_MANAGEMENT_SUBNET,
             connect_timeout=30, log_level="warning"):
     """Build and start topo; yield an Emulation; tear everything down on exit.
 
-    controller_port: OpenFlow port of a controller on 127.0.0.1, or None for
-    standalone learning bridges (only for loop-free topologies).
+    controller: None for standalone learning bridges (only for loop-free
+    topologies), or a callable that starts the controller: it is called with
+    the root namespace's management address (None without a management
+    network) once that address exists, and returns a context manager whose
+    value is the OpenFlow port the controller listens on at 127.0.0.1. The
+    controller is stopped after the network.
     management: add the management network (see the module docstring).
     """
     setLogLevel(log_level)
-    if controller_port is None and topo.has_loop():
+    if controller is None and topo.has_loop():
         raise EmulationError("this topology has loops: standalone bridges would flood forever; "
                              "run it with a controller")
     subnet = ipaddress.ip_network(management_subnet) if management else None
     if subnet is not None and subnet.num_addresses - 3 < len(topo.hosts()):
         raise EmulationError(f"management subnet {subnet} is too small for {len(topo.hosts())} hosts")
     _refuse_existing(topo, management)
-    if controller_port is not None:
+    if controller is not None:
         switch = _partial(OVSSwitch, datapath="user", protocols="OpenFlow13", failMode="secure")
     else:
         switch = _partial(OVSBridge, datapath="user")
@@ -134,15 +148,17 @@ def emulate(topo, controller_port=None, management=False, management_subnet=DEFA
     emulation = None
     root = None
     previous = _terminate_as_interrupt()
+    stack = contextlib.ExitStack()
     try:
-        if controller_port is not None:
-            net.addController("c0", controller=RemoteController, ip="127.0.0.1", port=controller_port)
         net.build()
         management_ips, root_ip = {}, None
         if subnet is not None:
             root, management_ips, root_ip = _add_management(net, subnet)
+        if controller is not None:
+            controller_port = stack.enter_context(controller(root_ip))
+            net.addController("c0", controller=RemoteController, ip="127.0.0.1", port=controller_port)
         net.start()
-        if controller_port is not None:
+        if controller is not None:
             data_switches = [s for s in net.switches if s.name != MANAGEMENT_SWITCH]
             if not _wait_connected(data_switches, connect_timeout):
                 raise EmulationError(f"switches did not connect to the controller on 127.0.0.1:{controller_port} "
@@ -166,6 +182,7 @@ def emulate(topo, controller_port=None, management=False, management_subnet=DEFA
             net.stop()
             if root is not None:
                 root.terminate()
+            stack.close()
         finally:
             signal.signal(signal.SIGINT, interrupt)
             signal.signal(signal.SIGTERM, previous)
@@ -235,8 +252,6 @@ def _add_management(net, subnet):
 
 
 def _wait_connected(switches, timeout, interval=0.5):
-    import time
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if all(s.connected() for s in switches):

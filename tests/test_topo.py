@@ -42,7 +42,15 @@ def test_star_receiver_and_senders():
     assert topo.switch_port("h1") == ("s1", "s1-eth1")
     assert topo.switch_port("h3") == ("s1", "s1-eth3")
     assert {link["buffer_bytes"] for link in topo.inventory()["links"]} == {DEEP_BUFFER}
+    assert topo.probe is None
     assert not topo.has_loop()
+
+
+def test_star_probe_host_is_extra_and_sends_no_data():
+    topo = StarTopo(3, probe=True)
+    assert topo.senders == ["h2", "h3", "h4"]
+    assert topo.probe == "h5"
+    assert topo.inventory()["hosts"]["h5"] == {"ip": "10.0.0.5"}
 
 
 def test_delay_is_written_only_when_enforced():

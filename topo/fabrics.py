@@ -209,22 +209,27 @@ class FabricTopo(Topo):
 
 
 class StarTopo(FabricTopo):
-    """Incast star: one switch s1, the receiver h1 and senders h2..h(N+1)."""
+    """Incast star: one switch s1, the receiver h1 and senders h2..h(N+1).
 
-    def build(self, senders=4, bw=DEFAULT_BW_MBPS, buffer_bytes=SHALLOW_BUFFER, delay_us=None):
+    probe=True adds one more host, h(N+2), that sends no data: the latency
+    probe pings the receiver from it, through the bottleneck, without
+    queueing behind a sender's own data.
+    """
+
+    def build(self, senders=4, bw=DEFAULT_BW_MBPS, buffer_bytes=SHALLOW_BUFFER, delay_us=None, probe=False):
         _check_count("senders", senders)
         options = self._link_options(bw, buffer_bytes, delay_us)
         switch = self.add_switch("s1")
-        for index in range(1, senders + 2):
-            self.addLink(self.add_host(f"h{index}"), switch, **options)
-
-    @property
-    def receiver(self):
-        return "h1"
-
-    @property
-    def senders(self):
-        return [h for h in self.hosts() if h != "h1"]
+        self.receiver = self.add_host("h1")
+        self.addLink(self.receiver, switch, **options)
+        self.senders = []
+        for index in range(2, senders + 2):
+            self.senders.append(self.add_host(f"h{index}"))
+            self.addLink(self.senders[-1], switch, **options)
+        self.probe = None
+        if probe:
+            self.probe = self.add_host(f"h{senders + 2}")
+            self.addLink(self.probe, switch, **options)
 
 
 class LeafSpineTopo(FabricTopo):

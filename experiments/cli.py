@@ -1,0 +1,168 @@
+"""``otcp-experiment``: run OTCP's Mininet experiments.
+
+    otcp-experiment incast --senders 4,8,16,32,64 --buffer-bytes 85000,512000 --sru-bytes 262144 \\
+        --rounds 50 --schemes default,fine-rto,small-packets,otcp --out results/NAME
+    otcp-experiment incast --quick      # the README's main job: a few minutes, the headline plot
+
+Bad arguments get a message naming the option and exit status 2; a sweep in
+which some run failed exits 1 (the others are still written); Ctrl-C or
+SIGTERM stops the sweep, tears the network down and exits 130.
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+from experiments import incast, schemes
+from experiments.progress import Progress
+from topo.fabrics import MAX_BW_MBPS
+
+SCHEME_NAMES = list(schemes.catalogue())
+FULL = {"senders": "4,8,16,32,64", "buffer_bytes": "85000,512000", "rounds": 50, "warmup_rounds": 5,
+        "schemes": ",".join(SCHEME_NAMES), "out": "results/incast"}
+# --quick: the headline plot (goodput vs senders) at the shallow buffer, in a few minutes.
+QUICK = {"senders": "4,8,16,32", "buffer_bytes": "85000", "rounds": 10, "warmup_rounds": 3,
+         "schemes": "default,fine-rto,small-packets,otcp,dctcp", "out": "results/quick"}
+MAX_SENDERS = 250
+MAX_BUFFER_BYTES = 1 << 30
+
+
+def positive_int_list(text, what, high=None):
+    values = []
+    for part in text.split(","):
+        try:
+            value = int(part)
+        except ValueError:
+            raise ValueError(f"{what}: {part!r} is not an integer") from None
+        if value < 1 or (high is not None and value > high):
+            raise ValueError(f"{what}: {value} is out of range (1..{high or 'any'})")
+        values.append(value)
+    if len(set(values)) != len(values):
+        raise ValueError(f"{what}: {text} lists a value twice")
+    return values
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="otcp-experiment", description="OTCP's Mininet experiments.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("incast", help="TCP incast under each scheme (synchronized reads on a star)",
+                              description=incast.__doc__.split("\n")[0])
+    run.add_argument("--quick", action="store_true",
+                     help=f"the main job: senders {QUICK['senders']}, shallow buffer, {QUICK['rounds']} rounds "
+                          f"(explicit options still win)")
+    run.add_argument("--senders", help=f"comma-separated sender counts (default {FULL['senders']})")
+    run.add_argument("--buffer-bytes", help=f"comma-separated switch egress buffers in bytes "
+                                            f"(default {FULL['buffer_bytes']}: shallow and deep)")
+    block = run.add_mutually_exclusive_group()
+    block.add_argument("--sru-bytes", type=int, help="fixed block per server per round (default 262144)")
+    block.add_argument("--total-bytes", type=int, help="fixed total block per round, split over the servers")
+    run.add_argument("--rounds", type=int, help=f"measured rounds per run (default {FULL['rounds']})")
+    run.add_argument("--warmup-rounds", type=int, help=f"rounds before measuring (default {FULL['warmup_rounds']})")
+    run.add_argument("--schemes", help=f"comma-separated, from {', '.join(SCHEME_NAMES)} (default all)")
+    run.add_argument("--out", help=f"output directory (default {FULL['out']}, or {QUICK['out']} with --quick)")
+    run.add_argument("--bw-mbps", type=float, default=100.0, help="link rate in Mb/s (default 100)")
+    run.add_argument("--delay-us", type=float, help="one-way delay per link (needs sch_netem)")
+    run.add_argument("--fine-rto-ms", type=int, default=schemes.DEFAULT_FINE_RTO_MS,
+                     help=f"the fine-rto schemes' rto_min in ms (default {schemes.DEFAULT_FINE_RTO_MS})")
+    run.add_argument("--persistent", action="store_true", help="one connection per server for the whole run")
+    run.add_argument("--forwarding", choices=["controller", "standalone"], default="controller",
+                     help="the OTCP controller forwards (default), or standalone learning bridges")
+    run.add_argument("--probe-interval-ms", type=float, default=10.0, help="latency probe interval (default 10)")
+    run.add_argument("--ceiling-seconds", type=int, default=5, help="length of the ceiling measurement (default 5)")
+    run.add_argument("--round-timeout", type=float, default=60.0, help="seconds before a round counts as failed")
+    return parser
+
+
+def config_from_args(args, parser):
+    """Validate the arguments; parser.error (exit 2) names the bad option."""
+    preset = QUICK if args.quick else FULL
+
+    def pick(name):
+        value = getattr(args, name)
+        return preset[name] if value is None else value
+
+    try:
+        senders = positive_int_list(pick("senders"), "--senders", MAX_SENDERS)
+        buffers = positive_int_list(pick("buffer_bytes"), "--buffer-bytes", MAX_BUFFER_BYTES)
+    except ValueError as exc:
+        parser.error(str(exc))
+    names = [n for n in pick("schemes").split(",") if n]
+    unknown = [n for n in names if n not in SCHEME_NAMES]
+    if unknown or not names:
+        parser.error(f"--schemes: unknown scheme(s) {', '.join(unknown) or '(none given)'}; "
+                     f"known: {', '.join(SCHEME_NAMES)}")
+    if len(set(names)) != len(names):
+        parser.error(f"--schemes: {pick('schemes')} lists a scheme twice")
+    checks = [("--rounds", pick("rounds"), 1, None), ("--warmup-rounds", pick("warmup_rounds"), 0, None),
+              ("--sru-bytes", args.sru_bytes, 1, 1 << 30), ("--total-bytes", args.total_bytes, 1, 1 << 34),
+              ("--bw-mbps", args.bw_mbps, 0.001, MAX_BW_MBPS), ("--delay-us", args.delay_us, 0, 1e6),
+              ("--fine-rto-ms", args.fine_rto_ms, 1, 200), ("--probe-interval-ms", args.probe_interval_ms, 2, 1000),
+              ("--ceiling-seconds", args.ceiling_seconds, 1, 600), ("--round-timeout", args.round_timeout, 1, 3600)]
+    for option, value, low, high in checks:
+        if value is not None and not (low <= value and (high is None or value <= high)):
+            parser.error(f"{option}: {value} is out of range ({low}..{high if high is not None else 'any'})")
+    if args.total_bytes is not None and args.total_bytes < max(senders):
+        parser.error(f"--total-bytes: {args.total_bytes} is less than one byte per server at {max(senders)} senders")
+    out = os.path.abspath(pick("out"))
+    if os.path.exists(out) and not os.path.isdir(out):
+        parser.error(f"--out: {out} exists and is not a directory")
+    return incast.IncastConfig(
+        out=out, senders=senders, buffers=buffers, schemes=names,
+        sru_bytes=None if args.total_bytes is not None else (args.sru_bytes or 262144),
+        total_bytes=args.total_bytes, rounds=pick("rounds"), warmup_rounds=pick("warmup_rounds"),
+        persistent=args.persistent, bw_mbps=args.bw_mbps, delay_us=args.delay_us, fine_rto_ms=args.fine_rto_ms,
+        forwarding=args.forwarding, probe_interval_s=args.probe_interval_ms / 1000.0,
+        ceiling_seconds=args.ceiling_seconds, round_timeout_s=args.round_timeout)
+
+
+def environment_problem():
+    """Why this machine cannot run Mininet experiments now, or None."""
+    if os.geteuid() != 0:
+        return "must run as root (Mininet, Open vSwitch and route changes need it)"
+    for tool in ("ovs-vsctl", "tc", "ip", "ping", "iperf3", "nstat", "ethtool", "mnexec"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (see scripts/bootstrap.sh)"
+    status = subprocess.run(["ovs-vsctl", "--timeout=5", "show"], capture_output=True, text=True)
+    if status.returncode != 0:
+        return f"Open vSwitch is not running (ovs-vsctl show: {status.stderr.strip()}); see scripts/bootstrap.sh"
+    return None
+
+
+def clear_previous_outputs(out):
+    """Remove the per-invocation parts of an earlier sweep in out (routes/ and work/)."""
+    for part in ("routes", "work"):
+        shutil.rmtree(os.path.join(out, part), ignore_errors=True)
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    config = config_from_args(args, parser)
+    problem = environment_problem()
+    if problem:
+        print(f"otcp-experiment: {problem}", file=sys.stderr)
+        return 2
+    os.makedirs(config.out, exist_ok=True)
+    clear_previous_outputs(config.out)
+    progress = Progress(total=1)
+    try:
+        summary, state = incast.run_sweep(config, progress)
+    except KeyboardInterrupt:
+        progress.close()
+        print("otcp-experiment: interrupted; the network is torn down, completed runs are in "
+              f"{config.out}", file=sys.stderr)
+        return 130
+    progress.close()
+    if state["runs"]:
+        print(incast.summary_table(state["runs"], state["ceiling"]))
+    for failure in state["failures"]:
+        print(f"failed: {failure}", file=sys.stderr)
+    if summary:
+        print(f"results: {summary}, {os.path.join(config.out, 'results.db')}, plots in {config.out}")
+    return 1 if state["failures"] or not state["runs"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
