@@ -27,6 +27,7 @@ SOL_NETLINK = 270
 NETLINK_CAP_ACK = 10
 NETLINK_EXT_ACK = 11
 BATCH = 256
+RTM_F_LOOKUP_TABLE = 0x1000
 _NLMSGHDR = struct.Struct("=IHHII")
 _NLMSGERR = struct.Struct("=i")
 _RECV_BYTES = 1 << 20
@@ -119,6 +120,7 @@ class RouteSocket:
             msg = rtmsg()
             msg["family"] = family
             msg["dst_len"] = 32 if family == socket.AF_INET else 128
+            msg["flags"] = RTM_F_LOOKUP_TABLE  # report the table the lookup used, not always "main"
             msg["attrs"] = [("RTA_DST", address)]
             requests.append((msg, RTM_GETROUTE, NLM_F_REQUEST))
         return self._batch(requests, answer_type=RTM_NEWROUTE)

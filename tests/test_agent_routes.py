@@ -1,0 +1,394 @@
+"""The agent against the real kernel, in throwaway network namespaces:
+apply, show, revert, routes it did not create, rollback, state and restart,
+and the `otcp-agent` one-shot commands.
+
+Every namespace is `otcp-test-<pid>-<n>`, created and deleted by name here;
+nothing outside it is touched. What the kernel holds is read back with
+`ip route show` (iproute2, not the agent's own netlink code).
+"""
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from agent import protocol
+from agent.core import Agent
+from agent.protocol import ValidationError
+from agent.routes import OTCP_PROTO, ApplyError, RouteTable
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_counter = itertools.count()
+
+
+class Namespace:
+    """A throwaway namespace: veth v0 (10.77.0.1/16, 2001:db8::1/64) whose
+    peer v1 is up, and a gateway route 10.88.0.0/16 via 10.77.0.254."""
+
+    def __init__(self):
+        self.name = f"otcp-test-{os.getpid()}-{next(_counter)}"
+        subprocess.run(["ip", "netns", "add", self.name], check=True)
+        try:
+            for command in (
+                ["link", "set", "lo", "up"],
+                ["link", "add", "v0", "type", "veth", "peer", "name", "v1"],
+                ["link", "set", "v0", "up"],
+                ["link", "set", "v1", "up"],
+                ["addr", "add", "10.77.0.1/16", "dev", "v0"],
+                ["-6", "addr", "add", "2001:db8::1/64", "dev", "v0", "nodad"],
+                ["route", "add", "10.88.0.0/16", "via", "10.77.0.254"],
+            ):
+                self.ip(*command)
+        except BaseException:
+            self.delete()
+            raise
+
+    def ip(self, *args):
+        return subprocess.run(["ip", "-n", self.name, *args], check=True, capture_output=True, text=True).stdout
+
+    def otcp_routes(self):
+        """{dst: attributes} of every proto-79 route, both families, all tables."""
+        found = {}
+        for family in ("-4", "-6"):
+            for line in self.ip(family, "route", "show", "table", "all", "proto", str(OTCP_PROTO)).splitlines():
+                found.update([parse_route_line(line)])
+        return found
+
+    def other_routes(self):
+        """Every route that is not OTCP's, as iproute2 prints it."""
+        lines = []
+        for family in ("-4", "-6"):
+            lines += [line.strip() for line in self.ip(family, "route", "show", "table", "all").splitlines()
+                      if f"proto {OTCP_PROTO}" not in line and "proto otcp" not in line]
+        return sorted(lines)
+
+    def delete(self):
+        subprocess.run(["ip", "netns", "del", self.name], check=False)
+
+
+def parse_route_line(line):
+    """'10.77.0.2 dev v0 scope link ... cwnd lock 3 initcwnd 1 rto_min 14ms quickack 1'
+    -> ('10.77.0.2/32', {'dev': 'v0', 'via': None, 'cwnd_lock': 3, ...})."""
+    words = line.split()
+    dst = words[0]
+    if "/" not in dst:
+        dst += "/128" if ":" in dst else "/32"
+    attrs = {"dev": None, "via": None, "table": "main", "rto_min_ms": None, "initcwnd": None, "cwnd_lock": None,
+             "quickack": None}
+    i = 1
+    while i < len(words):
+        word = words[i]
+        if word in ("dev", "via", "table"):
+            attrs[word] = words[i + 1]
+            i += 2
+        elif word == "cwnd" and words[i + 1] == "lock":
+            attrs["cwnd_lock"] = int(words[i + 2])
+            i += 3
+        elif word == "rto_min":
+            assert words[i + 1].endswith("ms"), line
+            attrs["rto_min_ms"] = int(words[i + 1][:-2])
+            i += 2
+        elif word in ("initcwnd", "quickack"):
+            attrs[word] = int(words[i + 1])
+            i += 2
+        else:
+            i += 1
+    return dst, attrs
+
+
+def expected(dev="v0", via=None, rto_min_ms=14, initcwnd=1, cwnd_lock=3, quickack=1, table="main"):
+    return {"dev": dev, "via": via, "table": table, "rto_min_ms": rto_min_ms, "initcwnd": initcwnd,
+            "cwnd_lock": cwnd_lock, "quickack": quickack}
+
+
+def route(dst, rto_min_ms=14, initcwnd=1, cwnd_clamp=3, quickack=True):
+    return {"dst": dst, "rto_min_ms": rto_min_ms, "initcwnd": initcwnd, "cwnd_clamp": cwnd_clamp, "quickack": quickack}
+
+
+@pytest.fixture
+def ns():
+    namespace = Namespace()
+    yield namespace
+    namespace.delete()
+
+
+@pytest.fixture
+def agent(ns, tmp_path):
+    with Agent(str(tmp_path / "state.db"), netns=ns.name) as host_agent:
+        yield host_agent
+
+
+# -- apply, show, revert -------------------------------------------------------------
+
+
+def test_apply_show_revert(ns, agent):
+    untouched = ns.other_routes()
+    _, results = agent.apply({"generation": 1, "routes": [
+        route("10.77.0.2/32"),
+        route("10.88.1.0/24", rto_min_ms=200, initcwnd=10, cwnd_clamp=None, quickack=False),
+        route("2001:db8::5", rto_min_ms=5, initcwnd=4, cwnd_clamp=10),
+    ]}, "test")
+    assert [r["status"] for r in results] == ["applied"] * 3
+    assert results[1] == {"dst": "10.88.1.0/24", "status": "applied", "dev": "v0", "gateway": "10.77.0.254",
+                          "table": 254}
+    assert ns.otcp_routes() == {
+        "10.77.0.2/32": expected(),
+        "10.88.1.0/24": expected(via="10.77.0.254", rto_min_ms=200, initcwnd=10, cwnd_lock=None, quickack=None),
+        "2001:db8::5/128": expected(rto_min_ms=5, initcwnd=4, cwnd_lock=10),
+    }
+    shown = agent.show()
+    assert shown["generation"] == 1 and shown["active"] is True
+    assert {r["dst"]: (r["dev"], r["gateway"], r["rto_min_ms"], r["initcwnd"], r["cwnd_clamp"], r["quickack"])
+            for r in shown["routes"]} == {
+        "10.77.0.2/32": ("v0", None, 14, 1, 3, True),
+        "10.88.1.0/24": ("v0", "10.77.0.254", 200, 10, None, False),
+        "2001:db8::5/128": ("v0", None, 5, 4, 10, True),
+    }
+    assert ns.other_routes() == untouched
+    removed = agent.revert()
+    assert len(removed) == 3
+    assert ns.otcp_routes() == {}
+    assert ns.other_routes() == untouched
+    assert agent.show()["active"] is False
+
+
+def test_new_generation_replaces_changed_adds_new_and_removes_dropped(ns, agent):
+    agent.apply({"generation": 1, "routes": [route("10.77.0.2/32"), route("10.77.0.3/32")]}, "test")
+    agent.apply({"generation": 2, "routes": [route("10.77.0.2/32", initcwnd=8), route("10.77.0.4/32")]}, "test")
+    assert ns.otcp_routes() == {"10.77.0.2/32": expected(initcwnd=8), "10.77.0.4/32": expected()}
+    agent.apply({"generation": 3, "routes": []}, "test")
+    assert ns.otcp_routes() == {}
+
+
+def test_route_follows_the_kernels_current_nexthop(ns, agent):
+    agent.apply({"generation": 1, "routes": [route("10.88.0.9/32")]}, "test")
+    assert ns.otcp_routes()["10.88.0.9/32"]["via"] == "10.77.0.254"
+    ns.ip("route", "replace", "10.88.0.0/16", "via", "10.77.0.253")
+    agent.apply({"generation": 2, "routes": [route("10.88.0.9/32")]}, "test")
+    assert ns.otcp_routes()["10.88.0.9/32"]["via"] == "10.77.0.253"
+
+
+def test_routes_in_another_table_go_where_the_kernel_looks(ns, agent):
+    ns.ip("route", "add", "10.99.0.0/16", "via", "10.77.0.250", "table", "100")
+    ns.ip("rule", "add", "to", "10.99.0.0/16", "lookup", "100", "priority", "1000")
+    agent.apply({"generation": 1, "routes": [route("10.99.0.7/32")]}, "test")
+    assert ns.otcp_routes() == {"10.99.0.7/32": expected(via="10.77.0.250", table="100")}
+    agent.revert()
+    assert "10.99.0.0/16 via 10.77.0.250" in ns.ip("route", "show", "table", "100")
+
+
+# -- routes the agent did not create ---------------------------------------------------
+
+
+def test_existing_non_otcp_route_is_left_alone_and_reported(ns, agent):
+    ns.ip("route", "add", "10.77.5.5/32", "dev", "v0", "proto", "static")
+    ns.ip("route", "add", "10.77.6.0/24", "via", "10.77.0.254", "metric", "50")
+    before = ns.other_routes()
+    _, results = agent.apply({"generation": 1, "routes": [
+        route("10.77.5.5/32"), route("10.77.6.0/24"), route("10.77.0.9/32")]}, "test")
+    assert results[0]["status"] == "skipped"
+    assert "non-OTCP route for 10.77.5.5/32 exists in table main (proto static)" in results[0]["reason"]
+    assert results[1]["status"] == "skipped" and "10.77.6.0/24" in results[1]["reason"]
+    assert results[2]["status"] == "applied"
+    assert ns.otcp_routes() == {"10.77.0.9/32": expected()}
+    assert ns.other_routes() == before
+    agent.revert()
+    assert ns.other_routes() == before
+
+
+def test_local_unreachable_destinations_are_skipped(ns, agent):
+    _, results = agent.apply({"generation": 1, "routes": [
+        route("10.77.0.1/32"), route("10.66.0.1/32"), route("10.77.0.2/32")]}, "test")
+    assert results[0]["status"] == "skipped" and "as local, not unicast" in results[0]["reason"]
+    assert results[1]["status"] == "skipped" and "no route to 10.66.0.1" in results[1]["reason"]
+    assert ns.otcp_routes() == {"10.77.0.2/32": expected()}
+
+
+def test_a_foreign_route_appearing_later_makes_the_agent_drop_its_own(ns, agent):
+    agent.apply({"generation": 1, "routes": [route("10.77.0.2/32")]}, "test")
+    ns.ip("route", "add", "10.77.0.2/32", "dev", "v0", "proto", "static", "metric", "10")
+    _, results = agent.apply({"generation": 2, "routes": [route("10.77.0.2/32")]}, "test")
+    assert results[0]["status"] == "skipped"
+    assert ns.otcp_routes() == {}
+    assert "10.77.0.2 dev v0 proto static scope link metric 10" in ns.other_routes()
+
+
+# -- a set applies as a whole ------------------------------------------------------------
+
+
+class RacedRouteTable(RouteTable):
+    """Another program adds a route for one destination between the agent's
+    planning and its writing; the kernel then refuses the agent's route."""
+
+    def __init__(self, netns, racer, prefix):
+        super().__init__(netns)
+        self.racer = racer
+        self.prefix = prefix
+
+    def plan(self, routes):
+        plan = super().plan(routes)
+        self.racer.ip("route", "add", self.prefix, "dev", "v0", "proto", "static")
+        return plan
+
+
+def test_rollback_when_one_route_of_a_set_fails(ns, agent):
+    generation_1 = {"generation": 1, "routes": [route("10.77.0.2/32"), route("10.77.0.3/32"),
+                                                route("2001:db8::2", initcwnd=2)]}
+    agent.apply(generation_1, "test")
+    before = ns.otcp_routes()
+    agent.routes.close()
+    agent.routes = RacedRouteTable(ns.name, ns, "10.77.0.12/32")
+    generation_2 = {"generation": 2, "routes": [
+        route("10.77.0.2/32", initcwnd=9),  # replaced first...
+        route("10.77.0.10/32"), route("10.77.0.11/32"),  # ...added...
+        route("10.77.0.12/32"),  # ...refused: EEXIST
+        route("10.77.0.13/32"), route("2001:db8::2", initcwnd=5),
+    ]}  # and 10.77.0.3 would have been removed
+    with pytest.raises(ApplyError, match=r"10.77.0.12/32: the kernel refused the route \(EEXIST.*previous routes "
+                                         r"were restored"):
+        agent.apply(generation_2, "test")
+    assert ns.otcp_routes() == before
+    assert "10.77.0.12 dev v0 proto static scope link" in ns.other_routes()
+    assert agent.state.applied_generation() == 1
+    assert agent.state.journal(1)[0][3] == "failed"
+
+
+def test_bad_set_touches_nothing(ns, agent):
+    agent.apply({"generation": 1, "routes": [route("10.77.0.2/32")]}, "test")
+    before = ns.otcp_routes()
+    with pytest.raises(ValidationError, match=r"^routes\[1\].initcwnd: 300 is out of range 1..256$"):
+        agent.apply({"generation": 2, "routes": [route("10.77.0.3/32"), route("10.77.0.4/32", initcwnd=300)]},
+                    "test")
+    with pytest.raises(ValidationError, match="^generation: 1 was already applied with different routes"):
+        agent.apply({"generation": 1, "routes": [route("10.77.0.3/32")]}, "test")
+    with pytest.raises(ValidationError, match="^generation: 0 is out of range"):
+        agent.apply({"generation": 0, "routes": []}, "test")
+    assert ns.otcp_routes() == before
+    assert agent.state.applied_generation() == 1
+    assert agent.state.journal(1)[0][3] == "rejected"
+
+
+def test_stale_generation_is_refused_and_the_same_set_may_be_reapplied(ns, agent):
+    agent.apply({"generation": 5, "routes": [route("10.77.0.2/32")]}, "test")
+    with pytest.raises(ValidationError, match="^generation: 4 is not newer than the applied generation 5$"):
+        agent.apply({"generation": 4, "routes": [route("10.77.0.2/32")]}, "test")
+    ns.ip("route", "del", "10.77.0.2/32", "proto", str(OTCP_PROTO))
+    agent.apply({"generation": 5, "routes": [route("10.77.0.2")]}, "test")  # same set, written differently
+    assert ns.otcp_routes() == {"10.77.0.2/32": expected()}
+
+
+# -- state ---------------------------------------------------------------------------------
+
+
+def test_restart_reapplies_the_stored_generation(ns, tmp_path):
+    state = str(tmp_path / "state.db")
+    with Agent(state, netns=ns.name) as first:
+        first.apply({"generation": 3, "routes": [route("10.77.0.2/32"), route("10.88.0.2/32")]}, "test")
+    applied = ns.otcp_routes()
+    ns.ip("route", "flush", "proto", str(OTCP_PROTO))  # as after a reboot
+    assert ns.otcp_routes() == {}
+    with Agent(state, netns=ns.name) as second:
+        results = second.reapply_stored()
+        assert [r["status"] for r in results] == ["applied", "applied"]
+        assert ns.otcp_routes() == applied
+        with pytest.raises(ValidationError, match="not newer than the applied generation 3"):
+            second.apply({"generation": 2, "routes": []}, "test")
+        second.revert()
+    with Agent(state, netns=ns.name) as third:
+        assert third.reapply_stored() is None  # reverted: nothing comes back
+        assert ns.otcp_routes() == {}
+        assert third.state.applied_generation() == 3
+
+
+def test_hello_reports_addresses_and_kernel_facts(ns, agent):
+    hello = agent.hello()
+    assert hello["addresses"] == ["10.77.0.1", "2001:db8::1"]
+    assert hello["interfaces"] == [{"name": "v0", "mtu": 1500, "addresses": ["10.77.0.1", "2001:db8::1"]}]
+    assert hello["mtu"] == 1500 and hello["mss_bytes"] in (1448, 1460)
+    assert hello["tcp_rto_min_us"] == os.path.exists("/proc/sys/net/ipv4/tcp_rto_min_us")
+    assert "reno" in hello["congestion_controls"]
+    protocol.check_message(dict(hello, type="hello"), "hello")
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+def otcp_agent(ns, *args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "agent.cli", "--netns", ns.name, *args], cwd=ROOT,
+                          capture_output=True, text=True, input=stdin)
+
+
+def test_cli_apply_show_revert(ns, tmp_path):
+    state = str(tmp_path / "state.db")
+    good = tmp_path / "set.json"
+    good.write_text(json.dumps({"generation": 2, "routes": [route("10.77.0.2/32"), route("10.77.5.5/32")]}))
+    ns.ip("route", "add", "10.77.5.5/32", "dev", "v0", "proto", "static")
+    done = otcp_agent(ns, "apply", str(good), "--state", state)
+    assert done.returncode == 0, done.stderr
+    assert "generation 2: 1 route(s) applied, 1 skipped" in done.stdout
+    assert "skipped 10.77.5.5/32: a non-OTCP route" in done.stdout
+    shown = otcp_agent(ns, "show", "--json", "--state", state)
+    assert shown.returncode == 0, shown.stderr
+    document = json.loads(shown.stdout)
+    assert document["generation"] == 2
+    assert [(r["dst"], r["rto_min_ms"], r["initcwnd"], r["cwnd_clamp"]) for r in document["routes"]] == [
+        ("10.77.0.2/32", 14, 1, 3)]
+    assert [s["dst"] for s in document["skipped"]] == ["10.77.5.5/32"]
+    table = otcp_agent(ns, "show", "--state", state)
+    assert "10.77.0.2/32  v0" in table.stdout and "3 lock" in table.stdout
+    reverted = otcp_agent(ns, "revert", "--state", state)
+    assert reverted.returncode == 0 and "removed 1 OTCP route(s)" in reverted.stdout
+    assert ns.otcp_routes() == {}
+    assert "10.77.5.5 dev v0 proto static scope link" in ns.other_routes()
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"generation": 2, "routes": [{"dst": "10.77.0.2/32", "rto_m', "invalid JSON at line 1 column"),
+        ('{"generation": 2, "routes": [{"dst": "10.77.0.2/32", "rto_min_ms": "14", "initcwnd": 1, '
+         '"cwnd_clamp": 3, "quickack": true}]}', 'routes[0].rto_min_ms: "14" is not an integer'),
+        ('{"generation": 2, "routes": [], "owner": "me"}', "owner: unknown key"),
+        ('{"generation": 1, "routes": []}', "generation: 1 is not newer than the applied generation 2"),
+        ("[1, 2]", "expected a JSON object, got a list"),
+    ],
+)
+def test_cli_apply_refuses_bad_input_naming_file_and_field(ns, tmp_path, content, message):
+    state = str(tmp_path / "state.db")
+    with Agent(state, netns=ns.name) as host_agent:
+        host_agent.apply({"generation": 2, "routes": [route("10.77.0.3/32")]}, "test")
+    before = ns.otcp_routes()
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    done = otcp_agent(ns, "apply", str(path), "--state", state)
+    assert done.returncode == 2
+    assert f"otcp-agent: {path}: " in done.stderr and message in done.stderr
+    assert ns.otcp_routes() == before
+
+
+def test_cli_apply_refuses_oversized_and_missing_files(ns, tmp_path):
+    state = str(tmp_path / "state.db")
+    big = tmp_path / "big.json"
+    big.write_bytes(b'{"generation": 1, "routes": [' + b" " * protocol.MAX_FRAME_BYTES + b"]}")
+    done = otcp_agent(ns, "apply", str(big), "--state", state)
+    assert done.returncode == 2 and "larger than the 8388608-byte limit" in done.stderr
+    done = otcp_agent(ns, "apply", str(tmp_path / "missing.json"), "--state", state)
+    assert done.returncode == 2 and "No such file or directory" in done.stderr
+    assert ns.otcp_routes() == {}
+
+
+def test_cli_apply_reads_stdin(ns, tmp_path):
+    document = json.dumps({"generation": 1, "routes": [route("10.77.0.2/32")]})
+    done = otcp_agent(ns, "apply", "-", "--json", "--state", str(tmp_path / "state.db"), stdin=document)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["results"][0]["status"] == "applied"
+    assert ns.otcp_routes() == {"10.77.0.2/32": expected()}
+
+
+def test_cli_refuses_a_missing_namespace():
+    done = subprocess.run([sys.executable, "-m", "agent.cli", "--netns", f"otcp-test-{os.getpid()}-absent", "show"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2 and "--netns" in done.stderr
