@@ -1,0 +1,182 @@
+"""The controller against real Open vSwitch switches in Mininet: forwarding,
+discovery, delay measurement, flow counts, stored parameters, link changes."""
+
+import contextlib
+import math
+import time
+
+import pytest
+
+from experiments.emulation import emulate
+from ryu_app import formulas, inventory, store
+from ryu_app.planner import Plan
+from ryu_app.process import ControllerProcess, wait_for
+
+from conftest import TriangleTopo
+
+FAST = {"probe_s": 0.5, "flow_stats_s": 0.5, "recompute_s": 0.5}
+
+
+@pytest.fixture(scope="module")
+def network(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("controller")
+    topo = TriangleTopo()
+    inventory_path = topo.write_inventory(str(workdir / "inventory.yaml"))
+    controller = ControllerProcess(workdir, inventory=inventory_path, intervals=FAST)
+
+    @contextlib.contextmanager
+    def start(_):
+        with controller:
+            yield controller.openflow_port
+
+    with emulate(topo, controller=start) as emulation:
+        yield topo, emulation, controller, inventory_path
+
+
+def state(controller):
+    return store.Store(controller.database, readonly=True)
+
+
+def up_links(controller):
+    db = state(controller)
+    try:
+        return {(src, dst) for src, dst in db.db.execute("SELECT src, dst FROM links WHERE up = 1")}
+    finally:
+        db.close()
+
+
+def mininet_switch_links(topo):
+    links = set()
+    for a, b in topo.links():
+        if a in topo.switches() and b in topo.switches():
+            links |= {(a, b), (b, a)}
+    return links
+
+
+def latest_measurements(controller):
+    db = state(controller)
+    try:
+        return db.latest_link_measurements()
+    finally:
+        db.close()
+
+
+def test_pingall_and_discovered_topology(network):
+    topo, emulation, controller, _ = network
+    expected_links = mininet_switch_links(topo)
+    wait_for(lambda: up_links(controller) == expected_links, 30, what="LLDP discovery of every switch link")
+    # First contact: ARP for a host the controller has not seen yet is
+    # answered once that host replies to the controller's own probe.
+    assert emulation.net.pingAll(timeout=2) == 0
+    db = state(controller)
+    try:
+        switches = dict(db.db.execute("SELECT name, dpid FROM switches WHERE up = 1"))
+        hosts = {row[1]: row[3:5] for row in db.db.execute("SELECT * FROM hosts")}
+    finally:
+        db.close()
+    assert switches == {name: int(topo.nodeInfo(name)["dpid"], 16) for name in topo.switches()}
+    expected_hosts = {}
+    for host in topo.hosts():
+        switch, _ = topo.switch_port(host)
+        expected_hosts[host] = (int(topo.nodeInfo(switch)["dpid"], 16), topo.port(host, switch)[1])
+    assert hosts == expected_hosts
+    assert up_links(controller) == mininet_switch_links(topo)
+
+
+def test_every_switch_link_has_a_measured_delay(network):
+    topo, emulation, controller, _ = network
+    expected = mininet_switch_links(topo)
+
+    def measured():
+        rows = latest_measurements(controller)
+        return all(rows.get(link, {}).get("delay_source") == "measured" for link in expected) and rows
+
+    rows = wait_for(measured, 30, what="a delay sample on every switch link")
+    for link in expected:
+        assert math.isfinite(rows[link]["delay_s"]) and rows[link]["delay_s"] >= 0, link
+        assert rows[link]["samples"] >= 1
+        assert rows[link]["delay_s"] < 0.05, "a 50 ms software link means the echo correction is broken"
+
+
+def test_traffic_raises_flow_counts_on_its_path(network):
+    topo, emulation, controller, _ = network
+    path = [("h1", "s1"), ("s1", "s3"), ("s3", "h4")]
+    # Earlier tests' pings stay "active" until two polls have seen them stop.
+    quiet_from = time.time() + 2 * FAST["flow_stats_s"]
+    wait_for(lambda: all(r["at"] > quiet_from and r["flows"] == 0 for r in latest_measurements(controller).values()),
+             30, what="every link idle before traffic")
+    h4_ip = emulation.host("h4").IP()
+    server = emulation.start("h4", ["iperf3", "-s", "-1", "-B", h4_ip])
+    wait_for(lambda: "iperf3" in emulation.run("h4", ["ss", "-ltnp"]), 10, what="iperf3 server")
+    client = emulation.start("h1", ["iperf3", "-c", h4_ip, "-t", "8", "-b", "20M"])
+    try:
+        rows = wait_for(lambda: (lambda r: all(r.get(l, {}).get("flows", 0) >= 1 for l in path) and r)(
+            latest_measurements(controller)), 15, what="flow counts on h1 -> h4's path")
+        assert rows[("s2", "h3")]["flows"] == 0  # not on the path
+    finally:
+        emulation.stop(client)
+        emulation.stop(server)
+
+
+def test_stored_parameters_match_the_planner(network):
+    topo, emulation, controller, inventory_path = network
+    db = state(controller)
+    try:
+        generation, _, records = db.latest_generation()
+        links, flows = db.generation_inputs(generation)
+    finally:
+        db.close()
+    assert len(records) == 4 * 3
+    declared = inventory.load(inventory_path)
+    # The same inventory, with every delay the controller used for this
+    # generation (a link's two directions averaged: only their sum counts,
+    # as every path is the same both ways).
+    document = {
+        "switches": {name: {"dpid": dpid} for name, dpid in declared.switches.items()},
+        "hosts": {name: {"ip": ip} for name, ip in declared.hosts.items()},
+        "links": [],
+        "flows": [{"src": s, "dst": d, "count": n} for (s, d), n in flows.items()],
+    }
+    for spec in declared.links:
+        there, back = links[(spec.a, spec.b)], links[(spec.b, spec.a)]
+        document["links"].append({
+            "a": spec.a, "b": spec.b, "capacity_mbps": spec.capacity_mbps, "buffer_bytes": spec.buffer_bytes,
+            "delay_us": (there["delay_s"] + back["delay_s"]) / 2 * 1e6,
+        })
+    expected = {(r["src"], r["dst"]): r for r in Plan(inventory.parse(document).fabric(), formulas.Bounds()).records()}
+    for record in records:
+        want = expected[(record["src"], record["dst"])]
+        assert record["min_rto_us"] == pytest.approx(want["min_rto_us"], abs=0.01)
+        for key in ("hops", "rto_min_ms", "initcwnd", "cwnd_clamp", "quickack"):
+            assert record[key] == want[key], (record, want)
+    # 100 Mb/s and 85 000 B everywhere: h1 -> h4 crosses s1 and s3, four
+    # switch egresses on the round trip at 6.8 ms each, plus sub-ms delays.
+    h1_h4 = next(r for r in records if (r["src"], r["dst"]) == ("h1", "h4"))
+    assert h1_h4["hops"] == ["h1", "s1", "s3", "h4"]
+    assert 27200 <= h1_h4["min_rto_us"] < 28200
+    assert h1_h4["rto_min_ms"] == math.ceil(h1_h4["min_rto_us"] / 1000)
+
+
+def test_link_down_and_up_replans(network):
+    topo, emulation, controller, _ = network
+
+    def h1_h4():
+        db = state(controller)
+        try:
+            latest = db.latest_generation()
+        finally:
+            db.close()
+        return next(r for r in latest[2] if (r["src"], r["dst"]) == ("h1", "h4"))
+
+    emulation.net.configLinkStatus("s1", "s3", "down")
+    try:
+        detour = wait_for(lambda: (lambda r: r["hops"] == ["h1", "s1", "s2", "s3", "h4"] and r)(h1_h4()), 30,
+                          what="a plan around the failed link")
+        # Two more switch egresses on the round trip: +2 x 6.8 ms.
+        assert detour["min_rto_us"] >= 6 * 85000 / 12.5e6 * 1e6
+        assert emulation.net.ping([emulation.host("h1"), emulation.host("h4")], timeout=2) == 0
+    finally:
+        emulation.net.configLinkStatus("s1", "s3", "up")
+    direct = wait_for(lambda: (lambda r: r["hops"] == ["h1", "s1", "s3", "h4"] and r)(h1_h4()), 30,
+                      what="the plan after the link came back")
+    assert direct["min_rto_us"] < detour["min_rto_us"]
