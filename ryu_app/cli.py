@@ -58,20 +58,40 @@ def command_show(args):
     from ryu_app import store
 
     if not os.path.exists(args.database):
-        raise inventory.InventoryError(f"{args.database}: no such database")
+        raise ValueError(f"{args.database}: no such database")
     state = store.Store(args.database, readonly=True)
     latest = state.latest_generation()
     if latest is None:
         print(f"{args.database}: no parameters computed yet")
         return 0
     generation, computed_at, rows = latest
+    links, _ = state.generation_inputs(generation)
+    acks = state.acks()
     if args.json:
-        json.dump({"generation": generation, "computed_at": computed_at, "paths": rows}, sys.stdout, indent=1)
+        document = {
+            "generation": generation,
+            "computed_at": computed_at,
+            "paths": rows,
+            "links": [{"src": src, "dst": dst, **values} for (src, dst), values in sorted(links.items())],
+            "acked_generations": acks,
+        }
+        json.dump(document, sys.stdout, indent=1)
         sys.stdout.write("\n")
-    else:
-        when = datetime.datetime.fromtimestamp(computed_at, datetime.timezone.utc).isoformat(timespec="seconds")
-        print(f"generation {generation}, computed at {when}")
-        print_table(rows)
+        return 0
+    when = datetime.datetime.fromtimestamp(computed_at, datetime.timezone.utc).isoformat(timespec="seconds")
+    print(f"generation {generation}, computed at {when}")
+    print_table(rows)
+    print("\nlinks it was computed from:")
+    for (src, dst), values in sorted(links.items()):
+        print(
+            f"  {src} -> {dst}: delay {values['delay_s'] * 1e6:.1f} us ({values['delay_source']}, "
+            f"{values['samples']} samples), {values['capacity_bytes_per_s'] * 8 / 1e6:g} Mb/s, "
+            f"buffer {values['buffer_bytes']:g} B, {values['flows']} active flows"
+        )
+    if acks:
+        print("\nacknowledged by agents:")
+        for host_ip, acked in sorted(acks.items()):
+            print(f"  {host_ip}: generation {acked}")
     return 0
 
 

@@ -129,3 +129,33 @@ def test_console_script_exit_status(tmp_path):
     )
     assert result.returncode == 2
     assert "hosts.h1: has no link" in result.stderr
+
+
+def test_show_prints_the_last_generation_its_inputs_and_acks(tmp_path, capsys):
+    from ryu_app import store
+
+    path = str(tmp_path / "controller.db")
+    state = store.Store(path)
+    record = {
+        "src": "h2", "dst": "h1", "dst_ip": "10.0.0.1", "hops": ["h2", "s1", "h1"], "min_rto_us": 13700.0,
+        "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "quickack": True,
+    }
+    link = ("s1", "h1", 25e-6, "measured", 4, 12.5e6, 85000.0, 16)
+    state.save_generation(3, [record], [link], {("h2", "h1"): 1})
+    state.save_ack("10.0.0.2", 3, [])
+    state.close()
+    assert cli.main(["show", "--database", path]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("generation 3, computed at ")
+    assert "h2   h1   10.0.0.1  13700.0" in out
+    assert "s1 -> h1: delay 25.0 us (measured, 4 samples), 100 Mb/s, buffer 85000 B, 16 active flows" in out
+    assert "10.0.0.2: generation 3" in out
+    assert cli.main(["show", "--database", path, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["paths"] == [record] and shown["acked_generations"] == {"10.0.0.2": 3}
+    assert shown["links"][0]["delay_source"] == "measured"
+
+
+def test_show_without_database_exits_2(tmp_path, capsys):
+    assert cli.main(["show", "--database", str(tmp_path / "none.db")]) == 2
+    assert "none.db: no such database" in capsys.readouterr().err
