@@ -141,19 +141,22 @@ class OTCPController(app_manager.OSKenApp):
 
     @set_ev_cls(topo_event.EventLinkAdd)
     def link_add(self, ev):
-        src, dst = ev.link.src, ev.link.dst
-        if self.topology.add_link((src.dpid, src.port_no), (dst.dpid, dst.port_no)):
-            self.logger.info("link s%d:%d -> s%d:%d up", src.dpid, src.port_no, dst.dpid, dst.port_no)
-            self._topology_changed()
-        elif self.topology.host_port(src.dpid, src.port_no) or self.topology.host_port(dst.dpid, dst.port_no):
-            self.logger.warning("ignoring LLDP link on a host port: %s -> %s", src, dst)
+        src, dst = _link_ends(ev.link)
+        if self.topology.add_link(src, dst):
+            self._link_changed(src, dst, "up")
+        elif self.topology.host_port(*src) or self.topology.host_port(*dst):
+            self.logger.warning("ignoring LLDP link on a host port: %s -> %s", ev.link.src, ev.link.dst)
 
     @set_ev_cls(topo_event.EventLinkDelete)
     def link_delete(self, ev):
-        src, dst = ev.link.src, ev.link.dst
-        if self.topology.remove_link((src.dpid, src.port_no), (dst.dpid, dst.port_no)):
-            self.logger.info("link s%d:%d -> s%d:%d down", src.dpid, src.port_no, dst.dpid, dst.port_no)
-            self._topology_changed()
+        src, dst = _link_ends(ev.link)
+        if self.topology.remove_link(src, dst):
+            self.delays.forget_link(src, dst)
+            self._link_changed(src, dst, "down")
+
+    def _link_changed(self, src, dst, state):
+        self.logger.info("link s%d:%d -> s%d:%d %s", *src, *dst, state)
+        self._topology_changed()
 
     # -- packets ---------------------------------------------------------------
 
@@ -326,3 +329,8 @@ class OTCPController(app_manager.OSKenApp):
             self.published[ip] = routes
             if self.agent_server is not None:
                 self.agent_server.publish(ip, {"generation": self.generation, "routes": routes})
+
+
+def _link_ends(link):
+    """((src_dpid, src_port), (dst_dpid, dst_port)) of an os-ken topology Link."""
+    return (link.src.dpid, link.src.port_no), (link.dst.dpid, link.dst.port_no)

@@ -124,6 +124,10 @@ class DelayEstimator:
         """{(src_dpid, src_port): (delay_s, samples)} for every measured link."""
         return {key[:2]: (max(0.0, min(s)), len(s)) for key, s in self._samples.items() if s}
 
+    def forget_link(self, src, dst):
+        """Drop the samples of a link that went away: (dpid, port) ends."""
+        self._samples.pop((*src, *dst), None)
+
     def forget_switch(self, dpid):
         self._echo_rtts.pop(dpid, None)
         self._echo_sent.pop(dpid, None)

@@ -64,6 +64,17 @@ def test_delay_never_below_zero_and_replays_rejected():
     assert estimator.probe_received((1, 2, other), 2, 1, 6.001) is None
 
 
+def test_forgotten_link_has_no_delay():
+    estimator = delay.DelayEstimator()
+    for dpid in (1, 2):
+        estimator.echo_sent(dpid, 0.0)
+        estimator.echo_received(dpid, 0.001)
+    estimator.probe_received((1, 1, estimator.next_probe(1, 1, 1.0)), 2, 3, 1.002)
+    assert (1, 1) in estimator.delays()
+    estimator.forget_link((1, 1), (2, 3))
+    assert estimator.delays() == {}
+
+
 def test_no_sample_without_echo_round_trip():
     estimator = delay.DelayEstimator()
     seq = estimator.next_probe(1, 1, 0.0)
