@@ -13,6 +13,7 @@ how the tests and the benchmark work on throwaway namespaces.
 """
 
 import errno
+import os
 import socket
 import struct
 
@@ -31,6 +32,7 @@ RTM_F_LOOKUP_TABLE = 0x1000
 _NLMSGHDR = struct.Struct("=IHHII")
 _NLMSGERR = struct.Struct("=i")
 _RECV_BYTES = 1 << 20
+NETNS_RUN_DIR = "/var/run/netns"
 
 
 class NetlinkError(OSError):
@@ -45,10 +47,7 @@ class RouteSocket:
         if netns is None:
             self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
         else:
-            # flags=0: never create the namespace, only enter an existing one.
-            self.sock = pyroute2_netns.create_socket(
-                netns, socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE, flags=0
-            )
+            self.sock = _socket_in_namespace(netns)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 21)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
         # Errors carry no copy of the request; the kernel's text comes along.
@@ -238,6 +237,28 @@ class RouteSocket:
         sequence = self._sequence
         self._sequence = (self._sequence + 1) & 0xFFFFFFFF or 1
         return sequence
+
+
+def _socket_in_namespace(netns):
+    """A route socket created in a named namespace (which must exist).
+
+    The calling thread enters the namespace just long enough to create the
+    socket, which stays bound to it; no child process is forked.
+    """
+    path = netns if "/" in netns else os.path.join(NETNS_RUN_DIR, netns)
+    target = os.open(path, os.O_RDONLY)
+    try:
+        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        try:
+            pyroute2_netns.setns(target)
+            try:
+                return socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+            finally:
+                pyroute2_netns.setns(own)
+        finally:
+            os.close(own)
+    finally:
+        os.close(target)
 
 
 _DST_OFFSET = _NLMSGHDR.size + 12 + 4  # nlmsghdr, struct rtmsg, rtattr header

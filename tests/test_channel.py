@@ -1,0 +1,438 @@
+"""The controller <-> agent channel over loopback.
+
+The server (ryu_app/agent_server.py) runs on os-ken's hub in this process,
+as it does inside osken-manager. Two kinds of peer talk to it:
+
+- the real agent, `python -m agent.cli --netns NS run ...`, in a throwaway
+  namespace whose loopback the server listens on: authentication, push ->
+  apply -> ack, reconnection, restart;
+- hand-written green clients on the root namespace's loopback that
+  misbehave on purpose: wrong secret, silence, oversized frames, bad JSON,
+  forged MACs, floods, not reading. Each is disconnected and logged, and a
+  well-behaved agent connected at the same time is not disturbed.
+
+The deadlines below only stop a broken test from hanging; nothing asserts
+on speed.
+"""
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from os_ken.lib import hub
+from pyroute2 import netns as pyroute2_netns
+
+from agent import protocol
+from ryu_app.agent_server import AgentServer
+from test_agent_routes import ROOT, Namespace, expected, route
+
+SECRET = b"test-secret-0123456789abcdef"
+DEADLINE_S = 30
+
+
+def wait_for(condition, what, timeout=DEADLINE_S):
+    """Let the hub run until `condition()` holds; fail after `timeout`."""
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"gave up waiting for {what}")
+        hub.sleep(0.05)
+
+
+class Recorder(logging.Handler):
+    """Keeps the server's log lines so tests can check why it disconnected."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+    def has(self, text):
+        return any(text in line for line in self.lines)
+
+
+class Controller:
+    """An AgentServer with its callbacks recorded."""
+
+    def __init__(self, host="127.0.0.1", port=0, netns=None, **options):
+        self.acks, self.agents, self.rejects = [], [], []
+        self.log = Recorder()
+        logger = logging.getLogger(f"otcp.test.server.{id(self)}")
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+        logger.addHandler(self.log)
+        self.server = AgentServer(
+            host, port, SECRET, on_ack=lambda *a: self.acks.append(a), on_agent=lambda *a: self.agents.append(a),
+            on_reject=lambda *a: self.rejects.append(a), logger=logger, **options,
+        )
+        if netns is None:
+            self.server.start()
+        else:  # listen on the namespace's loopback, where its agent lives
+            pyroute2_netns.pushns(netns)
+            try:
+                self.server.start()
+            finally:
+                pyroute2_netns.popns()
+        self.port = self.server.address[1]
+
+    def acked(self, generation):
+        return any(ack[1] == generation for ack in self.acks)
+
+    def stop(self):
+        self.server.stop()
+
+
+class AgentProcess:
+    """`otcp-agent run` in a namespace, its log in a file."""
+
+    def __init__(self, ns, port, tmp_path, secret=SECRET, name="agent"):
+        self.secret_file = tmp_path / f"{name}.secret"
+        self.secret_file.write_bytes(secret + b"\n")
+        self.log_path = tmp_path / f"{name}.log"
+        self.state = tmp_path / f"{name}.db"
+        self.ns, self.port = ns, port
+        self.process = None
+        self.start()
+
+    def start(self):
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "agent.cli", "--netns", self.ns.name, "--log-level", "debug", "run",
+                 "--controller", f"127.0.0.1:{self.port}", "--secret-file", str(self.secret_file),
+                 "--state", str(self.state), "--backoff-max", "1"],
+                cwd=ROOT, stdout=log, stderr=log,
+            )
+
+    def log(self):
+        return self.log_path.read_text()
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+
+@pytest.fixture
+def ns():
+    namespace = Namespace()
+    yield namespace
+    namespace.delete()
+
+
+@pytest.fixture
+def cleanup():
+    """Things to stop at the end of a test, whatever happens."""
+    items = []
+    yield items
+    for item in reversed(items):
+        item.stop()
+
+
+def set_for(generation, *dsts, **params):
+    return {"generation": generation, "routes": [route(dst, **params) for dst in dsts]}
+
+
+# -- the real agent --------------------------------------------------------------------
+
+
+def test_push_apply_ack(ns, tmp_path, cleanup):
+    controller = Controller(netns=ns.name)
+    cleanup.append(controller)
+    controller.server.publish("10.77.0.1", set_for(1, "10.77.0.2/32", "10.88.0.5/32"))
+    agent = AgentProcess(ns, controller.port, tmp_path)
+    cleanup.append(agent)
+    wait_for(lambda: controller.acked(1), "the ack of generation 1")
+    host_ip, generation, results = controller.acks[0]
+    assert (host_ip, generation) == ("10.77.0.1", 1)
+    assert [(r["dst"], r["status"], r.get("gateway")) for r in results] == [
+        ("10.77.0.2/32", "applied", None), ("10.88.0.5/32", "applied", "10.77.0.254")]
+    assert ns.otcp_routes() == {"10.77.0.2/32": expected(), "10.88.0.5/32": expected(via="10.77.0.254")}
+    (agent_host, hello), = controller.agents
+    assert agent_host == "10.77.0.1"
+    assert hello["addresses"] == ["10.77.0.1", "2001:db8::1"] and hello["mss_bytes"] in (1448, 1460)
+    assert hello["applied_generation"] is None and "cubic" in hello["congestion_controls"]
+    assert controller.server.connected_hosts() == {"10.77.0.1", "2001:db8::1"}
+    # A change while connected is pushed at once; a bad one is refused by the agent.
+    controller.server.publish("10.77.0.1", set_for(2, "10.77.0.2/32", initcwnd=4))
+    wait_for(lambda: controller.acked(2), "the ack of generation 2")
+    assert ns.otcp_routes() == {"10.77.0.2/32": expected(initcwnd=4)}
+    assert controller.server.acked == {"10.77.0.1": 2}
+    controller.server.publish("10.77.0.1", set_for(2, "10.77.0.3/32"))
+    wait_for(lambda: controller.rejects, "the agent's refusal of a changed generation 2")
+    assert controller.rejects[0][:2] == ("10.77.0.1", 2)
+    assert "already applied with different routes" in controller.rejects[0][2]
+    assert ns.otcp_routes() == {"10.77.0.2/32": expected(initcwnd=4)}
+
+
+def test_publish_validates_before_anything_is_sent(ns, cleanup):
+    controller = Controller()
+    cleanup.append(controller)
+    with pytest.raises(ValueError, match=r"routes\[0\].initcwnd: 0 is out of range 1..256"):
+        controller.server.publish("10.77.0.1", set_for(1, "10.77.0.2/32", initcwnd=0))
+    with pytest.raises(ValueError, match="host_ip: 'h1' is not an IPv4 or IPv6 address"):
+        controller.server.publish("h1", set_for(1, "10.77.0.2/32"))
+
+
+def test_wrong_secret_is_refused(ns, tmp_path, cleanup):
+    controller = Controller(netns=ns.name)
+    cleanup.append(controller)
+    controller.server.publish("10.77.0.1", set_for(1, "10.77.0.2/32"))
+    agent = AgentProcess(ns, controller.port, tmp_path, secret=b"not-the-secret-at-all")
+    cleanup.append(agent)
+    wait_for(lambda: sum("authentication failed: wrong secret" in line for line in controller.log.lines) >= 2,
+             "two refused attempts (the agent retries)")
+    assert controller.acks == [] and controller.agents == []
+    assert controller.server.connected_hosts() == set()
+    assert ns.otcp_routes() == {}
+    assert "authentication refused (wrong secret?)" in agent.log()
+
+
+def test_agent_reconnects_and_keeps_its_routes_meanwhile(ns, tmp_path, cleanup):
+    first = Controller(netns=ns.name)
+    first.server.publish("10.77.0.1", set_for(1, "10.77.0.2/32"))
+    agent = AgentProcess(ns, first.port, tmp_path)
+    cleanup.append(agent)
+    wait_for(lambda: first.acked(1), "the ack of generation 1")
+    first.stop()  # the controller goes away
+    wait_for(lambda: "closed the connection" in agent.log(), "the agent to notice")
+    wait_for(lambda: agent.log().count("reconnecting in") >= 3, "reconnection attempts")
+    assert ns.otcp_routes() == {"10.77.0.2/32": expected()}
+    second = Controller(netns=ns.name, port=first.port)  # a restarted controller
+    cleanup.append(second)
+    second.server.publish("10.77.0.1", set_for(2, "10.77.0.2/32", rto_min_ms=30))
+    wait_for(lambda: second.acked(2), "the ack of generation 2 from the restarted controller")
+    assert second.agents[0][1]["applied_generation"] == 1
+    assert ns.otcp_routes() == {"10.77.0.2/32": expected(rto_min_ms=30)}
+
+
+def test_restarted_agent_reapplies_its_state_before_the_controller_answers(ns, tmp_path, cleanup):
+    controller = Controller(netns=ns.name)
+    cleanup.append(controller)
+    controller.server.publish("10.77.0.1", set_for(4, "10.77.0.2/32", "10.77.0.3/32"))
+    agent = AgentProcess(ns, controller.port, tmp_path)
+    cleanup.append(agent)
+    wait_for(lambda: controller.acked(4), "the ack of generation 4")
+    applied = ns.otcp_routes()
+    assert agent.stop() == 0
+    assert ns.otcp_routes() == applied  # a stopped agent leaves its routes
+    ns.ip("route", "flush", "proto", "79")  # as after a reboot
+    controller.stop()  # and no controller to help
+    agent.start()
+    wait_for(lambda: ns.otcp_routes() == applied, "the stored generation to come back")
+    assert "re-applied stored generation 4" in agent.log()
+
+
+# -- misbehaving peers (green clients on the root loopback) ---------------------------------
+
+
+class GreenPeer:
+    """A hand-driven agent connection, cooperative with the hub."""
+
+    def __init__(self, port):
+        self.sock = hub.connect(("127.0.0.1", port))
+        self.decoder = protocol.FrameDecoder(protocol.MAX_FRAME_BYTES)
+        self.frames = []
+        self.session = None
+
+    def read(self, timeout=DEADLINE_S):
+        """The next frame body, or None once the server has closed."""
+        with hub.Timeout(timeout):
+            while not self.frames:
+                try:
+                    data = self.sock.recv(65536)
+                except ConnectionResetError:
+                    data = b""
+                if not data:
+                    return None
+                self.frames.extend(self.decoder.feed(data))
+        return self.frames.pop(0)
+
+    def read_until_closed(self):
+        frames = []
+        while (frame := self.read()) is not None:
+            frames.append(frame)
+        return frames
+
+    def send_json(self, message):
+        self.sock.sendall(protocol.frame(protocol.encode_json(message)))
+
+    def authenticate(self, secret=SECRET, addresses=("10.9.0.1",)):
+        challenge = json.loads(self.read())
+        auth, nonce = protocol.auth_message(secret, challenge)
+        self.send_json(auth)
+        welcome = self.read()
+        if welcome is None:
+            return False
+        self.session = protocol.Session(secret, challenge["nonce"], nonce, "agent")
+        hello = {"type": "hello", "hostname": "green", "addresses": list(addresses), "interfaces": [],
+                 "mtu": 1500, "mss_bytes": 1448, "congestion_controls": ["cubic"], "congestion_control": "cubic",
+                 "tcp_rto_min_us": True, "applied_generation": None, "agent_version": protocol.VERSION}
+        self.sock.sendall(self.session.seal(hello))
+        return True
+
+    def receive(self):
+        body = self.read()
+        return None if body is None else self.session.open(body)
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.fixture
+def controller(cleanup):
+    server = Controller(handshake_timeout=1.0, write_timeout=1.0, rate_per_s=5, burst=20)
+    cleanup.append(server)
+    return server
+
+
+@pytest.fixture
+def good_agent(controller):
+    """A well-behaved agent for 10.9.0.100 that must be unaffected by the others."""
+    peer = GreenPeer(controller.port)
+    assert peer.authenticate(addresses=("10.9.0.100",))
+    controller.server.publish("10.9.0.100", set_for(1, "10.9.0.2/32"))
+    message = peer.receive()
+    assert message["type"] == "params" and message["set"]["generation"] == 1
+    peer.sock.sendall(peer.session.seal(protocol.ack_message(1, [])))
+    wait_for(lambda: controller.acked(1), "the good agent's first ack")
+    yield peer
+    # Still connected and served after whatever the test did to the server.
+    controller.server.publish("10.9.0.100", set_for(99, "10.9.0.2/32"))
+    message = peer.receive()
+    assert message is not None and message["set"]["generation"] == 99
+    peer.sock.sendall(peer.session.seal(protocol.ack_message(99, [])))
+    wait_for(lambda: controller.acked(99), "the good agent's last ack")
+    assert "10.9.0.100" in controller.server.connected_hosts()
+    peer.close()
+
+
+def test_unauthenticated_peer_gets_the_challenge_and_nothing_else(controller, good_agent):
+    controller.server.publish("10.9.0.1", set_for(5, "10.9.0.2/32"))
+    silent = GreenPeer(controller.port)
+    frames = silent.read_until_closed()  # the server hangs up after handshake_timeout
+    assert len(frames) == 1 and json.loads(frames[0])["type"] == "challenge"
+    assert controller.log.has("no authentication within 1 s")
+
+
+def test_wrong_secret_gets_nothing_after_the_challenge(controller, good_agent):
+    controller.server.publish("10.9.0.1", set_for(5, "10.9.0.2/32"))
+    intruder = GreenPeer(controller.port)
+    assert not intruder.authenticate(secret=b"guessed")
+    assert intruder.read_until_closed() == []
+    assert controller.log.has("authentication failed: wrong secret")
+    assert "10.9.0.1" not in controller.server.connected_hosts()
+
+
+@pytest.mark.parametrize(
+    "attack, reason",
+    [
+        (lambda peer: peer.sock.sendall((100 * 1024 * 1024).to_bytes(4, "big")),
+         "frame of 104857600 bytes exceeds the 1024-byte limit"),
+        (lambda peer: peer.sock.sendall(protocol.frame(b'{"type": "auth", "nonce": ')), "auth: invalid JSON"),
+        (lambda peer: peer.send_json({"type": "hello"}), "type: expected auth"),
+        (lambda peer: peer.send_json({"type": "auth", "nonce": "00", "mac": "00"}), "nonce must be 32 bytes"),
+    ],
+    ids=["oversized-frame", "truncated-json", "hello-before-auth", "short-nonce"],
+)
+def test_bad_handshakes_are_disconnected(controller, good_agent, attack, reason):
+    peer = GreenPeer(controller.port)
+    peer.read()  # the challenge
+    attack(peer)
+    assert peer.read_until_closed() == []
+    assert controller.log.has(reason), controller.log.lines
+
+
+def sealed_raw(peer, body):
+    """Seal arbitrary bytes (not necessarily JSON) the way Session.seal would."""
+    import hashlib
+    import hmac
+    import struct
+
+    session = peer.session
+    mac = hmac.new(session._send_key, struct.pack("!Q", session._sent) + body, hashlib.sha256).digest()
+    session._sent += 1
+    return protocol.frame(mac + body)
+
+
+@pytest.mark.parametrize(
+    "attack, reason",
+    [
+        (lambda peer: peer.sock.sendall(sealed_raw(peer, b'{"type": "ack", "generation": 1, "res')),
+         "invalid JSON"),
+        (lambda peer: peer.sock.sendall(protocol.frame(b"\0" * 32 + b'{"type": "reject"}')), "bad MAC"),
+        (lambda peer: peer.sock.sendall(peer.session.seal({"type": "shutdown"})), "expected ack or reject"),
+        (lambda peer: peer.sock.sendall(peer.session.seal(protocol.ack_message(1, [{"dst": 5}]))),
+         "results[0].dst: 5 is not a string"),
+        (lambda peer: peer.sock.sendall(peer.session.seal(protocol.ack_message(42, []))),
+         "ack for generation 42, which was not sent to it"),
+        (lambda peer: peer.sock.sendall((protocol.MAX_FRAME_BYTES + 1).to_bytes(4, "big")),
+         "exceeds the 8388608-byte limit"),
+        (lambda peer: [peer.sock.sendall(peer.session.seal(protocol.reject_message(None, "spam")))
+                       for _ in range(200)], "flooding"),
+    ],
+    ids=["truncated-json", "forged-mac", "unknown-type", "bad-ack", "unsent-generation", "oversized", "flood"],
+)
+def test_misbehaving_authenticated_agents_are_disconnected(controller, good_agent, attack, reason):
+    peer = GreenPeer(controller.port)
+    assert peer.authenticate(addresses=("10.9.0.7",))
+    wait_for(lambda: "10.9.0.7" in controller.server.connected_hosts(), "the peer to register")
+    attack(peer)
+    wait_for(lambda: "10.9.0.7" not in controller.server.connected_hosts(), "the peer to be dropped")
+    assert peer.read_until_closed() == []
+    assert controller.log.has(reason), controller.log.lines
+
+
+def test_slow_reader_is_disconnected(controller, good_agent):
+    peer = GreenPeer(controller.port)
+    peer.sock.setsockopt(__import__("socket").SOL_SOCKET, __import__("socket").SO_RCVBUF, 4096)
+    assert peer.authenticate(addresses=("10.9.0.8",))
+    wait_for(lambda: "10.9.0.8" in controller.server.connected_hosts(), "the peer to register")
+    big = [f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}/32" for i in range(30000)]
+    for generation in range(1, 6):  # never read: the socket buffers fill, then the write times out
+        controller.server.publish("10.9.0.8", set_for(generation, *big))
+        hub.sleep(0.2)
+    wait_for(lambda: controller.log.has("slow reader"), "the slow reader to be dropped")
+    assert "10.9.0.8" not in controller.server.connected_hosts()
+
+
+def test_a_newer_connection_from_the_same_host_replaces_the_older(controller, good_agent):
+    old = GreenPeer(controller.port)
+    assert old.authenticate(addresses=("10.9.0.9",))
+    wait_for(lambda: "10.9.0.9" in controller.server.connected_hosts(), "the first connection")
+    new = GreenPeer(controller.port)
+    assert new.authenticate(addresses=("10.9.0.9",))
+    assert old.read_until_closed() == []
+    controller.server.publish("10.9.0.9", set_for(3, "10.9.0.2/32"))
+    assert new.receive()["set"]["generation"] == 3
+    assert controller.log.has("replaced by a newer connection")
+
+
+def test_only_the_latest_set_is_sent(controller, good_agent):
+    peer = GreenPeer(controller.port)
+    assert peer.authenticate(addresses=("10.9.0.10",))
+    wait_for(lambda: "10.9.0.10" in controller.server.connected_hosts(), "the peer to register")
+    for generation in (1, 2, 3):  # published back to back, before the writer runs
+        controller.server.publish("10.9.0.10", set_for(generation, "10.9.0.2/32"))
+    assert peer.receive()["set"]["generation"] == 3
+
+
+def test_too_many_connections_are_refused(cleanup):
+    controller = Controller(max_connections=2, handshake_timeout=5.0)
+    cleanup.append(controller)
+    first, second = GreenPeer(controller.port), GreenPeer(controller.port)
+    assert first.read() is not None and second.read() is not None
+    third = GreenPeer(controller.port)
+    assert third.read_until_closed() == []
+    assert controller.log.has("2 connections already open")
