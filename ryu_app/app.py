@@ -127,7 +127,7 @@ class OTCPController(app_manager.OSKenApp):
         ports = [p for p in ev.msg.body if p.port_no <= datapath.ofproto.OFPP_MAX]
         self.port_addresses[datapath.id] = {p.port_no: p.hw_addr for p in ports}
         speeds = {p.port_no: p.curr_speed * 1000 / 8 for p in ports}  # kb/s -> bytes/s
-        if self.topology.add_switch(datapath.id, speeds, time.time()):
+        if self.topology.add_switch(datapath.id, speeds):
             self._topology_changed()
 
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
@@ -203,7 +203,7 @@ class OTCPController(app_manager.OSKenApp):
     def _learn(self, ip, mac, dpid, port):
         if ip == "0.0.0.0" or mac == arp.CONTROLLER_MAC:
             return
-        if self.topology.learn_host(ip, mac, dpid, port, time.time()):
+        if self.topology.learn_host(ip, mac, dpid, port):
             self.logger.info("host %s (%s) at s%d:%d", ip, mac, dpid, port)
             self._topology_changed()
         host = self.topology.hosts.get(ip)

@@ -25,11 +25,9 @@ class Host:
 class Topology:
     """Switches, links and hosts as discovered, keyed by dpid and port."""
 
-    def __init__(self, inventory=None, learning_grace_s=2.0):
+    def __init__(self, inventory=None):
         self.inventory = inventory
-        self.learning_grace_s = learning_grace_s
         self.switches = {}  # dpid -> {port_no: speed in bytes/s (0 if unknown)}
-        self.connected_at = {}  # dpid -> time the switch was first seen
         self.links = {}  # (src_dpid, src_port) -> (dst_dpid, dst_port)
         self.hosts = {}  # ip -> Host
         self._names = inventory.switch_by_dpid() if inventory else {}
@@ -46,8 +44,7 @@ class Topology:
 
     # -- changes (each returns True if something changed) ----------------------
 
-    def add_switch(self, dpid, port_speeds, now):
-        self.connected_at.setdefault(dpid, now)
+    def add_switch(self, dpid, port_speeds):
         changed = self.switches.get(dpid) != port_speeds
         self.switches[dpid] = dict(port_speeds)
         return changed
@@ -56,7 +53,6 @@ class Topology:
         if dpid not in self.switches:
             return False
         del self.switches[dpid]
-        self.connected_at.pop(dpid, None)
         self.links = {s: d for s, d in self.links.items() if s[0] != dpid and d[0] != dpid}
         self.hosts = {ip: h for ip, h in self.hosts.items() if h.dpid != dpid}
         return True
@@ -80,15 +76,14 @@ class Topology:
     def is_link_port(self, dpid, port):
         return (dpid, port) in self.links or (dpid, port) in self.links.values()
 
-    def learn_host(self, ip, mac, dpid, port, now):
+    def learn_host(self, ip, mac, dpid, port):
         """Record a host seen on an edge port; returns True if new or moved.
 
-        Nothing is learned on a switch during its first learning_grace_s:
-        until LLDP has found its links, a link port looks like an edge port.
+        A host's packets reach a link port only along installed paths, which
+        exist only once that link is known: nothing is flooded, so an
+        undiscovered link port never shows a host's traffic.
         """
         if dpid not in self.switches or self.is_link_port(dpid, port):
-            return False
-        if now - self.connected_at[dpid] < self.learning_grace_s:
             return False
         host = Host(ip, mac, dpid, port)
         if self.hosts.get(ip) == host:

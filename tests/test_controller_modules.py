@@ -103,25 +103,27 @@ def test_pair_active_only_when_its_counter_grew():
 
 
 def two_switch_topology(inventory=None):
-    topo = Topology(inventory, learning_grace_s=1.0)
-    topo.add_switch(1, {1: 0, 2: 0, 3: 0}, now=0.0)
-    topo.add_switch(2, {1: 0, 2: 0}, now=0.0)
+    topo = Topology(inventory)
+    topo.add_switch(1, {1: 0, 2: 0, 3: 0})
+    topo.add_switch(2, {1: 0, 2: 0})
     assert topo.add_link((1, 1), (2, 1)) and topo.add_link((2, 1), (1, 1))
     return topo
 
 
-def test_hosts_learned_only_on_edge_ports_after_grace():
+def test_hosts_learned_only_on_edge_ports():
     topo = two_switch_topology()
-    assert not topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 2, now=0.5)  # grace
-    assert topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 2, now=2.0)
-    assert not topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 2, now=3.0)  # unchanged
-    assert not topo.learn_host("10.0.0.9", "00:00:00:00:00:09", 2, 1, now=3.0)  # link port
+    assert topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 2)
+    assert not topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 2)  # unchanged
+    assert not topo.learn_host("10.0.0.9", "00:00:00:00:00:09", 2, 1)  # link port
+    assert not topo.learn_host("10.0.0.9", "00:00:00:00:00:09", 7, 1)  # unknown switch
+    assert topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 3)  # moved
     assert sorted(topo.edge_ports()) == [(1, 2), (1, 3), (2, 2)]
+    assert topo.hosts["10.0.0.1"].port == 3
 
 
 def test_lldp_on_host_port_is_ignored():
     topo = two_switch_topology()
-    topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 2, now=2.0)
+    topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 2)
     assert not topo.add_link((1, 2), (2, 2))  # a host cannot invent a link
     assert not topo.add_link((2, 2), (1, 2))
     assert (1, 2) not in topo.links
@@ -143,9 +145,9 @@ def test_fabric_uses_inventory_then_port_speed_and_defaults(tmp_path):
         },
     )
     topo = two_switch_topology(inventory.load(path))
-    topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 2, now=2.0)
-    topo.learn_host("10.0.0.2", "00:00:00:00:00:02", 2, 2, now=2.0)
-    topo.learn_host("10.0.0.3", "00:00:00:00:00:03", 1, 3, now=2.0)  # not in the inventory
+    topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 2)
+    topo.learn_host("10.0.0.2", "00:00:00:00:00:02", 2, 2)
+    topo.learn_host("10.0.0.3", "00:00:00:00:00:03", 1, 3)  # not in the inventory
     topo.switches[1][3] = 1.25e9
     defaults = {"capacity_mbps": 10, "buffer_bytes": 4000, "host_link_delay_us": 7}
     fabric, sources = topo.fabric({(1, 1): 0.0003}, {("10.0.0.3", "10.0.0.2"): 1}, defaults)
@@ -174,9 +176,9 @@ def test_measured_delay_used_when_not_pinned():
 
 def planned_topology():
     topo = two_switch_topology()
-    topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 2, now=2.0)
-    topo.learn_host("10.0.0.2", "00:00:00:00:00:02", 2, 2, now=2.0)
-    topo.learn_host("10.0.0.3", "00:00:00:00:00:03", 1, 3, now=2.0)
+    topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 2)
+    topo.learn_host("10.0.0.2", "00:00:00:00:00:02", 2, 2)
+    topo.learn_host("10.0.0.3", "00:00:00:00:00:03", 1, 3)
     fabric, _ = topo.fabric({}, {}, {"capacity_mbps": 100, "buffer_bytes": 85000, "host_link_delay_us": 10})
     return topo, Plan(fabric)
 
