@@ -116,12 +116,18 @@ class RouteSocket:
         """
         requests = []
         for family, address in destinations:
-            msg = rtmsg()
-            msg["family"] = family
-            msg["dst_len"] = 32 if family == socket.AF_INET else 128
-            msg["flags"] = RTM_F_LOOKUP_TABLE  # report the table the lookup used, not always "main"
-            msg["attrs"] = [("RTA_DST", address)]
-            requests.append((msg, RTM_GETROUTE, NLM_F_REQUEST))
+            template = self._templates.get(("get", family))
+            if template is None:
+                msg = rtmsg()
+                msg["family"] = family
+                msg["dst_len"] = 32 if family == socket.AF_INET else 128
+                msg["flags"] = RTM_F_LOOKUP_TABLE  # report the table the lookup used, not always "main"
+                msg["attrs"] = [("RTA_DST", _SENTINEL[family])]
+                msg["header"]["type"] = RTM_GETROUTE
+                msg["header"]["flags"] = NLM_F_REQUEST
+                msg.encode()
+                template = self._templates[("get", family)] = _checked_template(msg.data, family)
+            requests.append((_patched(template, family, address), None, None))
         return self._batch(requests, answer_type=RTM_NEWROUTE)
 
     # -- writing -------------------------------------------------------------
@@ -152,9 +158,7 @@ class RouteSocket:
         if template is None:
             template = self._encode_template(kind, flags | NLM_F_REQUEST | NLM_F_ACK, fields)
             self._templates[shape] = template
-        data = bytearray(template)
-        data[_DST_OFFSET : _DST_OFFSET + _address_length(family)] = socket.inet_pton(family, dst)
-        return bytes(data)
+        return _patched(template, family, dst)
 
     def _encode_template(self, kind, flags, fields):
         msg = rtmsg()
@@ -178,11 +182,7 @@ class RouteSocket:
         msg["header"]["type"] = kind
         msg["header"]["flags"] = flags
         msg.encode()
-        data = bytes(msg.data)
-        packed = socket.inet_pton(fields["family"], sentinel)
-        if data[_DST_OFFSET : _DST_OFFSET + len(packed)] != packed:
-            raise RuntimeError("pyroute2 did not place RTA_DST first; cannot batch")
-        return data
+        return _checked_template(msg.data, fields["family"])
 
     # -- the batch transport -------------------------------------------------
 
@@ -265,8 +265,19 @@ _DST_OFFSET = _NLMSGHDR.size + 12 + 4  # nlmsghdr, struct rtmsg, rtattr header
 _SENTINEL = {socket.AF_INET: "192.0.2.123", socket.AF_INET6: "2001:db8:ffff::7b"}
 
 
-def _address_length(family):
-    return 4 if family == socket.AF_INET else 16
+def _checked_template(data, family):
+    """An encoded message whose RTA_DST holds the sentinel at _DST_OFFSET."""
+    data = bytes(data)
+    packed = socket.inet_pton(family, _SENTINEL[family])
+    if data[_DST_OFFSET : _DST_OFFSET + len(packed)] != packed:
+        raise RuntimeError("pyroute2 did not place RTA_DST first; cannot batch")
+    return data
+
+
+def _patched(template, family, address):
+    """A copy of `template` for another destination address."""
+    packed = socket.inet_pton(family, address)
+    return template[:_DST_OFFSET] + packed + template[_DST_OFFSET + len(packed) :]
 
 
 def _messages(data):

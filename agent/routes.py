@@ -324,17 +324,17 @@ class RouteTable:
                 continue
             previous = owned.get((family, table, dst))
             underlying = foreign.covering(family, table, network)
+            prefsrc = foreign.nexthop(underlying)[2] if underlying is not None else None
             if previous is None:
                 oif, gateway = answer.get_attr("RTA_OIF"), answer.get_attr("RTA_GATEWAY")
             elif underlying is not None:
-                hop = route_from_message(underlying)
-                oif, gateway = hop.oif, hop.gateway
+                oif, gateway, _ = foreign.nexthop(underlying)
             else:
                 plan.skip(dst, f"no non-OTCP route covers {dst} in table {table_name(table)}")
                 continue
             new = Route(
                 family=family, dst=dst, table=table, oif=oif, gateway=gateway,
-                prefsrc=underlying.get_attr("RTA_PREFSRC") if underlying is not None else None,
+                prefsrc=prefsrc,
                 scope=RT_SCOPE_UNIVERSE if gateway is not None or family == socket.AF_INET6 else RT_SCOPE_LINK,
                 priority=previous.priority if previous is not None else None,
                 rto_min_ms=params["rto_min_ms"], initcwnd=params["initcwnd"], cwnd_clamp=params["cwnd_clamp"],
@@ -388,6 +388,7 @@ class _ForeignRoutes:
     def __init__(self):
         self._by_prefix = {}  # (family, table, prefixlen) -> {network int: [msg]}
         self._lengths = {}  # (family, table) -> sorted prefix lengths, longest first
+        self._nexthops = {}  # id(msg) -> (oif, gateway, prefsrc)
 
     def add(self, msg):
         family = msg["family"]
@@ -401,6 +402,15 @@ class _ForeignRoutes:
         if msg["dst_len"] not in lengths:
             lengths.append(msg["dst_len"])
             lengths.sort(reverse=True)
+
+    def nexthop(self, msg):
+        """(oif, gateway, prefsrc) of a route message (its first hop if
+        multipath), cached: many destinations share one covering route."""
+        key = id(msg)
+        if key not in self._nexthops:
+            route = route_from_message(msg)
+            self._nexthops[key] = (route.oif, route.gateway, route.prefsrc)
+        return self._nexthops[key]
 
     def exact(self, family, table, network):
         found = self._by_prefix.get((family, table, network.prefixlen), {}).get(int(network.network_address))
