@@ -163,6 +163,18 @@ def test_new_generation_replaces_changed_adds_new_and_removes_dropped(ns, agent)
     assert ns.otcp_routes() == {}
 
 
+def test_reapplying_an_unchanged_set_writes_nothing(ns, agent):
+    routes = [route("10.77.0.2/32"), route("10.88.0.2/32", cwnd_clamp=None), route("2001:db8::2")]
+    agent.apply({"generation": 1, "routes": routes}, "test")
+    validated = protocol.validate_param_set({"generation": 2, "routes": routes})
+    plan = agent.routes.plan(validated["routes"])
+    assert [op for op, _, _ in plan.writes] == ["keep", "keep", "keep"] and plan.stale == []
+    changed = protocol.validate_param_set({"generation": 2, "routes": routes[:2] + [route("2001:db8::3")]})
+    plan = agent.routes.plan(changed["routes"])
+    assert [op for op, _, _ in plan.writes] == ["keep", "keep", "add"]
+    assert [r.dst for r in plan.stale] == ["2001:db8::2/128"]
+
+
 def test_route_follows_the_kernels_current_nexthop(ns, agent):
     agent.apply({"generation": 1, "routes": [route("10.88.0.9/32")]}, "test")
     assert ns.otcp_routes()["10.88.0.9/32"]["via"] == "10.77.0.254"
