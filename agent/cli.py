@@ -18,7 +18,6 @@ import argparse
 import datetime
 import json
 import logging
-import os
 import signal
 import sys
 

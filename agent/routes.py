@@ -366,10 +366,6 @@ class Plan:
     def skip(self, dst, reason):
         self._order.append(("skip", dst, reason))
 
-    @property
-    def skipped(self):
-        return [(item[1], item[2]) for item in self._order if item[0] == "skip"]
-
     def results(self, names):
         results = []
         for item in self._order:

@@ -15,10 +15,13 @@ The deadlines below only stop a broken test from hanging; nothing asserts
 on speed.
 """
 
+import hashlib
+import hmac
 import json
 import logging
-import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -356,10 +359,6 @@ def test_bad_handshakes_are_disconnected(controller, good_agent, attack, reason)
 
 def sealed_raw(peer, body):
     """Seal arbitrary bytes (not necessarily JSON) the way Session.seal would."""
-    import hashlib
-    import hmac
-    import struct
-
     session = peer.session
     mac = hmac.new(session._send_key, struct.pack("!Q", session._sent) + body, hashlib.sha256).digest()
     session._sent += 1
@@ -396,7 +395,7 @@ def test_misbehaving_authenticated_agents_are_disconnected(controller, good_agen
 
 def test_slow_reader_is_disconnected(controller, good_agent):
     peer = GreenPeer(controller.port)
-    peer.sock.setsockopt(__import__("socket").SOL_SOCKET, __import__("socket").SO_RCVBUF, 4096)
+    peer.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     assert peer.authenticate(addresses=("10.9.0.8",))
     wait_for(lambda: "10.9.0.8" in controller.server.connected_hosts(), "the peer to register")
     big = [f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}/32" for i in range(30000)]
