@@ -20,10 +20,10 @@ from experiments.progress import Progress
 from topo.fabrics import MAX_BW_MBPS
 
 SCHEME_NAMES = list(schemes.catalogue())
-FULL = {"senders": "4,8,16,32,64", "buffer_bytes": "85000,512000", "rounds": 50, "warmup_rounds": 5,
+FULL = {"senders": "4,8,16,32,64", "buffer_bytes": "85000,512000", "rounds": 50, "warmup_seconds": 3.0,
         "schemes": ",".join(SCHEME_NAMES), "out": "results/incast"}
 # --quick: the headline plot (goodput vs senders) at the shallow buffer, in a few minutes.
-QUICK = {"senders": "4,8,16,32", "buffer_bytes": "85000", "rounds": 10, "warmup_rounds": 3,
+QUICK = {"senders": "4,8,16,32", "buffer_bytes": "85000", "rounds": 10, "warmup_seconds": 3.0,
          "schemes": "default,fine-rto,small-packets,otcp,dctcp", "out": "results/quick"}
 MAX_SENDERS = 250
 MAX_BUFFER_BYTES = 1 << 30
@@ -59,7 +59,9 @@ def build_parser():
     block.add_argument("--sru-bytes", type=int, help="fixed block per server per round (default 262144)")
     block.add_argument("--total-bytes", type=int, help="fixed total block per round, split over the servers")
     run.add_argument("--rounds", type=int, help=f"measured rounds per run (default {FULL['rounds']})")
-    run.add_argument("--warmup-rounds", type=int, help=f"rounds before measuring (default {FULL['warmup_rounds']})")
+    run.add_argument("--warmup-seconds", type=float,
+                     help=f"seconds of unmeasured rounds before each run (default {FULL['warmup_seconds']:g}; "
+                          "the OTCP controller needs them to count the flows)")
     run.add_argument("--schemes", help=f"comma-separated, from {', '.join(SCHEME_NAMES)} (default all)")
     run.add_argument("--out", help=f"output directory (default {FULL['out']}, or {QUICK['out']} with --quick)")
     run.add_argument("--bw-mbps", type=float, default=100.0, help="link rate in Mb/s (default 100)")
@@ -95,7 +97,7 @@ def config_from_args(args, parser):
                      f"known: {', '.join(SCHEME_NAMES)}")
     if len(set(names)) != len(names):
         parser.error(f"--schemes: {pick('schemes')} lists a scheme twice")
-    checks = [("--rounds", pick("rounds"), 1, None), ("--warmup-rounds", pick("warmup_rounds"), 0, None),
+    checks = [("--rounds", pick("rounds"), 1, None), ("--warmup-seconds", pick("warmup_seconds"), 0, 600),
               ("--sru-bytes", args.sru_bytes, 1, 1 << 30), ("--total-bytes", args.total_bytes, 1, 1 << 34),
               ("--bw-mbps", args.bw_mbps, 0.001, MAX_BW_MBPS), ("--delay-us", args.delay_us, 0, 1e6),
               ("--fine-rto-ms", args.fine_rto_ms, 1, 200), ("--probe-interval-ms", args.probe_interval_ms, 2, 1000),
@@ -111,7 +113,7 @@ def config_from_args(args, parser):
     return incast.IncastConfig(
         out=out, senders=senders, buffers=buffers, schemes=names,
         sru_bytes=None if args.total_bytes is not None else (args.sru_bytes or 262144),
-        total_bytes=args.total_bytes, rounds=pick("rounds"), warmup_rounds=pick("warmup_rounds"),
+        total_bytes=args.total_bytes, rounds=pick("rounds"), warmup_seconds=pick("warmup_seconds"),
         persistent=args.persistent, bw_mbps=args.bw_mbps, delay_us=args.delay_us, fine_rto_ms=args.fine_rto_ms,
         forwarding=args.forwarding, probe_interval_s=args.probe_interval_ms / 1000.0,
         ceiling_seconds=args.ceiling_seconds, round_timeout_s=args.round_timeout)

@@ -7,7 +7,8 @@ scheme in turn on the same network:
 
 1. apply the scheme (route attributes and MTU, or OTCP's agents) and record
    every host's routes as the kernel holds them, before traffic starts;
-2. run warm-up rounds (not counted), read the TCP counters of every host
+2. run warm-up rounds for a few seconds (not counted: the OTCP controller
+   needs them to count the active flows), read the TCP counters of every host
    and the drops at every switch port;
 3. run the measured rounds of synchronized reads with the latency probe
    going, then read the counters again, and record the routes once more;
@@ -43,7 +44,7 @@ class IncastConfig:
     sru_bytes: int | None = 262144
     total_bytes: int | None = None
     rounds: int = 50
-    warmup_rounds: int = 5
+    warmup_seconds: float = 3.0
     persistent: bool = False
     bw_mbps: float = 100
     delay_us: float | None = None
@@ -154,7 +155,8 @@ def run_network(config, store, progress, state, buffer_bytes, senders, runnable)
                 progress.message(f"run failed: {label}: {exc}")
             else:
                 rounds = run.pop("_rounds")
-                store.add_run(run, rounds, run.pop("_servers"), run.pop("_counters"), run.pop("_probe_rtts"))
+                store.add_run(run, rounds, run.pop("_servers"), run.pop("_counters"), run.pop("_probe_rtts"),
+                              run.pop("_drops"))
                 state["runs"].append(run)
                 state["rounds"].append([r["duration_s"] * 1000 for r in rounds])
             progress.finish_run()
@@ -175,32 +177,45 @@ def run_scheme(config, emulation, topo, scheme, buffer_bytes, workdir, data_ips,
         record_routes(config.out, emulation, scheme.name, hosts, f"{heading}: before traffic")
         block = config.block_bytes(len(topo.senders))
         servers = [data_ips[s] for s in topo.senders]
-        total_steps = config.warmup_rounds + config.rounds
-        if config.warmup_rounds:
-            run_client(config, emulation, topo.receiver, servers, block, config.warmup_rounds,
-                       lambda done: progress.update(done, total_steps))
-        _, bottleneck = topo.switch_port(topo.receiver)
+        # The kernel caches per-destination TCP metrics (ssthresh, and the
+        # locked cwnd of a route) when a connection closes and reuses them
+        # for an hour: flushed so no scheme inherits another's.
+        flush_tcp_metrics(emulation, hosts)
+        if config.warmup_seconds:
+            run_client(config, emulation, topo.receiver, servers, block, ["--seconds", str(config.warmup_seconds)],
+                       lambda done: progress.update(0, config.rounds))
+        switch, port = topo.switch_port(topo.receiver)
+        bottleneck = f"{switch}:{port}"
         ports = switch_ports(topo)
+        interfaces = ports + [(h, schemes.data_interface(emulation, h)) for h in hosts]
+        flush_tcp_metrics(emulation, hosts)
         before_counters = {h: measure.tcp_counters(emulation, h) for h in hosts}
-        before_drops = {p: measure.port_drops(emulation, s, p) for s, p in ports}
-        with measure.Probe(emulation, topo.probe, data_ips[topo.receiver], config.probe_interval_s) as probe:
-            rounds = run_client(config, emulation, topo.receiver, servers, block, config.rounds,
-                                lambda done: progress.update(config.warmup_rounds + done, total_steps))
+        before_path = measure.path_counters(emulation, interfaces)
+        with measure.Probe(emulation, topo.probe, data_ips[topo.receiver], config.probe_interval_s) as probe, \
+                measure.BacklogSampler(emulation, switch, port) as backlog:
+            rounds = run_client(config, emulation, topo.receiver, servers, block, ["--rounds", str(config.rounds)],
+                                lambda done: progress.update(done, config.rounds))
             rtts, sent = probe.stop()
-        after_drops = {p: measure.port_drops(emulation, s, p) for s, p in ports}
+        after_path = measure.path_counters(emulation, interfaces)
         after_counters = {h: measure.tcp_counters(emulation, h) for h in hosts}
         record_routes(config.out, emulation, scheme.name, hosts, f"{heading}: after the measured rounds")
     counters = {h: stats.counter_deltas(before_counters[h], after_counters[h], measure.TCP_COUNTERS) for h in hosts}
     run = {"scheme": scheme.name, "senders": len(topo.senders), "buffer_bytes": buffer_bytes, "sru_bytes": block,
            "rounds": len(rounds), "persistent": int(config.persistent)}
     run.update(stats.summarize_rounds(rounds))
-    run["drops"] = after_drops[bottleneck] - before_drops[bottleneck]
-    run["drops_all_ports"] = sum(after_drops[p] - before_drops[p] for _, p in ports)
+    path = {place: stats.counter_deltas(before_path[place], after_path[place], after_path[place])
+            for place in after_path}
+    run["drops"] = path[bottleneck]["qdisc_drops"]
+    run["drops_elsewhere"] = sum(d["qdisc_drops"] + d["rx_dropped"] + d["tx_dropped"] for d in path.values()) \
+        - run["drops"]
+    run["lost_in_switch"] = measure.lost_in_switch(path, [f"{s}:{p}" for s, p in ports])
+    run["peak_backlog_bytes"] = backlog.peak
     run["timeouts"] = sum(c["TcpExtTCPTimeouts"] for c in counters.values())
     run["retransmissions"] = sum(c["TcpRetransSegs"] for c in counters.values())
     run.update(stats.summarize_probe(rtts, sent))
     # Kept for the database, popped before the run joins the summary.
-    run.update({"_rounds": rounds, "_servers": topo.senders, "_counters": counters, "_probe_rtts": rtts})
+    run.update({"_rounds": rounds, "_servers": topo.senders, "_counters": counters, "_probe_rtts": rtts,
+                "_drops": path})
     return run
 
 
@@ -209,10 +224,11 @@ def switch_ports(topo):
     return [topo.switch_port(host) for host in topo.hosts()]
 
 
-def run_client(config, emulation, receiver, servers, block, rounds, on_round):
-    """Run the workload client in receiver; return its round records."""
+def run_client(config, emulation, receiver, servers, block, count, on_round):
+    """Run the workload client in receiver for count (["--rounds", N] or
+    ["--seconds", S]); return its round records."""
     argv = [sys.executable, "-m", "experiments.incast_client", "--servers", ",".join(servers),
-            "--port", str(WORKLOAD_PORT), "--block-bytes", str(block), "--rounds", str(rounds),
+            "--port", str(WORKLOAD_PORT), "--block-bytes", str(block), *count,
             "--cc", "cubic", "--round-timeout", str(config.round_timeout_s)]
     if config.persistent:
         argv.append("--persistent")
@@ -226,9 +242,22 @@ def run_client(config, emulation, receiver, servers, block, rounds, on_round):
         status = process.wait()
     finally:
         emulation.stop(process)
-    if status != 0 or len(records) != rounds:
+    if status != 0 or not records or (count[0] == "--rounds" and len(records) != int(count[1])):
         raise RunError(error or f"the workload client exited with status {status} after {len(records)} rounds")
     return records
+
+
+def flush_tcp_metrics(emulation, hosts):
+    """Empty the TCP metrics cache of every host (``ip tcp_metrics flush``).
+
+    Linux applies a route's ``cwnd N lock`` only through this cache: a
+    connection reads it from the cache entry for its destination, which is
+    created, with the route's values at that moment, when an earlier
+    connection to that destination closes, and then kept for an hour
+    whatever the route says later (see experiments/README-section.md).
+    """
+    for host in hosts:
+        emulation.run(host, ["ip", "tcp_metrics", "flush", "all"])
 
 
 def record_routes(out, emulation, scheme, hosts, heading):
@@ -262,16 +291,19 @@ def draw_plots(out, runs, round_durations, ceiling):
 def summary_table(runs, ceiling):
     """The table printed at the end of a sweep."""
     header = (f"{'scheme':<18}{'senders':>8}{'buffer':>9}{'goodput':>9}{'%ceil':>7}{'mean':>8}{'p95':>8}"
-              f"{'p99':>8}{'drops':>7}{'RTOs':>6}{'rtx':>7}{'probe avg/max ms':>18}")
+              f"{'p99':>8}{'drops':>7}{'other':>6}{'ovs':>6}{'peakq':>7}{'RTOs':>6}{'rtx':>7}{'probe avg/max ms':>18}")
     lines = [header, "-" * len(header)]
     for run in runs:
         probe = (f"{run['probe_rtt_avg_ms']:.2f}/{run['probe_rtt_max_ms']:.2f}"
                  if run["probe_rtt_avg_ms"] is not None else "no answers")
         lines.append(f"{run['scheme']:<18}{run['senders']:>8}{run['buffer_bytes']:>9}{run['goodput_mbps']:>9.1f}"
                      f"{100 * run['goodput_mbps'] / ceiling:>6.0f}%{run['fct_mean_ms']:>8.1f}{run['fct_p95_ms']:>8.1f}"
-                     f"{run['fct_p99_ms']:>8.1f}{run['drops']:>7}{run['timeouts']:>6}{run['retransmissions']:>7}"
+                     f"{run['fct_p99_ms']:>8.1f}{run['drops']:>7}{run['drops_elsewhere']:>6}{run['lost_in_switch']:>6}"
+                     f"{run['peak_backlog_bytes'] // 1000:>6}k{run['timeouts']:>6}{run['retransmissions']:>7}"
                      f"{probe:>18}")
-    lines.append(f"goodput in Mb/s (single-flow ceiling {ceiling:.1f} Mb/s), completion times in ms")
+    lines.append(f"goodput in Mb/s (single-flow ceiling {ceiling:.1f} Mb/s), completion times in ms; drops: at "
+                 "the bottleneck buffer, at other queues and veths, lost inside OVS; peakq: largest bottleneck "
+                 "backlog seen; RTOs and retransmitted segments summed over the hosts")
     return "\n".join(lines)
 
 

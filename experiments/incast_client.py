@@ -8,7 +8,10 @@ connection (route initcwnd/cwnd only apply when a connection is set up);
 --persistent keeps one connection per server for the whole run.
 
     python -m experiments.incast_client --servers 10.0.0.2,10.0.0.3 --port 5001 \\
-        --block-bytes 262144 --rounds 50 [--persistent] [--cc cubic] [--round-timeout 60]
+        --block-bytes 262144 (--rounds 50 | --seconds 3) [--persistent] [--cc cubic] [--round-timeout 60]
+
+--seconds runs rounds until that much time has passed (at least one round):
+the warm-up before a measured run.
 
 Output, one JSON object per line on stdout:
     {"round": 0, "start_s": ..., "duration_s": ..., "bytes": ..., "flows_s": [...]}
@@ -141,7 +144,9 @@ def parse_args(argv):
     parser.add_argument("--servers", required=True, help="comma-separated server addresses")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--block-bytes", type=int, required=True, help="bytes each server sends per round")
-    parser.add_argument("--rounds", type=int, required=True)
+    count = parser.add_mutually_exclusive_group(required=True)
+    count.add_argument("--rounds", type=int, help="run this many rounds")
+    count.add_argument("--seconds", type=float, help="run rounds until this many seconds have passed")
     parser.add_argument("--persistent", action="store_true", help="one connection per server for the whole run")
     parser.add_argument("--cc", default="cubic")
     parser.add_argument("--round-timeout", type=float, default=60.0)
@@ -151,8 +156,9 @@ def parse_args(argv):
     except ValueError as exc:
         parser.error(f"--servers: {exc}")
     for name, value, low in (("--port", args.port, 1), ("--block-bytes", args.block_bytes, 1),
-                             ("--rounds", args.rounds, 1), ("--round-timeout", args.round_timeout, 0.001)):
-        if value < low:
+                             ("--rounds", args.rounds, 1), ("--seconds", args.seconds, 0.0),
+                             ("--round-timeout", args.round_timeout, 0.001)):
+        if value is not None and value < low:
             parser.error(f"{name}: must be at least {low}, got {value}")
     if args.port > 65535:
         parser.error(f"--port: {args.port} is not a TCP port")
@@ -164,10 +170,14 @@ def main(argv=None):
     try:
         persistent = connect_persistent(args.servers, args.port, args.cc, args.round_timeout) \
             if args.persistent else None
-        for number in range(args.rounds):
+        began = time.monotonic()
+        number = 0
+        while (number < args.rounds) if args.rounds is not None else (
+                number == 0 or time.monotonic() - began < args.seconds):
             start, duration, flows = run_round(args.servers, args.port, args.block_bytes, args.cc,
                                                args.round_timeout, persistent)
-            print(json.dumps({"round": number, "start_s": start, "duration_s": duration,
+            number += 1
+            print(json.dumps({"round": number - 1, "start_s": start, "duration_s": duration,
                               "bytes": args.block_bytes * len(args.servers), "flows_s": flows}), flush=True)
     except (RoundError, OSError) as exc:
         print(f"incast_client: {exc}", file=sys.stderr)

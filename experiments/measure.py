@@ -2,8 +2,10 @@
 
 - TCP counters per host: ``nstat`` in the host's namespace (each namespace
   has its own MIB), absolute values read before and after a run;
-- drops at a switch port: ``tc -s -j qdisc`` on the port, from the bfifo
-  that is the port's egress buffer;
+- drops: at every qdisc (the switch ports' bfifo buffers, the hosts' own
+  queues) and veth, and what the userspace OVS datapath loses without
+  counting it (packets into the switch minus packets out and qdisc drops);
+- the peak backlog of the bottleneck queue (sampled);
 - the latency probe: ``ping`` at a fixed interval through the bottleneck
   while the workload runs;
 - the single-flow ceiling: one iperf3 flow over the same links.
@@ -24,6 +26,18 @@ TCP_COUNTERS = (
     "TcpExtTCPLossProbes",  # tail loss probes
     "TcpExtTCPFastRetrans",  # fast retransmits (dup ACKs / SACK)
     "TcpExtTCPSpuriousRTOs",  # timeouts F-RTO found spurious
+    "TcpExtTCPDSACKRecv",  # the receiver said a retransmission was a duplicate
+    "TcpExtTCPSACKReorder",  # reordering detected from SACKs
+    # Where a receiver can drop what the network delivered:
+    "TcpExtTCPRcvQDrop",  # receive queue full (rmem)
+    "TcpExtTCPOFODrop",  # out-of-order queue full
+    "TcpExtPruneCalled",  # receive queue pruned under memory pressure
+    "TcpExtRcvPruned",
+    "TcpExtOfoPruned",
+    "TcpExtTCPBacklogDrop",  # socket backlog full while the socket was busy
+    "TcpExtListenOverflows",  # accept queue full: SYNs dropped
+    "TcpExtListenDrops",
+    "IpInDiscards",
 )
 PING_REPLY = re.compile(r"icmp_seq=(\d+) .*time=([0-9.]+) ms")
 PING_SENT = re.compile(r"(\d+) packets transmitted")
@@ -37,18 +51,6 @@ def parse_nstat(text):
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"unreadable nstat output: {exc}") from None
     return {name: int(value) for name, value in counters.items()}
-
-
-def parse_buffer_drops(text):
-    """Drops counted by the bfifo (the egress buffer) in ``tc -s -j qdisc show`` output."""
-    try:
-        qdiscs = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"unreadable tc output: {exc}") from None
-    fifos = [q for q in qdiscs if q.get("kind") == "bfifo"]
-    if len(fifos) != 1:
-        raise ValueError(f"expected one bfifo on the port, found {len(fifos)}")
-    return int(fifos[0]["drops"])
 
 
 def parse_ping(text):
@@ -81,11 +83,6 @@ def tcp_counters(emulation, host):
     """TCP_COUNTERS of host's namespace now (absolute)."""
     counters = parse_nstat(emulation.run(host, ["nstat", "--ignore", "--noupdate", "--zeros", "--json"]))
     return {name: counters.get(name, 0) for name in TCP_COUNTERS}
-
-
-def port_drops(emulation, switch, interface):
-    """Drops so far at the egress buffer of switch's interface."""
-    return parse_buffer_drops(emulation.run(switch, ["tc", "-s", "-j", "qdisc", "show", "dev", interface]))
 
 
 class Probe:
@@ -127,3 +124,85 @@ def single_flow_ceiling(emulation, sender, receiver, receiver_ip, seconds=5, por
     finally:
         emulation.stop(server)
 
+
+
+def parse_qdisc_drops(text):
+    """{device: drops at its root qdisc} from ``tc -s -j qdisc show`` (all devices).
+
+    A root qdisc counts what its children drop (HTB adds a child's failed
+    enqueue to its own drops), so the root's number is the device's total.
+    """
+    return {q["dev"]: int(q["drops"]) for q in json.loads(text) if q.get("root") and "dev" in q}
+
+
+def parse_link_counters(text):
+    """{device: {"rx_packets", "tx_packets", "rx_dropped", "tx_dropped"}} from ``ip -j -s link show``."""
+    found = {}
+    for link in json.loads(text):
+        counters = link.get("stats64") or link.get("stats") or {}
+        rx, tx = counters.get("rx", {}), counters.get("tx", {})
+        found[link["ifname"]] = {"rx_packets": int(rx.get("packets", 0)), "tx_packets": int(tx.get("packets", 0)),
+                                 "rx_dropped": int(rx.get("dropped", 0)), "tx_dropped": int(tx.get("dropped", 0))}
+    return found
+
+
+def path_counters(emulation, interfaces):
+    """Packet and drop counters of every interface on the data path, now (absolute).
+
+    interfaces: (node, device) pairs: host data interfaces and switch ports.
+    Returns {"node:device": {"qdisc_drops", "rx_dropped", "tx_dropped",
+    "rx_packets", "tx_packets"}}.
+    """
+    by_node = {}
+    for node, device in interfaces:
+        by_node.setdefault(node, []).append(device)
+    found = {}
+    for node, devices in by_node.items():
+        qdiscs = parse_qdisc_drops(emulation.run(node, ["tc", "-s", "-j", "qdisc", "show"]))
+        links = parse_link_counters(emulation.run(node, ["ip", "-j", "-s", "link", "show"]))
+        for device in devices:
+            found[f"{node}:{device}"] = {"qdisc_drops": qdiscs.get(device, 0), **links[device]}
+    return found
+
+
+def lost_in_switch(deltas, switch_places):
+    """Packets that entered the switches' ports and neither left nor were
+    dropped by a port's qdisc: what the userspace datapath lost without
+    counting it. deltas: {place: counter deltas} from path_counters;
+    switch_places: the places that are switch ports. (Packets to and from
+    the controller, a handful of ARP and LLDP frames, add a little noise.)
+    """
+    rx = sum(deltas[p]["rx_packets"] for p in switch_places)
+    tx = sum(deltas[p]["tx_packets"] for p in switch_places)
+    dropped = sum(deltas[p]["qdisc_drops"] for p in switch_places)
+    return rx - tx - dropped
+
+
+class BacklogSampler:
+    """Samples the backlog (bytes) of a switch port's queue every interval
+    seconds in a thread; peak is the largest seen: the buffer the port really
+    offered."""
+
+    def __init__(self, emulation, switch, device, interval=0.02):
+        import threading
+
+        self.emulation = emulation
+        self.argv = ["tc", "-s", "-j", "qdisc", "show", "dev", device]
+        self.switch = switch
+        self.interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self):
+        while not self._stop.wait(self.interval):
+            qdiscs = json.loads(self.emulation.run(self.switch, self.argv))
+            self.peak = max([self.peak] + [int(q.get("backlog", 0)) for q in qdiscs if q.get("root")])
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()

@@ -11,7 +11,8 @@ The summary's schema (issue 4)::
 
 The database (``OUT/results.db``) holds the same runs plus everything behind
 them: every round, every flow's completion time, per-host TCP counters,
-the probe's RTT samples and the ceiling measurements.
+the probe's RTT samples, packet and drop counters of every interface,
+and the ceiling measurements.
 """
 
 import json
@@ -44,7 +45,7 @@ CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY, invocation INTEGER, scheme TEXT, senders INTEGER, buffer_bytes INTEGER,
     sru_bytes INTEGER, rounds INTEGER, persistent INTEGER, goodput_mbps REAL,
     fct_mean_ms REAL, fct_p50_ms REAL, fct_p95_ms REAL, fct_p99_ms REAL,
-    drops INTEGER, drops_all_ports INTEGER, timeouts INTEGER, retransmissions INTEGER,
+    drops INTEGER, drops_elsewhere INTEGER, lost_in_switch INTEGER, peak_backlog_bytes INTEGER, timeouts INTEGER, retransmissions INTEGER,
     probe_rtt_avg_ms REAL, probe_rtt_max_ms REAL, probe_rtt_std_ms REAL, probe_lost REAL);
 CREATE TABLE IF NOT EXISTS rounds (
     run INTEGER, round INTEGER, start_s REAL, duration_s REAL, bytes INTEGER);
@@ -52,6 +53,8 @@ CREATE TABLE IF NOT EXISTS flows (
     run INTEGER, round INTEGER, server TEXT, duration_s REAL);
 CREATE TABLE IF NOT EXISTS host_counters (
     run INTEGER, host TEXT, counter TEXT, delta INTEGER);
+CREATE TABLE IF NOT EXISTS path_counters (
+    run INTEGER, place TEXT, counter TEXT, delta INTEGER);
 CREATE TABLE IF NOT EXISTS probe_rtts (
     run INTEGER, rtt_ms REAL);
 CREATE TABLE IF NOT EXISTS unavailable (
@@ -128,10 +131,12 @@ class ResultStore:
         self.db.execute("INSERT INTO unavailable VALUES (?, ?, ?)", (self.invocation, scheme, reason))
         self.db.commit()
 
-    def add_run(self, run, rounds, servers, host_counters, probe_rtts):
-        """Store one run: its summary record, rounds, flows, counters and probe samples."""
+    def add_run(self, run, rounds, servers, host_counters, probe_rtts, drops):
+        """Store one run: its summary record, rounds, flows, TCP counters per
+        host, probe samples and packet/drop counters per place ({"node:device": {counter: delta}})."""
         columns = ["scheme", "senders", "buffer_bytes", "sru_bytes", "rounds", "persistent", "goodput_mbps",
-                   "fct_mean_ms", "fct_p50_ms", "fct_p95_ms", "fct_p99_ms", "drops", "drops_all_ports",
+                   "fct_mean_ms", "fct_p50_ms", "fct_p95_ms", "fct_p99_ms", "drops", "drops_elsewhere", "lost_in_switch",
+                   "peak_backlog_bytes",
                    "timeouts", "retransmissions", "probe_rtt_avg_ms", "probe_rtt_max_ms", "probe_rtt_std_ms",
                    "probe_lost"]
         cursor = self.db.execute(
@@ -146,6 +151,9 @@ class ResultStore:
                             [(run_id, host, name, delta) for host, deltas in host_counters.items()
                              for name, delta in deltas.items()])
         self.db.executemany("INSERT INTO probe_rtts VALUES (?, ?)", [(run_id, rtt) for rtt in probe_rtts])
+        self.db.executemany("INSERT INTO path_counters VALUES (?, ?, ?, ?)",
+                            [(run_id, place, name, delta) for place, deltas in drops.items()
+                             for name, delta in deltas.items()])
         self.db.commit()
         return run_id
 

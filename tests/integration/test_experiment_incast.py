@@ -1,0 +1,79 @@
+"""A tiny incast sweep for real: star, 4 senders, default and fine-rto, a few rounds.
+
+Runs ``otcp-experiment incast`` as a child process (the OTCP controller
+forwards), then checks the result files, plots and per-host routes, and
+that nothing it created is left behind. No assertion on speed.
+"""
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+
+ROUNDS = 4
+
+
+def bridges():
+    return set(subprocess.run(["ovs-vsctl", "--timeout=10", "list-br"], capture_output=True, text=True,
+                              check=True).stdout.split())
+
+
+def test_tiny_sweep_writes_sane_results(tmp_path):
+    out = tmp_path / "tiny"
+    before = bridges()
+    completed = subprocess.run(
+        [sys.executable, "-m", "experiments.cli", "incast", "--senders", "4", "--buffer-bytes", "85000",
+         "--sru-bytes", "65536", "--rounds", str(ROUNDS), "--warmup-seconds", "0.5",
+         "--schemes", "default,fine-rto,dctcp", "--ceiling-seconds", "2", "--out", str(out)],
+        capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert 10 < summary["ceiling_mbps"] < 1000
+    assert [(r["scheme"], r["senders"]) for r in summary["runs"]] == [("default", 4), ("fine-rto", 4)]
+    for run in summary["runs"]:
+        assert run["buffer_bytes"] == 85000 and run["sru_bytes"] == 65536
+        # Goodput is measured, positive, and cannot beat the links.
+        assert 0 < run["goodput_mbps"] <= 1.05 * 100
+        assert 0 < run["fct_p50_ms"] <= run["fct_p95_ms"] <= run["fct_p99_ms"]
+        assert run["drops"] >= 0 and run["timeouts"] >= 0
+        assert run["probe_rtt_avg_ms"] is not None and 0 < run["probe_rtt_avg_ms"] <= run["probe_rtt_max_ms"]
+    assert summary["unavailable"][0]["scheme"] == "dctcp" and summary["unavailable"][0]["reason"]
+
+    db = sqlite3.connect(str(out / "results.db"))
+    assert db.execute("SELECT count(*) FROM rounds").fetchone() == (2 * ROUNDS,)
+    assert db.execute("SELECT count(*) FROM flows").fetchone() == (2 * ROUNDS * 4,)
+    assert db.execute("SELECT count(DISTINCT host) FROM host_counters").fetchone() == (6,)
+
+    for name in ("goodput.png", "fct_cdf.png", "fct_bars.png"):
+        assert (out / name).read_bytes().startswith(b"\x89PNG")
+
+    # Routes as the kernel held them: fine-rto's carry rto_min, default's do not.
+    hosts = sorted(os.listdir(out / "routes" / "default"))
+    assert hosts == [f"h{i}.txt" for i in range(1, 7)]
+    for host in hosts:
+        default_routes = (out / "routes" / "default" / host).read_text()
+        fine_routes = (out / "routes" / "fine-rto" / host).read_text()
+        assert "10.0.0.0/8 dev" in default_routes and "rto_min" not in default_routes
+        # iproute2 always locks rto_min: the kernel shows "rto_min lock 1ms".
+        assert re.search(r"10\.0\.0\.0/8 dev .* rto_min (lock )?1ms", fine_routes), fine_routes
+        assert "before traffic" in fine_routes
+
+    # Everything torn down: no bridge of ours, no process still running from this output directory
+    # (the controller's command line names its configuration file in it).
+    assert bridges() == before
+    assert processes_mentioning(str(out)) == []
+
+
+def processes_mentioning(text):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if text.encode() in handle.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found

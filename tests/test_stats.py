@@ -1,0 +1,122 @@
+"""Statistics of a run and the parsers of what the runner measures (no network)."""
+
+import json
+
+import pytest
+
+from experiments import measure, stats
+
+
+def test_percentile_interpolates_between_ranks():
+    values = [10, 20, 30, 40, 50]
+    assert stats.percentile(values, 0) == 10
+    assert stats.percentile(values, 50) == 30
+    assert stats.percentile(values, 100) == 50
+    assert stats.percentile(values, 95) == pytest.approx(48.0)
+    assert stats.percentile([7], 99) == 7
+    assert stats.percentile([3, 1, 2], 50) == 2
+
+
+@pytest.mark.parametrize("values, q", [([], 50), ([1, 2], -1), ([1, 2], 101)])
+def test_percentile_refuses_nonsense(values, q):
+    with pytest.raises(ValueError):
+        stats.percentile(values, q)
+
+
+def test_summarize_rounds_goodput_and_completion_times():
+    # Two rounds of 1 MB each, 100 ms long, the second starting 50 ms after the first ended.
+    rounds = [{"start_s": 10.0, "duration_s": 0.1, "bytes": 1_000_000},
+              {"start_s": 10.15, "duration_s": 0.1, "bytes": 1_000_000}]
+    summary = stats.summarize_rounds(rounds)
+    # 16 Mbit over 0.25 s of wall time.
+    assert summary["goodput_mbps"] == pytest.approx(64.0)
+    assert summary["fct_mean_ms"] == pytest.approx(100.0)
+    assert summary["fct_p50_ms"] == pytest.approx(100.0)
+
+
+def test_summarize_rounds_tail_follows_the_slow_round():
+    rounds = [{"start_s": i * 1.0, "duration_s": 0.01, "bytes": 1000} for i in range(19)]
+    rounds.append({"start_s": 19.0, "duration_s": 0.21, "bytes": 1000})
+    summary = stats.summarize_rounds(rounds)
+    assert summary["fct_p50_ms"] == pytest.approx(10.0)
+    # rank 0.99 x 19 = 18.81: 81 % of the way from 10 ms to 210 ms.
+    assert summary["fct_p99_ms"] == pytest.approx(172.0)
+    assert summary["fct_p50_ms"] <= summary["fct_p95_ms"] <= summary["fct_p99_ms"]
+
+
+def test_summarize_rounds_refuses_empty_input():
+    with pytest.raises(ValueError):
+        stats.summarize_rounds([])
+
+
+def test_summarize_probe():
+    summary = stats.summarize_probe([1.0, 3.0], sent=4)
+    assert summary["probe_rtt_avg_ms"] == 2.0
+    assert summary["probe_rtt_max_ms"] == 3.0
+    assert summary["probe_rtt_std_ms"] == 1.0
+    assert summary["probe_lost"] == 0.5
+    assert stats.summarize_probe([], sent=3)["probe_rtt_avg_ms"] is None
+    with pytest.raises(ValueError):
+        stats.summarize_probe([1.0, 2.0], sent=1)
+
+
+def test_counter_deltas_and_cdf():
+    assert stats.counter_deltas({"a": 5}, {"a": 8, "b": 2}, ["a", "b", "c"]) == {"a": 3, "b": 2, "c": 0}
+    values, fractions = stats.cdf([3, 1, 2, 2])
+    assert values == [1, 2, 2, 3]
+    assert fractions == [0.25, 0.5, 0.75, 1.0]
+
+
+PING_OUTPUT = """PING 10.0.0.1 (10.0.0.1) 56(84) bytes of data.
+64 bytes from 10.0.0.1: icmp_seq=1 ttl=64 time=0.512 ms
+64 bytes from 10.0.0.1: icmp_seq=3 ttl=64 time=7.25 ms
+
+--- 10.0.0.1 ping statistics ---
+4 packets transmitted, 2 received, 50% packet loss, time 31ms
+rtt min/avg/max/mdev = 0.512/3.881/7.250/3.369 ms
+"""
+
+
+def test_parse_ping():
+    assert measure.parse_ping(PING_OUTPUT) == ([0.512, 7.25], 4)
+    # Killed before the summary: the highest sequence number stands in.
+    assert measure.parse_ping(PING_OUTPUT.split("\n---")[0]) == ([0.512, 7.25], 3)
+
+
+def test_parse_nstat():
+    text = json.dumps({"kernel": {"TcpExtTCPTimeouts": 12, "TcpRetransSegs": 40}})
+    assert measure.parse_nstat(text) == {"TcpExtTCPTimeouts": 12, "TcpRetransSegs": 40}
+    with pytest.raises(ValueError, match="nstat"):
+        measure.parse_nstat("garbage")
+
+
+def test_parse_qdisc_drops_takes_each_device_root():
+    text = json.dumps([
+        {"kind": "htb", "handle": "5:", "dev": "s1-eth1", "root": True, "drops": 17, "backlog": 0},
+        {"kind": "bfifo", "handle": "8001:", "dev": "s1-eth1", "parent": "5:1", "drops": 17, "backlog": 0},
+        {"kind": "noqueue", "handle": "0:", "dev": "lo", "root": True, "drops": 0},
+    ])
+    assert measure.parse_qdisc_drops(text) == {"s1-eth1": 17, "lo": 0}
+
+
+def test_parse_link_counters():
+    text = json.dumps([{"ifname": "s1-eth2", "stats64": {
+        "rx": {"packets": 100, "dropped": 1}, "tx": {"packets": 90, "dropped": 2}}}])
+    assert measure.parse_link_counters(text) == {
+        "s1-eth2": {"rx_packets": 100, "tx_packets": 90, "rx_dropped": 1, "tx_dropped": 2}}
+
+
+def test_lost_in_switch_is_what_entered_minus_what_left_or_was_dropped():
+    deltas = {
+        "s1:s1-eth1": {"rx_packets": 50, "tx_packets": 900, "qdisc_drops": 30, "rx_dropped": 0, "tx_dropped": 0},
+        "s1:s1-eth2": {"rx_packets": 1000, "tx_packets": 50, "qdisc_drops": 0, "rx_dropped": 0, "tx_dropped": 0},
+        "h1:h1-eth0": {"rx_packets": 900, "tx_packets": 50, "qdisc_drops": 0, "rx_dropped": 0, "tx_dropped": 0},
+    }
+    assert measure.lost_in_switch(deltas, ["s1:s1-eth1", "s1:s1-eth2"]) == 1050 - 950 - 30
+
+
+def test_parse_iperf3():
+    text = json.dumps({"end": {"sum_received": {"bits_per_second": 95.6e6}}})
+    assert measure.parse_iperf3(text) == pytest.approx(95.6)
+    with pytest.raises(ValueError, match="unable to connect"):
+        measure.parse_iperf3(json.dumps({"error": "unable to connect"}))
