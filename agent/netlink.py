@@ -47,7 +47,7 @@ class RouteSocket:
         if netns is None:
             self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
         else:
-            self.sock = _socket_in_namespace(netns)
+            self.sock = socket_in_namespace(netns, socket.NETLINK_ROUTE)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 21)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
         # Errors carry no copy of the request; the kernel's text comes along.
@@ -239,8 +239,8 @@ class RouteSocket:
         return sequence
 
 
-def _socket_in_namespace(netns):
-    """A route socket created in a named namespace (which must exist).
+def socket_in_namespace(netns, protocol):
+    """A netlink socket created in a named namespace (which must exist).
 
     The calling thread enters the namespace just long enough to create the
     socket, which stays bound to it; no child process is forked.
@@ -252,7 +252,7 @@ def _socket_in_namespace(netns):
         try:
             pyroute2_netns.setns(target)
             try:
-                return socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+                return socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, protocol)
             finally:
                 pyroute2_netns.setns(own)
         finally:

@@ -11,8 +11,9 @@ route without it. A destination's route:
   for that exact prefix already exists (an earlier generation), the nexthop
   is taken from the most specific non-OTCP route covering it instead, so a
   changed gateway is followed rather than pinned;
-- carries ``rto_min``, ``initcwnd``, ``cwnd N lock`` (when the clamp is not
-  null) and ``quickack 1`` (when quickack is true) as route metrics;
+- carries ``rto_min lock``, ``initcwnd``, ``cwnd lock N`` (when the clamp is
+  not null) and ``quickack 1`` (when quickack is true) as route metrics
+  (TCP reads a route's rto_min and cwnd only when they are locked);
 - is skipped, and reported, when a non-OTCP route for the same prefix exists
   in that table, when the kernel has no route to it, or when the kernel
   routes it as something other than unicast (a local address, broadcast).
@@ -24,13 +25,17 @@ previous generation are back, exactly as they were.
 
 import errno
 import ipaddress
+import logging
 import os
 import socket
 from dataclasses import dataclass
 
 from agent.netlink import RouteSocket
+from agent.tcp_metrics import TcpMetrics
 from pyroute2.netlink import NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE
 from pyroute2.netlink.rtnl import RTM_DELROUTE, RTM_NEWROUTE
+
+LOG = logging.getLogger("otcp.agent")
 
 #: The route protocol number of every OTCP route (``proto 79`` in ``ip route``).
 OTCP_PROTO = 79
@@ -41,6 +46,7 @@ RT_SCOPE_LINK = 253
 RT_SCOPE_NOWHERE = 255
 RT_TABLE_MAIN = 254
 RTAX_CWND = 7
+RTAX_RTO_MIN = 13
 IPV6_DEFAULT_METRIC = 1024
 _ROUTE_TYPES = {
     0: "unspec", 1: "unicast", 2: "local", 3: "broadcast", 4: "anycast", 5: "multicast",
@@ -111,13 +117,20 @@ class Route:
         """The netlink fields that create this route (see RouteSocket.execute)."""
         network = ipaddress.ip_network(self.dst)
         metrics = {}
+        locks = 0
         if self.rto_min_ms is not None:
+            # TCP uses a route's rto_min only when it is locked (tcp_rto_min()
+            # checks dst_metric_locked); `ip route ... rto_min` locks it too.
             metrics["RTAX_RTO_MIN"] = self.rto_min_ms
+            locks |= 1 << RTAX_RTO_MIN
         if self.initcwnd is not None:
             metrics["RTAX_INITCWND"] = self.initcwnd
         if self.cwnd_clamp is not None:
+            # A locked cwnd becomes the connection's window clamp.
             metrics["RTAX_CWND"] = self.cwnd_clamp
-            metrics["RTAX_LOCK"] = 1 << RTAX_CWND
+            locks |= 1 << RTAX_CWND
+        if locks:
+            metrics["RTAX_LOCK"] = locks
         if self.quickack:
             metrics["RTAX_QUICKACK"] = 1
         return {
@@ -151,7 +164,7 @@ def route_from_message(msg):
     nested = msg.get_attr("RTA_METRICS")
     if nested is not None:
         metrics = {name: value for name, value in nested["attrs"]}
-    locked = metrics.get("RTAX_LOCK", 0) & (1 << RTAX_CWND)
+    locks = metrics.get("RTAX_LOCK", 0)
     return Route(
         family=family,
         dst=f"{dst}/{msg['dst_len']}",
@@ -161,9 +174,10 @@ def route_from_message(msg):
         prefsrc=msg.get_attr("RTA_PREFSRC"),
         scope=msg["scope"],
         priority=msg.get_attr("RTA_PRIORITY"),
-        rto_min_ms=metrics.get("RTAX_RTO_MIN"),
+        # Unlocked values are ignored by TCP, so they count as absent.
+        rto_min_ms=metrics.get("RTAX_RTO_MIN") if locks & (1 << RTAX_RTO_MIN) else None,
         initcwnd=metrics.get("RTAX_INITCWND"),
-        cwnd_clamp=metrics.get("RTAX_CWND") if locked else None,
+        cwnd_clamp=metrics.get("RTAX_CWND") if locks & (1 << RTAX_CWND) else None,
         quickack=metrics.get("RTAX_QUICKACK", 0) == 1,
     )
 
@@ -183,9 +197,13 @@ class RouteTable:
     def __init__(self, netns=None):
         self.netns = netns
         self.netlink = RouteSocket(netns)
+        self._tcp_metrics = None
+        self.last_undo = []
 
     def close(self):
         self.netlink.close()
+        if self._tcp_metrics is not None:
+            self._tcp_metrics.close()
 
     def __enter__(self):
         return self
@@ -252,12 +270,33 @@ class RouteTable:
                 raise ApplyError(f"{error}; rollback incomplete: {'; '.join(problems)}", rolled_back=False) from None
             raise ApplyError(f"{error}; the previous routes were restored") from None
         self.last_undo = undo
+        touched = [new.dst for op, new, _ in writes] + [old.dst for old in plan.stale]
+        self.forget_tcp_metrics(touched)
         return plan.results(self.interface_names())
+
+    def forget_tcp_metrics(self, prefixes):
+        """Drop the kernel's cached TCP metrics for destinations whose route
+        changed, so new connections take the route's new window clamp (see
+        agent/tcp_metrics.py). A failure is logged, never fatal: the routes
+        are in place either way."""
+        if not prefixes:
+            return 0
+        try:
+            if self._tcp_metrics is None:
+                self._tcp_metrics = TcpMetrics(self.netns)
+            forgotten = self._tcp_metrics.forget(prefixes)
+        except OSError as error:
+            LOG.warning("could not clear cached TCP metrics for changed routes: %s", error)
+            return 0
+        if forgotten:
+            LOG.info("cleared %d cached TCP metrics entr%s for changed routes", forgotten,
+                     "y" if forgotten == 1 else "ies")
+        return forgotten
 
     def undo_last(self):
         """Reverse the last successful `apply` (used when its state cannot be
         saved, so kernel and state never disagree). Returns the problems."""
-        undo, self.last_undo = getattr(self, "last_undo", []), []
+        undo, self.last_undo = self.last_undo, []
         return self._undo(undo)
 
     def _undo(self, undo):
@@ -284,6 +323,7 @@ class RouteTable:
         problems = [f"{r.dst}: {_strerror(c)}" for r, c in zip(owned, codes) if c not in (0, errno.ENOENT, errno.ESRCH)]
         if problems:
             raise ApplyError("could not remove: " + "; ".join(problems), rolled_back=False)
+        self.forget_tcp_metrics([route.dst for route in owned])
         return owned
 
     # -- planning ------------------------------------------------------------

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -70,7 +71,7 @@ class Namespace:
 
 
 def parse_route_line(line):
-    """'10.77.0.2 dev v0 scope link ... cwnd lock 3 initcwnd 1 rto_min 14ms quickack 1'
+    """'10.77.0.2 dev v0 scope link ... cwnd lock 3 initcwnd 1 rto_min lock 14ms quickack 1'
     -> ('10.77.0.2/32', {'dev': 'v0', 'via': None, 'cwnd_lock': 3, ...})."""
     words = line.split()
     dst = words[0]
@@ -87,9 +88,12 @@ def parse_route_line(line):
         elif word == "cwnd" and words[i + 1] == "lock":
             attrs["cwnd_lock"] = int(words[i + 2])
             i += 3
-        elif word == "rto_min":
-            assert words[i + 1].endswith("ms"), line
-            attrs["rto_min_ms"] = int(words[i + 1][:-2])
+        elif word == "rto_min" and words[i + 1] == "lock":
+            assert words[i + 2].endswith("ms"), line
+            attrs["rto_min_ms"] = int(words[i + 2][:-2])
+            i += 3
+        elif word == "rto_min":  # TCP ignores an unlocked rto_min: never equal to an expected value
+            attrs["rto_min_ms"] = f"unlocked {words[i + 1]}"
             i += 2
         elif word in ("initcwnd", "quickack"):
             attrs[word] = int(words[i + 1])
@@ -190,6 +194,87 @@ def test_routes_in_another_table_go_where_the_kernel_looks(ns, agent):
     assert ns.otcp_routes() == {"10.99.0.7/32": expected(via="10.77.0.250", table="100")}
     agent.revert()
     assert "10.99.0.0/16 via 10.77.0.250" in ns.ip("route", "show", "table", "100")
+
+
+TCP_PROBE = r"""
+import re, socket, subprocess, sys, time
+for attempt in range(200):  # the server in the other namespace may still be starting
+    try:
+        connection = socket.create_connection(("10.77.0.2", 5001), timeout=5)
+        break
+    except OSError:
+        time.sleep(0.05)
+connection.sendall(b"x" * 65536)
+time.sleep(0.2)
+out = subprocess.run(["ss", "-tin", "state", "established", "dst", "10.77.0.2"], capture_output=True,
+                     text=True).stdout
+print(re.search(r"rto:(\d+)", out).group(1), re.search(r"cwnd:(\d+)", out).group(1))
+"""
+
+TCP_SINK = r"""
+import socket
+server = socket.socket()
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(("10.77.0.2", 5001))
+server.listen(8)
+while True:
+    connection, _ = server.accept()
+    while connection.recv(65536):
+        pass
+    connection.close()
+"""
+
+
+def test_tcp_uses_the_applied_values(ns, agent):
+    """Real connections through an OTCP route take its rto_min and window
+    clamp (read with `ss`): the metrics are in effect, not just stored.
+
+    The clamp reaches TCP through the kernel's TCP metrics cache (see
+    agent/tcp_metrics.py): the agent clears the entry made before its route,
+    and the entry the next connection leaves behind carries the clamp."""
+    peer = f"{ns.name}-peer"
+    subprocess.run(["ip", "netns", "add", peer], check=True)
+    sink = None
+    try:
+        ns.ip("link", "set", "v1", "netns", peer)
+        for command in (["link", "set", "lo", "up"], ["link", "set", "v1", "up"],
+                        ["addr", "add", "10.77.0.2/16", "dev", "v1"]):
+            subprocess.run(["ip", "-n", peer, *command], check=True)
+        sink = subprocess.Popen(["ip", "netns", "exec", peer, sys.executable, "-c", TCP_SINK])
+
+        def probe():
+            done = subprocess.run(["ip", "netns", "exec", ns.name, sys.executable, "-c", TCP_PROBE],
+                                  capture_output=True, text=True, check=True)
+            rto, cwnd = done.stdout.split()
+            return int(rto), int(cwnd)
+
+        def cached():
+            return "10.77.0.2 " in ns.ip("tcp_metrics", "show")
+
+        rto, cwnd = probe()
+        assert rto < 500 and cwnd > 3  # kernel defaults: 200 ms minimum, initcwnd 10
+        wait_for_condition(cached, "the TCP metrics entry of the first connection")
+        agent.apply({"generation": 1, "routes": [route("10.77.0.2/32", rto_min_ms=500, initcwnd=1,
+                                                       cwnd_clamp=3)]}, "test")
+        assert not cached()  # the entry made without the clamp is gone
+        rto, _ = probe()
+        assert rto >= 500  # rto_min: read from the route at every timer computation
+        wait_for_condition(cached, "the TCP metrics entry of a connection through the OTCP route")
+        rto, cwnd = probe()
+        assert rto >= 500 and cwnd <= 3
+    finally:
+        if sink is not None:
+            sink.kill()
+            sink.wait()
+        subprocess.run(["ip", "netns", "del", peer], check=False)
+
+
+def wait_for_condition(condition, what, timeout=30):
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.05)
 
 
 # -- routes the agent did not create ---------------------------------------------------
