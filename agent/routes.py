@@ -20,7 +20,9 @@ route without it. A destination's route:
 
 `RouteTable.apply` applies a validated set as a whole: if the kernel
 refuses any route, every change made so far is undone and the routes of the
-previous generation are back, exactly as they were.
+previous generation are back, exactly as they were. After a change, the
+kernel's cached TCP metrics of the changed destinations are cleared, or
+their connections would keep the old window clamp (agent/tcp_metrics.py).
 """
 
 import errno
