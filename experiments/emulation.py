@@ -28,6 +28,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import time
 
 from mininet.log import setLogLevel
@@ -42,6 +43,29 @@ MANAGEMENT_SWITCH = "otcpm0"
 MANAGEMENT_ROOT = "otcpr"
 # dpid of the management bridge: far from the data switches' 1, 2, ...
 MANAGEMENT_DPID = "00000000000ffff0"
+
+
+class UserspaceSwitch(OVSSwitch):
+    """An OVS switch on the userspace datapath speaking OpenFlow 1.3 to a
+    remote controller, forwarding nothing without one (fail mode secure).
+
+    A named class, not mininet.util.specialClass: Mininet sets a class up
+    (OVSVersion) once, on the class first instantiated, and a fresh
+    specialClass per network lost it from the second network on."""
+
+    def __init__(self, name, **params):
+        params.setdefault("datapath", "user")
+        params.setdefault("protocols", "OpenFlow13")
+        params.setdefault("failMode", "secure")
+        OVSSwitch.__init__(self, name, **params)
+
+
+class UserspaceBridge(OVSBridge):
+    """A standalone learning bridge on the userspace datapath."""
+
+    def __init__(self, name, **params):
+        params.setdefault("datapath", "user")
+        OVSBridge.__init__(self, name, **params)
 
 
 class EmulationError(RuntimeError):
@@ -139,10 +163,7 @@ def emulate(topo, controller=None, management=False, management_subnet=DEFAULT_M
     if subnet is not None and subnet.num_addresses - 3 < len(topo.hosts()):
         raise EmulationError(f"management subnet {subnet} is too small for {len(topo.hosts())} hosts")
     _refuse_existing(topo, management)
-    if controller is not None:
-        switch = _partial(OVSSwitch, datapath="user", protocols="OpenFlow13", failMode="secure")
-    else:
-        switch = _partial(OVSBridge, datapath="user")
+    switch = UserspaceSwitch if controller is not None else UserspaceBridge
     net = Mininet(topo=topo, switch=switch, link=BufferedLink, controller=None, build=False,
                   autoSetMacs=False, autoStaticArp=False, waitConnected=False)
     emulation = None
@@ -179,7 +200,7 @@ def emulate(topo, controller=None, management=False, management_subnet=DEFAULT_M
         try:
             if emulation is not None:
                 emulation.stop_all()
-            net.stop()
+            _stop_network(net)
             if root is not None:
                 root.terminate()
             stack.close()
@@ -202,11 +223,25 @@ def delay_report(topo):
     return False, "link delay asked for but not enforced: this kernel has no sch_netem"
 
 
-def _partial(cls, **defaults):
-    """A switch class with defaults (Mininet's specialClass, without its import dance)."""
-    from mininet.util import specialClass
-
-    return specialClass(cls, defaults=defaults)
+def _stop_network(net):
+    """net.stop(), and if Mininet fails halfway, take down by hand what this
+    network created: its links, its bridges (by name: _refuse_existing made
+    sure no one else's have those names) and its host shells."""
+    try:
+        net.stop()
+        return
+    except Exception as exc:  # noqa: BLE001 - whatever broke, the rest must still go
+        print(f"otcp: Mininet's teardown failed ({exc}); removing the network by hand", file=sys.stderr)
+    for link in net.links:
+        with contextlib.suppress(Exception):
+            link.delete()
+    for switch in net.switches:
+        subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", switch.name], check=False)
+        with contextlib.suppress(Exception):
+            switch.terminate()
+    for host in net.hosts:
+        with contextlib.suppress(Exception):
+            host.terminate()
 
 
 def _refuse_existing(topo, management):
@@ -238,7 +273,7 @@ def _add_management(net, subnet):
     """Add the management bridge, the root-namespace node and one link per host."""
     addresses = subnet.hosts()
     root_ip = str(next(addresses))
-    bridge = net.addSwitch(MANAGEMENT_SWITCH, cls=OVSBridge, datapath="user", dpid=MANAGEMENT_DPID)
+    bridge = net.addSwitch(MANAGEMENT_SWITCH, cls=UserspaceBridge, dpid=MANAGEMENT_DPID)
     root = Node(MANAGEMENT_ROOT, inNamespace=False)
     link = net.addLink(root, bridge, cls=BufferedLink)
     root.setIP(f"{root_ip}/{subnet.prefixlen}", intf=link.intf1)
