@@ -75,12 +75,26 @@ class OTCPController(app_manager.OSKenApp):
 
         with open(agents["secret_file"], "rb") as handle:
             secret = handle.read().strip()
-        server = AgentServer(agents["host"], agents["port"], secret, on_ack=self._agent_acked, logger=self.logger)
+        server = AgentServer(
+            agents["host"], agents["port"], secret, on_ack=self._agent_acked, on_agent=self._agent_arrived,
+            logger=self.logger,
+        )
         server.start()
         return server
 
     def _agent_acked(self, host_ip, generation, results):
         self.store.save_ack(host_ip, generation, results)
+
+    def _agent_arrived(self, host_ip, hello):
+        """An agent that already applied a generation this controller has not
+        reached (its database was reset) would refuse every set as stale:
+        number on past it and send that host its set again."""
+        applied = hello.get("applied_generation") or 0
+        if applied >= self.generation:
+            self.logger.warning("agent for %s applied generation %d; continuing from %d", host_ip, applied, applied + 1)
+            self.generation = applied
+            self.published.pop(host_ip, None)
+            self.replan.set()
 
     def _topology_changed(self):
         self.changed_at = time.time()

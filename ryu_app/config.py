@@ -19,6 +19,7 @@ import os
 
 import yaml
 
+from agent.protocol import CWND_CLAMP, INITCWND, RTO_MIN_MS
 from ryu_app.formulas import Bounds
 
 DEFAULTS = {
@@ -33,6 +34,8 @@ DEFAULTS = {
     "log_level": "info",
 }
 _LOG_LEVELS = ("debug", "info", "warning", "error")
+# Bounds beyond what agents accept could never be applied.
+AGENT_LIMITS = {"rto_min_ms": RTO_MIN_MS[1], "initcwnd": INITCWND[1], "cwnd": CWND_CLAMP[1]}
 
 
 class ConfigError(ValueError):
@@ -116,6 +119,8 @@ def _bounds(section, fail):
         if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int) for v in pair)):
             fail(f"bounds.{name}", f"expected [low, high] integers, got {pair!r}")
         values[name + "_low"], values[name + "_high"] = pair
+        if pair[1] > AGENT_LIMITS[name]:
+            fail(f"bounds.{name}", f"high bound {pair[1]} is above what agents accept ({AGENT_LIMITS[name]})")
     try:
         return Bounds(**values)
     except (TypeError, ValueError) as exc:

@@ -255,6 +255,7 @@ def test_config_defaults_and_relative_paths(tmp_path):
         ("openflow: {prt: 1}\n", "openflow.prt: unknown key"),
         ("intervals: {probe_s: -1}\n", "intervals.probe_s: expected a number >= 0.05"),
         ("bounds: {initcwnd: [10, 5]}\n", "bounds: initcwnd bounds must satisfy"),
+        ("bounds: {initcwnd: [1, 300]}\n", "bounds.initcwnd: high bound 300 is above what agents accept"),
         ("inventory: nowhere.yaml\n", "nowhere.yaml: no such file"),
         ("colour: blue\n", "colour: unknown key"),
         ("log_level: loud\n", "log_level: expected one of"),

@@ -18,7 +18,8 @@ from conftest import TriangleTopo
 
 FAST = {"probe_s": 0.5, "flow_stats_s": 0.5, "recompute_s": 0.5}
 _METRIC = {
-    "rto_min_ms": re.compile(r"\brto_min (?:lock )?(\d+)ms"),
+    # TCP reads a route's rto_min only when the metric is locked.
+    "rto_min_ms": re.compile(r"\brto_min lock (\d+)ms"),
     "initcwnd": re.compile(r"\binitcwnd (\d+)"),
     "cwnd_clamp": re.compile(r"\bcwnd lock (\d+)"),
     "quickack": re.compile(r"\bquickack (\d)"),
