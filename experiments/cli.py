@@ -20,10 +20,14 @@ from experiments.progress import Progress
 from topo.fabrics import MAX_BW_MBPS
 
 SCHEME_NAMES = list(schemes.catalogue())
-FULL = {"senders": "4,8,16,32,64", "buffer_bytes": "85000,512000", "rounds": 50, "warmup_seconds": 3.0,
+FULL = {"senders": "4,8,16,32,64", "buffer_bytes": "85000,512000", "sru_bytes": 262144, "rounds": 50,
+        "warmup_seconds": 5.0,
         "schemes": ",".join(SCHEME_NAMES), "out": "results/incast"}
-# --quick: the headline plot (goodput vs senders) at the shallow buffer, in a few minutes.
-QUICK = {"senders": "4,8,16,32", "buffer_bytes": "85000", "rounds": 10, "warmup_seconds": 3.0,
+# --quick: the headline plot (goodput vs senders) at the shallow buffer, in a few minutes. 64 KB per
+# server: at 100 Mb/s a round of 256 KB blocks outlasts the 200 ms RTOmin and hides the collapse
+# (experiments/README-section.md).
+QUICK = {"senders": "4,8,16,32", "buffer_bytes": "85000", "sru_bytes": 65536, "rounds": 10,
+         "warmup_seconds": 5.0,
          "schemes": "default,fine-rto,small-packets,otcp,dctcp", "out": "results/quick"}
 MAX_SENDERS = 250
 MAX_BUFFER_BYTES = 1 << 30
@@ -56,7 +60,9 @@ def build_parser():
     run.add_argument("--buffer-bytes", help=f"comma-separated switch egress buffers in bytes "
                                             f"(default {FULL['buffer_bytes']}: shallow and deep)")
     block = run.add_mutually_exclusive_group()
-    block.add_argument("--sru-bytes", type=int, help="fixed block per server per round (default 262144)")
+    block.add_argument("--sru-bytes", type=int,
+                       help=f"fixed block per server per round (default {FULL['sru_bytes']}, "
+                            f"{QUICK['sru_bytes']} with --quick)")
     block.add_argument("--total-bytes", type=int, help="fixed total block per round, split over the servers")
     run.add_argument("--rounds", type=int, help=f"measured rounds per run (default {FULL['rounds']})")
     run.add_argument("--warmup-seconds", type=float,
@@ -72,7 +78,8 @@ def build_parser():
     run.add_argument("--forwarding", choices=["controller", "standalone"], default="controller",
                      help="the OTCP controller forwards (default), or standalone learning bridges")
     run.add_argument("--probe-interval-ms", type=float, default=10.0, help="latency probe interval (default 10)")
-    run.add_argument("--ceiling-seconds", type=int, default=5, help="length of the ceiling measurement (default 5)")
+    run.add_argument("--ceiling-seconds", type=int, default=3,
+                     help="length of the ceiling measurement on each network (default 3)")
     run.add_argument("--round-timeout", type=float, default=60.0, help="seconds before a round counts as failed")
     return parser
 
@@ -112,7 +119,7 @@ def config_from_args(args, parser):
         parser.error(f"--out: {out} exists and is not a directory")
     return incast.IncastConfig(
         out=out, senders=senders, buffers=buffers, schemes=names,
-        sru_bytes=None if args.total_bytes is not None else (args.sru_bytes or 262144),
+        sru_bytes=None if args.total_bytes is not None else pick("sru_bytes"),
         total_bytes=args.total_bytes, rounds=pick("rounds"), warmup_seconds=pick("warmup_seconds"),
         persistent=args.persistent, bw_mbps=args.bw_mbps, delay_us=args.delay_us, fine_rto_ms=args.fine_rto_ms,
         forwarding=args.forwarding, probe_interval_s=args.probe_interval_ms / 1000.0,
