@@ -113,13 +113,6 @@ def route(dst, rto_min_ms=14, initcwnd=1, cwnd_clamp=3, quickack=True):
 
 
 @pytest.fixture
-def ns():
-    namespace = Namespace()
-    yield namespace
-    namespace.delete()
-
-
-@pytest.fixture
 def agent(ns, tmp_path):
     with Agent(str(tmp_path / "state.db"), netns=ns.name) as host_agent:
         yield host_agent

@@ -128,13 +128,6 @@ class AgentProcess:
 
 
 @pytest.fixture
-def ns():
-    namespace = Namespace()
-    yield namespace
-    namespace.delete()
-
-
-@pytest.fixture
 def cleanup():
     """Things to stop at the end of a test, whatever happens."""
     items = []

@@ -14,7 +14,7 @@ from experiments.emulation import emulate
 from ryu_app import store
 from ryu_app.process import ControllerProcess, free_port, wait_for
 
-from conftest import TriangleTopo
+from triangle import TriangleTopo
 
 FAST = {"probe_s": 0.5, "flow_stats_s": 0.5, "recompute_s": 0.5}
 _METRIC = {

@@ -12,7 +12,7 @@ from ryu_app import formulas, inventory, store
 from ryu_app.planner import Plan
 from ryu_app.process import ControllerProcess, wait_for
 
-from conftest import TriangleTopo
+from triangle import TriangleTopo
 
 FAST = {"probe_s": 0.5, "flow_stats_s": 0.5, "recompute_s": 0.5}
 
