@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 from experiments import incast, schemes
+from experiments.emulation import EmulationError
 from experiments.progress import Progress
 from topo.fabrics import MAX_BW_MBPS
 
@@ -163,6 +164,10 @@ def main(argv=None):
         print("otcp-experiment: interrupted; the network is torn down, completed runs are in "
               f"{config.out}", file=sys.stderr)
         return 130
+    except (EmulationError, incast.RunError, TimeoutError) as exc:
+        progress.close()
+        print(f"otcp-experiment: {exc}", file=sys.stderr)
+        return 1
     progress.close()
     if state["runs"]:
         print(incast.summary_table(state["runs"], state["ceiling"]))

@@ -45,7 +45,8 @@ CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY, invocation INTEGER, scheme TEXT, senders INTEGER, buffer_bytes INTEGER,
     sru_bytes INTEGER, rounds INTEGER, persistent INTEGER, goodput_mbps REAL,
     fct_mean_ms REAL, fct_p50_ms REAL, fct_p95_ms REAL, fct_p99_ms REAL,
-    drops INTEGER, drops_elsewhere INTEGER, lost_in_switch INTEGER, peak_backlog_bytes INTEGER, timeouts INTEGER, retransmissions INTEGER,
+    drops INTEGER, drops_elsewhere INTEGER, lost_in_switch INTEGER, peak_backlog_bytes INTEGER,
+    timeouts INTEGER, retransmissions INTEGER,
     probe_rtt_avg_ms REAL, probe_rtt_max_ms REAL, probe_rtt_std_ms REAL, probe_lost REAL);
 CREATE TABLE IF NOT EXISTS rounds (
     run INTEGER, round INTEGER, start_s REAL, duration_s REAL, bytes INTEGER);
@@ -135,8 +136,8 @@ class ResultStore:
         """Store one run: its summary record, rounds, flows, TCP counters per
         host, probe samples and packet/drop counters per place ({"node:device": {counter: delta}})."""
         columns = ["scheme", "senders", "buffer_bytes", "sru_bytes", "rounds", "persistent", "goodput_mbps",
-                   "fct_mean_ms", "fct_p50_ms", "fct_p95_ms", "fct_p99_ms", "drops", "drops_elsewhere", "lost_in_switch",
-                   "peak_backlog_bytes",
+                   "fct_mean_ms", "fct_p50_ms", "fct_p95_ms", "fct_p99_ms", "drops", "drops_elsewhere",
+                   "lost_in_switch", "peak_backlog_bytes",
                    "timeouts", "retransmissions", "probe_rtt_avg_ms", "probe_rtt_max_ms", "probe_rtt_std_ms",
                    "probe_lost"]
         cursor = self.db.execute(
