@@ -273,7 +273,10 @@ def _add_management(net, subnet):
     """Add the management bridge, the root-namespace node and one link per host."""
     addresses = subnet.hosts()
     root_ip = str(next(addresses))
-    bridge = net.addSwitch(MANAGEMENT_SWITCH, cls=UserspaceBridge, dpid=MANAGEMENT_DPID)
+    # batch=True as Mininet.build() does for the topology's switches: started
+    # one by one, the bridge's ovs-vsctl line goes through the node's pty,
+    # whose 4 KiB line limit cuts it (silently) past about 40 hosts.
+    bridge = net.addSwitch(MANAGEMENT_SWITCH, cls=UserspaceBridge, dpid=MANAGEMENT_DPID, batch=True)
     root = Node(MANAGEMENT_ROOT, inNamespace=False)
     link = net.addLink(root, bridge, cls=BufferedLink)
     root.setIP(f"{root_ip}/{subnet.prefixlen}", intf=link.intf1)
