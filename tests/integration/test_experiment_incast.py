@@ -1,8 +1,8 @@
-"""A tiny incast sweep for real: star, 4 senders, default and fine-rto, a few rounds.
+"""A tiny incast sweep for real: star, 4 senders, default, fine-rto and otcp, a few rounds.
 
 Runs ``otcp-experiment incast`` as a child process (the OTCP controller
-forwards), then checks the result files, plots and per-host routes, and
-that nothing it created is left behind. No assertion on speed.
+forwards; the otcp scheme runs the real agents), then checks the result
+files, plots and per-host routes, and that nothing it created is left behind. No assertion on speed.
 """
 
 import json
@@ -26,13 +26,13 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
     completed = subprocess.run(
         [sys.executable, "-m", "experiments.cli", "incast", "--senders", "4", "--buffer-bytes", "85000",
          "--sru-bytes", "65536", "--rounds", str(ROUNDS), "--warmup-seconds", "0.5",
-         "--schemes", "default,fine-rto,dctcp", "--ceiling-seconds", "2", "--out", str(out)],
+         "--schemes", "default,fine-rto,otcp,dctcp", "--ceiling-seconds", "2", "--out", str(out)],
         capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
 
     summary = json.loads((out / "summary.json").read_text())
     assert 10 < summary["ceiling_mbps"] < 1000
-    assert [(r["scheme"], r["senders"]) for r in summary["runs"]] == [("default", 4), ("fine-rto", 4)]
+    assert [(r["scheme"], r["senders"]) for r in summary["runs"]] == [("default", 4), ("fine-rto", 4), ("otcp", 4)]
     for run in summary["runs"]:
         assert run["buffer_bytes"] == 85000 and run["sru_bytes"] == 65536
         # Goodput is measured, positive, and cannot beat the links.
@@ -43,8 +43,8 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
     assert summary["unavailable"][0]["scheme"] == "dctcp" and summary["unavailable"][0]["reason"]
 
     db = sqlite3.connect(str(out / "results.db"))
-    assert db.execute("SELECT count(*) FROM rounds").fetchone() == (2 * ROUNDS,)
-    assert db.execute("SELECT count(*) FROM flows").fetchone() == (2 * ROUNDS * 4,)
+    assert db.execute("SELECT count(*) FROM rounds").fetchone() == (3 * ROUNDS,)
+    assert db.execute("SELECT count(*) FROM flows").fetchone() == (3 * ROUNDS * 4,)
     assert db.execute("SELECT count(DISTINCT host) FROM host_counters").fetchone() == (6,)
 
     for name in ("goodput.png", "fct_cdf.png", "fct_bars.png"):
@@ -60,6 +60,11 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
         # iproute2 always locks rto_min: the kernel shows "rto_min lock 1ms".
         assert re.search(r"10\.0\.0\.0/8 dev .* rto_min (lock )?1ms", fine_routes), fine_routes
         assert "before traffic" in fine_routes
+        # otcp's: one agent route (proto 79) per other host, as the controller computed it.
+        otcp_routes = (out / "routes" / "otcp" / host).read_text().split("after the measured rounds")[0]
+        own = host.removesuffix(".txt").removeprefix("h")
+        agent_routes = re.findall(r"^10\.0\.0\.(\d+) dev \S+ proto 79 .*rto_min lock \d+ms.*quickack 1", otcp_routes, re.M)
+        assert sorted(agent_routes, key=int) == [str(i) for i in range(1, 7) if str(i) != own], otcp_routes
 
     # Everything torn down: no bridge of ours, no process still running from this output directory
     # (the controller's command line names its configuration file in it).
