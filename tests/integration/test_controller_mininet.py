@@ -3,6 +3,7 @@ discovery, delay measurement, flow counts, stored parameters, link changes."""
 
 import contextlib
 import math
+import sys
 import time
 
 import pytest
@@ -182,3 +183,24 @@ def test_link_down_and_up_replans(network):
     direct = wait_for(lambda: (lambda r: r["hops"] == ["h1", "s1", "s3", "h4"] and r)(h1_h4()), 30,
                       what="the plan after the link came back")
     assert direct["min_rto_us"] < detour["min_rto_us"]
+
+
+FORGE_LLDP = """
+import socket, sys
+from os_ken.topology.switches import LLDPPacket
+frame = LLDPPacket.lldp_packet(int(sys.argv[2]), int(sys.argv[3]), "00:00:00:00:00:99", 120)
+sender = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+sender.bind((sys.argv[1], 0))
+for _ in range(3):
+    sender.send(frame)
+"""
+
+
+def test_lldp_forged_by_a_host_is_ignored(network):
+    topo, emulation, controller, _ = network
+    wait_for(lambda: up_links(controller) == mininet_switch_links(topo), 30, what="the real links")
+    assert emulation.net.pingAll(timeout=2) == 0  # every host known, so its port is host-facing
+    # h2 claims, in os-ken's own LLDP format, to be s2's port 1 (a real link port).
+    emulation.run("h2", [sys.executable, "-c", FORGE_LLDP, "h2-eth0", "2", "1"])
+    wait_for(lambda: "ignoring LLDP link on a host port" in controller.log(), 10, what="the forged link refused")
+    assert up_links(controller) == mininet_switch_links(topo)
