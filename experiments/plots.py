@@ -39,12 +39,7 @@ def goodput_plot(path, runs, ceiling_mbps):
     axes.set_ylim(0, ceiling_mbps * 1.1)
     sru = sorted({r["sru_bytes"] for r in runs})
     axes.set_title(f"Incast goodput, {', '.join(f'{s // 1024} KB' for s in sru)} per server")
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return _save(figure, axes, path)
 
 
 def fct_cdf_plot(path, runs, round_durations):
@@ -64,12 +59,7 @@ def fct_cdf_plot(path, runs, round_durations):
     axes.set_xlabel("request completion time (ms)")
     axes.set_ylabel("fraction of requests")
     axes.set_title(f"Completion times at {largest} senders")
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return _save(figure, axes, path)
 
 
 def fct_bars_plot(path, runs):
@@ -99,3 +89,13 @@ def _series(runs):
     for run in runs:
         series.setdefault((run["scheme"], run["buffer_bytes"]), []).append(run)
     return series
+
+
+def _save(figure, axes, path):
+    """Grid, legend, write the PNG and free the figure."""
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
