@@ -25,6 +25,7 @@ import shutil
 import sys
 import time
 
+from agent.routes import OTCP_PROTO
 from ryu_app.process import ControllerProcess, free_port
 
 
@@ -151,16 +152,7 @@ class Agents:
 
 
 def agent_destinations(emulation, host):
-    """Destination addresses of host's per-destination (agent) routes, read from the kernel."""
-    routes = json.loads(emulation.run(host, ["ip", "-j", "route", "show"]) or "[]")
-    found = set()
-    for route in routes:
-        if route.get("protocol") == "kernel":
-            continue
-        try:
-            network = ipaddress.ip_network(route["dst"], strict=False)
-        except (KeyError, ValueError):
-            continue
-        if network.prefixlen == network.max_prefixlen:
-            found.add(str(network.network_address))
-    return found
+    """Destination addresses of host's agent routes (proto 79), read from the kernel."""
+    argv = ["ip", "-j", "route", "show", "proto", str(OTCP_PROTO)]
+    routes = json.loads(emulation.run(host, argv) or "[]")
+    return {str(ipaddress.ip_network(route["dst"], strict=False).network_address) for route in routes}
