@@ -19,12 +19,15 @@ from os_ken.ofproto import ofproto_v1_3
 from os_ken.topology import event as topo_event
 
 from ryu_app import arp, delay, forwarding, inventory, store
+from ryu_app.agent_server import AgentServer
 from ryu_app.flowcount import FlowCounter
 from ryu_app.planner import Plan
 from ryu_app.topology import Host, Topology
 
 ETH_TYPE_LLDP = 0x88CC
 _SETTLE_PROBE_ROUNDS = 3
+# An ARP request for a host nobody answers for is forgotten after this long.
+_ARP_PENDING_S = 5.0
 
 # Set by ryu_app.launcher before os-ken loads this app.
 CONFIG = None
@@ -54,7 +57,7 @@ class OTCPController(app_manager.OSKenApp):
         self.changed_at = time.time()
         self.plan = None
         self.replan = hub.Event()
-        self.pending_arp = {}  # target ip -> [(dpid, port, request)] awaiting an answer
+        self.pending_arp = {}  # target ip -> [(asked_at, dpid, port, request)] awaiting an answer
         self._restore_hosts()
         self.agent_server = self._start_agent_server()
         self.threads.append(hub.spawn(self._probe_loop))
@@ -63,7 +66,7 @@ class OTCPController(app_manager.OSKenApp):
 
     def _restore_hosts(self):
         """Hosts known before a restart, so the first plans are complete."""
-        for ip, _, mac, dpid, port, _ in self.store.db.execute("SELECT * FROM hosts"):
+        for ip, mac, dpid, port in self.store.known_hosts():
             self.topology.hosts[ip] = Host(ip, mac, dpid, port)
 
     def _start_agent_server(self):
@@ -71,8 +74,6 @@ class OTCPController(app_manager.OSKenApp):
         if agents["secret_file"] is None:
             self.logger.info("agent channel off: no agents.secret_file configured")
             return None
-        from ryu_app.agent_server import AgentServer
-
         with open(agents["secret_file"], "rb") as handle:
             secret = handle.read().strip()
         server = AgentServer(
@@ -221,7 +222,7 @@ class OTCPController(app_manager.OSKenApp):
             self.logger.info("host %s (%s) at s%d:%d", ip, mac, dpid, port)
             self._topology_changed()
         host = self.topology.hosts.get(ip)
-        for waiting_dpid, waiting_port, request in self.pending_arp.pop(ip, []):
+        for _, waiting_dpid, waiting_port, request in self.pending_arp.pop(ip, []):
             if host is not None and waiting_dpid in self.datapaths:
                 datapath = self.datapaths[waiting_dpid]
                 datapath.send_msg(forwarding.packet_out(datapath, waiting_port, arp.reply_frame(request, host.mac)))
@@ -232,7 +233,12 @@ class OTCPController(app_manager.OSKenApp):
             datapath.send_msg(forwarding.packet_out(datapath, in_port, arp.reply_frame(request, target.mac)))
             return
         self.logger.debug("ARP for unknown %s from s%d:%d: probing edge ports", request.dst_ip, datapath.id, in_port)
-        self.pending_arp.setdefault(request.dst_ip, []).append((datapath.id, in_port, request))
+        now = time.time()
+        self.pending_arp = {
+            ip: fresh for ip, waiting in self.pending_arp.items()
+            if (fresh := [w for w in waiting if now - w[0] < _ARP_PENDING_S])
+        }
+        self.pending_arp.setdefault(request.dst_ip, []).append((now, datapath.id, in_port, request))
         probe = arp.probe_frame(request.dst_ip)
         for dpid, port in self.topology.edge_ports():
             if dpid in self.datapaths:

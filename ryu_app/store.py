@@ -74,6 +74,10 @@ class Store:
                 [(*host, now) for host in hosts],
             )
 
+    def known_hosts(self):
+        """(ip, mac, dpid, port) of every host ever learned, latest place."""
+        return list(self.db.execute("SELECT ip, mac, dpid, port FROM hosts"))
+
     def save_link_measurements(self, rows):
         """Append one row per directed link: (src, dst, delay_s, source,
         samples, capacity_bytes_per_s, buffer_bytes, flows on the link)."""

@@ -281,6 +281,7 @@ def test_store_keeps_generations_and_numbers_them_on(tmp_path):
     state.save_generation(2, [{**record, "cwnd_clamp": None}])
     state.save_link_measurements([("s1", "s2", 0.0001, "measured", 5, 1.25e7, 85000, 2)])
     state.save_ack("10.0.0.1", 2, [{"dst": "10.0.0.2/32", "ok": True}])
+    state.save_topology({1: "s1"}, {}, [("10.0.0.1", "h1", "00:00:00:00:00:01", 1, 2)])
     state.close()
     reopened = store.Store(path, readonly=True)
     assert reopened.last_generation_number() == 2
@@ -288,3 +289,4 @@ def test_store_keeps_generations_and_numbers_them_on(tmp_path):
     assert generation == 2 and records == [{**record, "cwnd_clamp": None}]
     assert reopened.latest_link_measurements()[("s1", "s2")]["flows"] == 2
     assert reopened.acks() == {"10.0.0.1": 2}
+    assert reopened.known_hosts() == [("10.0.0.1", "00:00:00:00:00:01", 1, 2)]
