@@ -87,9 +87,10 @@ class OTCPController(app_manager.OSKenApp):
         self.store.save_ack(host_ip, generation, results)
 
     def _agent_arrived(self, host_ip, hello):
-        """An agent that already applied a generation this controller has not
+        """Record what the agent reports. An agent that already applied a generation this controller has not
         reached (its database was reset) would refuse every set as stale:
         number on past it and send that host its set again."""
+        self.store.save_agent(host_ip, hello)
         applied = hello.get("applied_generation") or 0
         if applied >= self.generation:
             self.logger.warning("agent for %s applied generation %d; continuing from %d", host_ip, applied, applied + 1)

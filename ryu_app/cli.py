@@ -67,6 +67,7 @@ def command_show(args):
     generation, computed_at, rows = latest
     links, _ = state.generation_inputs(generation)
     acks = state.acks()
+    agents = state.agents()
     if args.json:
         document = {
             "generation": generation,
@@ -74,6 +75,7 @@ def command_show(args):
             "paths": rows,
             "links": [{"src": src, "dst": dst, **values} for (src, dst), values in sorted(links.items())],
             "acked_generations": acks,
+            "agents": agents,
         }
         json.dump(document, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -88,10 +90,17 @@ def command_show(args):
             f"{values['samples']} samples), {values['capacity_bytes_per_s'] * 8 / 1e6:g} Mb/s, "
             f"buffer {values['buffer_bytes']:g} B, {values['flows']} active flows"
         )
-    if acks:
-        print("\nacknowledged by agents:")
-        for host_ip, acked in sorted(acks.items()):
-            print(f"  {host_ip}: generation {acked}")
+    if acks or agents:
+        print("\nagents:")
+        for host_ip in sorted(set(acks) | set(agents)):
+            hello = agents.get(host_ip, {})
+            facts = (
+                f", {hello.get('hostname')}: MSS {hello.get('mss_bytes')} B, congestion control "
+                f"{hello.get('congestion_control')} of {' '.join(hello.get('congestion_controls', []))}, "
+                f"tcp_rto_min_us {'present' if hello.get('tcp_rto_min_us') else 'absent'}"
+                if hello else ""
+            )
+            print(f"  {host_ip}: acknowledged generation {acks.get(host_ip, '-')}{facts}")
     return 0
 
 

@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS parameters (
     rto_min_ms INTEGER, initcwnd INTEGER, cwnd_clamp INTEGER, quickack INTEGER,
     PRIMARY KEY (generation, src, dst));
 CREATE TABLE IF NOT EXISTS acks (host_ip TEXT PRIMARY KEY, generation INTEGER, acked_at REAL, results TEXT);
+CREATE TABLE IF NOT EXISTS agents (host_ip TEXT PRIMARY KEY, seen_at REAL, hello TEXT);
 """
 
 
@@ -173,6 +174,15 @@ class Store:
             self.db.execute(
                 "INSERT OR REPLACE INTO acks VALUES (?, ?, ?, ?)", (host_ip, generation, time.time(), json.dumps(results))
             )
+
+    def save_agent(self, host_ip, hello):
+        """What an agent reported about its host (addresses, MSS, congestion controls...)."""
+        with self.db:
+            self.db.execute("INSERT OR REPLACE INTO agents VALUES (?, ?, ?)", (host_ip, time.time(), json.dumps(hello)))
+
+    def agents(self):
+        """{host_ip: the agent's last hello}."""
+        return {ip: json.loads(hello) for ip, hello in self.db.execute("SELECT host_ip, hello FROM agents")}
 
     def acks(self):
         """{host_ip: acknowledged generation}."""

@@ -143,16 +143,20 @@ def test_show_prints_the_last_generation_its_inputs_and_acks(tmp_path, capsys):
     link = ("s1", "h1", 25e-6, "measured", 4, 12.5e6, 85000.0, 16)
     state.save_generation(3, [record], [link], {("h2", "h1"): 1})
     state.save_ack("10.0.0.2", 3, [])
+    state.save_agent("10.0.0.2", {"hostname": "h2", "mss_bytes": 1448, "congestion_control": "cubic",
+                                  "congestion_controls": ["reno", "cubic"], "tcp_rto_min_us": True})
     state.close()
     assert cli.main(["show", "--database", path]) == 0
     out = capsys.readouterr().out
     assert out.startswith("generation 3, computed at ")
     assert "h2   h1   10.0.0.1  13700.0" in out
     assert "s1 -> h1: delay 25.0 us (measured, 4 samples), 100 Mb/s, buffer 85000 B, 16 active flows" in out
-    assert "10.0.0.2: generation 3" in out
+    assert ("10.0.0.2: acknowledged generation 3, h2: MSS 1448 B, congestion control cubic of reno cubic, "
+            "tcp_rto_min_us present") in out
     assert cli.main(["show", "--database", path, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["paths"] == [record] and shown["acked_generations"] == {"10.0.0.2": 3}
+    assert shown["agents"]["10.0.0.2"]["mss_bytes"] == 1448
     assert shown["links"][0]["delay_source"] == "measured"
 
 

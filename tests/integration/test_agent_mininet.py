@@ -109,6 +109,17 @@ def test_routes_in_every_host_equal_the_controllers_values(network):
                           what="every host's routes to equal the controller's values")
     _, records, acks = computed(controller)
     assert set(acks) == {h.IP() for h in emulation.hosts}
+    # Each agent reported its host: addresses, MSS and the kernel's congestion controls.
+    db = store.Store(controller.database, readonly=True)
+    try:
+        agents = db.agents()
+    finally:
+        db.close()
+    assert set(agents) == {h.IP() for h in emulation.hosts}
+    for host in emulation.hosts:
+        hello = agents[host.IP()]
+        assert host.IP() in hello["addresses"] and hello["mss_bytes"] == 1448
+        assert "cubic" in hello["congestion_controls"] and isinstance(hello["tcp_rto_min_us"], bool)
     # The worked example's shape: 100 Mb/s, 85 000 B; h1 -> h2 shares s1 only.
     h1_h2 = kernel_routes(emulation, "h1")[emulation.host("h2").IP()]
     assert h1_h2["rto_min_ms"] == 14 and h1_h2["quickack"] is True
