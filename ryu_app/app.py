@@ -55,7 +55,6 @@ class OTCPController(app_manager.OSKenApp):
         self.installed = {}  # dpid -> {(src_ip, dst_ip): out_port}
         self.published = {}  # host ip -> routes last published
         self.changed_at = time.time()
-        self.plan = None
         self.replan = hub.Event()
         self.pending_arp = {}  # target ip -> [(asked_at, dpid, port, request)] awaiting an answer
         self._restore_hosts()
@@ -209,7 +208,9 @@ class OTCPController(app_manager.OSKenApp):
         if header.dst not in self.topology.hosts:
             return
         if pair not in self.installed.get(datapath.id, {}):
-            self.replan_now()
+            # Forwarding now; storing and pushing parameters waits for the plan loop.
+            self._plan_forwarding()
+            self.replan.set()
         out_port = self.installed.get(datapath.id, {}).get(pair)
         self.logger.debug("missed packet %s -> %s at s%d: %s", *pair, datapath.id,
                           f"sent out of port {out_port}" if out_port else "no path")
@@ -293,16 +294,20 @@ class OTCPController(app_manager.OSKenApp):
 
     def replan_now(self):
         """Plan the current fabric, sync forwarding, store and push parameters."""
+        plan, delay_sources = self._plan_forwarding()
+        link_rows = self._save_state(plan, delay_sources)
+        if self._settled():
+            self._publish(plan, link_rows)
+
+    def _plan_forwarding(self):
+        """Plan the current fabric and bring every switch's entries in line."""
         link_delays = {key: value for key, (value, _) in self.delays.delays().items()}
         fabric, delay_sources = self.topology.fabric(
             link_delays, self.flow_counter.active_pairs(), self.config["defaults"]
         )
         plan = Plan(fabric, self.config["bounds"])
-        self.plan = plan
         self._sync_forwarding(forwarding.desired_entries(plan, self.topology))
-        link_rows = self._save_state(fabric, delay_sources)
-        if self._settled():
-            self._publish(plan, link_rows)
+        return plan, delay_sources
 
     def _sync_forwarding(self, desired):
         for dpid, entries in desired.items():
@@ -313,7 +318,7 @@ class OTCPController(app_manager.OSKenApp):
                 datapath.send_msg(message)
             self.installed[dpid] = dict(entries)
 
-    def _save_state(self, fabric, delay_sources):
+    def _save_state(self, plan, delay_sources):
         topo = self.topology
         names = {dpid: topo.switch_name(dpid) for dpid in topo.switches}
         links = {
@@ -327,11 +332,11 @@ class OTCPController(app_manager.OSKenApp):
         for src, (_, count) in self.delays.delays().items():
             if src in topo.links and src[0] in names and topo.links[src][0] in names:
                 samples[(names[src[0]], names[topo.links[src][0]])] = count
-        flows_on = self.plan.link_flows()
+        flows_on = plan.link_flows()
         rows = [
             (u, v, facts.delay_s, delay_sources[(u, v)], samples.get((u, v), 0), facts.capacity_bytes_per_s,
              facts.buffer_bytes, flows_on.get((u, v), 0))
-            for (u, v), facts in sorted(fabric.links.items())
+            for (u, v), facts in sorted(plan.fabric.links.items())
         ]
         self.store.save_link_measurements(rows)
         return rows
