@@ -8,7 +8,8 @@ setup(
     description="Controller, host agent and Mininet experiments that tune TCP "
     "(minRTO, initial and maximum window) per path from fabric measurements",
     python_requires=">=3.11",
-    packages=["ryu_app", "agent", "topo", "experiments"],
+    packages=["ryu_app", "agent", "wire", "topo", "experiments"],
+    py_modules=["validation"],
     install_requires=[
         "os-ken==3.1.1",
         "networkx>=3.0",
@@ -16,8 +17,9 @@ setup(
         "pyroute2>=0.7",
         "PyYAML>=6.0",
         "matplotlib>=3.6",
+        "pydantic>=2.5,<3",
     ],
-    extras_require={"test": ["pytest>=7"]},
+    extras_require={"test": ["pytest>=7", "hypothesis>=6", "ruff>=0.6", "mypy>=1.10"]},
     entry_points={
         "console_scripts": [
             "otcp-controller=ryu_app.cli:main",

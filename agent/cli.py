@@ -21,11 +21,11 @@ import logging
 import signal
 import sys
 
-from agent import protocol
 from agent.client import ControllerClient, parse_address
 from agent.core import Agent
-from agent.protocol import ValidationError
-from agent.routes import ApplyError, OTCP_PROTO, table_name
+from agent.routes import OTCP_PROTO, ApplyError, table_name
+from validation import ValidationError
+from wire import limits, paramset, session
 
 DEFAULT_STATE = "/var/lib/otcp-agent/state.db"
 LOG = logging.getLogger("otcp.agent")
@@ -94,7 +94,7 @@ def build_parser():
 def cmd_run(args):
     try:
         host, port = parse_address(args.controller)
-        secret = protocol.read_secret(args.secret_file)
+        secret = session.read_secret(args.secret_file)
     except (ValueError, OSError) as error:
         print(f"otcp-agent: {error}", file=sys.stderr)
         return 2
@@ -123,7 +123,7 @@ def cmd_run(args):
 def cmd_apply(args):
     try:
         body = _read_input(args.file)
-        param_set = protocol.parse_param_set(body, where=args.file)
+        param_set = paramset.parse_param_set(body, where=args.file)
     except OSError as error:
         print(f"otcp-agent: {args.file}: {error.strerror or error}", file=sys.stderr)
         return 2
@@ -199,7 +199,7 @@ def cmd_revert(args):
 
 def _read_input(path):
     """The file's bytes, refusing more than a frame can carry without reading it all."""
-    limit = protocol.MAX_FRAME_BYTES
+    limit = limits.MAX_FRAME_BYTES
     handle = sys.stdin.buffer if path == "-" else open(path, "rb")
     try:
         body = handle.read(limit + 1)

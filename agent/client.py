@@ -12,9 +12,11 @@ import random
 import socket
 import time
 
-from agent import protocol
-from agent.protocol import AuthenticationError, ProtocolError, ValidationError
 from agent.routes import ApplyError
+from validation import ValidationError
+from wire import framing, limits, messages, session
+from wire.framing import ProtocolError
+from wire.session import AuthenticationError
 
 LOG = logging.getLogger("otcp.agent")
 KEEPALIVE_IDLE_S = 10
@@ -79,42 +81,42 @@ class ControllerClient:
                 if body is None:
                     return
                 message = session.open(body)
-                protocol.check_message(message, "params")
+                messages.check_message(message, "params")
                 sock.sendall(session.seal(self._handle_params(message["set"])))
         finally:
             sock.close()
 
     def _handshake(self, sock, reader):
-        reader.decoder.limit = protocol.MAX_HANDSHAKE_FRAME_BYTES
+        reader.decoder.limit = limits.MAX_HANDSHAKE_FRAME_BYTES
         challenge = _expect(reader, "challenge", "waiting for the challenge")
-        auth, agent_nonce = protocol.auth_message(self.secret, challenge)
-        sock.sendall(protocol.frame(protocol.encode_json(auth)))
+        auth, agent_nonce = messages.auth_message(self.secret, challenge)
+        sock.sendall(framing.frame(framing.encode_json(auth)))
         welcome = _expect(reader, "welcome", "authentication refused (wrong secret?)")
-        expected = protocol.controller_mac(self.secret, agent_nonce, challenge["nonce"])
-        if not protocol.macs_equal(expected, welcome["mac"]):
+        expected = session.controller_mac(self.secret, agent_nonce, challenge["nonce"])
+        if not session.macs_equal(expected, welcome["mac"]):
             raise AuthenticationError("the controller could not prove it holds the secret")
-        reader.decoder.limit = protocol.MAX_FRAME_BYTES
-        return protocol.Session(self.secret, challenge["nonce"], agent_nonce, "agent")
+        reader.decoder.limit = limits.MAX_FRAME_BYTES
+        return session.Session(self.secret, challenge["nonce"], agent_nonce, "agent")
 
     def _handle_params(self, param_set):
         generation = param_set.get("generation") if isinstance(param_set, dict) else None
         generation = generation if isinstance(generation, int) and not isinstance(generation, bool) and \
-            protocol.GENERATION[0] <= generation <= protocol.GENERATION[1] else None
+            limits.GENERATION[0] <= generation <= limits.GENERATION[1] else None
         try:
             validated, results = self.agent.apply(param_set, "controller")
         except ValidationError as error:
             self.log.warning("rejected generation %s: %s", generation, error)
-            return protocol.reject_message(generation, str(error))
+            return messages.reject_message(generation, str(error))
         except ApplyError as error:
             self.log.error("could not apply generation %s: %s", generation, error)
-            return protocol.reject_message(generation, str(error))
+            return messages.reject_message(generation, str(error))
         skipped = sum(1 for r in results if r["status"] == "skipped")
         self.log.info("applied generation %d: %d route(s), %d skipped", validated["generation"],
                       len(results) - skipped, skipped)
         for result in results:
             if result["status"] == "skipped":
                 self.log.info("  skipped %s: %s", result["dst"], result["reason"])
-        return protocol.ack_message(validated["generation"], results)
+        return messages.ack_message(validated["generation"], results)
 
 
 class _Reader:
@@ -122,7 +124,7 @@ class _Reader:
 
     def __init__(self, sock):
         self.sock = sock
-        self.decoder = protocol.FrameDecoder(protocol.MAX_HANDSHAKE_FRAME_BYTES)
+        self.decoder = framing.FrameDecoder(limits.MAX_HANDSHAKE_FRAME_BYTES)
         self._ready = []
 
     def frame(self):
@@ -141,8 +143,8 @@ def _expect(reader, kind, closed_meaning):
     body = reader.frame()
     if body is None:
         raise ProtocolError(f"connection closed: {closed_meaning}")
-    message = protocol.decode_json(body, kind)
-    protocol.check_message(message, kind)
+    message = framing.decode_json(body, kind)
+    messages.check_message(message, kind)
     return message
 
 

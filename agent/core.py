@@ -4,12 +4,8 @@ Shared by the one-shot commands (``apply``, ``show``, ``revert``) and the
 running agent, so a set pushed by the controller and a set given on the
 command line go through exactly the same checks and effects.
 
-The generation rule: a set must be newer than the applied generation. The
-one exception is the applied set itself, unchanged: re-applying it is
-allowed (a restarted agent does it from its state file, and a controller
-re-sends its latest set when an agent reconnects), and it puts back any
-route that went missing. The same generation with different routes is
-refused.
+The generation rule is `wire.paramset.check_generation`; re-applying the
+applied set unchanged puts back any route that went missing.
 """
 
 import contextlib
@@ -17,9 +13,10 @@ import signal
 import sqlite3
 
 from agent import facts
-from agent.protocol import ValidationError, validate_param_set
 from agent.routes import ApplyError, RouteTable
 from agent.state import State, StateLock
+from validation import ValidationError
+from wire.paramset import check_generation, validate_param_set
 
 
 class Agent:
@@ -52,7 +49,7 @@ class Agent:
             generation = param_set.get("generation") if isinstance(param_set, dict) else None
             try:
                 validated = validate_param_set(param_set)
-                _check_generation(validated, applied)
+                check_generation(validated, *((applied.generation, applied.param_set) if applied else (None,)))
             except ValidationError as error:
                 self.state.record(generation if isinstance(generation, int) else None, source, "rejected", str(error))
                 raise
@@ -101,20 +98,6 @@ class Agent:
 
     def hello(self):
         return facts.hello(self.routes.netlink, self.state.applied_generation())
-
-
-def _check_generation(validated, applied):
-    if applied is None:
-        return
-    generation = validated["generation"]
-    if generation < applied.generation:
-        raise ValidationError(
-            "generation", f"{generation} is not newer than the applied generation {applied.generation}"
-        )
-    if generation == applied.generation and validated != applied.param_set:
-        raise ValidationError(
-            "generation", f"{generation} was already applied with different routes; a change needs a newer generation"
-        )
 
 
 @contextlib.contextmanager

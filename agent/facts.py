@@ -9,7 +9,7 @@ process (``otcp-agent --netns`` enters the namespace for both).
 import os
 import socket
 
-from agent import protocol
+from wire import limits
 
 PROC_IPV4 = "/proc/sys/net/ipv4"
 RT_SCOPE_UNIVERSE = 0
@@ -53,7 +53,7 @@ def hello(netlink, applied_generation, proc=PROC_IPV4):
         "congestion_control": _read(os.path.join(proc, "tcp_congestion_control")),
         "tcp_rto_min_us": os.path.exists(os.path.join(proc, "tcp_rto_min_us")),
         "applied_generation": applied_generation,
-        "agent_version": protocol.VERSION,
+        "agent_version": limits.VERSION,
     }
 
 

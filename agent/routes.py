@@ -32,10 +32,11 @@ import os
 import socket
 from dataclasses import dataclass
 
-from agent.netlink import RouteSocket
-from agent.tcp_metrics import TcpMetrics
 from pyroute2.netlink import NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE
 from pyroute2.netlink.rtnl import RTM_DELROUTE, RTM_NEWROUTE
+
+from agent.netlink import RouteSocket
+from agent.tcp_metrics import TcpMetrics
 
 LOG = logging.getLogger("otcp.agent")
 

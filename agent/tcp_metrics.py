@@ -21,7 +21,6 @@ import ipaddress
 import socket
 import struct
 
-from agent import netlink
 from pyroute2.netlink import (
     CTRL_CMD_GETFAMILY,
     GENL_ID_CTRL,
@@ -33,6 +32,8 @@ from pyroute2.netlink import (
     ctrlmsg,
     genlmsg,
 )
+
+from agent import netlink
 
 FAMILY_NAME = "tcp_metrics"
 TCP_METRICS_CMD_GET = 1

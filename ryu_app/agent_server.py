@@ -1,7 +1,7 @@
 """The controller's side of the agent channel, inside the os-ken process.
 
 Agents dial in; each must authenticate (HMAC challenge-response over a
-shared secret, both ways, see `agent.protocol`), report its addresses, and
+shared secret, both ways, see the `wire` package), report its addresses, and
 is then mapped to the host whose IP it reported. The app publishes each
 host's latest parameter set; the server sends it when the host's agent is
 connected (now, or when it connects) and reports the agent's ack.
@@ -14,7 +14,7 @@ the others:
 - no valid ``auth`` within `handshake_timeout` (an unauthenticated peer
   receives the challenge and nothing else), or a wrong secret;
 - a frame over the limit (1 KiB before authentication, 64 KiB for the
-  hello, `agent.protocol.MAX_FRAME_BYTES` after), malformed JSON, a bad MAC,
+  hello, `agent.limits.MAX_FRAME_BYTES` after), malformed JSON, a bad MAC,
   an unknown or unexpected message, an ack for a generation it was not sent;
 - more messages than the rate limit allows (a flood);
 - not reading a parameter set within `write_timeout` (a slow reader).
@@ -35,8 +35,9 @@ import time
 
 from os_ken.lib import hub
 
-from agent import protocol
-from agent.protocol import AuthenticationError, ProtocolError
+from wire import framing, limits, messages, paramset, session
+from wire.framing import ProtocolError
+from wire.session import AuthenticationError
 
 LOG = logging.getLogger("otcp.agent_server")
 
@@ -94,7 +95,7 @@ class AgentServer:
         malformed), so a bad set never reaches an agent.
         """
         host_ip = _normalise(host_ip)
-        validated = protocol.validate_param_set(param_set)
+        validated = paramset.validate_param_set(param_set)
         self._published[host_ip] = validated
         connection = self._connection_for(host_ip)
         if connection is not None:
@@ -191,7 +192,7 @@ class AgentServer:
                 while connection.pending is not None:
                     param_set, connection.pending = connection.pending, None
                     connection.sent.add(param_set["generation"])
-                    data = connection.session.seal(protocol.params_message(param_set))
+                    data = connection.session.seal(messages.params_message(param_set))
                     try:
                         with hub.Timeout(self.write_timeout):
                             connection.sock.sendall(data)
@@ -262,7 +263,7 @@ class _Connection:
         self.reader = hub.getcurrent()
         self.writer = None
         self.session = None
-        self.decoder = protocol.FrameDecoder(protocol.MAX_HANDSHAKE_FRAME_BYTES)
+        self.decoder = framing.FrameDecoder(limits.MAX_HANDSHAKE_FRAME_BYTES)
         self.frames = []
         self.hello = None
         self.addresses = []
@@ -276,20 +277,20 @@ class _Connection:
 
     def handshake(self):
         """Challenge, check the agent's MAC, prove ours, read the hello."""
-        nonce = protocol.new_nonce()
-        self.sock.sendall(protocol.frame(protocol.encode_json(protocol.challenge_message(nonce))))
-        auth = protocol.decode_json(self.read_frame(), "auth")
-        protocol.check_message(auth, "auth")
-        expected = protocol.agent_mac(self.server.secret, nonce, auth["nonce"])
-        if not protocol.macs_equal(expected, auth["mac"]):
+        nonce = session.new_nonce()
+        self.sock.sendall(framing.frame(framing.encode_json(messages.challenge_message(nonce))))
+        auth = framing.decode_json(self.read_frame(), "auth")
+        messages.check_message(auth, "auth")
+        expected = session.agent_mac(self.server.secret, nonce, auth["nonce"])
+        if not session.macs_equal(expected, auth["mac"]):
             raise AuthenticationError("wrong secret")
-        self.sock.sendall(protocol.frame(protocol.encode_json(
-            protocol.welcome_message(self.server.secret, auth["nonce"], nonce))))
-        self.session = protocol.Session(self.server.secret, nonce, auth["nonce"], "controller")
-        self.decoder.limit = protocol.MAX_HELLO_FRAME_BYTES
+        self.sock.sendall(framing.frame(framing.encode_json(
+            messages.welcome_message(self.server.secret, auth["nonce"], nonce))))
+        self.session = session.Session(self.server.secret, nonce, auth["nonce"], "controller")
+        self.decoder.limit = limits.MAX_HELLO_FRAME_BYTES
         hello = self.session.open(self.read_frame())
-        protocol.check_message(hello, "hello")
-        self.decoder.limit = protocol.MAX_FRAME_BYTES
+        messages.check_message(hello, "hello")
+        self.decoder.limit = limits.MAX_FRAME_BYTES
         return hello
 
     def read_loop(self):
@@ -298,7 +299,7 @@ class _Connection:
             body = self.read_frame()
             self.charge(1 + len(body) // 65536)
             message = self.session.open(body)
-            kind = protocol.check_message(message, "ack", "reject")
+            kind = messages.check_message(message, "ack", "reject")
             if kind == "ack":
                 self.server._acknowledged(self, message)
             else:

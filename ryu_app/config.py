@@ -19,8 +19,8 @@ import os
 
 import yaml
 
-from agent.protocol import CWND_CLAMP, INITCWND, RTO_MIN_MS
 from ryu_app.formulas import Bounds
+from wire.limits import CWND_CLAMP, INITCWND, RTO_MIN_MS
 
 DEFAULTS = {
     "openflow": {"host": "127.0.0.1", "port": 6653},

@@ -1,7 +1,6 @@
 """Fixtures shared by the unit tests."""
 
 import pytest
-
 from test_agent_routes import Namespace
 
 

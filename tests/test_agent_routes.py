@@ -16,10 +16,10 @@ import time
 
 import pytest
 
-from agent import protocol
 from agent.core import Agent
-from agent.protocol import ValidationError
 from agent.routes import OTCP_PROTO, ApplyError, RouteTable
+from validation import ValidationError
+from wire import limits, messages, paramset
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _counter = itertools.count()
@@ -163,10 +163,10 @@ def test_new_generation_replaces_changed_adds_new_and_removes_dropped(ns, agent)
 def test_reapplying_an_unchanged_set_writes_nothing(ns, agent):
     routes = [route("10.77.0.2/32"), route("10.88.0.2/32", cwnd_clamp=None), route("2001:db8::2")]
     agent.apply({"generation": 1, "routes": routes}, "test")
-    validated = protocol.validate_param_set({"generation": 2, "routes": routes})
+    validated = paramset.validate_param_set({"generation": 2, "routes": routes})
     plan = agent.routes.plan(validated["routes"])
     assert [op for op, _, _ in plan.writes] == ["keep", "keep", "keep"] and plan.stale == []
-    changed = protocol.validate_param_set({"generation": 2, "routes": routes[:2] + [route("2001:db8::3")]})
+    changed = paramset.validate_param_set({"generation": 2, "routes": routes[:2] + [route("2001:db8::3")]})
     plan = agent.routes.plan(changed["routes"])
     assert [op for op, _, _ in plan.writes] == ["keep", "keep", "add"]
     assert [r.dst for r in plan.stale] == ["2001:db8::2/128"]
@@ -400,7 +400,7 @@ def test_hello_reports_addresses_and_kernel_facts(ns, agent):
     assert hello["mtu"] == 1500 and hello["mss_bytes"] in (1448, 1460)
     assert hello["tcp_rto_min_us"] == os.path.exists("/proc/sys/net/ipv4/tcp_rto_min_us")
     assert "reno" in hello["congestion_controls"]
-    protocol.check_message(dict(hello, type="hello"), "hello")
+    messages.check_message(dict(hello, type="hello"), "hello")
 
 
 # -- the command line ------------------------------------------------------------------------
@@ -462,7 +462,7 @@ def test_cli_apply_refuses_bad_input_naming_file_and_field(ns, tmp_path, content
 def test_cli_apply_refuses_oversized_and_missing_files(ns, tmp_path):
     state = str(tmp_path / "state.db")
     big = tmp_path / "big.json"
-    big.write_bytes(b'{"generation": 1, "routes": [' + b" " * protocol.MAX_FRAME_BYTES + b"]}")
+    big.write_bytes(b'{"generation": 1, "routes": [' + b" " * limits.MAX_FRAME_BYTES + b"]}")
     done = otcp_agent(ns, "apply", str(big), "--state", state)
     assert done.returncode == 2 and "larger than the 8388608-byte limit" in done.stderr
     done = otcp_agent(ns, "apply", str(tmp_path / "missing.json"), "--state", state)

@@ -29,10 +29,10 @@ import time
 import pytest
 from os_ken.lib import hub
 from pyroute2 import netns as pyroute2_netns
-
-from agent import protocol
-from ryu_app.agent_server import AgentServer
 from test_agent_routes import ROOT, Namespace, expected, route
+
+from ryu_app.agent_server import AgentServer
+from wire import framing, limits, messages, session
 
 SECRET = b"test-secret-0123456789abcdef"
 DEADLINE_S = 30
@@ -238,7 +238,7 @@ class GreenPeer:
 
     def __init__(self, port):
         self.sock = hub.connect(("127.0.0.1", port))
-        self.decoder = protocol.FrameDecoder(protocol.MAX_FRAME_BYTES)
+        self.decoder = framing.FrameDecoder(limits.MAX_FRAME_BYTES)
         self.frames = []
         self.session = None
 
@@ -262,19 +262,19 @@ class GreenPeer:
         return frames
 
     def send_json(self, message):
-        self.sock.sendall(protocol.frame(protocol.encode_json(message)))
+        self.sock.sendall(framing.frame(framing.encode_json(message)))
 
     def authenticate(self, secret=SECRET, addresses=("10.9.0.1",)):
         challenge = json.loads(self.read())
-        auth, nonce = protocol.auth_message(secret, challenge)
+        auth, nonce = messages.auth_message(secret, challenge)
         self.send_json(auth)
         welcome = self.read()
         if welcome is None:
             return False
-        self.session = protocol.Session(secret, challenge["nonce"], nonce, "agent")
+        self.session = session.Session(secret, challenge["nonce"], nonce, "agent")
         hello = {"type": "hello", "hostname": "green", "addresses": list(addresses), "interfaces": [],
                  "mtu": 1500, "mss_bytes": 1448, "congestion_controls": ["cubic"], "congestion_control": "cubic",
-                 "tcp_rto_min_us": True, "applied_generation": None, "agent_version": protocol.VERSION}
+                 "tcp_rto_min_us": True, "applied_generation": None, "agent_version": limits.VERSION}
         self.sock.sendall(self.session.seal(hello))
         return True
 
@@ -301,14 +301,14 @@ def good_agent(controller):
     controller.server.publish("10.9.0.100", set_for(1, "10.9.0.2/32"))
     message = peer.receive()
     assert message["type"] == "params" and message["set"]["generation"] == 1
-    peer.sock.sendall(peer.session.seal(protocol.ack_message(1, [])))
+    peer.sock.sendall(peer.session.seal(messages.ack_message(1, [])))
     wait_for(lambda: controller.acked(1), "the good agent's first ack")
     yield peer
     # Still connected and served after whatever the test did to the server.
     controller.server.publish("10.9.0.100", set_for(99, "10.9.0.2/32"))
     message = peer.receive()
     assert message is not None and message["set"]["generation"] == 99
-    peer.sock.sendall(peer.session.seal(protocol.ack_message(99, [])))
+    peer.sock.sendall(peer.session.seal(messages.ack_message(99, [])))
     wait_for(lambda: controller.acked(99), "the good agent's last ack")
     assert "10.9.0.100" in controller.server.connected_hosts()
     peer.close()
@@ -336,7 +336,7 @@ def test_wrong_secret_gets_nothing_after_the_challenge(controller, good_agent):
     [
         (lambda peer: peer.sock.sendall((100 * 1024 * 1024).to_bytes(4, "big")),
          "frame of 104857600 bytes exceeds the 1024-byte limit"),
-        (lambda peer: peer.sock.sendall(protocol.frame(b'{"type": "auth", "nonce": ')), "auth: invalid JSON"),
+        (lambda peer: peer.sock.sendall(framing.frame(b'{"type": "auth", "nonce": ')), "auth: invalid JSON"),
         (lambda peer: peer.send_json({"type": "hello"}), "type: expected auth"),
         (lambda peer: peer.send_json({"type": "auth", "nonce": "00", "mac": "00"}), "nonce must be 32 bytes"),
     ],
@@ -355,7 +355,7 @@ def sealed_raw(peer, body):
     session = peer.session
     mac = hmac.new(session._send_key, struct.pack("!Q", session._sent) + body, hashlib.sha256).digest()
     session._sent += 1
-    return protocol.frame(mac + body)
+    return framing.frame(mac + body)
 
 
 @pytest.mark.parametrize(
@@ -363,15 +363,15 @@ def sealed_raw(peer, body):
     [
         (lambda peer: peer.sock.sendall(sealed_raw(peer, b'{"type": "ack", "generation": 1, "res')),
          "invalid JSON"),
-        (lambda peer: peer.sock.sendall(protocol.frame(b"\0" * 32 + b'{"type": "reject"}')), "bad MAC"),
+        (lambda peer: peer.sock.sendall(framing.frame(b"\0" * 32 + b'{"type": "reject"}')), "bad MAC"),
         (lambda peer: peer.sock.sendall(peer.session.seal({"type": "shutdown"})), "expected ack or reject"),
-        (lambda peer: peer.sock.sendall(peer.session.seal(protocol.ack_message(1, [{"dst": 5}]))),
+        (lambda peer: peer.sock.sendall(peer.session.seal(messages.ack_message(1, [{"dst": 5}]))),
          "results[0].dst: 5 is not a string"),
-        (lambda peer: peer.sock.sendall(peer.session.seal(protocol.ack_message(42, []))),
+        (lambda peer: peer.sock.sendall(peer.session.seal(messages.ack_message(42, []))),
          "ack for generation 42, which was not sent to it"),
-        (lambda peer: peer.sock.sendall((protocol.MAX_FRAME_BYTES + 1).to_bytes(4, "big")),
+        (lambda peer: peer.sock.sendall((limits.MAX_FRAME_BYTES + 1).to_bytes(4, "big")),
          "exceeds the 8388608-byte limit"),
-        (lambda peer: [peer.sock.sendall(peer.session.seal(protocol.reject_message(None, "spam")))
+        (lambda peer: [peer.sock.sendall(peer.session.seal(messages.reject_message(None, "spam")))
                        for _ in range(200)], "flooding"),
     ],
     ids=["truncated-json", "forged-mac", "unknown-type", "bad-ack", "unsent-generation", "oversized", "flood"],

@@ -4,14 +4,13 @@ flow counting, topology, forwarding messages, configuration and state."""
 import types
 
 import pytest
+from helpers import write_inventory
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
 from ryu_app import arp, config, delay, forwarding, store
 from ryu_app.flowcount import FlowCounter
 from ryu_app.planner import Plan
 from ryu_app.topology import Topology
-
-from helpers import write_inventory
 
 
 def fake_datapath(dpid=1):

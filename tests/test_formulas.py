@@ -3,11 +3,10 @@
 import math
 
 import pytest
+from helpers import star
 
 from ryu_app import formulas, inventory
 from ryu_app.planner import Plan
-
-from helpers import star
 
 
 def plan_of(document):

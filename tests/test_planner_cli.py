@@ -6,10 +6,9 @@ import subprocess
 import sys
 
 import pytest
+from helpers import star, write_inventory
 
 from ryu_app import cli
-
-from helpers import star, write_inventory
 
 
 def run_plan(capsys, path, *extra):

@@ -6,7 +6,14 @@ import pytest
 import yaml
 
 from ryu_app import inventory as controller_inventory
-from topo.fabrics import DEEP_BUFFER, SHALLOW_BUFFER, FatTreeTopo, LeafSpineTopo, StarTopo, topos
+from topo.fabrics import (
+    DEEP_BUFFER,
+    SHALLOW_BUFFER,
+    FatTreeTopo,
+    LeafSpineTopo,
+    StarTopo,
+    topos,
+)
 
 
 def degree(document):

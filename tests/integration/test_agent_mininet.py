@@ -9,12 +9,11 @@ import re
 import sys
 
 import pytest
+from triangle import TriangleTopo
 
 from experiments.emulation import emulate
 from ryu_app import store
 from ryu_app.process import ControllerProcess, free_port, wait_for
-
-from triangle import TriangleTopo
 
 FAST = {"probe_s": 0.5, "flow_stats_s": 0.5, "recompute_s": 0.5}
 _METRIC = {

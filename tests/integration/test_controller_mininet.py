@@ -7,13 +7,12 @@ import sys
 import time
 
 import pytest
+from triangle import TriangleTopo
 
 from experiments.emulation import emulate
 from ryu_app import formulas, inventory, store
 from ryu_app.planner import Plan
 from ryu_app.process import ControllerProcess, wait_for
-
-from triangle import TriangleTopo
 
 FAST = {"probe_s": 0.5, "flow_stats_s": 0.5, "recompute_s": 0.5}
 

@@ -1,4 +1,4 @@
-"""The channel protocol and parameter-set validation (agent/protocol.py),
+"""The channel protocol and parameter-set validation (agent/wire package),
 without sockets or a kernel: every class of bad input is refused with a
 message naming the field."""
 
@@ -6,8 +6,10 @@ import json
 
 import pytest
 
-from agent import protocol
-from agent.protocol import AuthenticationError, ProtocolError, ValidationError
+from validation import ValidationError
+from wire import framing, limits, messages, paramset, session
+from wire.framing import ProtocolError
+from wire.session import AuthenticationError
 
 
 def route(**overrides):
@@ -24,7 +26,7 @@ def param_set(*routes, generation=7):
 
 
 def test_valid_set_is_normalised():
-    validated = protocol.validate_param_set(
+    validated = paramset.validate_param_set(
         param_set(route(dst="10.0.0.2"), route(dst="2001:DB8::5", cwnd_clamp=None, quickack=False),
                   route(dst="10.1.0.0/16", rto_min_ms=1000, initcwnd=256, cwnd_clamp=65535))
     )
@@ -39,11 +41,11 @@ def test_valid_set_is_normalised():
 
 
 def test_empty_route_list_is_a_valid_set():
-    assert protocol.validate_param_set({"generation": 1, "routes": []}) == {"generation": 1, "routes": []}
+    assert paramset.validate_param_set({"generation": 1, "routes": []}) == {"generation": 1, "routes": []}
 
 
 def test_lowest_bounds_are_accepted():
-    protocol.validate_param_set(param_set(route(rto_min_ms=1, initcwnd=1, cwnd_clamp=1)))
+    paramset.validate_param_set(param_set(route(rto_min_ms=1, initcwnd=1, cwnd_clamp=1)))
 
 
 # -- every class of bad input ----------------------------------------------------
@@ -86,35 +88,48 @@ def test_lowest_bounds_are_accepted():
 )
 def test_bad_sets_are_refused_naming_the_field(document, message):
     with pytest.raises(ValidationError) as caught:
-        protocol.validate_param_set(document)
+        paramset.validate_param_set(document)
     assert str(caught.value) == message
 
 
-def test_stale_generation_is_refused():
-    with pytest.raises(ValidationError, match=r"^generation: 7 is not newer than the applied generation 7$"):
-        protocol.validate_param_set(param_set(generation=7), applied_generation=7)
+def test_the_generation_rule():
+    """Older is refused; the applied set itself may come again, unchanged."""
+    applied = paramset.validate_param_set(param_set(generation=7))
     with pytest.raises(ValidationError, match=r"^generation: 6 is not newer than the applied generation 7$"):
-        protocol.validate_param_set(param_set(generation=6), applied_generation=7)
-    assert protocol.validate_param_set(param_set(generation=8), applied_generation=7)["generation"] == 8
+        paramset.check_generation(paramset.validate_param_set(param_set(generation=6)), 7, applied)
+    with pytest.raises(ValidationError, match=r"^generation: 7 is not newer than the applied generation 7$"):
+        paramset.check_generation(applied, 7)
+    with pytest.raises(ValidationError, match="^generation: 7 was already applied with different routes"):
+        paramset.check_generation(paramset.validate_param_set({"generation": 7, "routes": []}), 7, applied)
+    paramset.check_generation(applied, 7, applied)
+    paramset.check_generation(paramset.validate_param_set(param_set(generation=8)), 7, applied)
+    paramset.check_generation(applied, None)
+
+
+def test_zone_ids_and_deep_nesting_are_refused():
+    with pytest.raises(ValidationError, match=r"^routes\[0\]\.dst: .*zone id"):
+        paramset.validate_param_set(param_set(route(dst="fe80::1%v0")))
+    with pytest.raises(ValidationError, match="nested 1000 levels deep"):
+        paramset.parse_param_set(b"[" * 1000)
 
 
 def test_truncated_json_is_refused_with_its_position():
     body = json.dumps(param_set()).encode()[:-5]
     with pytest.raises(ValidationError, match=r"^set.json: invalid JSON at line 1 column \d+: "):
-        protocol.parse_param_set(body, where="set.json")
+        paramset.parse_param_set(body, where="set.json")
 
 
 def test_non_json_constants_and_bad_utf8_are_refused():
     with pytest.raises(ValidationError, match="NaN is not allowed"):
-        protocol.parse_param_set(b'{"generation": NaN, "routes": []}')
+        paramset.parse_param_set(b'{"generation": NaN, "routes": []}')
     with pytest.raises(ValidationError, match="not UTF-8"):
-        protocol.parse_param_set(b'{"generation": 1, "routes": ["\xff"]}')
+        paramset.parse_param_set(b'{"generation": 1, "routes": ["\xff"]}')
 
 
 def test_oversized_set_is_refused_before_parsing():
-    body = b" " * (protocol.MAX_FRAME_BYTES + 1)
+    body = b" " * (limits.MAX_FRAME_BYTES + 1)
     with pytest.raises(ValidationError, match="exceeds the 8388608-byte limit"):
-        protocol.parse_param_set(body)
+        paramset.parse_param_set(body)
 
 
 # -- framing -----------------------------------------------------------------------
@@ -122,9 +137,9 @@ def test_oversized_set_is_refused_before_parsing():
 
 def test_frames_survive_arbitrary_splits():
     messages = [b"{}", b'{"type":"x"}', b"a" * 5000]
-    wire = b"".join(protocol.frame(m) for m in messages)
+    wire = b"".join(framing.frame(m) for m in messages)
     for step in (1, 3, 7, 4096):
-        decoder = protocol.FrameDecoder()
+        decoder = framing.FrameDecoder()
         out = []
         for i in range(0, len(wire), step):
             out.extend(decoder.feed(wire[i : i + step]))
@@ -133,33 +148,33 @@ def test_frames_survive_arbitrary_splits():
 
 
 def test_oversized_frame_header_is_refused_before_the_body():
-    decoder = protocol.FrameDecoder(limit=1024)
+    decoder = framing.FrameDecoder(limit=1024)
     with pytest.raises(ProtocolError, match="frame of 1025 bytes exceeds the 1024-byte limit"):
         decoder.feed((1025).to_bytes(4, "big"))
 
 
 def test_frame_refuses_to_build_oversized_message():
     with pytest.raises(ProtocolError):
-        protocol.frame(b"x" * (protocol.MAX_FRAME_BYTES + 1))
+        framing.frame(b"x" * (limits.MAX_FRAME_BYTES + 1))
 
 
 # -- messages ----------------------------------------------------------------------
 
 
 def test_message_schemas_refuse_unknown_missing_and_mistyped_fields():
-    good = protocol.ack_message(3, [{"dst": "10.0.0.2/32", "status": "applied", "dev": "h1-eth0",
+    good = messages.ack_message(3, [{"dst": "10.0.0.2/32", "status": "applied", "dev": "h1-eth0",
                                      "gateway": None, "table": 254}])
-    assert protocol.check_message(good, "ack") == "ack"
+    assert messages.check_message(good, "ack") == "ack"
     with pytest.raises(ProtocolError, match="unknown key"):
-        protocol.check_message({**good, "extra": 1}, "ack")
+        messages.check_message({**good, "extra": 1}, "ack")
     with pytest.raises(ProtocolError, match="generation: missing"):
-        protocol.check_message({"type": "ack", "results": []}, "ack")
+        messages.check_message({"type": "ack", "results": []}, "ack")
     with pytest.raises(ProtocolError, match=r"results\[0\].status"):
-        protocol.check_message(protocol.ack_message(3, [{"dst": "x", "status": "maybe"}]), "ack")
+        messages.check_message(messages.ack_message(3, [{"dst": "x", "status": "maybe"}]), "ack")
     with pytest.raises(ProtocolError, match="expected params"):
-        protocol.check_message(good, "params")
+        messages.check_message(good, "params")
     with pytest.raises(ProtocolError, match="expected a known message type"):
-        protocol.check_message({"type": "shutdown"})
+        messages.check_message({"type": "shutdown"})
 
 
 # -- authentication ----------------------------------------------------------------
@@ -169,46 +184,46 @@ SECRET = b"correct horse battery staple"
 
 
 def test_challenge_response_proves_the_secret_both_ways_without_sending_it():
-    controller_nonce = protocol.new_nonce()
-    auth, agent_nonce = protocol.auth_message(SECRET, protocol.challenge_message(controller_nonce))
+    controller_nonce = session.new_nonce()
+    auth, agent_nonce = messages.auth_message(SECRET, messages.challenge_message(controller_nonce))
     assert SECRET.decode() not in json.dumps(auth)
-    assert protocol.macs_equal(protocol.agent_mac(SECRET, controller_nonce, agent_nonce), auth["mac"])
-    assert not protocol.macs_equal(protocol.agent_mac(b"wrong", controller_nonce, agent_nonce), auth["mac"])
+    assert session.macs_equal(session.agent_mac(SECRET, controller_nonce, agent_nonce), auth["mac"])
+    assert not session.macs_equal(session.agent_mac(b"wrong", controller_nonce, agent_nonce), auth["mac"])
     # The controller's proof is not the agent's reflected back.
-    welcome = protocol.welcome_message(SECRET, agent_nonce, controller_nonce)
+    welcome = messages.welcome_message(SECRET, agent_nonce, controller_nonce)
     assert welcome["mac"] != auth["mac"]
-    assert protocol.macs_equal(protocol.controller_mac(SECRET, agent_nonce, controller_nonce), welcome["mac"])
+    assert session.macs_equal(session.controller_mac(SECRET, agent_nonce, controller_nonce), welcome["mac"])
 
 
 def test_malformed_nonce_is_an_authentication_error():
     with pytest.raises(AuthenticationError):
-        protocol.agent_mac(SECRET, "00" * 32, "zz")
+        session.agent_mac(SECRET, "00" * 32, "zz")
     with pytest.raises(AuthenticationError):
-        protocol.agent_mac(SECRET, "00" * 32, "00" * 8)
+        session.agent_mac(SECRET, "00" * 32, "00" * 8)
 
 
 def test_version_mismatch_is_refused():
-    challenge = protocol.challenge_message(protocol.new_nonce())
+    challenge = messages.challenge_message(session.new_nonce())
     challenge["version"] = 99
     with pytest.raises(ProtocolError, match="version 99"):
-        protocol.auth_message(SECRET, challenge)
+        messages.auth_message(SECRET, challenge)
 
 
 def session_pair(secret_agent=SECRET, secret_controller=SECRET):
-    controller_nonce, agent_nonce = protocol.new_nonce(), protocol.new_nonce()
-    return (protocol.Session(secret_agent, controller_nonce, agent_nonce, "agent"),
-            protocol.Session(secret_controller, controller_nonce, agent_nonce, "controller"))
+    controller_nonce, agent_nonce = session.new_nonce(), session.new_nonce()
+    return (session.Session(secret_agent, controller_nonce, agent_nonce, "agent"),
+            session.Session(secret_controller, controller_nonce, agent_nonce, "controller"))
 
 
 def body_of(frame_bytes):
-    (frame,) = protocol.FrameDecoder().feed(frame_bytes)
+    (frame,) = framing.FrameDecoder().feed(frame_bytes)
     return frame
 
 
 def test_session_messages_round_trip_in_order():
     agent, controller = session_pair()
     for generation in (1, 2, 3):
-        assert controller.open(body_of(agent.seal(protocol.reject_message(generation, "x"))))["generation"] == generation
+        assert controller.open(body_of(agent.seal(messages.reject_message(generation, "x"))))["generation"] == generation
     assert agent.open(body_of(controller.seal({"type": "params", "set": {}}))) == {"type": "params", "set": {}}
 
 
@@ -244,7 +259,7 @@ def test_session_refuses_a_frame_too_short_for_a_mac():
 def test_secret_file_is_stripped_and_must_not_be_empty(tmp_path):
     path = tmp_path / "secret"
     path.write_bytes(b"  s3cret-value\n")
-    assert protocol.read_secret(str(path)) == b"s3cret-value"
+    assert session.read_secret(str(path)) == b"s3cret-value"
     path.write_bytes(b"\n")
     with pytest.raises(ValueError, match="empty"):
-        protocol.read_secret(str(path))
+        session.read_secret(str(path))

@@ -1,0 +1,200 @@
+"""One way to check every input that comes from outside: pydantic models.
+
+The controller configuration, the inventory, the topology arguments and
+every message on the agent channel are declared as models of `Strict`
+(docs/design.md, "Validation"). Strict means:
+
+- a boolean is never a number and 14.0 is not an integer;
+- NaN and infinity are refused wherever a number is expected;
+- unknown keys are refused, and a required key that is missing is named.
+
+`check` turns pydantic's errors into one `ValidationError` naming the field
+as a path (``routes[3].initcwnd``) and the problem in a short sentence.
+`load_json` reads JSON from outside with a nesting limit, so a deeply
+nested document is refused instead of exhausting the parser's stack.
+"""
+
+import json
+import re
+from typing import Annotated, Any, TypeVar
+
+import pydantic
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+#: The deepest nesting of JSON any input may have (the deepest real one is 4).
+MAX_JSON_DEPTH = 32
+
+
+class ValidationError(ValueError):
+    """A field of an input is wrong.
+
+    `field` is where (``routes[3].initcwnd``), `problem` what; ``str()``
+    gives both, ready for a log line, an exit message or a reject message.
+    """
+
+    def __init__(self, field: str, problem: str):
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field}: {problem}" if field else problem)
+
+
+class Strict(BaseModel):
+    """Base of every input model: strict types, no unknown keys, finite numbers."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def check(model: type[Model], data: Any, where: str = "") -> Model:
+    """Validate data against a model; raise ValidationError naming the first bad field.
+
+    where prefixes the field path (a file name, ``routes[2]``).
+    """
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as error:
+        first = error.errors()[0]
+        raise ValidationError(_join(where, field_path(first["loc"])), _problem(first)) from None
+
+
+def field_path(loc: tuple) -> str:
+    """('routes', 3, 'initcwnd') -> 'routes[3].initcwnd'."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif not str(part).startswith(("function-", "union[", "nullable[")):
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def _join(where: str, field: str) -> str:
+    if not where:
+        return field
+    if not field or field.startswith("["):
+        return where + field
+    return f"{where}.{field}"
+
+
+def int_range(low: int, high: int) -> Any:
+    """An integer type with inclusive bounds, named in the error."""
+
+    def within(value: int) -> int:
+        if not low <= value <= high:
+            raise ValueError(f"{value} is out of range {low}..{high}")
+        return value
+
+    return Annotated[int, AfterValidator(within)]
+
+
+def number_at_least(low: float) -> Any:
+    """A finite number (an integer is one too) no smaller than low."""
+    return Annotated[float, Field(ge=low)]
+
+
+def positive_number() -> Any:
+    """A finite number above 0."""
+    return Annotated[float, Field(gt=0)]
+
+
+def bounded_string(max_length: int) -> Any:
+    """A string of at most max_length characters."""
+    return Annotated[str, Field(max_length=max_length)]
+
+
+_PHRASES = {
+    "missing": "missing",
+    "extra_forbidden": "unknown key",
+    "int_type": "{value} is not an integer",
+    "float_type": "{value} is not a number",
+    "finite_number": "{value} is not a finite number",
+    "string_type": "{value} is not a string",
+    "bool_type": "{value} is not true or false",
+    "list_type": "{value} is not a list",
+    "tuple_type": "{value} is not a list",
+    "dict_type": "{value} is not an object",
+    "model_type": "{value} is not an object",
+    "model_attributes_type": "{value} is not an object",
+    "none_required": "{value} must be null",
+    "greater_than_equal": "{value} is below the minimum {ge}",
+    "greater_than": "{value} must be above {gt}",
+    "less_than_equal": "{value} is above the maximum {le}",
+    "less_than": "{value} must be below {lt}",
+    "string_too_long": "longer than {max_length} characters",
+    "string_too_short": "shorter than {min_length} characters",
+    "too_long": "more than {max_length} items",
+    "too_short": "fewer than {min_length} items",
+    "literal_error": "{value} is not one of {expected}",
+}
+
+
+def _problem(error: dict) -> str:
+    kind = error["type"]
+    context = dict(error.get("ctx") or {})
+    if kind in ("value_error", "assertion_error") and "error" in context:
+        return str(context["error"])
+    if kind == "union_tag_invalid" or kind not in _PHRASES:
+        return str(error["msg"])
+    return _PHRASES[kind].format(value=show(error.get("input")), **{k: str(v) for k, v in context.items()})
+
+
+def show(value: Any) -> str:
+    """A value as an error message quotes it: JSON where possible, cut to 60 characters."""
+    try:
+        text = json.dumps(value, allow_nan=True)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a value's type, for messages."""
+    kinds = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return kinds.get(type(value), "a number")
+
+
+class JSONError(ValueError):
+    """Bytes that are not one acceptable JSON document."""
+
+
+def load_json(body: bytes, where: str = "input", max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Parse JSON from outside: UTF-8, no NaN or infinity, nesting at most max_depth.
+
+    The depth is counted on the raw text before parsing, so a document of a
+    thousand brackets never reaches the recursive parser.
+    """
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise JSONError(f"{where}: not UTF-8 ({error.reason} at byte {error.start})") from None
+    depth = nesting_depth(text)
+    if depth > max_depth:
+        raise JSONError(f"{where}: nested {depth} levels deep, more than the limit of {max_depth}")
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as error:
+        raise JSONError(f"{where}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}") from None
+    except ValueError as error:
+        raise JSONError(f"{where}: invalid JSON ({error})") from None
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest bracket nesting of a JSON text, brackets inside strings not counted."""
+    depth = deepest = 0
+    for match in _BRACKET.finditer(_JSON_STRING.sub("", text)):
+        if match.group() in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed")

@@ -1,0 +1,19 @@
+"""Numbers both peers agree on: protocol version, frame sizes, parameter ranges."""
+
+VERSION = 1
+
+#: Largest frame either side accepts once authenticated (a 10 000-route set is about 1 MB).
+MAX_FRAME_BYTES = 8 * 1024 * 1024
+#: Largest frame accepted before authentication (challenge, auth, welcome).
+MAX_HANDSHAKE_FRAME_BYTES = 1024
+#: Largest hello the controller accepts.
+MAX_HELLO_FRAME_BYTES = 64 * 1024
+
+NONCE_BYTES = 32
+MAC_BYTES = 32
+
+#: Inclusive ranges of the route parameters an agent accepts.
+RTO_MIN_MS = (1, 1000)
+INITCWND = (1, 256)
+CWND_CLAMP = (1, 65535)
+GENERATION = (1, 2**63 - 1)
