@@ -19,6 +19,7 @@ import re
 from typing import Annotated, Any, TypeVar
 
 import pydantic
+import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 #: The deepest nesting of JSON any input may have (the deepest real one is 4).
@@ -137,7 +138,14 @@ def _problem(error: dict) -> str:
         return str(context["error"])
     if kind == "union_tag_invalid" or kind not in _PHRASES:
         return str(error["msg"])
-    return _PHRASES[kind].format(value=show(error.get("input")), **{k: str(v) for k, v in context.items()})
+    return _PHRASES[kind].format(value=show(error.get("input")), **{k: _plain(v) for k, v in context.items()})
+
+
+def _plain(value: Any) -> str:
+    """A bound as people write it: 0, not 0.0."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def show(value: Any) -> str:
@@ -194,6 +202,30 @@ def nesting_depth(text: str) -> int:
         else:
             depth -= 1
     return deepest
+
+
+def load_yaml(text: str, where: str = "input", max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Parse YAML from outside (safe loader), nesting at most max_depth.
+
+    The depth is counted on the parser's events, which are produced without
+    recursion, before the recursive composer builds the document.
+    """
+    try:
+        depth = deepest = 0
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                depth += 1
+                deepest = max(deepest, depth)
+                if deepest > max_depth:
+                    raise ValidationError(where, f"nested more than {max_depth} levels deep")
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                depth -= 1
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise ValidationError(where, f"YAML syntax error{at}: {problem}") from None
 
 
 def _refuse_constant(name: str) -> Any:

@@ -1,4 +1,4 @@
-"""Controller configuration: a YAML file, every value with a documented default.
+"""Controller configuration: a YAML file, every value with a default (docs/design.md, "Validation").
 
     openflow:  {host: 127.0.0.1, port: 6653}      # where switches connect
     agents:    {host: 127.0.0.1, port: 6700, secret_file: null}
@@ -11,117 +11,133 @@
     bounds:    {mss_bytes: 1448, rto_min_ms: [1, 200], initcwnd: [1, 64], cwnd: [1, 65535]}
     log_level: info
 
-Relative paths are taken relative to the configuration file.
+The defaults are the models' own (`ControllerConfig`); relative paths are
+taken relative to the configuration file.
 """
 
-import copy
 import os
+from typing import Annotated, Any, Literal
 
 import yaml
+from pydantic import Field
 
+import validation
+from ryu_app import formulas
 from ryu_app.formulas import Bounds
+from validation import Strict, int_range, number_at_least, positive_number
 from wire.limits import CWND_CLAMP, INITCWND, RTO_MIN_MS
 
-DEFAULTS = {
-    "openflow": {"host": "127.0.0.1", "port": 6653},
-    "agents": {"host": "127.0.0.1", "port": 6700, "secret_file": None},
-    "inventory": None,
-    "database": "otcp-controller.db",
-    "intervals": {"probe_s": 1.0, "flow_stats_s": 1.0, "recompute_s": 2.0},
-    "delay_window": 10,
-    "defaults": {"capacity_mbps": 1000, "buffer_bytes": 131072, "host_link_delay_us": 10},
-    "bounds": {"mss_bytes": 1448, "rto_min_ms": [1, 200], "initcwnd": [1, 64], "cwnd": [1, 65535]},
-    "log_level": "info",
-}
-_LOG_LEVELS = ("debug", "info", "warning", "error")
 # Bounds beyond what agents accept could never be applied.
 AGENT_LIMITS = {"rto_min_ms": RTO_MIN_MS[1], "initcwnd": INITCWND[1], "cwnd": CWND_CLAMP[1]}
+
+Port = int_range(1, 65535)
+Interval = number_at_least(0.05)
+BoundPair = Annotated[list[int], Field(min_length=2, max_length=2)]
+
+
+class OpenFlowSection(Strict):
+    """Where switches connect."""
+
+    host: str = "127.0.0.1"
+    port: Port = 6653  # type: ignore[valid-type]
+
+
+class AgentsSection(Strict):
+    """The agent channel; off without a secret file."""
+
+    host: str = "127.0.0.1"
+    port: Port = 6700  # type: ignore[valid-type]
+    secret_file: str | None = None
+
+
+class IntervalsSection(Strict):
+    """How often to probe delays, poll flow statistics and re-plan, in seconds."""
+
+    probe_s: Interval = 1.0  # type: ignore[valid-type]
+    flow_stats_s: Interval = 1.0  # type: ignore[valid-type]
+    recompute_s: Interval = 2.0  # type: ignore[valid-type]
+
+
+class DefaultsSection(Strict):
+    """Facts of links that neither the inventory nor a measurement describes."""
+
+    capacity_mbps: positive_number() = formulas.DEFAULT_CAPACITY_MBPS  # type: ignore[valid-type]
+    buffer_bytes: number_at_least(0) = formulas.DEFAULT_BUFFER_BYTES  # type: ignore[valid-type]
+    host_link_delay_us: number_at_least(0) = formulas.DEFAULT_LINK_DELAY_US  # type: ignore[valid-type]
+
+
+class BoundsSection(Strict):
+    """The segment size and the [low, high] limits every parameter is clamped to."""
+
+    mss_bytes: int_range(1, 65535) = formulas.DEFAULT_MSS_BYTES  # type: ignore[valid-type]
+    rto_min_ms: BoundPair = [1, 200]
+    initcwnd: BoundPair = [1, 64]
+    cwnd: BoundPair = [1, 65535]
+
+
+class ControllerConfig(Strict):
+    """The whole configuration file."""
+
+    openflow: OpenFlowSection = OpenFlowSection()
+    agents: AgentsSection = AgentsSection()
+    inventory: str | None = None
+    database: str = "otcp-controller.db"
+    intervals: IntervalsSection = IntervalsSection()
+    delay_window: int_range(1, 100_000) = 10  # type: ignore[valid-type]
+    defaults: DefaultsSection = DefaultsSection()
+    bounds: BoundsSection = BoundsSection()
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
 
 
 class ConfigError(ValueError):
     """A bad configuration value: names the file and the key."""
 
 
-def load(path):
+def load(path: str) -> dict:
     """Read the configuration at path, fill in defaults and validate it."""
     try:
         with open(path, encoding="utf-8") as handle:
-            document = yaml.safe_load(handle) or {}
+            document = validation.load_yaml(handle.read(), path)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: YAML syntax error: {exc}") from None
-    return validate(document, path)
+    except validation.ValidationError as error:
+        raise ConfigError(str(error)) from None
+    return validate(document or {}, path)
 
 
-def validate(document, path="<config>"):
-    """Merge document over DEFAULTS and check every value; return a dict."""
+def validate(document: Any, path: str = "<config>") -> dict:
+    """Check document against ControllerConfig; return the filled-in configuration as a dict.
 
-    def fail(key, problem):
-        raise ConfigError(f"{path}: {key}: {problem}")
-
-    if not isinstance(document, dict):
-        fail("top level", "expected a mapping")
-    config = copy.deepcopy(DEFAULTS)
-    for key, value in document.items():
-        if key not in DEFAULTS:
-            fail(key, f"unknown key (allowed: {', '.join(DEFAULTS)})")
-        if isinstance(DEFAULTS[key], dict):
-            if not isinstance(value, dict):
-                fail(key, "expected a mapping")
-            for sub, subvalue in value.items():
-                if sub not in DEFAULTS[key]:
-                    fail(f"{key}.{sub}", f"unknown key (allowed: {', '.join(DEFAULTS[key])})")
-                config[key][sub] = subvalue
-        else:
-            config[key] = value
-
-    def number(key, value, minimum, integer=False):
-        kinds = (int,) if integer else (int, float)
-        if isinstance(value, bool) or not isinstance(value, kinds) or value < minimum:
-            fail(key, f"expected {'an integer' if integer else 'a number'} >= {minimum}, got {value!r}")
-
-    for section in ("openflow", "agents"):
-        if not isinstance(config[section]["host"], str):
-            fail(f"{section}.host", "expected an address")
-        number(f"{section}.port", config[section]["port"], 1, integer=True)
-        if config[section]["port"] > 65535:
-            fail(f"{section}.port", f"{config[section]['port']} is not a TCP port")
-    for key, value in config["intervals"].items():
-        number(f"intervals.{key}", value, 0.05)
-    number("delay_window", config["delay_window"], 1, integer=True)
-    number("defaults.capacity_mbps", config["defaults"]["capacity_mbps"], 1e-9)
-    number("defaults.buffer_bytes", config["defaults"]["buffer_bytes"], 0)
-    number("defaults.host_link_delay_us", config["defaults"]["host_link_delay_us"], 0)
-    if config["log_level"] not in _LOG_LEVELS:
-        fail("log_level", f"expected one of {', '.join(_LOG_LEVELS)}")
-    config["bounds"] = _bounds(config["bounds"], fail)
+    `bounds` becomes a formulas.Bounds; paths become absolute.
+    """
+    try:
+        config = validation.check(ControllerConfig, document).model_dump()
+        config["bounds"] = _bounds(config["bounds"])
+    except validation.ValidationError as error:
+        raise ConfigError(f"{path}: {error}") from None
     base = os.path.dirname(os.path.abspath(path)) if path != "<config>" else os.getcwd()
     for key in ("inventory", "database"):
         if config[key] is not None:
-            if not isinstance(config[key], str):
-                fail(key, "expected a path")
             config[key] = os.path.join(base, config[key])
-    secret = config["agents"]["secret_file"]
-    if secret is not None:
-        config["agents"]["secret_file"] = os.path.join(base, secret)
-        if not os.path.isfile(config["agents"]["secret_file"]):
-            fail("agents.secret_file", f"{config['agents']['secret_file']}: no such file")
+    agents = config["agents"]
+    if agents["secret_file"] is not None:
+        agents["secret_file"] = os.path.join(base, agents["secret_file"])
+        if not os.path.isfile(agents["secret_file"]):
+            raise ConfigError(f"{path}: agents.secret_file: {agents['secret_file']}: no such file")
     if config["inventory"] is not None and not os.path.isfile(config["inventory"]):
-        fail("inventory", f"{config['inventory']}: no such file")
+        raise ConfigError(f"{path}: inventory: {config['inventory']}: no such file")
     return config
 
 
-def _bounds(section, fail):
+def _bounds(section: dict) -> Bounds:
     values = {"mss_bytes": section["mss_bytes"]}
     for name in ("rto_min_ms", "initcwnd", "cwnd"):
-        pair = section[name]
-        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int) for v in pair)):
-            fail(f"bounds.{name}", f"expected [low, high] integers, got {pair!r}")
-        values[name + "_low"], values[name + "_high"] = pair
-        if pair[1] > AGENT_LIMITS[name]:
-            fail(f"bounds.{name}", f"high bound {pair[1]} is above what agents accept ({AGENT_LIMITS[name]})")
+        low, high = section[name]
+        values[name + "_low"], values[name + "_high"] = low, high
+        if high > AGENT_LIMITS[name]:
+            raise validation.ValidationError(
+                f"bounds.{name}", f"high bound {high} is above what agents accept ({AGENT_LIMITS[name]})")
     try:
         return Bounds(**values)
-    except (TypeError, ValueError) as exc:
-        fail("bounds", str(exc))
+    except ValueError as error:
+        raise validation.ValidationError("bounds", str(error)) from None

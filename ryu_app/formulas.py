@@ -9,6 +9,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+#: Defaults, defined here once: the segment size, and the facts of a link
+#: neither the inventory nor a measurement describes.
+DEFAULT_MSS_BYTES = 1448
+DEFAULT_CAPACITY_MBPS = 1000
+DEFAULT_BUFFER_BYTES = 131072
+DEFAULT_LINK_DELAY_US = 10
+
 # Float sums of microsecond delays land a hair beside whole numbers
 # (13.7 ms -> 13.700000000000001); the tolerance keeps ceil/floor honest.
 _ROUNDING_SLACK = 1e-9
@@ -18,7 +25,7 @@ _ROUNDING_SLACK = 1e-9
 class Bounds:
     """Configurable limits and segment size the formulas clamp to."""
 
-    mss_bytes: int = 1448
+    mss_bytes: int = DEFAULT_MSS_BYTES
     rto_min_ms_low: int = 1
     rto_min_ms_high: int = 200
     initcwnd_low: int = 1

@@ -1,35 +1,93 @@
-"""Read and validate an operator's inventory (design note section 4).
+"""Read and validate an operator's inventory (docs/design.md, "Parameter set" and "Validation").
 
 An inventory declares switches, hosts, links and optionally active flows.
-Every problem is reported as one InventoryError naming the file, the entry
-and what is wrong, before anything uses the inventory.
+Its shape is checked by the models below; what refers to what (unknown
+nodes, duplicates, single-homed hosts) by `_resolve`. Every problem is one
+InventoryError naming the file, the entry and what is wrong, before
+anything uses the inventory.
 """
 
 import ipaddress
 from dataclasses import dataclass
+from typing import Annotated, Any
 
-import yaml
+from pydantic import AfterValidator
 
+import validation
 from ryu_app import formulas
 from ryu_app.fabric import Fabric
-
-BUILTIN_DEFAULTS = {"capacity_mbps": 1000, "buffer_bytes": 131072, "delay_us": 10}
-_TOP_LEVEL_KEYS = {"mss_bytes", "defaults", "switches", "hosts", "links", "flows"}
-_LINK_VALUE_KEYS = set(BUILTIN_DEFAULTS)
-_LINK_KEYS = {"a", "b"} | _LINK_VALUE_KEYS
+from validation import Strict, int_range, number_at_least, positive_number
 
 
 class InventoryError(ValueError):
     """A malformed inventory: names the file, the entry and the problem."""
 
 
+def _node_name(value: str | int) -> str:
+    if str(value) == "":
+        raise ValueError("a node name may not be empty")
+    return str(value)
+
+
+def _ip(value: str) -> str:
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise ValueError(f"{value!r} is not an IP address") from None
+
+
+NodeName = Annotated[str | int, AfterValidator(_node_name)]
+
+
+class LinkValues(Strict):
+    """What a link declares, or the defaults declare for every link."""
+
+    capacity_mbps: positive_number() | None = None  # type: ignore[valid-type]
+    buffer_bytes: number_at_least(0) | None = None  # type: ignore[valid-type]
+    delay_us: number_at_least(0) | None = None  # type: ignore[valid-type]
+
+
+class LinkDecl(LinkValues):
+    """One undirected link between two declared nodes."""
+
+    a: NodeName
+    b: NodeName
+
+
+class SwitchDecl(Strict):
+    """A switch's attributes; the dpid ties it to the live switch."""
+
+    dpid: int_range(1, 2**64 - 1) | None = None  # type: ignore[valid-type]
+
+
+class HostDecl(Strict):
+    """A host's address."""
+
+    ip: Annotated[str, AfterValidator(_ip)]
+
+
+class FlowDecl(Strict):
+    """Active flows from one host to another."""
+
+    src: NodeName
+    dst: NodeName
+    count: int_range(1, 2**31 - 1) = 1  # type: ignore[valid-type]
+
+
+class InventoryDocument(Strict):
+    """The whole inventory file."""
+
+    mss_bytes: int_range(1, 65535) = formulas.DEFAULT_MSS_BYTES  # type: ignore[valid-type]
+    defaults: LinkValues = LinkValues()
+    switches: list[NodeName] | dict[NodeName, SwitchDecl | None] = []
+    hosts: dict[NodeName, HostDecl] = {}
+    links: list[LinkDecl] = []
+    flows: list[FlowDecl] = []
+
+
 @dataclass(frozen=True)
 class LinkSpec:
-    """One undirected link as declared; values hold for both directions.
-
-    delay_us is None when neither the link nor the defaults pin it, so the
-    live controller knows to measure it.
-    """
+    """One undirected link as declared; values hold for both directions."""
 
     a: str
     b: str
@@ -50,7 +108,7 @@ class Inventory:
     flows: dict  # (src, dst) -> count
     pinned_delays: set  # frozensets {a, b} of links whose delay the file (or its defaults) gives
 
-    def fabric(self):
+    def fabric(self) -> Fabric:
         """The Fabric these declarations describe."""
         fabric = Fabric(switches=list(self.switches), hosts=dict(self.hosts), flows=dict(self.flows))
         for link in self.links:
@@ -63,106 +121,67 @@ class Inventory:
             )
         return fabric
 
-    def switch_by_dpid(self):
+    def switch_by_dpid(self) -> dict:
+        """{dpid: switch name} for switches that declare a dpid."""
         return {dpid: name for name, dpid in self.switches.items() if dpid is not None}
 
-    def host_by_ip(self):
+    def host_by_ip(self) -> dict:
+        """{IP address: host name}."""
         return {ip: name for name, ip in self.hosts.items()}
 
 
-def load(path):
+def load(path: str) -> Inventory:
     """Read and validate the inventory at path; raise InventoryError."""
     try:
         with open(path, encoding="utf-8") as handle:
-            document = yaml.safe_load(handle)
+            document = validation.load_yaml(handle.read(), path)
     except FileNotFoundError:
         raise InventoryError(f"{path}: no such file") from None
     except OSError as exc:
         raise InventoryError(f"{path}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InventoryError(f"{path}: YAML syntax error{where}: {problem}") from None
+    except validation.ValidationError as error:
+        raise InventoryError(str(error)) from None
     return parse(document, path)
 
 
-def parse(document, path="<inventory>"):
-    """Validate an inventory already parsed from YAML (a dict)."""
-    return _Parser(path).parse(document)
+def parse(document: Any, path: str = "<inventory>") -> Inventory:
+    """Validate an inventory already parsed from YAML (a mapping, or None for an empty file)."""
+    try:
+        declared = validation.check(InventoryDocument, {} if document is None else document)
+    except validation.ValidationError as error:
+        raise InventoryError(f"{path}: {error}") from None
+    return _Resolver(path).resolve(declared)
 
 
-class _Parser:
-    def __init__(self, path):
+_BUILTIN = {"capacity_mbps": formulas.DEFAULT_CAPACITY_MBPS, "buffer_bytes": formulas.DEFAULT_BUFFER_BYTES,
+            "delay_us": formulas.DEFAULT_LINK_DELAY_US}
+
+
+class _Resolver:
+    """Checks what the entries of a well-formed inventory refer to."""
+
+    def __init__(self, path: str):
         self.path = path
 
-    def fail(self, entry, problem):
+    def fail(self, entry: str, problem: str):
         raise InventoryError(f"{self.path}: {entry}: {problem}")
 
-    def number(self, entry, value, minimum, strictly=False, integer=False):
-        kinds = (int,) if integer else (int, float)
-        if isinstance(value, bool) or not isinstance(value, kinds):
-            self.fail(entry, f"expected {'an integer' if integer else 'a number'}, got {value!r}")
-        if value != value or value in (float("inf"), float("-inf")):
-            self.fail(entry, f"expected a finite number, got {value!r}")
-        if strictly and value <= minimum:
-            self.fail(entry, f"must be greater than {minimum}, got {value}")
-        if not strictly and value < minimum:
-            self.fail(entry, f"must not be negative, got {value}")
-        return value
+    def resolve(self, declared: InventoryDocument) -> Inventory:
+        declared_defaults = declared.defaults.model_dump(exclude_none=True)
+        defaults = {**_BUILTIN, **declared_defaults}
+        switches = self.switches(declared.switches)
+        hosts = self.hosts(declared.hosts, switches)
+        links, pinned = self.links(declared.links, switches, hosts, defaults, "delay_us" in declared_defaults)
+        flows = self.flows(declared.flows, hosts)
+        return Inventory(self.path, declared.mss_bytes, switches, hosts, links, flows, pinned)
 
-    def mapping(self, entry, value, allowed):
-        if not isinstance(value, dict):
-            self.fail(entry, f"expected a mapping, got {type(value).__name__}")
-        unknown = sorted(set(map(str, value)) - allowed)
-        if unknown:
-            self.fail(entry, f"unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
-        return value
-
-    def link_value(self, entry, key, value):
-        if key == "capacity_mbps":
-            return self.number(f"{entry}.{key}", value, 0, strictly=True)
-        return self.number(f"{entry}.{key}", value, 0)
-
-    def parse(self, document):
-        if document is None:
-            document = {}
-        self.mapping("top level", document, _TOP_LEVEL_KEYS)
-        mss = self.number("mss_bytes", document.get("mss_bytes", 1448), 0, strictly=True, integer=True)
-        defaults = dict(BUILTIN_DEFAULTS)
-        declared_defaults = document.get("defaults") or {}
-        self.mapping("defaults", declared_defaults, _LINK_VALUE_KEYS)
-        for key, value in declared_defaults.items():
-            defaults[key] = self.link_value("defaults", key, value)
-        switches = self.parse_switches(document.get("switches") or [])
-        hosts = self.parse_hosts(document.get("hosts") or {}, switches)
-        links, pinned = self.parse_links(
-            document.get("links") or [], switches, hosts, defaults, "delay_us" in declared_defaults
-        )
-        flows = self.parse_flows(document.get("flows") or [], hosts)
-        return Inventory(self.path, mss, switches, hosts, links, flows, pinned)
-
-    def name(self, entry, value):
-        if not isinstance(value, (str, int)) or isinstance(value, bool) or str(value) == "":
-            self.fail(entry, f"expected a node name, got {value!r}")
-        return str(value)
-
-    def parse_switches(self, declared):
-        switches = {}
+    def switches(self, declared) -> dict:
         if isinstance(declared, list):
-            items = [(self.name(f"switches[{i}]", name), None) for i, name in enumerate(declared)]
-        elif isinstance(declared, dict):
-            items = []
-            for name, attributes in declared.items():
-                entry = f"switches.{name}"
-                attributes = self.mapping(entry, attributes or {}, {"dpid"})
-                dpid = attributes.get("dpid")
-                if dpid is not None:
-                    dpid = self.number(f"{entry}.dpid", dpid, 0, strictly=True, integer=True)
-                items.append((self.name(entry, name), dpid))
+            items = [(name, None) for name in declared]
         else:
-            self.fail("switches", "expected a list of names or a mapping of name -> {dpid}")
-        dpids = {}
+            items = [(name, attributes.dpid if attributes else None) for name, attributes in declared.items()]
+        switches: dict = {}
+        dpids: dict = {}
         for name, dpid in items:
             if name in switches:
                 self.fail(f"switches.{name}", "declared twice")
@@ -173,39 +192,23 @@ class _Parser:
                 dpids[dpid] = name
         return switches
 
-    def parse_hosts(self, declared, switches):
-        if not isinstance(declared, dict):
-            self.fail("hosts", "expected a mapping of name -> {ip}")
-        hosts, owners = {}, {}
-        for raw_name, attributes in declared.items():
-            name = self.name(f"hosts.{raw_name}", raw_name)
-            entry = f"hosts.{name}"
+    def hosts(self, declared: dict, switches: dict) -> dict:
+        hosts: dict = {}
+        owners: dict = {}
+        for name, attributes in declared.items():
             if name in switches:
-                self.fail(entry, "name is already used by a switch")
-            attributes = self.mapping(entry, attributes or {}, {"ip"})
-            if "ip" not in attributes:
-                self.fail(entry, "missing 'ip'")
-            try:
-                ip = str(ipaddress.ip_address(str(attributes["ip"])))
-            except ValueError:
-                self.fail(f"{entry}.ip", f"{attributes['ip']!r} is not an IP address")
-            if ip in owners:
-                self.fail(f"{entry}.ip", f"{ip} is already the address of {owners[ip]!r}")
-            hosts[name], owners[ip] = ip, name
+                self.fail(f"hosts.{name}", "name is already used by a switch")
+            if attributes.ip in owners:
+                self.fail(f"hosts.{name}.ip", f"{attributes.ip} is already the address of {owners[attributes.ip]!r}")
+            hosts[name], owners[attributes.ip] = attributes.ip, name
         return hosts
 
-    def parse_links(self, declared, switches, hosts, defaults, delay_by_default):
-        if not isinstance(declared, list):
-            self.fail("links", "expected a list")
+    def links(self, declared: list, switches: dict, hosts: dict, defaults: dict, delay_by_default: bool):
         links, seen, pinned = [], {}, set()
-        host_links = {}
+        host_links: dict = {}
         for i, item in enumerate(declared):
             entry = f"links[{i}]"
-            self.mapping(entry, item, _LINK_KEYS)
-            for end in ("a", "b"):
-                if end not in item:
-                    self.fail(entry, f"missing '{end}'")
-            a, b = self.name(f"{entry}.a", item["a"]), self.name(f"{entry}.b", item["b"])
+            a, b = item.a, item.b
             for end, node in (("a", a), ("b", b)):
                 if node not in switches and node not in hosts:
                     self.fail(f"{entry}.{end}", f"unknown node {node!r}")
@@ -220,9 +223,10 @@ class _Parser:
             for node in (a, b):
                 if node in hosts:
                     if node in host_links:
-                        self.fail(entry, f"host {node!r} already has a link (links[{host_links[node]}]); hosts are single-homed")
+                        self.fail(entry, f"host {node!r} already has a link (links[{host_links[node]}]); "
+                                         "hosts are single-homed")
                     host_links[node] = i
-            values = {k: self.link_value(entry, k, item[k]) for k in _LINK_VALUE_KEYS if k in item}
+            values = item.model_dump(exclude_none=True, exclude={"a", "b"})
             if delay_by_default or "delay_us" in values:
                 pinned.add(key)
             merged = {**defaults, **values}
@@ -232,21 +236,14 @@ class _Parser:
                 self.fail(f"hosts.{host}", "has no link")
         return links, pinned
 
-    def parse_flows(self, declared, hosts):
-        if not isinstance(declared, list):
-            self.fail("flows", "expected a list")
-        flows = {}
+    def flows(self, declared: list, hosts: dict) -> dict:
+        flows: dict = {}
         for i, item in enumerate(declared):
             entry = f"flows[{i}]"
-            self.mapping(entry, item, {"src", "dst", "count"})
-            for end in ("src", "dst"):
-                if end not in item:
-                    self.fail(entry, f"missing '{end}'")
-                if self.name(f"{entry}.{end}", item[end]) not in hosts:
-                    self.fail(f"{entry}.{end}", f"unknown host {item[end]!r}")
-            src, dst = str(item["src"]), str(item["dst"])
-            if src == dst:
-                self.fail(entry, f"a flow from {src!r} to itself")
-            count = self.number(f"{entry}.count", item.get("count", 1), 0, strictly=True, integer=True)
-            flows[(src, dst)] = flows.get((src, dst), 0) + count
+            for end, node in (("src", item.src), ("dst", item.dst)):
+                if node not in hosts:
+                    self.fail(f"{entry}.{end}", f"unknown host {node!r}")
+            if item.src == item.dst:
+                self.fail(entry, f"a flow from {item.src!r} to itself")
+            flows[(item.src, item.dst)] = flows.get((item.src, item.dst), 0) + item.count
         return flows

@@ -250,14 +250,17 @@ def test_config_defaults_and_relative_paths(tmp_path):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("openflow: {port: 0}\n", "openflow.port: expected an integer >= 1"),
+        ("openflow: {port: 0}\n", "openflow.port: 0 is out of range 1..65535"),
         ("openflow: {prt: 1}\n", "openflow.prt: unknown key"),
-        ("intervals: {probe_s: -1}\n", "intervals.probe_s: expected a number >= 0.05"),
+        ("intervals: {probe_s: -1}\n", "intervals.probe_s: -1 is below the minimum 0.05"),
+        ("intervals: {probe_s: .nan}\n", "intervals.probe_s: NaN is not a finite number"),
+        ("defaults: {capacity_mbps: .inf}\n", "defaults.capacity_mbps: Infinity is not a finite number"),
+        ("delay_window: true\n", "delay_window: true is not an integer"),
         ("bounds: {initcwnd: [10, 5]}\n", "bounds: initcwnd bounds must satisfy"),
         ("bounds: {initcwnd: [1, 300]}\n", "bounds.initcwnd: high bound 300 is above what agents accept"),
         ("inventory: nowhere.yaml\n", "nowhere.yaml: no such file"),
         ("colour: blue\n", "colour: unknown key"),
-        ("log_level: loud\n", "log_level: expected one of"),
+        ("log_level: loud\n", "log_level: \"loud\" is not one of"),
     ],
 )
 def test_config_errors_name_the_key(tmp_path, text, message):
