@@ -332,66 +332,117 @@ class RouteTable:
     # -- planning ------------------------------------------------------------
 
     def plan(self, routes):
-        """Decide, for each route of a set, what to write (nothing yet)."""
-        all_owned = []
-        owned = {}
-        foreign = _ForeignRoutes()
+        """Decide, for each route of a set, what to write (nothing yet): read
+        the kernel's routes and its lookups, then `plan_routes` decides."""
+        owned, foreign = [], []
         for msg in self.netlink.dump_routes():
             if msg["proto"] == OTCP_PROTO:
-                route = route_from_message(msg)
-                all_owned.append(route)
-                owned.setdefault((route.family, route.table, route.dst), route)
-            else:
-                foreign.add(msg)
+                owned.append(route_from_message(msg))
+            elif msg["family"] in (socket.AF_INET, socket.AF_INET6):
+                foreign.append(kernel_route_from_message(msg))
         networks = [ipaddress.ip_network(r["dst"]) for r in routes]
-        answers = self.netlink.get_routes(
-            [(_family(n), str(n.network_address)) for n in networks]
+        answers = self.netlink.get_routes([(_family(n), str(n.network_address)) for n in networks])
+        lookups = [answer if isinstance(answer, int) else lookup_from_message(answer) for answer in answers]
+        return plan_routes(routes, owned, foreign, lookups)
+
+
+@dataclass(frozen=True)
+class KernelRoute:
+    """A route that is not OTCP's, as far as planning needs it."""
+
+    family: int
+    table: int
+    dst: str  # "10.0.0.0/8"
+    proto: int
+    type: int
+    priority: int | None
+    oif: int | None
+    gateway: str | None
+    prefsrc: str | None
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """The kernel's answer to ``ip route get``: the table, kind and nexthop it would use now."""
+
+    table: int
+    type: int
+    oif: int | None
+    gateway: str | None
+
+
+def kernel_route_from_message(msg):
+    """A kernel route message -> KernelRoute (its first hop if multipath)."""
+    route = route_from_message(msg)
+    return KernelRoute(family=route.family, table=route.table, dst=route.dst, proto=msg["proto"], type=msg["type"],
+                       priority=route.priority, oif=route.oif, gateway=route.gateway, prefsrc=route.prefsrc)
+
+
+def lookup_from_message(msg):
+    """An ``ip route get`` answer -> Lookup."""
+    return Lookup(table=msg.get_attr("RTA_TABLE") or msg["table"], type=msg["type"],
+                  oif=msg.get_attr("RTA_OIF"), gateway=msg.get_attr("RTA_GATEWAY"))
+
+
+def plan_routes(wanted, owned, foreign, lookups):
+    """What to write for a set: a pure decision on what the kernel holds.
+
+    wanted: the set's routes (validated dicts); owned: the OTCP `Route`s in
+    the kernel; foreign: every other route (`KernelRoute`); lookups: for each
+    wanted route, in order, the kernel's `Lookup` for its address or the
+    errno it refused with. A new destination takes the lookup's table and
+    nexthop; an existing one follows the most specific non-OTCP route that
+    covers it, so a changed gateway is followed rather than pinned.
+    """
+    by_prefix = {}
+    for route in owned:
+        by_prefix.setdefault((route.family, route.table, route.dst), route)
+    others = _ForeignRoutes(foreign)
+    plan = Plan()
+    kept = set()
+    for params, answer in zip(wanted, lookups):
+        dst = params["dst"]
+        network = ipaddress.ip_network(dst)
+        family = _family(network)
+        if isinstance(answer, int):
+            plan.skip(dst, f"no route to {network.network_address} ({_strerror(answer)})")
+            continue
+        if answer.type != RTN_UNICAST:
+            kind = _ROUTE_TYPES.get(answer.type, answer.type)
+            plan.skip(dst, f"the kernel routes {network.network_address} as {kind}, not unicast")
+            continue
+        table = answer.table
+        conflict = others.exact(family, table, network)
+        if conflict is not None:
+            plan.skip(dst, f"a non-OTCP route for {dst} exists in table {table_name(table)} "
+                           f"(proto {proto_name(conflict.proto)}); left alone")
+            continue
+        previous = by_prefix.get((family, table, dst))
+        underlying = others.covering(family, table, network)
+        prefsrc = underlying.prefsrc if underlying is not None else None
+        if previous is None:
+            oif, gateway = answer.oif, answer.gateway
+        elif underlying is not None:
+            oif, gateway = underlying.oif, underlying.gateway
+        else:
+            plan.skip(dst, f"no non-OTCP route covers {dst} in table {table_name(table)}")
+            continue
+        new = Route(
+            family=family, dst=dst, table=table, oif=oif, gateway=gateway, prefsrc=prefsrc,
+            scope=RT_SCOPE_UNIVERSE if gateway is not None or family == socket.AF_INET6 else RT_SCOPE_LINK,
+            priority=previous.priority if previous is not None else None,
+            rto_min_ms=params["rto_min_ms"], initcwnd=params["initcwnd"], cwnd_clamp=params["cwnd_clamp"],
+            quickack=params["quickack"],
         )
-        plan = Plan()
-        kept = set()
-        for params, network, answer in zip(routes, networks, answers):
-            dst = params["dst"]
-            family = _family(network)
-            if isinstance(answer, int):
-                plan.skip(dst, f"no route to {network.network_address} ({_strerror(answer)})")
-                continue
-            table = answer.get_attr("RTA_TABLE") or answer["table"]
-            if answer["type"] != RTN_UNICAST:
-                kind = _ROUTE_TYPES.get(answer["type"], answer["type"])
-                plan.skip(dst, f"the kernel routes {network.network_address} as {kind}, not unicast")
-                continue
-            conflict = foreign.exact(family, table, network)
-            if conflict is not None:
-                plan.skip(dst, f"a non-OTCP route for {dst} exists in table {table_name(table)} "
-                               f"(proto {proto_name(conflict['proto'])}); left alone")
-                continue
-            previous = owned.get((family, table, dst))
-            underlying = foreign.covering(family, table, network)
-            prefsrc = foreign.nexthop(underlying)[2] if underlying is not None else None
-            if previous is None:
-                oif, gateway = answer.get_attr("RTA_OIF"), answer.get_attr("RTA_GATEWAY")
-            elif underlying is not None:
-                oif, gateway, _ = foreign.nexthop(underlying)
-            else:
-                plan.skip(dst, f"no non-OTCP route covers {dst} in table {table_name(table)}")
-                continue
-            new = Route(
-                family=family, dst=dst, table=table, oif=oif, gateway=gateway,
-                prefsrc=prefsrc,
-                scope=RT_SCOPE_UNIVERSE if gateway is not None or family == socket.AF_INET6 else RT_SCOPE_LINK,
-                priority=previous.priority if previous is not None else None,
-                rto_min_ms=params["rto_min_ms"], initcwnd=params["initcwnd"], cwnd_clamp=params["cwnd_clamp"],
-                quickack=params["quickack"],
-            )
-            if previous is None:
-                plan.write("add", new, None)
-            else:
-                kept.add(previous.key)
-                plan.write("keep" if new.same_as(previous) else "replace", new, previous)
-        # Everything else of OTCP's goes: dropped destinations, and any second
-        # route of a prefix at another metric.
-        plan.stale = [route for route in all_owned if route.key not in kept]
-        return plan
+        if previous is None:
+            plan.write("add", new, None)
+        else:
+            kept.add(previous.key)
+            plan.write("keep" if new.same_as(previous) else "replace", new, previous)
+    # Everything else of OTCP's goes: dropped destinations, and any second
+    # route of a prefix at another metric.
+    plan.stale = [route for route in owned if route.key not in kept]
+    return plan
 
 
 class Plan:
@@ -422,36 +473,20 @@ class Plan:
 
 
 class _ForeignRoutes:
-    """The non-OTCP routes of a dump, indexed for exact and longest-prefix lookups."""
+    """Non-OTCP routes indexed for exact and longest-prefix lookups."""
 
-    def __init__(self):
-        self._by_prefix = {}  # (family, table, prefixlen) -> {network int: [msg]}
+    def __init__(self, routes):
+        self._by_prefix = {}  # (family, table, prefixlen) -> {network int: [KernelRoute]}
         self._lengths = {}  # (family, table) -> sorted prefix lengths, longest first
-        self._nexthops = {}  # id(msg) -> (oif, gateway, prefsrc)
-
-    def add(self, msg):
-        family = msg["family"]
-        if family not in (socket.AF_INET, socket.AF_INET6):
-            return
-        table = msg.get_attr("RTA_TABLE") or msg["table"]
-        dst = msg.get_attr("RTA_DST") or ("0.0.0.0" if family == socket.AF_INET else "::")
-        network = int(ipaddress.ip_address(dst))
-        self._by_prefix.setdefault((family, table, msg["dst_len"]), {}).setdefault(network, []).append(msg)
-        lengths = self._lengths.setdefault((family, table), [])
-        if msg["dst_len"] not in lengths:
-            lengths.append(msg["dst_len"])
-            lengths.sort(reverse=True)
-
-    def nexthop(self, msg):
-        """(oif, gateway, prefsrc) of a route message (its first hop if
-        multipath), cached: many destinations share one covering route."""
-        key = id(msg)
-        if key not in self._nexthops:
-            route = route_from_message(msg)
-            self._nexthops[key] = (route.oif, route.gateway, route.prefsrc)
-        return self._nexthops[key]
+        for route in routes:
+            network = ipaddress.ip_network(route.dst, strict=False)
+            key = (route.family, route.table, network.prefixlen)
+            self._by_prefix.setdefault(key, {}).setdefault(int(network.network_address), []).append(route)
+            self._lengths.setdefault((route.family, route.table), set()).add(network.prefixlen)
+        self._lengths = {key: sorted(lengths, reverse=True) for key, lengths in self._lengths.items()}
 
     def exact(self, family, table, network):
+        """A non-OTCP route for exactly this prefix, or None."""
         found = self._by_prefix.get((family, table, network.prefixlen), {}).get(int(network.network_address))
         return found[0] if found else None
 
@@ -463,10 +498,10 @@ class _ForeignRoutes:
             if length >= network.prefixlen:
                 continue
             mask = ((1 << length) - 1) << (bits - length) if length else 0
-            candidates = [m for m in self._by_prefix[(family, table, length)].get(address & mask, [])
-                          if m["type"] == RTN_UNICAST]
+            candidates = [r for r in self._by_prefix[(family, table, length)].get(address & mask, [])
+                          if r.type == RTN_UNICAST]
             if candidates:
-                return min(candidates, key=lambda m: m.get_attr("RTA_PRIORITY") or 0)
+                return min(candidates, key=lambda r: r.priority or 0)
         return None
 
 
