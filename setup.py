@@ -19,7 +19,7 @@ setup(
         "matplotlib>=3.6",
         "pydantic>=2.5,<3",
     ],
-    extras_require={"test": ["pytest>=7", "hypothesis>=6", "ruff>=0.6", "mypy>=1.10"]},
+    extras_require={"test": ["pytest>=7", "hypothesis>=6", "ruff>=0.6", "mypy>=1.10", "types-PyYAML"]},
     entry_points={
         "console_scripts": [
             "otcp-controller=ryu_app.cli:main",

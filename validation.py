@@ -131,7 +131,7 @@ _PHRASES = {
 }
 
 
-def _problem(error: dict) -> str:
+def _problem(error: Any) -> str:
     kind = error["type"]
     context = dict(error.get("ctx") or {})
     if kind in ("value_error", "assertion_error") and "error" in context:

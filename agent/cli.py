@@ -32,6 +32,7 @@ LOG = logging.getLogger("otcp.agent")
 
 
 def main(argv=None):
+    """Run one otcp-agent command; returns the exit status (0 ok, 1 failed, 2 bad input)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -51,6 +52,7 @@ def main(argv=None):
 
 
 def build_parser():
+    """The otcp-agent command line: run, apply, show, revert."""
     parser = argparse.ArgumentParser(
         prog="otcp-agent", description="Apply OTCP's per-destination TCP parameters as route attributes "
         f"(routes tagged proto {OTCP_PROTO})."
@@ -92,6 +94,7 @@ def build_parser():
 
 
 def cmd_run(args):
+    """Keep this host's routes in line with the controller until stopped."""
     try:
         host, port = parse_address(args.controller)
         secret = session.read_secret(args.secret_file)
@@ -121,6 +124,7 @@ def cmd_run(args):
 
 
 def cmd_apply(args):
+    """Apply a parameter set from a file (or stdin) once."""
     try:
         body = _read_input(args.file)
         param_set = paramset.parse_param_set(body, where=args.file)
@@ -152,6 +156,7 @@ def cmd_apply(args):
 
 
 def cmd_show(args):
+    """Print the applied generation and the OTCP routes read back from the kernel."""
     with Agent(args.state) as agent:
         shown = agent.show()
     if args.json:
@@ -184,6 +189,7 @@ def cmd_show(args):
 
 
 def cmd_revert(args):
+    """Remove every OTCP route of this host (or namespace)."""
     with Agent(args.state) as agent:
         try:
             removed = agent.revert()

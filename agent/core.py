@@ -28,6 +28,7 @@ class Agent:
         self.routes = RouteTable(netns)
 
     def close(self):
+        """Close the route socket and the state file."""
         self.routes.close()
         self.state.close()
 
@@ -97,6 +98,7 @@ class Agent:
         }
 
     def hello(self):
+        """The hello this agent sends the controller: addresses, MTU/MSS and the applied generation."""
         return facts.hello(self.routes.netlink, self.state.applied_generation())
 
 

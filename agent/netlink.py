@@ -71,6 +71,7 @@ class RouteSocket:
         self._templates = {}
 
     def close(self):
+        """Close the netlink socket."""
         self.sock.close()
 
     def __enter__(self):
@@ -88,10 +89,12 @@ class RouteSocket:
         return self._dump(msg, RTM_GETROUTE, RTM_NEWROUTE, rtmsg)
 
     def dump_links(self):
+        """Every network interface (decoded `ifinfmsg`s)."""
         msg = ifinfmsg()
         return self._dump(msg, RTM_GETLINK, RTM_NEWLINK, ifinfmsg)
 
     def dump_addresses(self):
+        """Every interface address (decoded `ifaddrmsg`s)."""
         msg = ifaddrmsg()
         return self._dump(msg, RTM_GETADDR, RTM_NEWADDR, ifaddrmsg)
 
@@ -153,7 +156,8 @@ class RouteSocket:
         the `rtmsg` header fields plus attribute values: see `route_message`.
         """
         return self._batch(
-            [(self._route_request(kind, flags, fields), None, None) for kind, flags, fields in requests], answer_type=None
+            [(self._route_request(kind, flags, fields), None, None) for kind, flags, fields in requests],
+            answer_type=None,
         )
 
     def _route_request(self, kind, flags, fields):

@@ -109,10 +109,12 @@ class Route:
 
     @property
     def nexthop(self):
+        """Where the route sends packets: (oif, gateway, prefsrc, scope)."""
         return (self.oif, self.gateway, self.prefsrc, self.scope)
 
     @property
     def params(self):
+        """The TCP parameters the route carries, as in a parameter set."""
         return {"rto_min_ms": self.rto_min_ms, "initcwnd": self.initcwnd, "cwnd_clamp": self.cwnd_clamp,
                 "quickack": self.quickack}
 
@@ -191,6 +193,7 @@ def proto_name(proto):
 
 
 def table_name(table):
+    """A routing table's name as `ip route` shows it (main, local...)."""
     return _TABLE_NAMES.get(table, str(table))
 
 
@@ -204,6 +207,7 @@ class RouteTable:
         self.last_undo = []
 
     def close(self):
+        """Close the netlink sockets."""
         self.netlink.close()
         if self._tcp_metrics is not None:
             self._tcp_metrics.close()
@@ -221,6 +225,7 @@ class RouteTable:
         return [route_from_message(m) for m in self.netlink.dump_routes() if m["proto"] == OTCP_PROTO]
 
     def interface_names(self):
+        """{interface index: name}."""
         return {link["index"]: link.get_attr("IFLA_IFNAME") for link in self.netlink.dump_links()}
 
     def describe(self, route, names=None):
@@ -454,13 +459,16 @@ class Plan:
         self._order = []  # ("write", index) or ("skip", dst, reason)
 
     def write(self, op, new, old):
+        """Plan one route write: add, replace or keep."""
         self._order.append(("write", len(self.writes)))
         self.writes.append((op, new, old))
 
     def skip(self, dst, reason):
+        """Record that one destination is skipped, and why."""
         self._order.append(("skip", dst, reason))
 
     def results(self, names):
+        """One result per route of the set, in order, as an ack reports them."""
         results = []
         for item in self._order:
             if item[0] == "skip":

@@ -59,6 +59,7 @@ class State:
         self.db.executescript(SCHEMA)
 
     def close(self):
+        """Close the state database."""
         self.db.close()
 
     def applied(self):
@@ -71,10 +72,12 @@ class State:
         return Applied(row[0], json.loads(row[1]), json.loads(row[2]), row[3], bool(row[4]))
 
     def applied_generation(self):
+        """The applied generation number, or None."""
         applied = self.applied()
         return None if applied is None else applied.generation
 
     def save_applied(self, param_set, results, source):
+        """Record a set as applied, with its per-route results."""
         with self.db:
             self.db.execute(
                 "INSERT OR REPLACE INTO applied VALUES (1, ?, ?, ?, ?, 1)",
@@ -83,6 +86,7 @@ class State:
             self._journal(param_set["generation"], source, "applied", f"{len(param_set['routes'])} route(s)")
 
     def mark_reverted(self, removed):
+        """Record that every OTCP route was removed."""
         with self.db:
             self.db.execute("UPDATE applied SET active = 0 WHERE id = 1")
             self._journal(self.applied_generation(), "revert", "reverted", f"{removed} route(s) removed")
@@ -93,9 +97,9 @@ class State:
             self._journal(generation, source, outcome, detail)
 
     def journal(self, limit=20):
-        return self.db.execute(
-            "SELECT at, generation, source, outcome, detail FROM journal ORDER BY rowid DESC LIMIT ?", (limit,)
-        ).fetchall()
+        """The newest journal entries: what was applied, rejected or failed."""
+        query = "SELECT at, generation, source, outcome, detail FROM journal ORDER BY rowid DESC LIMIT ?"
+        return self.db.execute(query, (limit,)).fetchall()
 
     def _journal(self, generation, source, outcome, detail):
         self.db.execute("INSERT INTO journal VALUES (?, ?, ?, ?, ?)", (time.time(), generation, source, outcome, detail))

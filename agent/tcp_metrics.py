@@ -76,6 +76,7 @@ class TcpMetrics:
         self.family_id = self._resolve_family()
 
     def close(self):
+        """Close the generic netlink socket."""
         self.sock.close()
 
     def entries(self):

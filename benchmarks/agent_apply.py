@@ -131,10 +131,10 @@ def main(argv=None):
             for size in sizes:
                 dsts = destinations(size)
                 runs = 1 if size >= 10000 else args.runs
-                fresh = best(args.runs, lambda: otcp_fresh(dsts))
-                update = best(args.runs, lambda: otcp_update(dsts))
-                per_route = best(runs, lambda: ip_per_route(dsts))
-                batch = best(args.runs, lambda: ip_batch(dsts))
+                fresh = best(args.runs, lambda dsts=dsts: otcp_fresh(dsts))
+                update = best(args.runs, lambda dsts=dsts: otcp_update(dsts))
+                per_route = best(runs, lambda dsts=dsts: ip_per_route(dsts))
+                batch = best(args.runs, lambda dsts=dsts: ip_batch(dsts))
                 agent.revert()
                 print(f"{size:>7}  {fresh:>8.3f} {size / fresh:>9.0f}  {update:>8.3f} {size / update:>9.0f}  "
                       f"{per_route:>10.3f} {size / per_route:>9.0f}  {batch:>11.3f} {size / batch:>9.0f}  "

@@ -35,6 +35,7 @@ def print_table(rows, out=None):
 
 
 def command_plan(args):
+    """Print the parameters an inventory implies (table or JSON)."""
     inv = inventory.load(args.inventory)
     plan = planner.Plan(inv.fabric(), formulas.Bounds(mss_bytes=inv.mss_bytes))
     for src, dst in plan.unreachable:
@@ -48,6 +49,7 @@ def command_plan(args):
 
 
 def command_run(args):
+    """Run the controller until stopped."""
     # Imported here: os-ken monkey-patches the process through eventlet.
     from ryu_app import launcher
 
@@ -55,6 +57,7 @@ def command_run(args):
 
 
 def command_show(args):
+    """Print the controller's stored state: topology, generations, agents."""
     from ryu_app import store
 
     if not os.path.exists(args.database):
@@ -80,7 +83,7 @@ def command_show(args):
         json.dump(document, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
-    when = datetime.datetime.fromtimestamp(computed_at, datetime.timezone.utc).isoformat(timespec="seconds")
+    when = datetime.datetime.fromtimestamp(computed_at, datetime.UTC).isoformat(timespec="seconds")
     print(f"generation {generation}, computed at {when}")
     print_table(rows)
     print("\nlinks it was computed from:")
@@ -105,6 +108,7 @@ def command_show(args):
 
 
 def build_parser():
+    """The otcp-controller command line: run, plan, show."""
     parser = argparse.ArgumentParser(
         prog="otcp-controller", description="OTCP controller: per-path TCP parameters from fabric measurements"
     )
@@ -124,6 +128,7 @@ def build_parser():
 
 
 def main(argv=None):
+    """Run one otcp-controller command; returns the exit status (0 ok, 2 bad input)."""
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)

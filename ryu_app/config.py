@@ -18,7 +18,6 @@ taken relative to the configuration file.
 import os
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import Field
 
 import validation

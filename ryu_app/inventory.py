@@ -204,7 +204,9 @@ class _Resolver:
         return hosts
 
     def links(self, declared: list, switches: dict, hosts: dict, defaults: dict, delay_by_default: bool):
-        links, seen, pinned = [], {}, set()
+        links: list[LinkSpec] = []
+        seen: dict[frozenset, int] = {}
+        pinned: set[frozenset] = set()
         host_links: dict = {}
         for i, item in enumerate(declared):
             entry = f"links[{i}]"

@@ -29,7 +29,7 @@ import time
 import pytest
 from os_ken.lib import hub
 from pyroute2 import netns as pyroute2_netns
-from test_agent_routes import ROOT, Namespace, expected, route
+from test_agent_routes import ROOT, expected, route
 
 from ryu_app.agent_server import AgentServer
 from wire import framing, limits, messages, session

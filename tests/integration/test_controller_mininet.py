@@ -110,7 +110,7 @@ def test_traffic_raises_flow_counts_on_its_path(network):
     wait_for(lambda: "iperf3" in emulation.run("h4", ["ss", "-ltnp"]), 10, what="iperf3 server")
     client = emulation.start("h1", ["iperf3", "-c", h4_ip, "-t", "8", "-b", "20M"])
     try:
-        rows = wait_for(lambda: (lambda r: all(r.get(l, {}).get("flows", 0) >= 1 for l in path) and r)(
+        rows = wait_for(lambda: (lambda r: all(r.get(link, {}).get("flows", 0) >= 1 for link in path) and r)(
             latest_measurements(controller)), 15, what="flow counts on h1 -> h4's path")
         assert rows[("s2", "h3")]["flows"] == 0  # not on the path
     finally:
@@ -154,7 +154,7 @@ def test_stored_parameters_match_the_planner(network):
     h1_h4 = next(r for r in records if (r["src"], r["dst"]) == ("h1", "h4"))
     assert h1_h4["hops"] == ["h1", "s1", "s3", "h4"]
     forward = list(zip(h1_h4["hops"], h1_h4["hops"][1:]))
-    rtt_prop_us = sum(links[l]["delay_s"] + links[l[::-1]]["delay_s"] for l in forward) * 1e6
+    rtt_prop_us = sum(links[link]["delay_s"] + links[link[::-1]]["delay_s"] for link in forward) * 1e6
     assert h1_h4["min_rto_us"] == pytest.approx(4 * 6800 + rtt_prop_us, abs=0.01)
     assert h1_h4["rto_min_ms"] == math.ceil(h1_h4["min_rto_us"] / 1000)
 
