@@ -117,7 +117,7 @@ def build_parser():
     run.add_argument("--config", required=True, help="controller configuration (YAML)")
     run.set_defaults(handler=command_run)
     plan = commands.add_parser("plan", help="print the parameters an inventory implies")
-    plan.add_argument("inventory", help="inventory YAML (design note section 4)")
+    plan.add_argument("inventory", help="inventory YAML (docs/controller.md)")
     plan.add_argument("--json", action="store_true", help="print JSON instead of a table")
     plan.set_defaults(handler=command_plan)
     show = commands.add_parser("show", help="print the last parameters a controller stored")

@@ -1,4 +1,4 @@
-"""The OTCP parameter formulas (design note section 2), as pure functions.
+"""The OTCP parameter formulas (docs/design.md, "Formulas"), as pure functions.
 
 Every function works on plain floats and on numpy arrays alike, so the offline
 planner evaluates a million host pairs at once with the same code the live

@@ -1,4 +1,4 @@
-"""The formulas evaluated one pair at a time, straight from the design note.
+"""The formulas evaluated one pair at a time, straight from docs/design.md, "Formulas".
 
 Slow and obvious on purpose: the tests use it as the oracle for the
 vectorised planner, and benchmarks/plan_scale.py as its baseline.

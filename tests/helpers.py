@@ -11,7 +11,7 @@ def write_inventory(tmp_path, document, name="inventory.yaml"):
 
 
 def star(senders, capacity_mbps=100, delay_us=25, buffer_bytes=85000):
-    """The design note's worked example: senders h2.. -> receiver h1 on s1."""
+    """The worked example of docs/design.md ("Formulas"): senders h2.. -> receiver h1 on s1."""
     hosts = {f"h{i}": {"ip": f"10.0.0.{i}"} for i in range(1, senders + 2)}
     links = [
         {"a": h, "b": "s1", "capacity_mbps": capacity_mbps, "delay_us": delay_us, "buffer_bytes": buffer_bytes}
