@@ -12,7 +12,7 @@ class LinkFacts:
     """What is known about one direction u -> v of a link.
 
     buffer_bytes is the egress buffer of u toward v; it is 0 when u is a host,
-    because host queues are not counted (design note section 2).
+    because host queues are not counted (docs/design.md, "Formulas").
     """
 
     capacity_bytes_per_s: float
@@ -25,13 +25,17 @@ class Fabric:
     """A network description: every host hangs off exactly one switch.
 
     links maps a directed (u, v) pair of node names to its LinkFacts;
-    flows maps an ordered (src, dst) host pair to its number of active flows.
+    flows maps an ordered (src, dst) host pair to its number of active flows;
+    egress maps a directed (u, v) leaving a switch to the (dpid, port) the
+    switch sends out of toward v (known for a live network only, so the
+    controller installs paths without turning names back into ports).
     """
 
     switches: list
     hosts: dict  # host name -> IP address string
     links: dict = field(default_factory=dict)
     flows: dict = field(default_factory=dict)
+    egress: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
 
     def add_link(self, a, b, capacity_bytes_per_s, delay_s, buffer_bytes):
         """Add both directions of a link; only switch ends get a buffer."""

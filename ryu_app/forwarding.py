@@ -2,8 +2,12 @@
 
 Every ordered host pair gets an IPv4 entry (ipv4_src, ipv4_dst) -> output on
 each switch of its path. The entries also give the per-pair counters that
-flow counting reads. Functions return OpenFlow 1.3 messages; the app sends.
+flow counting reads. Functions return OpenFlow 1.3 messages built with the
+switch's `ofproto` and `ofproto_parser` (a datapath, or anything holding
+both); the caller sends them.
 """
+
+from ryu_app.planner import Plan
 
 COOKIE = 0x07C7_0000_0000_0001
 PAIR_PRIORITY = 100
@@ -11,22 +15,18 @@ TABLE_MISS_PRIORITY = 0
 ETH_TYPE_IPV4 = 0x0800
 
 
-def desired_entries(plan, topology):
-    """{dpid: {(src_ip, dst_ip): out_port}} for every reachable pair."""
-    dpid_of = {topology.switch_name(dpid): dpid for dpid in topology.switches}
+def desired_entries(plan: Plan) -> dict[int, dict[tuple[str, str], int]]:
+    """{dpid: {(src_ip, dst_ip): out_port}} for every reachable pair, from the
+    egress ports the plan's fabric carries."""
+    egress = plan.fabric.egress
     ip_of = plan.fabric.hosts
-    entries = {dpid: {} for dpid in topology.switches}
+    entries: dict[int, dict[tuple[str, str], int]] = {}
     for k in range(len(plan)):
         hops = plan.hops(k)
-        src_ip, dst_ip = ip_of[hops[0]], ip_of[hops[-1]]
+        pair = (ip_of[hops[0]], ip_of[hops[-1]])
         for here, after in zip(hops[1:-1], hops[2:]):
-            dpid = dpid_of[here]
-            if after in dpid_of:
-                port = topology.port_toward(dpid, dpid_of[after])
-            else:
-                port = topology.hosts[ip_of[after]].port
-            if port is not None:
-                entries[dpid][(src_ip, dst_ip)] = port
+            dpid, port = egress[(here, after)]
+            entries.setdefault(dpid, {})[pair] = port
     return entries
 
 
@@ -60,6 +60,7 @@ def pair_entry(datapath, src_ip, dst_ip, out_port):
 
 
 def remove_pair_entry(datapath, src_ip, dst_ip):
+    """Delete the entry forwarding src_ip -> dst_ip."""
     ofproto, parser = datapath.ofproto, datapath.ofproto_parser
     return parser.OFPFlowMod(
         datapath=datapath,
@@ -69,6 +70,15 @@ def remove_pair_entry(datapath, src_ip, dst_ip):
         out_port=ofproto.OFPP_ANY,
         out_group=ofproto.OFPG_ANY,
         match=_pair_match(parser, src_ip, dst_ip),
+    )
+
+
+def remove_otcp_entries(datapath):
+    """Delete every entry carrying the OTCP cookie (an earlier run's)."""
+    ofproto, parser = datapath.ofproto, datapath.ofproto_parser
+    return parser.OFPFlowMod(
+        datapath=datapath, cookie=COOKIE, cookie_mask=0xFFFF_FFFF_FFFF_FFFF, command=ofproto.OFPFC_DELETE,
+        out_port=ofproto.OFPP_ANY, out_group=ofproto.OFPG_ANY, match=parser.OFPMatch(),
     )
 
 
@@ -100,7 +110,8 @@ def flow_stats_request(datapath):
     """Ask for the OTCP pair entries only (matched by cookie)."""
     ofproto, parser = datapath.ofproto, datapath.ofproto_parser
     return parser.OFPFlowStatsRequest(
-        datapath, cookie=COOKIE, cookie_mask=0xFFFF_FFFF_FFFF_FFFF, out_port=ofproto.OFPP_ANY, out_group=ofproto.OFPG_ANY
+        datapath, cookie=COOKIE, cookie_mask=0xFFFF_FFFF_FFFF_FFFF, out_port=ofproto.OFPP_ANY,
+        out_group=ofproto.OFPG_ANY,
     )
 
 

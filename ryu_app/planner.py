@@ -183,7 +183,7 @@ class Plan:
         return [src, *middle, dst]
 
     def record(self, k):
-        """Pair k in the plan output format of design note section 4."""
+        """Pair k in the plan output format (docs/design.md, "Parameter set")."""
         src, dst = self.hosts[self.src[k]], self.hosts[self.dst[k]]
         clamp = int(self.cwnd_clamp[k])
         return {
@@ -199,10 +199,12 @@ class Plan:
         }
 
     def records(self):
+        """Every reachable pair's record, in pair order."""
         return (self.record(k) for k in range(len(self)))
 
-    def parameter_set(self, host, generation):
-        """The parameter set pushed to one host (design note section 4)."""
+    def routes_for(self, host: str) -> list[dict]:
+        """The routes of one host's parameter set: one per reachable
+        destination (docs/design.md, "Parameter set")."""
         source = self.host_index[host]
         routes = []
         for k in np.nonzero(self.src == source)[0]:
@@ -217,4 +219,4 @@ class Plan:
                     "quickack": True,
                 }
             )
-        return {"generation": generation, "routes": routes}
+        return routes

@@ -7,9 +7,12 @@ port where a host lives is ignored, so a host cannot invent links.
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 from ryu_app import formulas
 from ryu_app.fabric import Fabric, LinkFacts
+
+SwitchPort = tuple[int, int]  # (dpid, port number)
 
 
 @dataclass(frozen=True)
@@ -23,60 +26,83 @@ class Host:
 
 
 class Topology:
-    """Switches, links and hosts as discovered, keyed by dpid and port."""
+    """Switches, links and hosts as discovered, keyed by dpid and port.
 
-    def __init__(self, inventory=None):
+    Lookups made per packet (is this a host's port, a link's port) are
+    indexed, and the indexes are kept in step by every change method.
+    """
+
+    def __init__(self, inventory: Any = None) -> None:
         self.inventory = inventory
-        self.switches = {}  # dpid -> {port_no: speed in bytes/s (0 if unknown)}
-        self.links = {}  # (src_dpid, src_port) -> (dst_dpid, dst_port)
-        self.hosts = {}  # ip -> Host
-        self._names = inventory.switch_by_dpid() if inventory else {}
-        self._host_names = inventory.host_by_ip() if inventory else {}
+        self.switches: dict[int, dict[int, float]] = {}  # dpid -> {port_no: speed in bytes/s (0 if unknown)}
+        self.links: dict[SwitchPort, SwitchPort] = {}  # source end -> destination end
+        self.hosts: dict[str, Host] = {}  # ip -> Host
+        self._link_ports: dict[SwitchPort, int] = {}  # either end of a link -> how many links use it
+        self._host_at: dict[SwitchPort, str] = {}  # (dpid, port) -> ip of the host there
+        self._names: dict[int, str] = inventory.switch_by_dpid() if inventory else {}
+        self._host_names: dict[str, str] = inventory.host_by_ip() if inventory else {}
 
     # -- naming --------------------------------------------------------------
 
-    def switch_name(self, dpid):
+    def switch_name(self, dpid: int) -> str:
         """The inventory's name for a switch, else s<dpid> as Mininet names it."""
         return self._names.get(dpid, f"s{dpid}")
 
-    def host_name(self, ip):
+    def host_name(self, ip: str) -> str:
+        """The inventory's name for a host, else its address."""
         return self._host_names.get(ip, ip)
 
     # -- changes (each returns True if something changed) ----------------------
 
-    def add_switch(self, dpid, port_speeds):
+    def add_switch(self, dpid: int, port_speeds: dict[int, float]) -> bool:
+        """Record a switch and its ports' speeds (again after a port change)."""
         changed = self.switches.get(dpid) != port_speeds
         self.switches[dpid] = dict(port_speeds)
         return changed
 
-    def remove_switch(self, dpid):
+    def remove_switch(self, dpid: int) -> bool:
+        """Forget a switch with its links and the hosts attached to it."""
         if dpid not in self.switches:
             return False
         del self.switches[dpid]
-        self.links = {s: d for s, d in self.links.items() if s[0] != dpid and d[0] != dpid}
-        self.hosts = {ip: h for ip, h in self.hosts.items() if h.dpid != dpid}
+        for src, dst in list(self.links.items()):
+            if dpid in (src[0], dst[0]):
+                self.remove_link(src, dst)
+        for ip in [ip for ip, host in self.hosts.items() if host.dpid == dpid]:
+            self._host_at.pop((dpid, self.hosts.pop(ip).port), None)
         return True
 
-    def host_port(self, dpid, port):
-        return any(h.dpid == dpid and h.port == port for h in self.hosts.values())
+    def host_port(self, dpid: int, port: int) -> bool:
+        """True if a learned host is attached to (dpid, port)."""
+        return (dpid, port) in self._host_at
 
-    def add_link(self, src, dst):
+    def add_link(self, src: SwitchPort, dst: SwitchPort) -> bool:
         """Accept a discovered link unless either end is a host's port."""
         if self.host_port(*src) or self.host_port(*dst) or self.links.get(src) == dst:
             return False
+        if src in self.links:
+            self.remove_link(src, self.links[src])
         self.links[src] = dst
+        for end in (src, dst):
+            self._link_ports[end] = self._link_ports.get(end, 0) + 1
         return True
 
-    def remove_link(self, src, dst):
+    def remove_link(self, src: SwitchPort, dst: SwitchPort) -> bool:
+        """Forget the link src -> dst; False if it was not known."""
         if self.links.get(src) != dst:
             return False
         del self.links[src]
+        for end in (src, dst):
+            self._link_ports[end] -= 1
+            if not self._link_ports[end]:
+                del self._link_ports[end]
         return True
 
-    def is_link_port(self, dpid, port):
-        return (dpid, port) in self.links or (dpid, port) in self.links.values()
+    def is_link_port(self, dpid: int, port: int) -> bool:
+        """True if (dpid, port) is an end of a discovered link."""
+        return (dpid, port) in self._link_ports
 
-    def learn_host(self, ip, mac, dpid, port):
+    def learn_host(self, ip: str, mac: str, dpid: int, port: int) -> bool:
         """Record a host seen on an edge port; returns True if new or moved.
 
         A host's packets reach a link port only along installed paths, which
@@ -86,29 +112,29 @@ class Topology:
         if dpid not in self.switches or self.is_link_port(dpid, port):
             return False
         host = Host(ip, mac, dpid, port)
-        if self.hosts.get(ip) == host:
+        previous = self.hosts.get(ip)
+        if previous == host:
             return False
+        if previous is not None:
+            self._host_at.pop((previous.dpid, previous.port), None)
         self.hosts[ip] = host
+        self._host_at[(dpid, port)] = ip
         return True
 
-    def edge_ports(self):
+    def edge_ports(self) -> list[SwitchPort]:
         """(dpid, port) pairs that carry no link."""
         return [
             (dpid, port) for dpid, ports in self.switches.items() for port in ports if not self.is_link_port(dpid, port)
         ]
 
-    def port_toward(self, dpid, neighbour_dpid):
-        """The port of switch dpid that links to neighbour_dpid."""
-        for (src_dpid, src_port), (dst_dpid, _) in sorted(self.links.items()):
-            if src_dpid == dpid and dst_dpid == neighbour_dpid:
-                return src_port
-        return None
-
     # -- the fabric for the formulas -------------------------------------------
 
-    def fabric(self, link_delays, active_pairs, defaults):
+    def fabric(
+        self, link_delays: dict[SwitchPort, float], active_pairs: dict[tuple[str, str], int], defaults: dict
+    ) -> tuple[Fabric, dict[tuple[str, str], str]]:
         """Build the Fabric: capacities and buffers from the inventory, else
         port speed and the default buffer; delays measured unless pinned.
+        Every directed link leaving a switch carries its egress (dpid, port).
 
         link_delays: {(src_dpid, src_port): delay_s} for switch links;
         active_pairs: {(src_ip, dst_ip): count}; defaults: config 'defaults'.
@@ -124,7 +150,7 @@ class Topology:
         fabric = Fabric(switches=[self.switch_name(d) for d in self.switches], hosts=hosts)
         sources = {}
 
-        def add(u, v, speed, measured_delay):
+        def add(u: str, v: str, speed: float, measured_delay: float | None, egress: SwitchPort | None) -> None:
             spec = inventory_links.get(frozenset((u, v)))
             pinned = spec is not None and frozenset((u, v)) in self.inventory.pinned_delays
             if spec is not None:
@@ -141,9 +167,12 @@ class Topology:
                 delay, source = defaults["host_link_delay_us"] * 1e-6, "default"
             buffer = 0.0 if u in hosts else buffer
             fabric.links[(u, v)] = LinkFacts(capacity, delay, buffer)
+            if egress is not None:
+                fabric.egress[(u, v)] = egress
             sources[(u, v)] = source
 
-        for (src_dpid, src_port), (dst_dpid, _) in self.links.items():
+        # Of parallel links between two switches, the lowest source port is the one used.
+        for (src_dpid, src_port), (dst_dpid, _) in sorted(self.links.items(), reverse=True):
             if src_dpid in self.switches and dst_dpid in self.switches:
                 speed = self.switches[src_dpid].get(src_port, 0)
                 add(
@@ -151,13 +180,16 @@ class Topology:
                     self.switch_name(dst_dpid),
                     speed,
                     link_delays.get((src_dpid, src_port)),
+                    (src_dpid, src_port),
                 )
         for ip, host in attached.items():
             name, switch = self.host_name(ip), self.switch_name(host.dpid)
             speed = self.switches[host.dpid].get(host.port, 0)
-            add(switch, name, speed, None)
-            add(name, switch, speed, None)
+            add(switch, name, speed, None, (host.dpid, host.port))
+            add(name, switch, speed, None, None)
         fabric.flows = {
-            (self.host_name(s), self.host_name(d)): n for (s, d), n in active_pairs.items() if s in attached and d in attached
+            (self.host_name(s), self.host_name(d)): n
+            for (s, d), n in active_pairs.items()
+            if s in attached and d in attached
         }
         return fabric, sources

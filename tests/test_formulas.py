@@ -147,9 +147,8 @@ def test_mss_from_inventory_changes_windows():
     assert pair(plan_of(document), "h2", "h1")["cwnd_clamp"] == 5
 
 
-def test_parameter_set_for_one_host():
+def test_routes_for_one_host():
     plan = plan_of(star(2))
-    params = plan.parameter_set("h2", generation=7)
-    assert params["generation"] == 7
-    assert [r["dst"] for r in params["routes"]] == ["10.0.0.1/32", "10.0.0.3/32"]
-    assert set(params["routes"][0]) == {"dst", "rto_min_ms", "initcwnd", "cwnd_clamp", "quickack"}
+    routes = plan.routes_for("h2")
+    assert [r["dst"] for r in routes] == ["10.0.0.1/32", "10.0.0.3/32"]
+    assert set(routes[0]) == {"dst", "rto_min_ms", "initcwnd", "cwnd_clamp", "quickack"}
