@@ -19,27 +19,35 @@ the others:
 - more messages than the rate limit allows (a flood);
 - not reading a parameter set within `write_timeout` (a slow reader).
 
-Only the latest set per host is kept: if sets are published faster than an
-agent reads them, it gets the newest, never a backlog.
+Sets come from a `Publications` shared with the controller core, which
+keeps the latest set per host: if sets are published faster than an agent
+reads them, it gets the newest, never a backlog.
 
 Usage from the app::
 
-    server = AgentServer(host, port, secret, on_ack=store_ack, logger=app.logger)
+    server = AgentServer(host, port, secret, publications, on_ack=store_ack, logger=app.logger)
     server.start()
-    server.publish("10.0.0.1", {"generation": 7, "routes": [...]})
+    publications.publish({"10.0.0.1": {"generation": 7, "routes": [...]}})
+    server.deliver("10.0.0.1")
 """
 
-import ipaddress
 import logging
 import time
 
 from os_ken.lib import hub
 
-from wire import framing, limits, messages, paramset, session
+from ryu_app.publication import Publications, host_address
+from wire import framing, limits, messages, session
 from wire.framing import ProtocolError
 from wire.session import AuthenticationError
 
 LOG = logging.getLogger("otcp.agent_server")
+
+
+def read_secret(path: str) -> bytes:
+    """The shared secret in a file, without surrounding whitespace."""
+    with open(path, "rb") as handle:
+        return handle.read().strip()
 
 
 class AgentServer:
@@ -47,19 +55,21 @@ class AgentServer:
 
     `on_ack(host_ip, generation, results)` is called for every acknowledged
     set; `on_agent(host_ip, hello)` when an authenticated agent is mapped to
-    a published host (at its hello, or at the first `publish` of one of its
+    a published host (at its hello, or at the first `deliver` to one of its
     addresses); `on_reject(host_ip, generation, error)` when an agent refuses
     a set. Callbacks run on the connection's green thread; an exception in
     one is logged and does not affect the connection.
     """
 
-    def __init__(self, host, port, secret, on_ack, on_agent=None, logger=None, on_reject=None,
-                 handshake_timeout=5.0, write_timeout=10.0, rate_per_s=20.0, burst=200.0, max_connections=1024):
+    def __init__(self, host, port, secret, publications: Publications, on_ack, on_agent=None, logger=None,
+                 on_reject=None, handshake_timeout=5.0, write_timeout=10.0, rate_per_s=20.0, burst=200.0,
+                 max_connections=1024):
         if not isinstance(secret, bytes) or not secret:
             raise ValueError("agents.secret_file: the secret must be non-empty bytes")
         self.host = host
         self.port = port
         self.secret = secret
+        self.publications = publications
         self.on_ack = on_ack
         self.on_agent = on_agent
         self.on_reject = on_reject
@@ -71,7 +81,6 @@ class AgentServer:
         self.max_connections = max_connections
         self.address = None  # (host, port) actually listened on, after start()
         self.acked = {}  # host ip -> last acknowledged generation
-        self._published = {}  # host ip -> validated parameter set
         self._connections = set()  # every open connection
         self._agents = set()  # authenticated connections that sent their hello
         self._server = None
@@ -82,30 +91,28 @@ class AgentServer:
     # -- the app's interface ---------------------------------------------------
 
     def start(self):
+        """Listen, and serve agents on green threads."""
         self._server = hub.StreamServer((self.host, self.port), self._handle)
         self.address = self._server.server.getsockname()[:2]
         self._thread = hub.spawn(self._server.serve_forever)
         self.log.info("agent channel listening on %s:%d", *self.address)
 
-    def publish(self, host_ip, param_set):
-        """Make `param_set` the latest set for `host_ip`; send it now if that
-        host's agent is connected, else when it connects.
-
-        The set is validated first (ValueError naming the field if it is
-        malformed), so a bad set never reaches an agent.
-        """
-        host_ip = _normalise(host_ip)
-        validated = paramset.validate_param_set(param_set)
-        self._published[host_ip] = validated
+    def deliver(self, host_ip):
+        """Send host_ip's latest published set now if its agent is connected
+        (else it goes when the agent connects)."""
+        host_ip = host_address(host_ip)
         connection = self._connection_for(host_ip)
-        if connection is not None:
-            connection.send_latest(validated)
+        # Mapping the agent may have made the core drop the set (an agent ahead of its generations).
+        latest = self.publications.latest(host_ip)
+        if connection is not None and latest is not None:
+            connection.send_latest(latest)
 
     def connected_hosts(self):
         """Every address reported by a connected, authenticated agent."""
         return {address for connection in self._agents for address in connection.addresses}
 
     def stop(self):
+        """Stop listening and disconnect every agent."""
         if self._thread is not None:
             hub.kill(self._thread)
             self._thread = None
@@ -147,7 +154,7 @@ class AgentServer:
 
     def _register(self, connection, hello):
         connection.hello = {key: value for key, value in hello.items() if key != "type"}
-        connection.addresses = [_normalise(address) for address in hello["addresses"]]
+        connection.addresses = [host_address(address) for address in hello["addresses"]]
         for other in list(self._agents):
             if set(other.addresses) & set(connection.addresses):
                 self._close(other, f"replaced by a newer connection from {connection.peer}", level=logging.INFO)
@@ -155,21 +162,17 @@ class AgentServer:
         self.log.info("agent %s (%s) authenticated: addresses %s, applied generation %s", connection.peer,
                       hello["hostname"], ", ".join(connection.addresses) or "none", hello["applied_generation"])
         for address in connection.addresses:
-            if address in self._published:
+            if self.publications.latest(address) is not None:
                 self._map(connection, address)
-                connection.send_latest(self._published[address])
+                latest = self.publications.latest(address)  # the core may have dropped it meanwhile
+                if latest is not None:
+                    connection.send_latest(latest)
                 return
         self.log.info("agent %s: no parameters published yet for %s", connection.peer,
                       ", ".join(connection.addresses) or "its addresses")
 
     def _map(self, connection, host_ip):
         connection.host_ip = host_ip
-        applied = connection.hello["applied_generation"]
-        published = self._published[host_ip]["generation"]
-        if applied is not None and applied > published:
-            self.log.warning("agent %s for %s has applied generation %d, newer than the published %d: "
-                             "it will refuse sets until the generation passes %d",
-                             connection.peer, host_ip, applied, published, applied)
         if self.on_agent is not None:
             self._callback(self.on_agent, host_ip, connection.hello)
 
@@ -333,9 +336,3 @@ class _Closed(OSError):
     def __str__(self):
         return "closed by the agent"
 
-
-def _normalise(address):
-    try:
-        return str(ipaddress.ip_address(address))
-    except ValueError:
-        raise ValueError(f"host_ip: {address!r} is not an IPv4 or IPv6 address") from None

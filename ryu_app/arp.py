@@ -32,7 +32,8 @@ def probe_frame(target_ip):
     frame = packet.Packet()
     frame.add_protocol(ethernet.ethernet(dst="ff:ff:ff:ff:ff:ff", src=CONTROLLER_MAC, ethertype=ETH_TYPE_ARP))
     frame.add_protocol(
-        arp.arp(opcode=arp.ARP_REQUEST, src_mac=CONTROLLER_MAC, src_ip="0.0.0.0", dst_mac="00:00:00:00:00:00", dst_ip=target_ip)
+        arp.arp(opcode=arp.ARP_REQUEST, src_mac=CONTROLLER_MAC, src_ip="0.0.0.0", dst_mac="00:00:00:00:00:00",
+                dst_ip=target_ip)
     )
     frame.serialize()
     return bytes(frame.data)

@@ -1,4 +1,4 @@
-"""One-way link delay from timestamped LLDP probes (design note section 3).
+"""One-way link delay from timestamped LLDP probes (docs/design.md, "Measurement").
 
 The controller sends a probe out of switch A's port and notes the time; the
 probe crosses the link and switch B returns it as a packet-in. The sample is
@@ -78,9 +78,11 @@ class DelayEstimator:
     # -- echo (controller <-> switch) -----------------------------------------
 
     def echo_sent(self, dpid, now):
+        """An echo request leaves for switch dpid at now."""
         self._echo_sent[dpid] = now
 
     def echo_received(self, dpid, now):
+        """Switch dpid's echo reply arrived at now: one round trip."""
         sent = self._echo_sent.pop(dpid, None)
         if sent is not None:
             self._echo_rtts.setdefault(dpid, deque(maxlen=self.window)).append(now - sent)
@@ -129,6 +131,7 @@ class DelayEstimator:
         self._samples.pop((*src, *dst), None)
 
     def forget_switch(self, dpid):
+        """Drop the echoes and the link samples of a switch that went away."""
         self._echo_rtts.pop(dpid, None)
         self._echo_sent.pop(dpid, None)
         self._samples = {k: s for k, s in self._samples.items() if dpid not in (k[0], k[2])}

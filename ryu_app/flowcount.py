@@ -1,4 +1,4 @@
-"""Active host-pair flows from OpenFlow flow statistics (design note section 3).
+"""Active host-pair flows from OpenFlow flow statistics (docs/design.md, "Measurement").
 
 Each host pair has its own forwarding entry on every switch of its path. A
 pair is active when the packet counter of its entry grew between the last two
@@ -25,6 +25,7 @@ class FlowCounter:
         self._active[dpid] = {pair for pair, packets in current.items() if packets > previous.get(pair, 0)}
 
     def forget_switch(self, dpid):
+        """Drop the counters of a switch that went away."""
         self._counters.pop(dpid, None)
         self._active.pop(dpid, None)
 

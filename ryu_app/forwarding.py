@@ -17,16 +17,18 @@ ETH_TYPE_IPV4 = 0x0800
 
 def desired_entries(plan: Plan) -> dict[int, dict[tuple[str, str], int]]:
     """{dpid: {(src_ip, dst_ip): out_port}} for every reachable pair, from the
-    egress ports the plan's fabric carries."""
+    egress ports the plan's fabric carries. A hop with no known egress (one
+    direction of a link seen, the other not yet or no longer) gets no entry."""
     egress = plan.fabric.egress
     ip_of = plan.fabric.hosts
     entries: dict[int, dict[tuple[str, str], int]] = {}
     for k in range(len(plan)):
         hops = plan.hops(k)
         pair = (ip_of[hops[0]], ip_of[hops[-1]])
-        for here, after in zip(hops[1:-1], hops[2:]):
-            dpid, port = egress[(here, after)]
-            entries.setdefault(dpid, {})[pair] = port
+        for hop in zip(hops[1:-1], hops[2:]):
+            if hop in egress:
+                dpid, port = egress[hop]
+                entries.setdefault(dpid, {})[pair] = port
     return entries
 
 

@@ -55,13 +55,16 @@ class ControllerProcess:
 
     @property
     def openflow_port(self):
+        """The port switches connect to."""
         return self.settings["openflow"]["port"]
 
     @property
     def database(self):
+        """The controller's SQLite file."""
         return self.settings["database"]
 
     def start(self, timeout=30):
+        """Write the configuration, start the controller, wait until it listens."""
         with open(self.config_path, "w", encoding="utf-8") as handle:
             yaml.safe_dump(self.settings, handle)
         command = [sys.executable, "-m", "ryu_app.cli", "run", "--config", self.config_path]
@@ -89,6 +92,7 @@ class ControllerProcess:
             self.process.wait()
 
     def log(self):
+        """The controller's log so far."""
         with open(self.log_path, encoding="utf-8", errors="replace") as handle:
             return handle.read()
 

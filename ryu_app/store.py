@@ -8,6 +8,10 @@ it last computed.
 import json
 import sqlite3
 import time
+from collections.abc import Iterable
+from dataclasses import astuple, dataclass, field, fields
+
+from ryu_app.topology import Host
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS switches (dpid INTEGER PRIMARY KEY, name TEXT, up INTEGER, seen_at REAL);
@@ -34,6 +38,65 @@ CREATE TABLE IF NOT EXISTS agents (host_ip TEXT PRIMARY KEY, seen_at REAL, hello
 """
 
 
+@dataclass(frozen=True)
+class LinkMeasurement:
+    """What one plan used for one directed link, and how many flows crossed it."""
+
+    src: str
+    dst: str
+    delay_s: float
+    delay_source: str  # "inventory", "measured" or "default"
+    samples: int  # probe samples behind a measured delay
+    capacity_bytes_per_s: float
+    buffer_bytes: float
+    flows: int
+
+
+_MEASUREMENT_COLUMNS = ", ".join(f.name for f in fields(LinkMeasurement))
+
+
+@dataclass(frozen=True)
+class LinkRecord:
+    """A discovered directed switch link: names and (dpid, port) ends."""
+
+    src: str
+    dst: str
+    src_dpid: int
+    src_port: int
+    dst_dpid: int
+    dst_port: int
+
+
+@dataclass(frozen=True)
+class HostRecord:
+    """A learned host with its name and where it is attached."""
+
+    ip: str
+    name: str
+    mac: str
+    dpid: int
+    port: int
+
+
+@dataclass
+class Generation:
+    """A parameter generation: the plan's records and the inputs it was computed from."""
+
+    number: int
+    records: list[dict]  # one per host pair, as Plan.record gives them
+    link_rows: list[LinkMeasurement]
+    flows: dict[tuple[str, str], int]  # active host-pair flows by host name
+
+
+@dataclass
+class TopologySnapshot:
+    """The topology at one plan: switches {dpid: name}, links and hosts."""
+
+    switches: dict[int, str] = field(default_factory=dict)
+    links: list[LinkRecord] = field(default_factory=list)
+    hosts: list[HostRecord] = field(default_factory=list)
+
+
 class Store:
     """Read and write the controller state in one SQLite file."""
 
@@ -48,45 +111,43 @@ class Store:
             self.db.commit()
 
     def close(self):
+        """Close the database."""
         self.db.close()
 
     # -- topology ------------------------------------------------------------
 
-    def save_topology(self, switches, links, hosts):
-        """Record the current topology; what is gone is kept, marked down.
-
-        switches: {dpid: name}; links: {(src, dst): (src_dpid, src_port,
-        dst_dpid, dst_port)}; hosts: iterable of (ip, name, mac, dpid, port).
-        """
+    def save_topology(self, snapshot: TopologySnapshot, measurements: Iterable[LinkMeasurement] = ()) -> None:
+        """Record the current topology (what is gone is kept, marked down) and
+        the link measurements a plan of it used."""
         now = time.time()
+        self.save_link_measurements(measurements)
         with self.db:
             self.db.execute("UPDATE switches SET up = 0")
             self.db.executemany(
                 "INSERT OR REPLACE INTO switches VALUES (?, ?, 1, ?)",
-                [(dpid, name, now) for dpid, name in switches.items()],
+                [(dpid, name, now) for dpid, name in snapshot.switches.items()],
             )
             self.db.execute("UPDATE links SET up = 0")
             self.db.executemany(
                 "INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?, ?, ?, 1, ?)",
-                [(src, dst, *ports, now) for (src, dst), ports in links.items()],
+                [(*astuple(link), now) for link in snapshot.links],
             )
             self.db.executemany(
                 "INSERT OR REPLACE INTO hosts VALUES (?, ?, ?, ?, ?, ?)",
-                [(*host, now) for host in hosts],
+                [(*astuple(host), now) for host in snapshot.hosts],
             )
 
-    def known_hosts(self):
-        """(ip, mac, dpid, port) of every host ever learned, latest place."""
-        return list(self.db.execute("SELECT ip, mac, dpid, port FROM hosts"))
+    def known_hosts(self) -> list[Host]:
+        """Every host ever learned, at its latest place."""
+        return [Host(*row) for row in self.db.execute("SELECT ip, mac, dpid, port FROM hosts")]
 
-    def save_link_measurements(self, rows):
-        """Append one row per directed link: (src, dst, delay_s, source,
-        samples, capacity_bytes_per_s, buffer_bytes, flows on the link)."""
+    def save_link_measurements(self, rows: Iterable[LinkMeasurement]) -> None:
+        """Append one row per directed link, stamped now."""
         now = time.time()
         with self.db:
             self.db.executemany(
-                "INSERT INTO link_measurements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(now, *row) for row in rows],
+                f"INSERT INTO link_measurements (at, {_MEASUREMENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(now, *astuple(row)) for row in rows],
             )
 
     def latest_link_measurements(self):
@@ -101,37 +162,39 @@ class Store:
     # -- parameters ----------------------------------------------------------
 
     def last_generation_number(self):
+        """The newest stored generation number, 0 if none."""
         row = self.db.execute("SELECT MAX(generation) FROM generations").fetchone()
         return row[0] or 0
 
-    def save_generation(self, generation, records, link_rows=(), flows=None):
-        """Store a full parameter generation (plan records) with the inputs
-        it was computed from: link rows as for save_link_measurements and
-        the active host-pair flows {(src, dst): count}."""
+    def save_generation(self, generation: Generation) -> None:
+        """Store a full parameter generation with the inputs it was computed from."""
+        number = generation.number
         with self.db:
-            self.db.execute("INSERT INTO generations VALUES (?, ?)", (generation, time.time()))
+            self.db.execute("INSERT INTO generations VALUES (?, ?)", (number, time.time()))
             self.db.executemany(
-                "INSERT INTO generation_inputs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(generation, *row) for row in link_rows],
+                f"INSERT INTO generation_inputs (generation, {_MEASUREMENT_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(number, *astuple(row)) for row in generation.link_rows],
             )
             self.db.executemany(
                 "INSERT INTO generation_flows VALUES (?, ?, ?, ?)",
-                [(generation, src, dst, count) for (src, dst), count in (flows or {}).items()],
+                [(number, src, dst, count) for (src, dst), count in generation.flows.items()],
             )
             self.db.executemany(
                 "INSERT INTO parameters VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
-                        generation, r["src"], r["dst"], r["dst_ip"], json.dumps(r["hops"]), r["min_rto_us"],
+                        number, r["src"], r["dst"], r["dst_ip"], json.dumps(r["hops"]), r["min_rto_us"],
                         r["rto_min_ms"], r["initcwnd"], r["cwnd_clamp"], int(r["quickack"]),
                     )
-                    for r in records
+                    for r in generation.records
                 ],
             )
 
     def latest_generation(self):
         """(generation, computed_at, records) of the newest generation, or None."""
-        row = self.db.execute("SELECT generation, computed_at FROM generations ORDER BY generation DESC LIMIT 1").fetchone()
+        row = self.db.execute(
+            "SELECT generation, computed_at FROM generations ORDER BY generation DESC LIMIT 1").fetchone()
         if row is None:
             return None
         cursor = self.db.execute(
@@ -170,9 +233,11 @@ class Store:
     # -- agents --------------------------------------------------------------
 
     def save_ack(self, host_ip, generation, results):
+        """An agent's acknowledgement of a generation, with its per-route results."""
         with self.db:
             self.db.execute(
-                "INSERT OR REPLACE INTO acks VALUES (?, ?, ?, ?)", (host_ip, generation, time.time(), json.dumps(results))
+                "INSERT OR REPLACE INTO acks VALUES (?, ?, ?, ?)",
+                (host_ip, generation, time.time(), json.dumps(results)),
             )
 
     def save_agent(self, host_ip, hello):

@@ -32,6 +32,7 @@ from pyroute2 import netns as pyroute2_netns
 from test_agent_routes import ROOT, expected, route
 
 from ryu_app.agent_server import AgentServer
+from ryu_app.publication import Publications
 from wire import framing, limits, messages, session
 
 SECRET = b"test-secret-0123456789abcdef"
@@ -71,9 +72,11 @@ class Controller:
         logger.setLevel(logging.DEBUG)
         logger.propagate = False
         logger.addHandler(self.log)
+        self.publications = Publications()
         self.server = AgentServer(
-            host, port, SECRET, on_ack=lambda *a: self.acks.append(a), on_agent=lambda *a: self.agents.append(a),
-            on_reject=lambda *a: self.rejects.append(a), logger=logger, **options,
+            host, port, SECRET, self.publications, on_ack=lambda *a: self.acks.append(a),
+            on_agent=lambda *a: self.agents.append(a), on_reject=lambda *a: self.rejects.append(a), logger=logger,
+            **options,
         )
         if netns is None:
             self.server.start()
@@ -84,6 +87,11 @@ class Controller:
             finally:
                 pyroute2_netns.popns()
         self.port = self.server.address[1]
+
+    def publish(self, host_ip, param_set):
+        """What the controller core and app do with a new set: publish it, deliver it."""
+        self.publications.publish({host_ip: param_set})
+        self.server.deliver(host_ip)
 
     def acked(self, generation):
         return any(ack[1] == generation for ack in self.acks)
@@ -146,7 +154,7 @@ def set_for(generation, *dsts, **params):
 def test_push_apply_ack(ns, tmp_path, cleanup):
     controller = Controller(netns=ns.name)
     cleanup.append(controller)
-    controller.server.publish("10.77.0.1", set_for(1, "10.77.0.2/32", "10.88.0.5/32"))
+    controller.publish("10.77.0.1", set_for(1, "10.77.0.2/32", "10.88.0.5/32"))
     agent = AgentProcess(ns, controller.port, tmp_path)
     cleanup.append(agent)
     wait_for(lambda: controller.acked(1), "the ack of generation 1")
@@ -161,11 +169,11 @@ def test_push_apply_ack(ns, tmp_path, cleanup):
     assert hello["applied_generation"] is None and "cubic" in hello["congestion_controls"]
     assert controller.server.connected_hosts() == {"10.77.0.1", "2001:db8::1"}
     # A change while connected is pushed at once; a bad one is refused by the agent.
-    controller.server.publish("10.77.0.1", set_for(2, "10.77.0.2/32", initcwnd=4))
+    controller.publish("10.77.0.1", set_for(2, "10.77.0.2/32", initcwnd=4))
     wait_for(lambda: controller.acked(2), "the ack of generation 2")
     assert ns.otcp_routes() == {"10.77.0.2/32": expected(initcwnd=4)}
     assert controller.server.acked == {"10.77.0.1": 2}
-    controller.server.publish("10.77.0.1", set_for(2, "10.77.0.3/32"))
+    controller.publish("10.77.0.1", set_for(2, "10.77.0.3/32"))
     wait_for(lambda: controller.rejects, "the agent's refusal of a changed generation 2")
     assert controller.rejects[0][:2] == ("10.77.0.1", 2)
     assert "already applied with different routes" in controller.rejects[0][2]
@@ -176,15 +184,15 @@ def test_publish_validates_before_anything_is_sent(ns, cleanup):
     controller = Controller()
     cleanup.append(controller)
     with pytest.raises(ValueError, match=r"routes\[0\].initcwnd: 0 is out of range 1..256"):
-        controller.server.publish("10.77.0.1", set_for(1, "10.77.0.2/32", initcwnd=0))
+        controller.publish("10.77.0.1", set_for(1, "10.77.0.2/32", initcwnd=0))
     with pytest.raises(ValueError, match="host_ip: 'h1' is not an IPv4 or IPv6 address"):
-        controller.server.publish("h1", set_for(1, "10.77.0.2/32"))
+        controller.publish("h1", set_for(1, "10.77.0.2/32"))
 
 
 def test_wrong_secret_is_refused(ns, tmp_path, cleanup):
     controller = Controller(netns=ns.name)
     cleanup.append(controller)
-    controller.server.publish("10.77.0.1", set_for(1, "10.77.0.2/32"))
+    controller.publish("10.77.0.1", set_for(1, "10.77.0.2/32"))
     agent = AgentProcess(ns, controller.port, tmp_path, secret=b"not-the-secret-at-all")
     cleanup.append(agent)
     wait_for(lambda: sum("authentication failed: wrong secret" in line for line in controller.log.lines) >= 2,
@@ -197,7 +205,7 @@ def test_wrong_secret_is_refused(ns, tmp_path, cleanup):
 
 def test_agent_reconnects_and_keeps_its_routes_meanwhile(ns, tmp_path, cleanup):
     first = Controller(netns=ns.name)
-    first.server.publish("10.77.0.1", set_for(1, "10.77.0.2/32"))
+    first.publish("10.77.0.1", set_for(1, "10.77.0.2/32"))
     agent = AgentProcess(ns, first.port, tmp_path)
     cleanup.append(agent)
     wait_for(lambda: first.acked(1), "the ack of generation 1")
@@ -207,7 +215,7 @@ def test_agent_reconnects_and_keeps_its_routes_meanwhile(ns, tmp_path, cleanup):
     assert ns.otcp_routes() == {"10.77.0.2/32": expected()}
     second = Controller(netns=ns.name, port=first.port)  # a restarted controller
     cleanup.append(second)
-    second.server.publish("10.77.0.1", set_for(2, "10.77.0.2/32", rto_min_ms=30))
+    second.publish("10.77.0.1", set_for(2, "10.77.0.2/32", rto_min_ms=30))
     wait_for(lambda: second.acked(2), "the ack of generation 2 from the restarted controller")
     assert second.agents[0][1]["applied_generation"] == 1
     assert ns.otcp_routes() == {"10.77.0.2/32": expected(rto_min_ms=30)}
@@ -216,7 +224,7 @@ def test_agent_reconnects_and_keeps_its_routes_meanwhile(ns, tmp_path, cleanup):
 def test_restarted_agent_reapplies_its_state_before_the_controller_answers(ns, tmp_path, cleanup):
     controller = Controller(netns=ns.name)
     cleanup.append(controller)
-    controller.server.publish("10.77.0.1", set_for(4, "10.77.0.2/32", "10.77.0.3/32"))
+    controller.publish("10.77.0.1", set_for(4, "10.77.0.2/32", "10.77.0.3/32"))
     agent = AgentProcess(ns, controller.port, tmp_path)
     cleanup.append(agent)
     wait_for(lambda: controller.acked(4), "the ack of generation 4")
@@ -298,14 +306,14 @@ def good_agent(controller):
     """A well-behaved agent for 10.9.0.100 that must be unaffected by the others."""
     peer = GreenPeer(controller.port)
     assert peer.authenticate(addresses=("10.9.0.100",))
-    controller.server.publish("10.9.0.100", set_for(1, "10.9.0.2/32"))
+    controller.publish("10.9.0.100", set_for(1, "10.9.0.2/32"))
     message = peer.receive()
     assert message["type"] == "params" and message["set"]["generation"] == 1
     peer.sock.sendall(peer.session.seal(messages.ack_message(1, [])))
     wait_for(lambda: controller.acked(1), "the good agent's first ack")
     yield peer
     # Still connected and served after whatever the test did to the server.
-    controller.server.publish("10.9.0.100", set_for(99, "10.9.0.2/32"))
+    controller.publish("10.9.0.100", set_for(99, "10.9.0.2/32"))
     message = peer.receive()
     assert message is not None and message["set"]["generation"] == 99
     peer.sock.sendall(peer.session.seal(messages.ack_message(99, [])))
@@ -315,7 +323,7 @@ def good_agent(controller):
 
 
 def test_unauthenticated_peer_gets_the_challenge_and_nothing_else(controller, good_agent):
-    controller.server.publish("10.9.0.1", set_for(5, "10.9.0.2/32"))
+    controller.publish("10.9.0.1", set_for(5, "10.9.0.2/32"))
     silent = GreenPeer(controller.port)
     frames = silent.read_until_closed()  # the server hangs up after handshake_timeout
     assert len(frames) == 1 and json.loads(frames[0])["type"] == "challenge"
@@ -323,7 +331,7 @@ def test_unauthenticated_peer_gets_the_challenge_and_nothing_else(controller, go
 
 
 def test_wrong_secret_gets_nothing_after_the_challenge(controller, good_agent):
-    controller.server.publish("10.9.0.1", set_for(5, "10.9.0.2/32"))
+    controller.publish("10.9.0.1", set_for(5, "10.9.0.2/32"))
     intruder = GreenPeer(controller.port)
     assert not intruder.authenticate(secret=b"guessed")
     assert intruder.read_until_closed() == []
@@ -393,7 +401,7 @@ def test_slow_reader_is_disconnected(controller, good_agent):
     wait_for(lambda: "10.9.0.8" in controller.server.connected_hosts(), "the peer to register")
     big = [f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}/32" for i in range(30000)]
     for generation in range(1, 6):  # never read: the socket buffers fill, then the write times out
-        controller.server.publish("10.9.0.8", set_for(generation, *big))
+        controller.publish("10.9.0.8", set_for(generation, *big))
         hub.sleep(0.2)
     wait_for(lambda: controller.log.has("slow reader"), "the slow reader to be dropped")
     assert "10.9.0.8" not in controller.server.connected_hosts()
@@ -406,7 +414,7 @@ def test_a_newer_connection_from_the_same_host_replaces_the_older(controller, go
     new = GreenPeer(controller.port)
     assert new.authenticate(addresses=("10.9.0.9",))
     assert old.read_until_closed() == []
-    controller.server.publish("10.9.0.9", set_for(3, "10.9.0.2/32"))
+    controller.publish("10.9.0.9", set_for(3, "10.9.0.2/32"))
     assert new.receive()["set"]["generation"] == 3
     assert controller.log.has("replaced by a newer connection")
 
@@ -416,7 +424,7 @@ def test_only_the_latest_set_is_sent(controller, good_agent):
     assert peer.authenticate(addresses=("10.9.0.10",))
     wait_for(lambda: "10.9.0.10" in controller.server.connected_hosts(), "the peer to register")
     for generation in (1, 2, 3):  # published back to back, before the writer runs
-        controller.server.publish("10.9.0.10", set_for(generation, "10.9.0.2/32"))
+        controller.publish("10.9.0.10", set_for(generation, "10.9.0.2/32"))
     assert peer.receive()["set"]["generation"] == 3
 
 

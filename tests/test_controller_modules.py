@@ -10,7 +10,7 @@ from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 from ryu_app import arp, config, delay, forwarding, store
 from ryu_app.flowcount import FlowCounter
 from ryu_app.planner import Plan
-from ryu_app.topology import Topology
+from ryu_app.topology import Host, Topology
 
 
 def fake_datapath(dpid=1):
@@ -184,7 +184,7 @@ def planned_topology():
 
 def test_desired_entries_follow_the_paths():
     topo, plan = planned_topology()
-    entries = forwarding.desired_entries(plan, topo)
+    entries = forwarding.desired_entries(plan)
     assert entries[1][("10.0.0.1", "10.0.0.2")] == 1  # toward s2
     assert entries[2][("10.0.0.1", "10.0.0.2")] == 2  # to h2
     assert entries[1][("10.0.0.2", "10.0.0.1")] == 2
@@ -279,11 +279,11 @@ def test_store_keeps_generations_and_numbers_them_on(tmp_path):
         "src": "h1", "dst": "h2", "dst_ip": "10.0.0.2", "hops": ["h1", "s1", "h2"], "min_rto_us": 13700.0,
         "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "quickack": True,
     }
-    state.save_generation(1, [record])
-    state.save_generation(2, [{**record, "cwnd_clamp": None}])
-    state.save_link_measurements([("s1", "s2", 0.0001, "measured", 5, 1.25e7, 85000, 2)])
+    state.save_generation(store.Generation(1, [record], [], {}))
+    state.save_generation(store.Generation(2, [{**record, "cwnd_clamp": None}], [], {}))
+    state.save_link_measurements([store.LinkMeasurement("s1", "s2", 0.0001, "measured", 5, 1.25e7, 85000, 2)])
     state.save_ack("10.0.0.1", 2, [{"dst": "10.0.0.2/32", "ok": True}])
-    state.save_topology({1: "s1"}, {}, [("10.0.0.1", "h1", "00:00:00:00:00:01", 1, 2)])
+    state.save_topology(store.TopologySnapshot({1: "s1"}, [], [store.HostRecord("10.0.0.1", "h1", "00:00:00:00:00:01", 1, 2)]))
     state.close()
     reopened = store.Store(path, readonly=True)
     assert reopened.last_generation_number() == 2
@@ -291,4 +291,4 @@ def test_store_keeps_generations_and_numbers_them_on(tmp_path):
     assert generation == 2 and records == [{**record, "cwnd_clamp": None}]
     assert reopened.latest_link_measurements()[("s1", "s2")]["flows"] == 2
     assert reopened.acks() == {"10.0.0.1": 2}
-    assert reopened.known_hosts() == [("10.0.0.1", "00:00:00:00:00:01", 1, 2)]
+    assert reopened.known_hosts() == [Host("10.0.0.1", "00:00:00:00:00:01", 1, 2)]

@@ -146,8 +146,8 @@ def test_show_prints_the_last_generation_its_inputs_and_acks(tmp_path, capsys):
         "src": "h2", "dst": "h1", "dst_ip": "10.0.0.1", "hops": ["h2", "s1", "h1"], "min_rto_us": 13700.0,
         "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "quickack": True,
     }
-    link = ("s1", "h1", 25e-6, "measured", 4, 12.5e6, 85000.0, 16)
-    state.save_generation(3, [record], [link], {("h2", "h1"): 1})
+    link = store.LinkMeasurement("s1", "h1", 25e-6, "measured", 4, 12.5e6, 85000.0, 16)
+    state.save_generation(store.Generation(3, [record], [link], {("h2", "h1"): 1}))
     state.save_ack("10.0.0.2", 3, [])
     state.save_agent("10.0.0.2", {"hostname": "h2", "mss_bytes": 1448, "congestion_control": "cubic",
                                   "congestion_controls": ["reno", "cubic"], "tcp_rto_min_us": True})

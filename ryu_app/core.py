@@ -1,0 +1,413 @@
+"""The controller's state and policy, free of os-ken's app machinery (docs/design.md, "Architecture").
+
+`ControllerCore` decides everything the OTCP controller does: it keeps the
+topology and the measurements (delay probes, echoes, flow statistics),
+plans, keeps each switch's forwarding entries in line with the plan,
+numbers parameter generations and answers ARP for the hosts it knows.
+
+Its methods take events as plain data (dpid, port numbers, frame bytes,
+parsed statistics) with `now`, the time they happened, and return
+`Actions`: OpenFlow messages to send, whether to re-plan, rows to store,
+a generation to store and deliver. `ryu_app/app.py` feeds it os-ken's
+events and carries the Actions out; the core itself never reads a clock,
+sends, or touches SQLite or a socket.
+
+OpenFlow messages are built with each switch's `ofproto` and
+`ofproto_parser`, handed over when the switch connects.
+"""
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from os_ken.lib.packet import arp as arp_packet
+from os_ken.lib.packet import ethernet, ipv4, packet
+
+from ryu_app import arp, delay, formulas, forwarding
+from ryu_app.flowcount import FlowCounter
+from ryu_app.planner import Plan
+from ryu_app.publication import Publications
+from ryu_app.store import Generation, HostRecord, LinkMeasurement, LinkRecord, TopologySnapshot
+from ryu_app.topology import Host, SwitchPort, Topology
+
+ETH_TYPE_LLDP = 0x88CC
+# Discovery has settled once this many probe rounds passed without a change.
+SETTLE_PROBE_ROUNDS = 3
+# An ARP request for a host nobody answers for is forgotten after this long.
+ARP_PENDING_S = 5.0
+# Payload of the controller's echo requests, so other echoes are not timed.
+ECHO_PAYLOAD = b"otcp"
+# How far ahead of the controller an agent's applied generation may be and
+# still be followed: more generations than a controller makes in a century
+# at one a second. Anything further is a corrupt or forged state, refused
+# rather than followed toward the end of the generation range.
+MAX_GENERATION_LEAP = 2**32
+
+Send = tuple[int, Any]  # (dpid, OpenFlow message)
+Pair = tuple[str, str]  # (src_ip, dst_ip)
+
+
+class OpenFlowCodec(Protocol):
+    """What building messages for a switch needs (an os-ken Datapath has both)."""
+
+    ofproto: Any
+    ofproto_parser: Any
+
+
+@dataclass(frozen=True)
+class PortInfo:
+    """One port of a switch's port description."""
+
+    number: int
+    hw_addr: str
+    speed_kbps: int
+
+
+@dataclass
+class Actions:
+    """What the glue does after a core call, in this order."""
+
+    sends: list[Send] = field(default_factory=list)
+    replan: bool = False  # wake the plan loop
+    topology: TopologySnapshot | None = None  # store, with measurements
+    measurements: list[LinkMeasurement] = field(default_factory=list)
+    generation: Generation | None = None  # a new generation to store
+    deliver: list[str] = field(default_factory=list)  # hosts whose new set goes to their agent
+
+
+@dataclass
+class _Switch:
+    """A connected switch: how to talk to it and what it holds."""
+
+    codec: OpenFlowCodec
+    ready: bool = False  # in MAIN state: probed, polled and given entries
+    installed: dict[Pair, int] = field(default_factory=dict)  # pair entry -> out port
+    port_addresses: dict[int, str] = field(default_factory=dict)  # port -> hw address
+
+
+@dataclass(frozen=True)
+class _PendingArp:
+    """An ARP request for a host not known yet, waiting for it to speak."""
+
+    asked_at: float
+    dpid: int
+    port: int
+    request: arp_packet.arp
+
+
+class ControllerCore:
+    """The controller's state and decisions; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        now: float,
+        probe_interval_s: float,
+        delay_window: int,
+        defaults: dict,
+        bounds: formulas.Bounds,
+        inventory: Any = None,
+        known_hosts: Iterable[Host] = (),
+        generation: int = 0,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.log = logger or logging.getLogger("otcp.controller")
+        self.probe_interval_s = probe_interval_s
+        self.defaults = defaults
+        self.bounds = bounds
+        self.topology = Topology(inventory)
+        # Hosts known before a restart, so the first plans are complete.
+        for host in known_hosts:
+            self.topology.hosts[host.ip] = host
+        self.delays = delay.DelayEstimator(window=delay_window)
+        self.flow_counter = FlowCounter()
+        self.publications = Publications()
+        self.generation = generation
+        self.changed_at = now
+        self._switches: dict[int, _Switch] = {}
+        self._pending_arp: dict[str, list[_PendingArp]] = {}  # target ip -> requests awaiting an answer
+
+    # -- switches ------------------------------------------------------------
+
+    def switch_features(self, dpid: int, codec: OpenFlowCodec) -> Actions:
+        """A switch connected: clear an earlier run's entries, send misses here."""
+        self._switches[dpid] = _Switch(codec)
+        return Actions([(dpid, forwarding.remove_otcp_entries(codec)), (dpid, forwarding.table_miss_entry(codec))])
+
+    def switch_ready(self, dpid: int) -> Actions:
+        """The switch is in MAIN state: ask for its ports."""
+        switch = self._switches.get(dpid)
+        if switch is None:
+            return Actions()
+        switch.ready = True
+        return self.port_status(dpid)
+
+    def switch_gone(self, now: float, dpid: int) -> Actions:
+        """The switch disconnected: forget it and what was measured through it."""
+        self._switches.pop(dpid, None)
+        self.delays.forget_switch(dpid)
+        self.flow_counter.forget_switch(dpid)
+        return self._changed(now) if self.topology.remove_switch(dpid) else Actions()
+
+    def port_status(self, dpid: int) -> Actions:
+        """A port changed: ask for the switch's port description again."""
+        switch = self._switches.get(dpid)
+        if switch is None:
+            return Actions()
+        return Actions([(dpid, switch.codec.ofproto_parser.OFPPortDescStatsRequest(switch.codec, 0))])
+
+    def port_description(self, now: float, dpid: int, ports: Iterable[PortInfo]) -> Actions:
+        """The switch's ports: their addresses (for probes) and speeds (for the fabric)."""
+        switch = self._switches.get(dpid)
+        if switch is None:
+            return Actions()
+        physical = [p for p in ports if p.number <= switch.codec.ofproto.OFPP_MAX]
+        switch.port_addresses = {p.number: p.hw_addr for p in physical}
+        speeds = {p.number: p.speed_kbps * 1000 / 8 for p in physical}  # kb/s -> bytes/s
+        return self._changed(now) if self.topology.add_switch(dpid, speeds) else Actions()
+
+    def link_added(self, now: float, src: SwitchPort, dst: SwitchPort) -> Actions:
+        """os-ken's discovery found a link; one claimed on a host's port is refused."""
+        if self.topology.add_link(src, dst):
+            return self._link_changed(now, src, dst, "up")
+        if self.topology.host_port(*src) or self.topology.host_port(*dst):
+            self.log.warning("ignoring LLDP link on a host port: s%d:%d -> s%d:%d", *src, *dst)
+        return Actions()
+
+    def link_deleted(self, now: float, src: SwitchPort, dst: SwitchPort) -> Actions:
+        """os-ken's discovery lost a link: forget it and its delay samples."""
+        if not self.topology.remove_link(src, dst):
+            return Actions()
+        self.delays.forget_link(src, dst)
+        return self._link_changed(now, src, dst, "down")
+
+    def _link_changed(self, now: float, src: SwitchPort, dst: SwitchPort, state: str) -> Actions:
+        self.log.info("link s%d:%d -> s%d:%d %s", *src, *dst, state)
+        return self._changed(now)
+
+    def _changed(self, now: float) -> Actions:
+        """The topology changed: re-plan now, and wait to settle before publishing."""
+        self.changed_at = now
+        return Actions(replan=True)
+
+    def settled(self, now: float) -> bool:
+        """True once discovery has had a few probe rounds since the last change."""
+        return now - self.changed_at >= SETTLE_PROBE_ROUNDS * self.probe_interval_s
+
+    # -- packets -----------------------------------------------------------------
+
+    def packet_in(self, now: float, dpid: int, in_port: int, data: bytes) -> Actions:
+        """A frame a switch sent up: a delay probe, ARP, or a packet that missed its entry."""
+        switch = self._switches.get(dpid)
+        frame = packet.Packet(data)
+        eth = frame.get_protocol(ethernet.ethernet)
+        if switch is None or eth is None:
+            return Actions()
+        if eth.ethertype == ETH_TYPE_LLDP:
+            probe = delay.parse_probe(data)
+            if probe is not None and not self.topology.host_port(dpid, in_port):
+                self.delays.probe_received(probe, dpid, in_port, now)
+            return Actions()
+        request = frame.get_protocol(arp_packet.arp)
+        if request is not None:
+            actions = self._learn(now, request.src_ip, eth.src, dpid, in_port)
+            if request.opcode == arp_packet.ARP_REQUEST:
+                actions.sends += self._answer_arp(now, dpid, in_port, request)
+            return actions
+        header = frame.get_protocol(ipv4.ipv4)
+        if header is None:
+            return Actions()
+        actions = self._learn(now, header.src, eth.src, dpid, in_port)
+        first = self._deliver_first_packet(switch, dpid, in_port, (header.src, header.dst), data)
+        actions.sends += first.sends
+        actions.replan |= first.replan
+        return actions
+
+    def _deliver_first_packet(self, switch: _Switch, dpid: int, in_port: int, pair: Pair, data: bytes) -> Actions:
+        """A packet that missed the table: its pair's entries are not there
+        yet (new pair, or sent but not yet applied). Plan if needed, then
+        send it out of the port its entry names; the next switch does the same."""
+        if pair[1] not in self.topology.hosts:
+            return Actions()
+        actions = Actions()
+        if pair not in switch.installed:
+            # Forwarding now; storing and pushing parameters waits for the plan loop.
+            plan, _ = self._plan()
+            actions = Actions(self._sync_forwarding(plan), replan=True)
+        out_port = switch.installed.get(pair)
+        self.log.debug("missed packet %s -> %s at s%d: %s", *pair, dpid,
+                       f"sent out of port {out_port}" if out_port else "no path")
+        if out_port is not None and out_port != in_port:
+            actions.sends.append((dpid, forwarding.packet_out(switch.codec, out_port, data)))
+        return actions
+
+    def _learn(self, now: float, ip: str, mac: str, dpid: int, port: int) -> Actions:
+        """Learn (or move) the sender; answer ARP requests that waited for it."""
+        if ip == "0.0.0.0" or mac == arp.CONTROLLER_MAC:
+            return Actions()
+        actions = Actions()
+        if self.topology.learn_host(ip, mac, dpid, port):
+            self.log.info("host %s (%s) at s%d:%d", ip, mac, dpid, port)
+            actions = self._changed(now)
+        host = self.topology.hosts.get(ip)
+        for waiting in self._pending_arp.pop(ip, []):
+            switch = self._switches.get(waiting.dpid)
+            if host is None or switch is None or not switch.ready or now - waiting.asked_at >= ARP_PENDING_S:
+                continue
+            reply = arp.reply_frame(waiting.request, host.mac)
+            actions.sends.append((waiting.dpid, forwarding.packet_out(switch.codec, waiting.port, reply)))
+        return actions
+
+    def _answer_arp(self, now: float, dpid: int, in_port: int, request: arp_packet.arp) -> list[Send]:
+        """Proxy ARP: answer for a known host; for an unknown one, keep the
+        request and ask every edge port from the controller's own address."""
+        target = self.topology.hosts.get(request.dst_ip)
+        if target is not None:
+            reply = arp.reply_frame(request, target.mac)
+            return [(dpid, forwarding.packet_out(self._switches[dpid].codec, in_port, reply))]
+        self.log.debug("ARP for unknown %s from s%d:%d: probing edge ports", request.dst_ip, dpid, in_port)
+        self._pending_arp = {
+            ip: fresh for ip, waiting in self._pending_arp.items()
+            if (fresh := [w for w in waiting if now - w.asked_at < ARP_PENDING_S])
+        }
+        self._pending_arp.setdefault(request.dst_ip, []).append(_PendingArp(now, dpid, in_port, request))
+        probe = arp.probe_frame(request.dst_ip)
+        ready = set(self.ready_switches())
+        return [
+            (edge_dpid, forwarding.packet_out(self._switches[edge_dpid].codec, port, probe))
+            for edge_dpid, port in self.topology.edge_ports()
+            if edge_dpid in ready
+        ]
+
+    # -- measurement -----------------------------------------------------------
+
+    def ready_switches(self) -> list[int]:
+        """Dpids of the switches in MAIN state."""
+        return [dpid for dpid, switch in self._switches.items() if switch.ready]
+
+    def probe_switch(self, now: float, dpid: int) -> Actions:
+        """One probe round of one switch: an echo request (the controller
+        leg) and a delay probe out of every port that is not a host's."""
+        switch = self._switches.get(dpid)
+        if switch is None or not switch.ready:
+            return Actions()
+        self.delays.echo_sent(dpid, now)
+        sends = [(dpid, switch.codec.ofproto_parser.OFPEchoRequest(switch.codec, data=ECHO_PAYLOAD))]
+        for port, hw_addr in switch.port_addresses.items():
+            if self.topology.host_port(dpid, port):
+                continue
+            sequence = self.delays.next_probe(dpid, port, now)
+            frame = delay.probe_frame(dpid, port, hw_addr, sequence)
+            sends.append((dpid, forwarding.packet_out(switch.codec, port, frame)))
+        return Actions(sends)
+
+    def echo_reply(self, now: float, dpid: int, data: bytes) -> None:
+        """A switch answered an echo request: one controller-leg round trip."""
+        if data == ECHO_PAYLOAD:
+            self.delays.echo_received(dpid, now)
+
+    def stats_round(self) -> Actions:
+        """Ask every ready switch for the counters of its pair entries."""
+        return Actions([
+            (dpid, forwarding.flow_stats_request(self._switches[dpid].codec)) for dpid in self.ready_switches()
+        ])
+
+    def flow_stats(self, dpid: int, stats: Iterable[Any]) -> None:
+        """A switch's flow statistics (os-ken OFPFlowStats): which pairs sent since the last poll."""
+        self.flow_counter.update(dpid, forwarding.pair_counters(stats))
+
+    # -- planning ----------------------------------------------------------------
+
+    def replan(self, now: float) -> Actions:
+        """Plan the current fabric: forwarding entries for every switch, the
+        topology and link measurements to store and, once settled, a new
+        generation if any host's parameters changed."""
+        plan, delay_sources = self._plan()
+        actions = Actions(self._sync_forwarding(plan))
+        actions.topology = self._topology_snapshot()
+        actions.measurements = self._link_measurements(plan, delay_sources)
+        if self.settled(now):
+            actions.generation, actions.deliver = self._next_generation(plan, actions.measurements)
+        return actions
+
+    def _plan(self) -> tuple[Plan, dict[tuple[str, str], str]]:
+        """The plan of the fabric as measured now, and where each link's delay came from."""
+        link_delays = {key: value for key, (value, _) in self.delays.delays().items()}
+        fabric, delay_sources = self.topology.fabric(link_delays, self.flow_counter.active_pairs(), self.defaults)
+        return Plan(fabric, self.bounds), delay_sources
+
+    def _sync_forwarding(self, plan: Plan) -> list[Send]:
+        """Flow mods bringing every ready switch's entries in line with the plan."""
+        desired = forwarding.desired_entries(plan)
+        sends = []
+        for dpid, switch in self._switches.items():
+            if not switch.ready:
+                continue
+            entries = desired.get(dpid, {})
+            sends += [(dpid, message) for message in forwarding.sync_messages(switch.codec, switch.installed, entries)]
+            switch.installed = dict(entries)
+        return sends
+
+    def _topology_snapshot(self) -> TopologySnapshot:
+        topo = self.topology
+        names = {dpid: topo.switch_name(dpid) for dpid in topo.switches}
+        links = [
+            LinkRecord(names[src[0]], names[dst[0]], *src, *dst)
+            for src, dst in topo.links.items()
+            if src[0] in names and dst[0] in names
+        ]
+        hosts = [HostRecord(h.ip, topo.host_name(h.ip), h.mac, h.dpid, h.port) for h in topo.hosts.values()]
+        return TopologySnapshot(names, links, hosts)
+
+    def _link_measurements(self, plan: Plan, delay_sources: dict[tuple[str, str], str]) -> list[LinkMeasurement]:
+        """One row per directed link of the plan: the facts it used and its flows."""
+        topo = self.topology
+        samples = {}
+        for src, (_, count) in self.delays.delays().items():
+            dst = topo.links.get(src)
+            if dst is not None and src[0] in topo.switches and dst[0] in topo.switches:
+                samples[(topo.switch_name(src[0]), topo.switch_name(dst[0]))] = count
+        flows_on = plan.link_flows()
+        return [
+            LinkMeasurement(u, v, facts.delay_s, delay_sources[(u, v)], samples.get((u, v), 0),
+                            facts.capacity_bytes_per_s, facts.buffer_bytes, flows_on.get((u, v), 0))
+            for (u, v), facts in sorted(plan.fabric.links.items())
+        ]
+
+    # -- generations -------------------------------------------------------------
+
+    def _next_generation(self, plan: Plan, link_rows: list[LinkMeasurement]) -> tuple[Generation | None, list[str]]:
+        """Number a new generation and publish the sets of the hosts whose
+        routes changed; returns it and those hosts, (None, []) if none did."""
+        routes = {plan.fabric.hosts[host]: plan.routes_for(host) for host in plan.hosts}
+        changed = {ip: host_routes for ip, host_routes in routes.items() if self.publications.changed(ip, host_routes)}
+        if not changed:
+            return None, []
+        number = self.generation + 1
+        self.publications.publish({ip: {"generation": number, "routes": r} for ip, r in changed.items()})
+        self.generation = number
+        self.log.info("generation %d: new parameters for %d host(s)", number, len(changed))
+        return Generation(number, list(plan.records()), link_rows, dict(plan.fabric.flows)), sorted(changed)
+
+    def agent_arrived(self, host_ip: str, applied_generation: int | None) -> Actions:
+        """The one rule for an agent's applied generation (docs/design.md, "Wire protocol").
+
+        An agent refuses any set not newer than what it applied. One that
+        applied this controller's generation or a later one (its controller's
+        database was reset) is followed: numbering continues past it, and
+        its host gets a new set. One more than MAX_GENERATION_LEAP ahead is
+        refused: it keeps refusing sets until its state is reset.
+        """
+        if applied_generation is None or applied_generation < self.generation:
+            return Actions()
+        if applied_generation - self.generation > MAX_GENERATION_LEAP:
+            self.log.error("agent for %s applied generation %d, more than %d past this controller's %d: "
+                           "not followed; reset that agent's state", host_ip, applied_generation,
+                           MAX_GENERATION_LEAP, self.generation)
+            return Actions()
+        self.log.warning("agent for %s applied generation %d; continuing from %d", host_ip, applied_generation,
+                         applied_generation + 1)
+        self.generation = applied_generation
+        self.publications.forget(host_ip)
+        return Actions(replan=True)

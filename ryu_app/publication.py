@@ -1,0 +1,48 @@
+"""The latest parameter set published for each host: the controller's one copy.
+
+The controller core diffs new routes against it to decide whether a host
+needs a new generation, and the agent server sends from it when an agent
+connects or a set changes (docs/design.md, "Parameter set").
+"""
+
+import ipaddress
+
+from wire import paramset
+
+
+def host_address(address: str) -> str:
+    """A host's address in canonical form; ValueError naming host_ip if it is not one."""
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        raise ValueError(f"host_ip: {address!r} is not an IPv4 or IPv6 address") from None
+
+
+class Publications:
+    """{host ip: validated parameter set}, written only with valid sets."""
+
+    def __init__(self) -> None:
+        self._sets: dict[str, dict] = {}
+
+    def publish(self, sets: dict[str, dict]) -> None:
+        """Make each {host ip: parameter set} the latest for its host.
+
+        Every set is validated first (ValueError naming the host or the
+        field), and none is kept unless all are valid: a bad set never
+        reaches an agent, nor counts as published.
+        """
+        validated = {host_address(ip): paramset.validate_param_set(param_set) for ip, param_set in sets.items()}
+        self._sets.update(validated)
+
+    def latest(self, host_ip: str) -> dict | None:
+        """The set to send to host_ip's agent, or None."""
+        return self._sets.get(host_ip)
+
+    def changed(self, host_ip: str, routes: list[dict]) -> bool:
+        """True if routes differ from the routes last published for host_ip."""
+        latest = self._sets.get(host_ip)
+        return latest is None or latest["routes"] != routes
+
+    def forget(self, host_ip: str) -> None:
+        """Drop host_ip's set, so its next routes count as changed."""
+        self._sets.pop(host_ip, None)

@@ -1,0 +1,332 @@
+"""The controller core with an explicit `now`: what it learns from each event
+and what it asks the glue to do (ryu_app/core.py)."""
+
+import types
+
+import pytest
+from controller_fakes import (
+    H1,
+    H2,
+    H3,
+    arp_frame,
+    connected_core,
+    ipv4_frame,
+    new_core,
+    parsed,
+    port_infos,
+    port_mac,
+)
+from os_ken.lib.packet import arp as arp_packet
+from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
+
+from ryu_app import core as core_module
+from ryu_app import delay, forwarding
+from ryu_app.core import ARP_PENDING_S, ECHO_PAYLOAD, MAX_GENERATION_LEAP
+from ryu_app.publication import Publications
+from ryu_app.topology import Host
+
+
+def packet_outs(actions):
+    """(dpid, out port, message) of every PacketOut among the sends."""
+    return [(dpid, m.actions[0].port, m) for dpid, m in actions.sends if isinstance(m, ofproto_v1_3_parser.OFPPacketOut)]
+
+
+def learn_hosts(core, now, *hosts):
+    """Each (ip, mac, dpid, port) host sends a gratuitous ARP."""
+    for ip, mac, dpid, port in hosts:
+        core.packet_in(now, dpid, port, arp_frame(arp_packet.ARP_REQUEST, (ip, mac), ip))
+
+
+HOSTS = [(*H1, 1, 2), (*H2, 2, 2), (*H3, 1, 3)]
+
+
+def settled_core():
+    """Both switches, the link and three hosts, all learned at time 0."""
+    core = connected_core()
+    learn_hosts(core, 0.0, *HOSTS)
+    return core
+
+
+# -- switches ----------------------------------------------------------------------
+
+
+def test_a_connecting_switch_is_cleared_then_sends_misses_up():
+    core = new_core()
+    (_, clear), (_, miss) = core.switch_features(1, types.SimpleNamespace(ofproto=ofproto_v1_3,
+                                                                          ofproto_parser=ofproto_v1_3_parser)).sends
+    assert (clear.command, clear.cookie) == (ofproto_v1_3.OFPFC_DELETE, forwarding.COOKIE)
+    assert miss.priority == forwarding.TABLE_MISS_PRIORITY
+    assert miss.instructions[0].actions[0].port == ofproto_v1_3.OFPP_CONTROLLER
+
+
+def test_ready_switch_is_asked_for_ports_and_their_description_changes_the_topology():
+    core = new_core()
+    core.switch_features(1, types.SimpleNamespace(ofproto=ofproto_v1_3, ofproto_parser=ofproto_v1_3_parser))
+    (dpid, request), = core.switch_ready(1).sends
+    assert dpid == 1 and isinstance(request, ofproto_v1_3_parser.OFPPortDescStatsRequest)
+    assert core.port_description(4.0, 1, port_infos(1)).replan
+    assert core.topology.switches[1] == {1: 12.5e6, 2: 12.5e6, 3: 12.5e6}  # LOCAL left out; kb/s -> B/s
+    assert core.changed_at == 4.0
+    assert not core.port_description(5.0, 1, port_infos(1)).replan  # nothing new
+    assert core.changed_at == 4.0
+
+
+def test_a_gone_switch_takes_its_links_and_hosts_along():
+    core = settled_core()
+    actions = core.switch_gone(7.0, 2)
+    assert actions.replan and core.changed_at == 7.0
+    assert 2 not in core.topology.switches and core.topology.links == {}
+    assert set(core.topology.hosts) == {H1[0], H3[0]}
+    assert core.ready_switches() == [1]
+    assert not core.switch_gone(8.0, 2).replan
+
+
+def test_links_on_host_ports_are_refused(caplog):
+    core = settled_core()
+    assert not core.link_added(1.0, (1, 2), (2, 2)).replan
+    assert "ignoring LLDP link on a host port: s1:2 -> s2:2" in caplog.text
+    assert (1, 2) not in core.topology.links
+
+
+def test_a_deleted_link_loses_its_delay_samples():
+    core = measured_core()
+    assert (1, 1) in core.delays.delays()
+    assert core.link_deleted(20.0, (1, 1), (2, 1)).replan
+    assert (1, 1) not in core.delays.delays() and core.changed_at == 20.0
+    assert not core.link_deleted(21.0, (1, 1), (2, 1)).replan
+
+
+# -- host learning and proxy ARP -------------------------------------------------------------
+
+
+def test_hosts_are_learned_from_arp_and_ip_on_edge_ports_only():
+    core = connected_core()
+    actions = core.packet_in(3.0, 1, 2, arp_frame(arp_packet.ARP_REQUEST, H1, H1[0]))
+    assert actions.replan and core.changed_at == 3.0
+    assert core.topology.hosts[H1[0]] == Host(*H1, 1, 2)
+    assert core.packet_in(4.0, 2, 2, ipv4_frame(H2, H1)).replan
+    assert core.topology.hosts[H2[0]] == Host(*H2, 2, 2)
+    core.packet_in(5.0, 1, 1, ipv4_frame(H3, H1))  # on a link port
+    assert H3[0] not in core.topology.hosts and core.changed_at == 4.0
+
+
+def test_the_controllers_own_probes_teach_nothing():
+    core = connected_core()
+    core.packet_in(1.0, 1, 2, arp_frame(arp_packet.ARP_REPLY, ("0.0.0.0", "00:00:00:00:00:09"), H2[0]))
+    assert core.topology.hosts == {}
+
+
+def test_arp_for_a_known_host_is_answered_by_the_controller():
+    core = settled_core()
+    [(dpid, port, reply)] = packet_outs(core.packet_in(1.0, 1, 2, arp_frame(arp_packet.ARP_REQUEST, H1, H2[0])))
+    answer = parsed(reply).get_protocol(arp_packet.arp)
+    assert (dpid, port) == (1, 2)
+    assert (answer.opcode, answer.src_ip, answer.src_mac, answer.dst_ip) == (arp_packet.ARP_REPLY, *H2, H1[0])
+
+
+def test_arp_for_an_unknown_host_waits_for_it_and_asks_every_edge_port():
+    core = connected_core()
+    learn_hosts(core, 0.0, (*H1, 1, 2))
+    probes = packet_outs(core.packet_in(1.0, 1, 2, arp_frame(arp_packet.ARP_REQUEST, H1, H2[0])))
+    assert sorted((dpid, port) for dpid, port, _ in probes) == [(1, 2), (1, 3), (2, 2)]
+    probe = parsed(probes[0][2]).get_protocol(arp_packet.arp)
+    assert (probe.src_ip, probe.dst_ip) == ("0.0.0.0", H2[0])
+    # h2 answers the controller's probe: it is learned, and h1's request answered.
+    answered = core.packet_in(1.5, 2, 2, arp_frame(arp_packet.ARP_REPLY, H2, "0.0.0.0"))
+    [(dpid, port, reply)] = packet_outs(answered)
+    assert (dpid, port) == (1, 2) and answered.replan
+    assert parsed(reply).get_protocol(arp_packet.arp).src_mac == H2[1]
+    # Answered once: h2 answering again sends nothing.
+    assert packet_outs(core.packet_in(1.6, 2, 2, arp_frame(arp_packet.ARP_REPLY, H2, "0.0.0.0"))) == []
+
+
+def test_an_unanswered_arp_request_expires():
+    core = connected_core()
+    learn_hosts(core, 0.0, (*H1, 1, 2))
+    core.packet_in(1.0, 1, 2, arp_frame(arp_packet.ARP_REQUEST, H1, H2[0]))
+    late = core.packet_in(1.0 + ARP_PENDING_S, 2, 2, arp_frame(arp_packet.ARP_REPLY, H2, "0.0.0.0"))
+    assert packet_outs(late) == []
+    assert H2[0] in core.topology.hosts  # learned all the same
+
+
+# -- measurement -------------------------------------------------------------------------
+
+
+def probe_round(core, now, dpid):
+    """Send one probe round of a switch; return {port: probe frame}."""
+    actions = core.probe_switch(now, dpid)
+    echo = actions.sends[0][1]
+    assert isinstance(echo, ofproto_v1_3_parser.OFPEchoRequest) and echo.data == ECHO_PAYLOAD
+    return {port: message.data for _, port, message in packet_outs(actions)}
+
+
+def measured_core():
+    """h1 and h2 learned; echoes of 4 ms (s1) and 2 ms (s2); one probe s1:1 -> s2:1 taking 5 ms."""
+    core = connected_core()
+    learn_hosts(core, 0.0, (*H1, 1, 2), (*H2, 2, 2))
+    probes = probe_round(core, 10.0, 1)
+    probe_round(core, 10.0, 2)
+    core.echo_reply(10.004, 1, ECHO_PAYLOAD)
+    core.echo_reply(10.002, 2, ECHO_PAYLOAD)
+    core.packet_in(10.005, 2, 1, probes[1])
+    return core
+
+
+def test_probes_leave_every_port_but_hosts_and_are_timed_against_echoes():
+    core = connected_core()
+    learn_hosts(core, 0.0, (*H1, 1, 2))
+    probes = probe_round(core, 10.0, 1)
+    assert sorted(probes) == [1, 3]  # not h1's port 2, not LOCAL
+    assert delay.parse_probe(probes[1])[:2] == (1, 1)
+    assert parsed_source(probes[1]) == port_mac(1, 1)
+    core = measured_core()
+    (value, samples), = core.delays.delays().values()
+    assert value == pytest.approx(0.005 - 0.002 - 0.001) and samples == 1
+
+
+def parsed_source(frame):
+    from os_ken.lib.packet import ethernet
+
+    return parsed(types.SimpleNamespace(data=frame)).get_protocol(ethernet.ethernet).src
+
+
+def test_foreign_echoes_and_probes_on_host_ports_are_not_measured():
+    core = connected_core()
+    learn_hosts(core, 0.0, (*H1, 1, 2))
+    probes = probe_round(core, 10.0, 1)
+    core.echo_reply(10.001, 1, b"other")
+    assert core.delays.echo_rtt(1) is None
+    core.echo_reply(10.001, 1, ECHO_PAYLOAD)
+    core.echo_reply(10.001, 2, ECHO_PAYLOAD)
+    core.packet_in(10.002, 1, 2, probes[1])  # arrives on h1's port: a host replaying it
+    assert core.delays.delays() == {}
+
+
+def test_flow_stats_make_pairs_active_and_count_on_their_links():
+    core = measured_core()
+    (dpid, request), (_, _) = core.stats_round().sends
+    assert dpid == 1 and isinstance(request, ofproto_v1_3_parser.OFPFlowStatsRequest)
+
+    def stats(packets):
+        match = ofproto_v1_3_parser.OFPMatch(eth_type=0x0800, ipv4_src=H1[0], ipv4_dst=H2[0])
+        return [types.SimpleNamespace(cookie=forwarding.COOKIE, priority=forwarding.PAIR_PRIORITY,
+                                      packet_count=packets, match=match)]
+
+    core.flow_stats(1, stats(10))
+    core.flow_stats(1, stats(50))
+    rows = {(row.src, row.dst): row for row in core.replan(20.0).measurements}
+    assert rows[("s1", "s2")].flows == 1 and rows[("s2", "s1")].flows == 0
+    assert rows[("s1", "s2")].delay_source == "measured" and rows[("s1", "s2")].samples == 1
+    assert rows[("s1", "s2")].delay_s == pytest.approx(0.002)
+    assert rows[("s2", "s1")].delay_source == "default"
+
+
+# -- forwarding --------------------------------------------------------------------------
+
+
+def test_a_missed_packet_gets_its_path_installed_and_is_sent_on():
+    core = settled_core()
+    actions = core.packet_in(1.0, 1, 2, ipv4_frame(H1, H2))
+    assert actions.replan
+    mods = [(dpid, m) for dpid, m in actions.sends if isinstance(m, ofproto_v1_3_parser.OFPFlowMod)]
+    assert len(mods) == 2 * 2 + 2 * 1 + 2 * 2  # both ways of h1-h2, h1-h3, h2-h3, on each switch crossed
+    [(dpid, port, message)] = packet_outs(actions)
+    assert (dpid, port, message.data) == (1, 1, ipv4_frame(H1, H2))  # toward s2
+    # Installed now: the next miss (an entry not yet applied) is only sent on.
+    again = core.packet_in(1.1, 2, 1, ipv4_frame(H1, H2))
+    assert not again.replan and [(d, p) for d, p, _ in packet_outs(again)] == [(2, 2)]
+
+
+def test_replan_keeps_entries_in_line_with_the_topology():
+    core = settled_core()
+    core.replan(1.0)
+    core.link_deleted(2.0, (1, 1), (2, 1))  # one direction gone: s1 loses its hop toward s2
+    one_way = core.replan(2.0)
+    assert [(d, m.command, m.match["ipv4_src"], m.match["ipv4_dst"]) for d, m in one_way.sends] == [
+        (1, ofproto_v1_3.OFPFC_DELETE_STRICT, H1[0], H2[0]), (1, ofproto_v1_3.OFPFC_DELETE_STRICT, H3[0], H2[0])]
+    core.link_deleted(2.0, (2, 1), (1, 1))
+    removed = [(d, m.command, m.match["ipv4_src"], m.match["ipv4_dst"]) for d, m in core.replan(2.0).sends]
+    assert sorted(removed) == sorted([(1, ofproto_v1_3.OFPFC_DELETE_STRICT, H2[0], src) for src in (H1[0], H3[0])]
+                                     + [(2, ofproto_v1_3.OFPFC_DELETE_STRICT, src, dst) for src, dst in
+                                        [(H1[0], H2[0]), (H3[0], H2[0]), (H2[0], H1[0]), (H2[0], H3[0])]])
+
+
+# -- generations and publication ---------------------------------------------------------------
+
+
+def test_no_generation_until_discovery_has_settled():
+    core = settled_core()  # last change at 0, probe rounds of 1 s
+    early = core.replan(2.9)
+    assert early.generation is None and early.deliver == [] and core.generation == 0
+    assert early.topology.switches == {1: "s1", 2: "s2"}
+    assert {(h.ip, h.dpid, h.port) for h in early.topology.hosts} == {(H1[0], 1, 2), (H2[0], 2, 2), (H3[0], 1, 3)}
+    assert core.settled(3.0)
+
+
+def test_a_generation_publishes_only_the_hosts_whose_routes_changed():
+    core = settled_core()
+    first = core.replan(3.0)
+    assert first.generation.number == 1 and core.generation == 1
+    assert first.deliver == [H1[0], H2[0], H3[0]]
+    assert len(first.generation.records) == 6 and len(first.generation.link_rows) == len(first.measurements)
+    assert core.publications.latest(H1[0])["generation"] == 1
+    assert core.replan(4.0).generation is None  # nothing changed
+    # h2 now sends to h1: h2's and h3's routes toward h1 share s1 -> h1 with it.
+    core.flow_counter.update(2, [(H2[0], H1[0], 1)])
+    core.flow_counter.update(2, [(H2[0], H1[0], 5)])
+    second = core.replan(5.0)
+    assert second.generation.number == 2 and second.deliver == [H2[0], H3[0]]
+    assert second.generation.flows == {(H2[0], H1[0]): 1}
+    assert core.publications.latest(H1[0])["generation"] == 1
+    assert core.publications.latest(H2[0])["generation"] == 2
+
+
+def test_generations_continue_from_the_stored_number():
+    core = connected_core(generation=41, known_hosts=[Host(*H1, 1, 2), Host(*H2, 2, 2)])
+    actions = core.replan(3.0)
+    assert actions.generation.number == 42 and actions.deliver == [H1[0], H2[0]]
+
+
+def test_an_agent_at_or_ahead_of_the_controller_moves_the_numbering_on():
+    core = settled_core()
+    core.replan(3.0)
+    assert not core.agent_arrived(H1[0], None).replan
+    assert not core.agent_arrived(H1[0], 0).replan  # behind: it accepts what comes
+    actions = core.agent_arrived(H1[0], 7)  # its earlier controller got further
+    assert actions.replan and core.generation == 7
+    assert core.publications.latest(H1[0]) is None
+    following = core.replan(4.0)
+    assert following.generation.number == 8 and following.deliver == [H1[0]]
+
+
+def test_an_agent_absurdly_far_ahead_is_not_followed(caplog):
+    core = settled_core()
+    core.replan(3.0)
+    assert not core.agent_arrived(H1[0], 1 + MAX_GENERATION_LEAP + 1).replan
+    assert core.generation == 1 and core.publications.latest(H1[0])["generation"] == 1
+    assert "not followed" in caplog.text
+    assert core.agent_arrived(H1[0], 1 + MAX_GENERATION_LEAP).replan  # the bound itself is followed
+    assert core.generation == 1 + MAX_GENERATION_LEAP
+
+
+def test_publications_keep_only_valid_sets_and_tell_what_changed():
+    publications = Publications()
+    route = {"dst": "10.0.0.2/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": None, "quickack": True}
+    publications.publish({"10.0.0.1": {"generation": 1, "routes": [route]}})
+    assert not publications.changed("10.0.0.1", [route])
+    assert publications.changed("10.0.0.1", [{**route, "initcwnd": 2}])
+    assert publications.changed("10.0.0.3", [])
+    with pytest.raises(ValueError, match=r"routes\[0\].initcwnd"):
+        publications.publish({"10.0.0.3": {"generation": 2, "routes": []},
+                              "10.0.0.1": {"generation": 2, "routes": [{**route, "initcwnd": 0}]}})
+    assert publications.latest("10.0.0.3") is None  # nothing of a bad batch is kept
+    with pytest.raises(ValueError, match="host_ip: 'h1' is not an IPv4 or IPv6 address"):
+        publications.publish({"h1": {"generation": 2, "routes": []}})
+    publications.forget("10.0.0.1")
+    assert publications.changed("10.0.0.1", [route])
+
+
+def test_the_core_imports_no_os_ken_machinery():
+    source = open(core_module.__file__).read()
+    for forbidden in ("os_ken.base", "os_ken.controller", "os_ken.topology", "os_ken.lib.hub", "import time"):
+        assert forbidden not in source
