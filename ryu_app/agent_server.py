@@ -80,9 +80,9 @@ class AgentServer:
         self.burst = burst
         self.max_connections = max_connections
         self.address = None  # (host, port) actually listened on, after start()
-        self.acked = {}  # host ip -> last acknowledged generation
-        self._connections = set()  # every open connection
-        self._agents = set()  # authenticated connections that sent their hello
+        self.acked: dict[str, int] = {}  # host ip -> last acknowledged generation
+        self._connections: set[_Connection] = set()  # every open connection
+        self._agents: set[_Connection] = set()  # authenticated connections that sent their hello
         self._server = None
         self._thread = None
         if len(secret) < 16:

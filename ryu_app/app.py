@@ -5,9 +5,9 @@ method with the time, and `_carry_out`s the Actions it returns. Three
 supervised loops probe delays, poll flow statistics and re-plan.
 """
 
-import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
@@ -30,21 +30,21 @@ class OTCPController(app_manager.OSKenApp):
 
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if CONFIG is None:
             raise RuntimeError("start the OTCP app with `otcp-controller run --config FILE`")
         self.config = config = CONFIG
-        self.logger.setLevel(getattr(logging, config["log_level"].upper()))
+        self.logger.setLevel(config["log_level"].upper())
         self.store = store.Store(config["database"])
         self.core = ControllerCore(
             now=time.time(), probe_interval_s=config["intervals"]["probe_s"], delay_window=config["delay_window"],
             defaults=config["defaults"], bounds=config["bounds"], logger=self.logger,
             inventory=inventory.load(config["inventory"]) if config["inventory"] else None,
             known_hosts=self.store.known_hosts(), generation=self.store.last_generation_number())
-        self.datapaths = {}  # dpid -> connected os-ken Datapath
+        self.datapaths: dict[int, Any] = {}  # dpid -> connected os-ken Datapath
         self.replan = hub.Event()
-        self.agent_server = None
+        self.agent_server: AgentServer | None = None
 
     def start(self):
         """os-ken's start hook: the agent channel and the three loops."""
@@ -83,8 +83,9 @@ class OTCPController(app_manager.OSKenApp):
             self.store.save_topology(actions.topology, actions.measurements)
         if actions.generation is not None:
             self.store.save_generation(actions.generation)
-        for host_ip in actions.deliver if self.agent_server is not None else ():
-            self.agent_server.deliver(host_ip)
+        if self.agent_server is not None:
+            for host_ip in actions.deliver:
+                self.agent_server.deliver(host_ip)
 
     def _probe(self):
         for dpid in self.core.ready_switches():  # stamped per switch, just before its probes leave

@@ -66,6 +66,14 @@ class Plan:
     cwnd_clamp 0 means "no clamp" (a path with no switch buffer).
     """
 
+    # Per pair, set by _evaluate.
+    src: np.ndarray
+    dst: np.ndarray
+    min_rto_s: np.ndarray
+    rto_min_ms: np.ndarray
+    initcwnd: np.ndarray
+    cwnd_clamp: np.ndarray
+
     def __init__(self, fabric, bounds=formulas.Bounds()):
         self.fabric = fabric
         self.bounds = bounds

@@ -159,7 +159,7 @@ class Topology:
             else:
                 capacity = speed or formulas.capacity_bytes_per_s(defaults["capacity_mbps"])
                 buffer = defaults["buffer_bytes"]
-            if pinned:
+            if pinned and spec is not None:
                 delay, source = spec.delay_us * 1e-6, "inventory"
             elif measured_delay is not None:
                 delay, source = measured_delay, "measured"

@@ -1,4 +1,4 @@
-"""The formulas of design note section 2, checked against hand-computed values."""
+"""The formulas of docs/design.md, "Formulas", checked against hand-computed values."""
 
 import math
 

@@ -1,0 +1,196 @@
+"""Every handler of the os-ken app (ryu_app/app.py), driven with os-ken's own
+event and message classes on fake datapaths, without a switch; the app's
+loops run one step at a time; a failing loop step is logged and run again.
+
+In the manner of Faucet's tests/unit/faucet/test_valveapp_smoke.py.
+"""
+
+import inspect
+import logging
+
+import pytest
+from controller_fakes import H1, H2, PORTS, FakeDatapath, arp_frame, ipv4_frame, port_mac
+from os_ken.controller import ofp_event
+from os_ken.controller.handler import DEAD_DISPATCHER, MAIN_DISPATCHER
+from os_ken.lib import hub
+from os_ken.lib.packet import arp as arp_packet
+from os_ken.lib.packet import packet
+from os_ken.ofproto import ofproto_v1_3 as ofproto
+from os_ken.ofproto import ofproto_v1_3_parser as parser
+from os_ken.topology import event as topo_event
+from os_ken.topology.switches import Link
+
+from ryu_app import app, config, delay, forwarding
+from ryu_app.process import free_port
+
+
+@pytest.fixture
+def controller(tmp_path, monkeypatch):
+    (tmp_path / "secret").write_bytes(b"smoke-test-secret-0123456789")
+    settings = {
+        "database": "state.db", "intervals": {"probe_s": 0.05, "flow_stats_s": 0.05, "recompute_s": 0.05},
+        "agents": {"port": free_port(), "secret_file": "secret"},
+    }
+    monkeypatch.setattr(app, "CONFIG", config.validate(settings, str(tmp_path / "controller.yaml")))
+    instance = app.OTCPController()
+    yield instance
+    instance.store.close()
+
+
+class RecordingAgentServer:
+    """Stands in for the agent channel: records which hosts a set was delivered to."""
+
+    def __init__(self):
+        self.delivered = []
+
+    def deliver(self, host_ip):
+        self.delivered.append(host_ip)
+
+
+def state_event(datapath, state):
+    event = ofp_event.EventOFPStateChange(datapath)
+    event.state = state
+    return event
+
+
+def link_event(kind, src, dst):
+    ends = [type("End", (), {"dpid": dpid, "port_no": port})() for dpid, port in (src, dst)]
+    return kind(Link(*ends))
+
+
+def packet_in_event(datapath, in_port, data):
+    return ofp_event.EventOFPPacketIn(parser.OFPPacketIn(
+        datapath, buffer_id=ofproto.OFP_NO_BUFFER, total_len=len(data), reason=ofproto.OFPR_NO_MATCH, table_id=0,
+        cookie=0, match=parser.OFPMatch(in_port=in_port), data=data))
+
+
+def port_description_event(datapath):
+    ports = [parser.OFPPort(port, port_mac(datapath.id, port), b"eth", 0, 0, 0, 0, 0, 0, 100_000, 100_000)
+             for port in [*PORTS[datapath.id], ofproto.OFPP_LOCAL]]
+    return ofp_event.EventOFPPortDescStatsReply(parser.OFPPortDescStatsReply(datapath, body=ports))
+
+
+def flow_stats_event(datapath, packets):
+    entry = parser.OFPFlowStats(
+        table_id=0, duration_sec=1, duration_nsec=0, priority=forwarding.PAIR_PRIORITY, idle_timeout=0,
+        hard_timeout=0, flags=0, cookie=forwarding.COOKIE, packet_count=packets, byte_count=packets * 100,
+        match=parser.OFPMatch(eth_type=0x0800, ipv4_src=H1[0], ipv4_dst=H2[0]), instructions=[])
+    return ofp_event.EventOFPFlowStatsReply(parser.OFPFlowStatsReply(datapath, body=[entry]))
+
+
+def kinds(messages):
+    return [type(message).__name__ for message in messages]
+
+
+def test_every_handler_drives_the_core_and_sends_through_the_datapath(controller):
+    driven = set()
+
+    def handle(name, event):
+        driven.add(name)
+        getattr(controller, name)(event)
+
+    s1, s2 = FakeDatapath(1), FakeDatapath(2)
+    for datapath in (s1, s2):
+        handle("switch_features", ofp_event.EventOFPSwitchFeatures(parser.OFPSwitchFeatures(datapath)))
+        assert kinds(datapath.take()) == ["OFPFlowMod", "OFPFlowMod"]  # clear, table miss
+        handle("state_change", state_event(datapath, MAIN_DISPATCHER))
+        assert kinds(datapath.take()) == ["OFPPortDescStatsRequest"]
+        handle("port_description", port_description_event(datapath))
+    handle("port_status", ofp_event.EventOFPPortStatus(parser.OFPPortStatus(s1, ofproto.OFPPR_MODIFY)))
+    assert kinds(s1.take()) == ["OFPPortDescStatsRequest"]
+    handle("link_add", link_event(topo_event.EventLinkAdd, (1, 1), (2, 1)))
+    handle("link_add", link_event(topo_event.EventLinkAdd, (2, 1), (1, 1)))
+    assert controller.core.topology.links == {(1, 1): (2, 1), (2, 1): (1, 1)}
+
+    # Hosts speak; h1 asks for h2, whom the controller knows by now.
+    handle("packet_in", packet_in_event(s1, 2, arp_frame(arp_packet.ARP_REQUEST, H1, H1[0])))
+    handle("packet_in", packet_in_event(s2, 2, arp_frame(arp_packet.ARP_REQUEST, H2, H2[0])))
+    s1.take(), s2.take()  # the second gratuitous ARP answers nothing of interest
+    handle("packet_in", packet_in_event(s1, 2, arp_frame(arp_packet.ARP_REQUEST, H1, H2[0])))
+    [reply] = s1.take()
+    answer = packet.Packet(reply.data).get_protocol(arp_packet.arp)
+    assert reply.actions[0].port == 2 and (answer.opcode, answer.src_mac) == (arp_packet.ARP_REPLY, H2[1])
+
+    # A probe round: echoes and probes leave, answers come back as events.
+    controller._probe()
+    probes = {datapath.id: datapath.take() for datapath in (s1, s2)}
+    assert kinds(probes[1]) == ["OFPEchoRequest", "OFPPacketOut", "OFPPacketOut"]  # ports 1 and 3
+    for datapath in (s1, s2):
+        handle("echo_reply", ofp_event.EventOFPEchoReply(parser.OFPEchoReply(datapath, data=b"otcp")))
+    probe_out_of_s1_port_1 = next(m.data for m in probes[1][1:] if m.actions[0].port == 1)
+    assert delay.parse_probe(probe_out_of_s1_port_1)[:2] == (1, 1)
+    handle("packet_in", packet_in_event(s2, 1, probe_out_of_s1_port_1))
+    assert (1, 1) in controller.core.delays.delays()
+
+    # A first packet installs the paths and is sent on; flow statistics come back.
+    handle("packet_in", packet_in_event(s1, 2, ipv4_frame(H1, H2)))
+    sent = s1.take()
+    assert kinds(sent) == ["OFPFlowMod", "OFPFlowMod", "OFPPacketOut"] and sent[-1].actions[0].port == 1
+    assert controller.replan.is_set()
+    controller._poll_stats()
+    assert kinds(s1.take()) == ["OFPFlowStatsRequest"]
+    for packets in (10, 20):
+        handle("flow_stats", flow_stats_event(s1, packets))
+    assert controller.core.flow_counter.active_pairs() == {(H1[0], H2[0]): 1}
+
+    # The plan loop's step, once discovery has settled: a generation stored and delivered.
+    controller.agent_server = RecordingAgentServer()
+    controller.core.changed_at = 0.0
+    controller._replan()
+    assert not controller.replan.is_set()
+    generation, _, records = controller.store.latest_generation()
+    assert generation == 1 and len(records) == 2
+    assert controller.agent_server.delivered == [H1[0], H2[0]]
+    assert controller.store.latest_link_measurements()[("s1", "s2")]["flows"] == 1
+
+    handle("link_delete", link_event(topo_event.EventLinkDelete, (1, 1), (2, 1)))
+    assert (1, 1) not in controller.core.topology.links
+    # A stale DEAD of an earlier connection leaves the switch's current one alone.
+    handle("state_change", state_event(FakeDatapath(2), DEAD_DISPATCHER))
+    assert controller.core.ready_switches() == [1, 2]
+    handle("state_change", state_event(s2, DEAD_DISPATCHER))
+    assert controller.core.ready_switches() == [1] and 2 not in controller.core.topology.switches
+
+    handlers = {name for name, member in inspect.getmembers(app.OTCPController) if hasattr(member, "callers")}
+    assert driven == handlers
+
+
+def test_an_agent_ahead_of_the_controller_is_stored_and_followed(controller):
+    hello = {"hostname": "h1", "addresses": [H1[0]], "applied_generation": 12}
+    controller._agent_arrived(H1[0], hello)
+    assert controller.store.agents() == {H1[0]: hello}
+    assert controller.core.generation == 12 and controller.replan.is_set()
+
+
+def test_a_failing_loop_step_is_logged_with_its_traceback_and_runs_again(controller, monkeypatch, caplog):
+    monkeypatch.setattr(app, "RESTART_BACKOFF_S", 0)
+    steps = []
+
+    class Stop(BaseException):
+        """Ends the otherwise endless loop from inside the test."""
+
+    def flaky_step():
+        steps.append(len(steps))
+        if len(steps) == 1:
+            raise RuntimeError("probe round broke")
+        raise Stop
+
+    with caplog.at_level(logging.ERROR), pytest.raises(Stop):
+        controller._supervised(flaky_step, lambda: None)
+    assert steps == [0, 1]
+    [record] = [r for r in caplog.records if "flaky_step failed; running it again" in r.getMessage()]
+    assert record.exc_info[1].args == ("probe round broke",)
+
+
+def test_start_opens_the_agent_channel_and_starts_the_loops(controller):
+    controller.start()
+    try:
+        assert controller.agent_server.address[1] == controller.config["agents"]["port"]
+        assert controller.agent_server.publications is controller.core.publications
+        assert len(controller.threads) == 4  # os-ken's event loop, then probe, stats and plan
+        hub.sleep(0)
+        assert not any(thread.dead for thread in controller.threads)
+    finally:
+        for thread in controller.threads:
+            hub.kill(thread)
+        controller.agent_server.stop()
