@@ -119,7 +119,7 @@ class ControllerCore:
         self.topology = Topology(inventory)
         # Hosts known before a restart, so the first plans are complete.
         for host in known_hosts:
-            self.topology.hosts[host.ip] = host
+            self.topology.restore_host(host)
         self.delays = delay.DelayEstimator(window=delay_window)
         self.flow_counter = FlowCounter()
         self.publications = Publications()

@@ -38,7 +38,7 @@ class Topology:
         self.links: dict[SwitchPort, SwitchPort] = {}  # source end -> destination end
         self.hosts: dict[str, Host] = {}  # ip -> Host
         self._link_ports: dict[SwitchPort, int] = {}  # either end of a link -> how many links use it
-        self._host_at: dict[SwitchPort, str] = {}  # (dpid, port) -> ip of the host there
+        self._hosts_at: dict[SwitchPort, set[str]] = {}  # (dpid, port) -> ips of the hosts there
         self._names: dict[int, str] = inventory.switch_by_dpid() if inventory else {}
         self._host_names: dict[str, str] = inventory.host_by_ip() if inventory else {}
 
@@ -69,12 +69,12 @@ class Topology:
             if dpid in (src[0], dst[0]):
                 self.remove_link(src, dst)
         for ip in [ip for ip, host in self.hosts.items() if host.dpid == dpid]:
-            self._host_at.pop((dpid, self.hosts.pop(ip).port), None)
+            self._unplace(self.hosts.pop(ip))
         return True
 
     def host_port(self, dpid: int, port: int) -> bool:
         """True if a learned host is attached to (dpid, port)."""
-        return (dpid, port) in self._host_at
+        return (dpid, port) in self._hosts_at
 
     def add_link(self, src: SwitchPort, dst: SwitchPort) -> bool:
         """Accept a discovered link unless either end is a host's port."""
@@ -112,14 +112,25 @@ class Topology:
         if dpid not in self.switches or self.is_link_port(dpid, port):
             return False
         host = Host(ip, mac, dpid, port)
-        previous = self.hosts.get(ip)
-        if previous == host:
+        if self.hosts.get(ip) == host:
             return False
-        if previous is not None:
-            self._host_at.pop((previous.dpid, previous.port), None)
-        self.hosts[ip] = host
-        self._host_at[(dpid, port)] = ip
+        self.restore_host(host)
         return True
+
+    def restore_host(self, host: Host) -> None:
+        """Put a host where it was last seen (learned, or read back after a restart)."""
+        previous = self.hosts.get(host.ip)
+        if previous is not None:
+            self._unplace(previous)
+        self.hosts[host.ip] = host
+        self._hosts_at.setdefault((host.dpid, host.port), set()).add(host.ip)
+
+    def _unplace(self, host: Host) -> None:
+        """Take a host out of the port index."""
+        here = self._hosts_at[(host.dpid, host.port)]
+        here.discard(host.ip)
+        if not here:
+            del self._hosts_at[(host.dpid, host.port)]
 
     def edge_ports(self) -> list[SwitchPort]:
         """(dpid, port) pairs that carry no link."""

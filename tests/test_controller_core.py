@@ -283,6 +283,7 @@ def test_a_generation_publishes_only_the_hosts_whose_routes_changed():
 
 def test_generations_continue_from_the_stored_number():
     core = connected_core(generation=41, known_hosts=[Host(*H1, 1, 2), Host(*H2, 2, 2)])
+    assert core.topology.host_port(1, 2) and core.topology.host_port(2, 2)  # no probes, no LLDP there
     actions = core.replan(3.0)
     assert actions.generation.number == 42 and actions.deliver == [H1[0], H2[0]]
 

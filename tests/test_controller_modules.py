@@ -118,6 +118,12 @@ def test_hosts_learned_only_on_edge_ports():
     assert topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 3)  # moved
     assert sorted(topo.edge_ports()) == [(1, 2), (1, 3), (2, 2)]
     assert topo.hosts["10.0.0.1"].port == 3
+    assert topo.host_port(1, 3) and not topo.host_port(1, 2)  # the move left port 2
+    assert topo.learn_host("10.0.0.4", "00:00:00:00:00:01", 1, 3)  # a second address on the same port
+    assert topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 2, 2)
+    assert topo.host_port(1, 3) and topo.host_port(2, 2)
+    topo.remove_switch(2)
+    assert not topo.host_port(2, 2) and set(topo.hosts) == {"10.0.0.4"}
 
 
 def test_lldp_on_host_port_is_ignored():
