@@ -3,6 +3,7 @@
     otcp-experiment incast --senders 4,8,16,32,64 --buffer-bytes 85000,512000 --sru-bytes 262144 \\
         --rounds 50 --schemes default,fine-rto,small-packets,otcp --out results/NAME
     otcp-experiment incast --quick      # the README's main job: a few minutes, the headline plot
+    otcp-experiment calibrate --buffer-bytes 32000,85000,512000 --packet-bytes 1500,750 --out DIR
 
 Bad arguments get a message naming the option and exit status 2; a sweep in
 which some run failed exits 1 (the others are still written); Ctrl-C or
@@ -15,7 +16,7 @@ import shutil
 import subprocess
 import sys
 
-from experiments import incast, schemes
+from experiments import calibrate, incast, schemes
 from experiments.emulation import EmulationError
 from experiments.progress import Progress
 from topo.fabrics import MAX_BW_MBPS
@@ -30,6 +31,10 @@ FULL = {"senders": "4,8,16,32,64", "buffer_bytes": "85000,512000", "sru_bytes": 
 QUICK = {"senders": "4,8,16,32", "buffer_bytes": "85000", "sru_bytes": 65536, "rounds": 10,
          "warmup_seconds": 5.0,
          "schemes": "default,fine-rto,small-packets,otcp,dctcp", "out": "results/quick"}
+CALIBRATE = {"buffer_bytes": "32000,85000,512000", "packet_bytes": "1500,750", "out": "results/calibration"}
+# IP packet sizes a calibration burst may use: a UDP header and the burst's own, up to the hosts' MTU.
+MIN_PACKET_BYTES = 64
+MAX_PACKET_BYTES = 1500
 MAX_SENDERS = 250
 MAX_BUFFER_BYTES = 1 << 30
 
@@ -82,7 +87,52 @@ def build_parser():
     run.add_argument("--ceiling-seconds", type=int, default=3,
                      help="length of the ceiling measurement on each network (default 3)")
     run.add_argument("--round-timeout", type=float, default=60.0, help="seconds before a round counts as failed")
+    cal = commands.add_parser("calibrate", help="check the emulated switch: buffer size and loss accounting",
+                              description=calibrate.__doc__.split("\n")[0])
+    cal.add_argument("--buffer-bytes", default=CALIBRATE["buffer_bytes"],
+                     help=f"comma-separated bottleneck buffers in bytes (default {CALIBRATE['buffer_bytes']})")
+    cal.add_argument("--packet-bytes", default=CALIBRATE["packet_bytes"],
+                     help=f"comma-separated IP packet sizes, {MIN_PACKET_BYTES}..{MAX_PACKET_BYTES} "
+                          f"(default {CALIBRATE['packet_bytes']})")
+    cal.add_argument("--out", default=CALIBRATE["out"], help=f"output directory (default {CALIBRATE['out']})")
+    cal.add_argument("--bw-mbps", type=float, default=100.0, help="bottleneck rate in Mb/s (default 100)")
+    cal.add_argument("--overload", type=float, default=2.0,
+                     help="the sender link's rate as a multiple of the bottleneck's (default 2)")
+    cal.add_argument("--overflow-ms", type=float, default=200.0,
+                     help="how long each burst keeps the buffer full after filling it (default 200)")
+    cal.add_argument("--forwarding", choices=["controller", "standalone"], default="controller",
+                     help="the OTCP controller forwards (default), or a standalone learning bridge")
     return parser
+
+
+def calibration_config_from_args(args, parser):
+    """Validate the calibrate arguments; parser.error (exit 2) names the bad option."""
+    try:
+        buffers = positive_int_list(args.buffer_bytes, "--buffer-bytes", MAX_BUFFER_BYTES)
+        sizes = positive_int_list(args.packet_bytes, "--packet-bytes", MAX_PACKET_BYTES)
+    except ValueError as exc:
+        parser.error(str(exc))
+    small = [s for s in sizes if s < MIN_PACKET_BYTES]
+    if small:
+        parser.error(f"--packet-bytes: {small[0]} is out of range ({MIN_PACKET_BYTES}..{MAX_PACKET_BYTES})")
+    frame = max(sizes) + calibrate.ETHERNET_HEADER
+    tiny = [b for b in buffers if b < frame]
+    if tiny:
+        parser.error(f"--buffer-bytes: {tiny[0]} cannot hold one {frame} B frame")
+    for option, value, low, high in (("--bw-mbps", args.bw_mbps, 0.001, MAX_BW_MBPS / 2),
+                                     ("--overload", args.overload, 1.1, 10),
+                                     ("--overflow-ms", args.overflow_ms, 10, 10000)):
+        if not low <= value <= high:
+            parser.error(f"{option}: {value} is out of range ({low}..{high})")
+    if args.bw_mbps * args.overload > MAX_BW_MBPS:
+        parser.error(f"--overload: the sender link would run at {args.bw_mbps * args.overload:g} Mb/s, "
+                     f"over {MAX_BW_MBPS}")
+    out = os.path.abspath(args.out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        parser.error(f"--out: {out} exists and is not a directory")
+    return calibrate.CalibrationConfig(out=out, buffers=buffers, packet_sizes=sizes, bw_mbps=args.bw_mbps,
+                                       overload=args.overload, overflow_ms=args.overflow_ms,
+                                       forwarding=args.forwarding)
 
 
 def config_from_args(args, parser):
@@ -149,6 +199,8 @@ def clear_previous_outputs(out):
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "calibrate":
+        return main_calibrate(calibration_config_from_args(args, parser))
     config = config_from_args(args, parser)
     problem = environment_problem()
     if problem:
@@ -176,6 +228,31 @@ def main(argv=None):
     if summary:
         print(f"results: {summary}, {os.path.join(config.out, 'results.db')}, plots in {config.out}")
     return 1 if state["failures"] or not state["runs"] else 0
+
+
+def main_calibrate(config):
+    """otcp-experiment calibrate: 0 when every row is within one packet with nothing unexplained, else 1."""
+    problem = environment_problem()
+    if problem:
+        print(f"otcp-experiment: {problem}", file=sys.stderr)
+        return 2
+    os.makedirs(config.out, exist_ok=True)
+    shutil.rmtree(os.path.join(config.out, "work"), ignore_errors=True)
+    progress = Progress(total=1)
+    try:
+        rows = calibrate.run_calibration(config, progress)
+    except KeyboardInterrupt:
+        progress.close()
+        print("otcp-experiment: interrupted; the network is torn down", file=sys.stderr)
+        return 130
+    except (EmulationError, incast.RunError, TimeoutError, subprocess.TimeoutExpired) as exc:
+        progress.close()
+        print(f"otcp-experiment: {exc}", file=sys.stderr)
+        return 1
+    progress.close()
+    print(calibrate.calibration_table(rows))
+    print(f"results: {os.path.join(config.out, 'calibration.json')}")
+    return 0 if all(row.ok for row in rows) else 1
 
 
 if __name__ == "__main__":

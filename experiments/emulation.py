@@ -7,8 +7,11 @@ the way this machine needs it (design note section 5):
   OpenFlow 1.3, connected to a RemoteController on 127.0.0.1:<port> (the OTCP
   controller, started separately), or, for loop-free topologies without a
   controller, standalone learning bridges;
-- every link a ``topo.fabrics.BufferedLink``: HTB rate, a bfifo egress buffer
-  on switch ports, tx checksum/TSO/GSO/GRO off on every veth;
+- every link a ``topo.fabrics.BufferedLink``: HTB rate, the switch's egress
+  buffer toward each host as a bfifo on an IFB in the host's namespace,
+  tx checksum/TSO/GSO/GRO off on every veth;
+- Open vSwitch's send socket and its ports' receive sockets raised out of
+  reach while the network runs, and restored after (experiments.ovs_sockets);
 - cubic pinned in every host before anything opens a socket (the kernel
   default here is bbr);
 - optionally an out-of-band management network (Mininet's connectToRootNS
@@ -35,6 +38,7 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import Node, OVSBridge, OVSSwitch, RemoteController
 
+from experiments import ovs_sockets
 from topo.fabrics import BufferedIntf, BufferedLink
 
 CONGESTION_CONTROL = "cubic"
@@ -190,6 +194,10 @@ def emulate(topo, controller=None, management=False, management_subnet=DEFAULT_M
             for intf in switch.intfList():
                 if isinstance(intf, BufferedIntf):
                     intf.reshape()
+        # OVS's packet sockets must never be where a packet is lost (experiments.ovs_sockets).
+        ports = [intf.name for switch in net.switches for intf in switch.intfList() if intf.name != "lo"]
+        _wait_send_socket(net)
+        stack.enter_context(ovs_sockets.raised_buffers(ports))
         problems = [_pin_congestion_control(host) for host in net.hosts]
         emulation = Emulation(net, topo, management_ips, root_ip)
         emulation.congestion_control_note = next((p for p in problems if p), None)
@@ -287,6 +295,20 @@ def _add_management(net, subnet):
         host.setIP(f"{address}/{subnet.prefixlen}", intf=link.intf1)
         management_ips[host.name] = address
     return root, management_ips, root_ip
+
+
+def _wait_send_socket(net, timeout=10.0):
+    """Make sure ovs-vswitchd has opened its send socket (it does on its
+    first send): one ping between two hosts makes the switch send."""
+    deadline = time.monotonic() + timeout
+    while not any(s.port is None for s in ovs_sockets.packet_sockets()):
+        if time.monotonic() > deadline:
+            raise EmulationError(f"ovs-vswitchd opened no send socket within {timeout:.0f} s")
+        hosts = [h for h in net.hosts if h.IP()]
+        if len(hosts) >= 2:
+            hosts[0].cmd(shlex.join(["ping", "-c", "1", "-W", "1", hosts[1].IP()]))
+        else:
+            time.sleep(0.2)
 
 
 def _wait_connected(switches, timeout, interval=0.5):

@@ -2,13 +2,14 @@
 
 - TCP counters per host: ``nstat`` in the host's namespace (each namespace
   has its own MIB), absolute values read before and after a run;
-- drops: at every qdisc (the switch ports' bfifo buffers, the hosts' own
-  queues) and veth, and what the userspace OVS datapath loses without
-  counting it (packets into the switch minus packets out and qdisc drops);
+- the loss account (``stats.LossAccount``): IPv4 packets the hosts put on
+  their links, packets the switch's egress buffers delivered and dropped,
+  and what no counter explains; plus every qdisc's and veth's counters;
 - the peak backlog of the bottleneck queue (sampled);
+- host CPU (/proc/stat) over the measured rounds;
 - the latency probe: ``ping`` at a fixed interval through the bottleneck
   while the workload runs;
-- the single-flow ceiling: one iperf3 flow over the same links.
+- the single-flow ceiling: one iperf3 flow over the same links, at a given packet size.
 
 Parsers are separate from the collectors so they can be tested on text.
 """
@@ -17,6 +18,9 @@ import json
 import re
 import signal
 import subprocess
+import sys
+
+from experiments import stats
 
 # nstat counters kept per host and run.
 TCP_COUNTERS = (
@@ -39,6 +43,10 @@ TCP_COUNTERS = (
     "TcpExtListenDrops",
     "IpInDiscards",
 )
+# The qdisc that holds a link's IPv4 packets (topo.fabrics.BufferedIntf.DATA_HANDLE).
+DATA_QUEUE_HANDLE = "10:"
+# The queue of everything else: ARP, LLDP, IPv6 (BufferedIntf.CONTROL_HANDLE).
+CONTROL_QUEUE_HANDLE = "20:"
 PING_REPLY = re.compile(r"icmp_seq=(\d+) .*time=([0-9.]+) ms")
 PING_SENT = re.compile(r"(\d+) packets transmitted")
 
@@ -113,13 +121,17 @@ class Probe:
             self.emulation.stop(self.process)
 
 
-def single_flow_ceiling(emulation, sender, receiver, receiver_ip, seconds=5, port=5299, cc="cubic"):
-    """Goodput (Mb/s) of one iperf3 flow sender -> receiver over the emulated links."""
+def single_flow_ceiling(emulation, sender, receiver, receiver_ip, seconds=5, port=5299, cc="cubic",
+                        packet_bytes=1500):
+    """Goodput (Mb/s) of one iperf3 flow sender -> receiver over the emulated links,
+    in IP packets of packet_bytes (TCP_MAXSEG packet_bytes - 40: the segments a
+    host with that MTU sends)."""
     server = emulation.start(receiver, ["iperf3", "-s", "-1", "-p", str(port)])
     try:
         emulation.wait_listening(receiver, port)
         output = emulation.run(sender, ["iperf3", "-c", receiver_ip, "-p", str(port), "-t", str(seconds), "-O", "1",
-                                        "-C", cc, "-J"], check=False)
+                                        "-C", cc, "-M", str(packet_bytes - 40), "-J"],
+                              check=False)
         return parse_iperf3(output)
     finally:
         emulation.stop(server)
@@ -165,44 +177,66 @@ def path_counters(emulation, interfaces):
     return found
 
 
-def lost_in_switch(deltas, switch_places):
-    """Packets that entered the switches' ports and neither left nor were
-    dropped by a port's qdisc: what the userspace datapath lost without
-    counting it. deltas: {place: counter deltas} from path_counters;
-    switch_places: the places that are switch ports. (Packets to and from
-    the controller, a handful of ARP and LLDP frames, add a little noise.)
-    """
-    rx = sum(deltas[p]["rx_packets"] for p in switch_places)
-    tx = sum(deltas[p]["tx_packets"] for p in switch_places)
-    dropped = sum(deltas[p]["qdisc_drops"] for p in switch_places)
-    return rx - tx - dropped
+def parse_queue_counters(text, handle=DATA_QUEUE_HANDLE):
+    """{device: QueueCounters of its qdisc with handle} from ``tc -s -j qdisc show`` (all devices)."""
+    return {q["dev"]: stats.QueueCounters(sent_packets=int(q.get("packets", 0)), drops=int(q.get("drops", 0)),
+                                          backlog_bytes=int(q.get("backlog", 0)), backlog_packets=int(q.get("qlen", 0)))
+            for q in json.loads(text) if q.get("handle") == handle and "dev" in q}
+
+
+def link_queues(emulation, hosts):
+    """{host: LinkQueues} now: the IPv4 queues of every host's data link
+    (its own egress queue and the switch's egress buffer toward it, on the
+    IFB in its namespace)."""
+    found = {}
+    for host in hosts:
+        intf = emulation.host(host).defaultIntf()
+        queues = parse_queue_counters(emulation.run(host, ["tc", "-s", "-j", "qdisc", "show"]))
+        buffer_device = intf.buffer_device
+        missing = [d for d in (intf.name, buffer_device) if d not in queues]
+        if missing:
+            raise RuntimeError(f"{host}: no IPv4 queue ({DATA_QUEUE_HANDLE}) on {', '.join(map(str, missing))}")
+        found[host] = stats.LinkQueues(egress=queues[intf.name], buffer=queues[buffer_device])
+    return found
+
+
+def read_cpu_times():
+    """The machine's CPU times now (/proc/stat; the same in every namespace)."""
+    with open("/proc/stat", encoding="ascii") as handle:
+        return stats.parse_proc_stat(handle.read())
 
 
 class BacklogSampler:
-    """Samples the backlog (bytes) of a switch port's queue every interval
-    seconds in a thread; peak is the largest seen: the buffer the port really
-    offered."""
+    """Samples the backlog (bytes) of one queue, the qdisc with handle on
+    device in node's namespace, while the context lasts: a sampler process
+    in that namespace (experiments.backlog_probe, a netlink dump every half
+    millisecond). peak is the largest backlog seen: the buffer the port
+    really offered; samples how many were taken."""
 
-    def __init__(self, emulation, switch, device, interval=0.02):
-        import threading
-
+    def __init__(self, emulation, node, device, handle=DATA_QUEUE_HANDLE, interval=0.0005):
         self.emulation = emulation
-        self.argv = ["tc", "-s", "-j", "qdisc", "show", "dev", device]
-        self.switch = switch
-        self.interval = interval
+        self.node = node
+        self.argv = [sys.executable, "-m", "experiments.backlog_probe", "--dev", device, "--handle", handle,
+                     "--interval", str(interval)]
         self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self):
-        while not self._stop.wait(self.interval):
-            qdiscs = json.loads(self.emulation.run(self.switch, self.argv))
-            self.peak = max([self.peak] + [int(q.get("backlog", 0)) for q in qdiscs if q.get("root")])
+        self.samples = 0
+        self.process = None
 
     def __enter__(self):
-        self._thread.start()
+        self.process = self.emulation.start(self.node, self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE)
+        if self.process.stdout.readline().strip() != b"ready":
+            error = self.process.stderr.read().decode(errors="replace").strip()
+            self.emulation.stop(self.process)
+            raise RuntimeError(f"{self.node}: the backlog sampler did not start: {error}")
         return self
 
     def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
+        try:
+            out, err = self.process.communicate(input=b"", timeout=10)
+            if self.process.returncode != 0:
+                raise RuntimeError(f"{self.node}: the backlog sampler failed: {err.decode(errors='replace').strip()}")
+            result = json.loads(out)
+            self.peak, self.samples = result["peak"], result["samples"]
+        finally:
+            self.emulation.stop(self.process)

@@ -4,6 +4,7 @@ Pure functions over what the workload client and the probe report, so they
 can be checked without a network.
 """
 
+import dataclasses
 import math
 
 
@@ -73,3 +74,145 @@ def cdf(values):
     ordered = sorted(values)
     count = len(ordered)
     return ordered, [(i + 1) / count for i in range(count)]
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueCounters:
+    """One queue's kernel counters (``tc -s qdisc``), absolute: packets it
+    passed on, packets it dropped, and what it holds now."""
+
+    sent_packets: int
+    drops: int
+    backlog_bytes: int = 0
+    backlog_packets: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class LinkQueues:
+    """The two IPv4 queues of one host's link (topo.fabrics.BufferedIntf):
+    egress, the host's own queue onto its link (what it passes on is what the
+    host put on the wire); buffer, the switch's egress buffer toward the host
+    (the IFB's bfifo: what it passes on reaches the host)."""
+
+    egress: QueueCounters
+    buffer: QueueCounters
+
+
+@dataclasses.dataclass(frozen=True)
+class LossAccount:
+    """Where every IPv4 data packet of a run went (ARP, LLDP and IPv6 travel
+    in classes of their own and are not counted).
+
+    sent: packets the hosts put on their links toward the switch;
+    delivered: packets the switch's egress buffers passed to hosts;
+    drops: packets the bottleneck's buffer (toward the receiver) dropped;
+    drops_other_buffers: drops at the switch's other egress buffers;
+    queued: change of what the buffers hold (0 once traffic has stopped);
+    sender_queue_drops: drops in the hosts' own queues, before the wire
+    (not between sender and receiver: TCP sees them as local congestion);
+    unexplained: sent - delivered - drops - drops_other_buffers - queued,
+    packets lost somewhere no kernel counter names (the switch itself).
+    """
+
+    sent: int
+    delivered: int
+    drops: int
+    drops_other_buffers: int
+    queued: int
+    sender_queue_drops: int
+
+    @property
+    def unexplained(self):
+        return self.sent - self.delivered - self.drops - self.drops_other_buffers - self.queued
+
+    def as_dict(self):
+        return {**dataclasses.asdict(self), "unexplained": self.unexplained}
+
+
+def loss_account(before, after, bottleneck):
+    """The LossAccount between two snapshots {host: LinkQueues} (the same
+    hosts in both), bottleneck the host whose buffer is the bottleneck."""
+    if set(before) != set(after):
+        raise ValueError(f"snapshots of different hosts: {sorted(set(before) ^ set(after))}")
+    if bottleneck not in after:
+        raise ValueError(f"the bottleneck host {bottleneck} is not in the snapshots")
+
+    def delta(field, queue, hosts):
+        return sum(getattr(getattr(after[h], queue), field) - getattr(getattr(before[h], queue), field)
+                   for h in hosts)
+
+    hosts = sorted(after)
+    others = [h for h in hosts if h != bottleneck]
+    return LossAccount(sent=delta("sent_packets", "egress", hosts),
+                       delivered=delta("sent_packets", "buffer", hosts),
+                       drops=delta("drops", "buffer", [bottleneck]),
+                       drops_other_buffers=delta("drops", "buffer", others),
+                       queued=delta("backlog_packets", "buffer", hosts),
+                       sender_queue_drops=delta("drops", "egress", hosts))
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuTimes:
+    """Jiffies from /proc/stat: busy (everything but idle and iowait) and total, per CPU."""
+
+    busy: tuple
+    total: tuple
+
+
+def parse_proc_stat(text):
+    """CpuTimes of every cpuN line of /proc/stat."""
+    busy, total = [], []
+    for line in text.splitlines():
+        fields = line.split()
+        if not fields or not fields[0].startswith("cpu") or fields[0] == "cpu":
+            continue
+        values = [int(v) for v in fields[1:]]
+        # user nice system idle iowait irq softirq steal (guest and guest_nice are inside user and nice).
+        idle = values[3] + (values[4] if len(values) > 4 else 0)
+        everything = sum(values[:8])
+        busy.append(everything - idle)
+        total.append(everything)
+    if not total:
+        raise ValueError("no cpuN lines in /proc/stat")
+    return CpuTimes(tuple(busy), tuple(total))
+
+
+def cpu_busy(before, after):
+    """(mean busy % over all CPUs, busy % of the busiest CPU) between two CpuTimes."""
+    if len(before.total) != len(after.total):
+        raise ValueError("CPU count changed between the samples")
+    shares = []
+    for b0, b1, t0, t1 in zip(before.busy, after.busy, before.total, after.total):
+        shares.append(100.0 * (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0)
+    total = sum(t1 - t0 for t0, t1 in zip(before.total, after.total))
+    busy = sum(b1 - b0 for b0, b1 in zip(before.busy, after.busy))
+    return (100.0 * busy / total if total else 0.0), max(shares)
+
+
+@dataclasses.dataclass(frozen=True)
+class Spread:
+    """Repeated measurements of one quantity: median, min, max and the
+    largest deviation from the median in per cent."""
+
+    samples: tuple
+
+    @property
+    def median(self):
+        return percentile(list(self.samples), 50)
+
+    @property
+    def low(self):
+        return min(self.samples)
+
+    @property
+    def high(self):
+        return max(self.samples)
+
+    @property
+    def spread_pct(self):
+        median = self.median
+        return 100.0 * max(abs(self.high - median), abs(median - self.low)) / median if median else 0.0
+
+    def as_dict(self):
+        return {"median": self.median, "min": self.low, "max": self.high, "spread_pct": self.spread_pct,
+                "samples": list(self.samples)}

@@ -106,13 +106,82 @@ def test_parse_link_counters():
         "s1-eth2": {"rx_packets": 100, "tx_packets": 90, "rx_dropped": 1, "tx_dropped": 2}}
 
 
-def test_lost_in_switch_is_what_entered_minus_what_left_or_was_dropped():
-    deltas = {
-        "s1:s1-eth1": {"rx_packets": 50, "tx_packets": 900, "qdisc_drops": 30, "rx_dropped": 0, "tx_dropped": 0},
-        "s1:s1-eth2": {"rx_packets": 1000, "tx_packets": 50, "qdisc_drops": 0, "rx_dropped": 0, "tx_dropped": 0},
-        "h1:h1-eth0": {"rx_packets": 900, "tx_packets": 50, "qdisc_drops": 0, "rx_dropped": 0, "tx_dropped": 0},
-    }
-    assert measure.lost_in_switch(deltas, ["s1:s1-eth1", "s1:s1-eth2"]) == 1050 - 950 - 30
+def queues(egress_sent, egress_drops, delivered, drops, backlog=0):
+    return stats.LinkQueues(egress=stats.QueueCounters(egress_sent, egress_drops),
+                            buffer=stats.QueueCounters(delivered, drops, backlog_bytes=1514 * backlog,
+                                                       backlog_packets=backlog))
+
+
+def test_loss_account_balances_when_every_loss_is_at_a_buffer():
+    before = {"h1": queues(10, 0, 5, 0), "h2": queues(100, 0, 20, 0), "h3": queues(100, 0, 20, 0)}
+    # h2 and h3 send 1000 packets each to h1 and h1 sends 600 ACKs back; h1's buffer drops 400 and
+    # delivers 1600; the ACKs all arrive.
+    after = {"h1": queues(610, 0, 1605, 400), "h2": queues(1100, 2, 320, 0), "h3": queues(1100, 0, 320, 0)}
+    account = stats.loss_account(before, after, "h1")
+    assert account.sent == 600 + 1000 + 1000
+    assert account.delivered == 1600 + 300 + 300
+    assert account.drops == 400
+    assert account.drops_other_buffers == 0
+    assert account.sender_queue_drops == 2
+    assert account.unexplained == 0
+    assert account.as_dict()["unexplained"] == 0
+
+
+def test_loss_account_names_what_no_buffer_dropped():
+    before = {"h1": queues(0, 0, 0, 0), "h2": queues(0, 0, 0, 0)}
+    # 7 packets vanished between h2's link and h1's buffer; 3 still queued in h1's buffer.
+    after = {"h1": queues(0, 0, 880, 110, backlog=3), "h2": queues(1000, 0, 0, 0)}
+    account = stats.loss_account(before, after, "h1")
+    assert (account.sent, account.delivered, account.drops, account.queued) == (1000, 880, 110, 3)
+    assert account.unexplained == 7
+
+
+def test_loss_account_counts_drops_at_other_buffers_apart():
+    before = {"h1": queues(0, 0, 0, 0), "h2": queues(0, 0, 0, 0)}
+    after = {"h1": queues(500, 0, 1000, 0), "h2": queues(1000, 0, 495, 5)}
+    account = stats.loss_account(before, after, "h1")
+    assert (account.drops, account.drops_other_buffers, account.unexplained) == (0, 5, 0)
+
+
+def test_loss_account_refuses_mismatched_snapshots():
+    with pytest.raises(ValueError, match="different hosts"):
+        stats.loss_account({"h1": queues(0, 0, 0, 0)}, {"h2": queues(0, 0, 0, 0)}, "h1")
+    with pytest.raises(ValueError, match="bottleneck"):
+        stats.loss_account({"h2": queues(0, 0, 0, 0)}, {"h2": queues(0, 0, 0, 0)}, "h1")
+
+
+def test_parse_queue_counters_reads_the_ipv4_queues():
+    text = json.dumps([
+        {"kind": "htb", "handle": "5:", "dev": "h1-eth0", "root": True, "packets": 999, "drops": 0},
+        {"kind": "pfifo", "handle": "10:", "dev": "h1-eth0", "parent": "5:10", "packets": 900, "drops": 2,
+         "backlog": 0, "qlen": 0},
+        {"kind": "pfifo", "handle": "20:", "dev": "h1-eth0", "parent": "5:20", "packets": 99, "drops": 0},
+        {"kind": "bfifo", "handle": "10:", "dev": "h1-eth0-ifb", "parent": "5:10", "packets": 5000, "drops": 40,
+         "backlog": 84784, "qlen": 56},
+    ])
+    found = measure.parse_queue_counters(text)
+    assert found == {"h1-eth0": stats.QueueCounters(900, 2, 0, 0),
+                     "h1-eth0-ifb": stats.QueueCounters(5000, 40, 84784, 56)}
+    assert measure.parse_queue_counters(text, handle="20:") == {"h1-eth0": stats.QueueCounters(99, 0, 0, 0)}
+
+
+def test_cpu_busy_from_proc_stat():
+    before = stats.parse_proc_stat("cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0 0 0\n"
+                                   "cpu1 5 0 5 40 0 0 0 0 0 0\nintr 1\n")
+    # cpu0 busy 90 of 100 jiffies, cpu1 10 of 100 (its iowait counts as idle).
+    after = stats.parse_proc_stat("cpu0 50 0 50 50 0 0 0 0 0 0\ncpu1 10 0 10 110 20 0 0 0 0 0\n")
+    mean, busiest = stats.cpu_busy(before, after)
+    assert mean == pytest.approx(50.0)
+    assert busiest == pytest.approx(90.0)
+    with pytest.raises(ValueError):
+        stats.parse_proc_stat("intr 1\n")
+
+
+def test_spread_of_repeated_measurements():
+    spread = stats.Spread((90.0, 92.0, 91.0, 93.0, 89.0))
+    assert spread.median == 91.0
+    assert (spread.low, spread.high) == (89.0, 93.0)
+    assert spread.spread_pct == pytest.approx(100 * 2 / 91)
 
 
 def test_parse_iperf3():

@@ -49,75 +49,191 @@ DATA_IP_BASE = 0x0A000000
 DATA_PREFIX_LEN = 8
 
 
-class BufferedIntf(Intf):
-    """A veth end configured the way OTCP experiments need it.
+class ShapingError(RuntimeError):
+    """A tc or ethtool command that shapes a link failed (names the device and the command)."""
 
-    - tx checksum, TSO, GSO and GRO off (TCP through the userspace OVS
-      datapath fails with them on);
-    - with bw: an HTB root qdisc (handle 5:) whose class 5:1 shapes to bw
-      Mb/s, with Mininet's TCLink burst (15 kB) so the results compare with
-      Mininet's own links, and a quantum of one packet (HTB's default,
-      rate / r2q, is oversized at this rate and makes tc warn);
-    - on a switch port with buffer_bytes: a bfifo of that many bytes as the
-      leaf of class 5:1, i.e. the switch's egress buffer;
-    - with delay_us: a netem delay between HTB and the bfifo, where the
-      kernel has sch_netem (it says once when it has not).
+
+def offload_commands(name):
+    """ethtool: tx checksum, TSO, GSO and GRO off (TCP through the userspace
+    OVS datapath fails with them on)."""
+    return [(["ethtool", "-K", name, "tx", "off", "tso", "off", "gso", "off", "gro", "off"], "turn off offloads")]
+
+
+def ifb_name(name):
+    """The IFB device, in the host's namespace, that holds the switch's egress
+    buffer toward the host interface name (interface names have 15 characters
+    at most)."""
+    return f"{name}-ifb" if len(name) <= 11 else f"ifb-{name[-11:]}"
+
+
+def _htb_commands(device, bw, leaf_argv, netem_argv=None):
+    """HTB on device: class 5:1 shapes to bw Mb/s; under it IPv4 (5:10, leaf
+    leaf_argv) and everything else (5:20: ARP, LLDP, IPv6, a pfifo of its
+    own, served first). Returns the commands."""
+    h = BufferedIntf
+    rate = f"{float(bw)}mbit"
+    common = ["burst", h.HTB_BURST, "quantum", "1514"]
+    commands = [
+        (["tc", "qdisc", "replace", "dev", device, "root", "handle", h.HTB_HANDLE, "htb", "default", "20"],
+         f"add the HTB qdisc on {device}"),
+        (["tc", "class", "replace", "dev", device, "parent", h.HTB_HANDLE, "classid", h.HTB_CLASS, "htb",
+          "rate", rate, *common], f"shape {device} to {bw} Mb/s"),
+        (["tc", "class", "replace", "dev", device, "parent", h.HTB_CLASS, "classid", h.DATA_CLASS, "htb",
+          "rate", rate, "ceil", rate, *common, "prio", "1"], f"add the IPv4 class on {device}"),
+        (["tc", "class", "replace", "dev", device, "parent", h.HTB_CLASS, "classid", h.CONTROL_CLASS, "htb",
+          "rate", f"{float(bw) / 10}mbit", "ceil", rate, *common, "prio", "0"],
+         f"add the control class on {device}"),
+        (["tc", "qdisc", "replace", "dev", device, "parent", h.CONTROL_CLASS, "handle", h.CONTROL_HANDLE,
+          "pfifo", "limit", str(h.CONTROL_LIMIT_PACKETS)], f"add the control queue on {device}"),
+        (["tc", "filter", "replace", "dev", device, "parent", h.HTB_HANDLE, "protocol", "ip", "prio", "1",
+          "u32", "match", "u32", "0", "0", "flowid", h.DATA_CLASS], f"send IPv4 to {h.DATA_CLASS} on {device}"),
+    ]
+    parent = ["parent", h.DATA_CLASS]
+    if netem_argv:
+        commands.append((["tc", "qdisc", "replace", "dev", device, *parent, "handle", h.NETEM_HANDLE, *netem_argv],
+                         f"add the netem delay on {device}"))
+        parent = ["parent", f"{h.NETEM_HANDLE}1"]
+    if leaf_argv:
+        commands.append((["tc", "qdisc", "replace", "dev", device, *parent, "handle", h.DATA_HANDLE, *leaf_argv],
+                         f"add the IPv4 queue on {device}"))
+    return commands
+
+
+def shaping_commands(name, on_switch, peer_is_switch, bw=None, buffer_bytes=None, delay_us=None, netem=True):
+    """The tc and ethtool commands that shape one veth end, as data:
+    [(argv, what)], run in order in the end's namespace (Mininet's
+    ``TCIntf.bwCmds`` does the same for its links).
+
+    name: the interface; on_switch: it is a switch port; peer_is_switch:
+    the other end is a switch port. netem: whether to put a delay in
+    (False once the kernel is known to lack sch_netem).
+
+    - Every end: offloads off.
+    - A host's end (its link toward the switch): HTB at bw, IPv4 and
+      control traffic in classes of their own (the IPv4 class's counters are
+      what the host put on the wire, after its own queue).
+    - The switch's egress buffer toward a host is not on the switch port:
+      Open vSwitch's userspace datapath sends to a port with ``sendmmsg`` on
+      an AF_PACKET socket and loses, uncounted, the rest of a batch when a
+      port qdisc refuses a packet, and the socket's send buffer caps a
+      port's queue at ~93 packets. So the switch port keeps no qdisc (a veth
+      takes every packet: OVS's send never fails), and the host's end
+      redirects what it receives into an IFB in the host's namespace, where
+      HTB at bw and a bfifo of buffer_bytes for IPv4 play the switch port.
+      Every packet lost between sender and receiver is then dropped and
+      counted by that bfifo.
+    - A port between two switches (leaf-spine, fat-tree) keeps HTB and the
+      bfifo on its own egress: no host namespace to hold an IFB.
+    """
+    netem_argv = None
+    if delay_us and netem:
+        netem_argv = ["netem", "delay", f"{float(delay_us)}us", "limit", "100000"]
+    commands = offload_commands(name)
+    bfifo = ["bfifo", "limit", str(int(buffer_bytes))] if buffer_bytes is not None else None
+    if on_switch and not peer_is_switch:
+        return commands
+    if on_switch:
+        if bw is not None:
+            commands += _htb_commands(name, bw, bfifo, netem_argv)
+        elif bfifo:
+            commands.append((["tc", "qdisc", "replace", "dev", name, "root", *bfifo], f"set the buffer of {name}"))
+        return commands
+    if bw is not None:
+        commands += _htb_commands(name, bw, ["pfifo", "limit", str(BufferedIntf.HOST_LIMIT_PACKETS)], netem_argv)
+    if peer_is_switch and buffer_bytes is not None:
+        ifb = ifb_name(name)
+        commands += [
+            (["ip", "link", "add", "name", ifb, "type", "ifb"], f"create {ifb}"),
+            (["ip", "link", "set", "dev", ifb, "up"], f"bring {ifb} up"),
+        ]
+        if bw is not None:
+            commands += _htb_commands(ifb, bw, bfifo, netem_argv)
+        else:
+            commands.append((["tc", "qdisc", "replace", "dev", ifb, "root", "handle", BufferedIntf.DATA_HANDLE,
+                              *bfifo], f"set the buffer on {ifb}"))
+        commands += [
+            (["tc", "qdisc", "replace", "dev", name, "clsact"], f"add the ingress hook of {name}"),
+            (["tc", "filter", "replace", "dev", name, "ingress", "protocol", "all", "prio", "1", "u32",
+              "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", ifb],
+             f"redirect what {name} receives into {ifb}"),
+        ]
+    return commands
+
+
+class BufferedIntf(Intf):
+    """A veth end configured the way OTCP experiments need it (see
+    shaping_commands for what goes where and why).
+
+    Rate: HTB (handle 5:, class 5:1 at bw Mb/s, Mininet's TCLink burst of
+    15 kB so the results compare with Mininet's own links, a quantum of one
+    packet). Under it, IPv4 in class 5:10 and everything else (ARP, LLDP,
+    IPv6) in 5:20, so the counters of 5:10 count data packets only. The
+    switch's egress buffer toward a host: a bfifo of buffer_bytes (handle
+    10:) under 5:10 of an IFB in the host's namespace. With delay_us: a
+    netem delay above the bfifo, where the kernel has sch_netem (it says
+    once when it has not).
     """
 
     HTB_HANDLE = "5:"
     HTB_CLASS = "5:1"
+    DATA_CLASS = "5:10"
+    CONTROL_CLASS = "5:20"
+    DATA_HANDLE = "10:"
+    CONTROL_HANDLE = "20:"
+    CONTROL_LIMIT_PACKETS = 100
+    # The host's own IPv4 queue (a veth's default txqueuelen).
+    HOST_LIMIT_PACKETS = 1000
     HTB_BURST = "15k"
-    NETEM_HANDLE = "10:"
+    NETEM_HANDLE = "30:"
     # Set once a link has found that the kernel has no sch_netem.
     netem_missing = False
 
-    def config(self, bw=None, buffer_bytes=None, delay_us=None, **params):
+    def config(self, bw=None, buffer_bytes=None, delay_us=None, peer_is_switch=None, **params):
         """Configure addresses (Mininet's Intf), offloads, rate, delay and buffer."""
         result = Intf.config(self, **params)
-        self.shaping = {"bw": bw, "buffer_bytes": buffer_bytes, "delay_us": delay_us}
-        self.shape(**self.shaping)
+        self.shaping = {"bw": bw, "buffer_bytes": buffer_bytes, "delay_us": delay_us,
+                        "peer_is_switch": bool(peer_is_switch)}
+        self.shape()
         return result
 
+    @property
+    def on_switch(self):
+        return isinstance(self.node, Switch)
+
+    @property
+    def buffer_device(self):
+        """The IFB that holds the switch's egress buffer toward this host end
+        (in this end's namespace), or None (a switch port, or no buffer)."""
+        if self.on_switch or not self.shaping["peer_is_switch"] or self.shaping["buffer_bytes"] is None:
+            return None
+        return ifb_name(self.name)
+
+    def commands(self):
+        """This end's shaping commands (shaping_commands with its settings)."""
+        return shaping_commands(self.name, self.on_switch, self.shaping["peer_is_switch"],
+                                self.shaping["bw"], self.shaping["buffer_bytes"], self.shaping["delay_us"],
+                                netem=not BufferedIntf.netem_missing)
+
     def reshape(self):
-        """Apply the shaping again: Open vSwitch's userspace datapath resets a
-        port's qdisc when it adds the port, so switch ports need this after
-        the switch has started."""
-        self.shape(**self.shaping)
+        """Apply a switch port's shaping again: Open vSwitch's userspace
+        datapath resets a port's qdisc when it adds the port, so switch ports
+        need this after the switch has started (a host's end needs nothing)."""
+        if self.on_switch:
+            self.shape()
 
-    def shape(self, bw=None, buffer_bytes=None, delay_us=None):
-        """Offloads off, then HTB rate, netem delay and bfifo buffer as asked."""
-        self._run(["ethtool", "-K", self.name, "tx", "off", "tso", "off", "gso", "off", "gro", "off"],
-                  "turn off offloads")
-        parent = ["root"]
-        if bw is not None:
-            self._run(["tc", "qdisc", "replace", "dev", self.name, "root", "handle", self.HTB_HANDLE,
-                       "htb", "default", "1"], "add the HTB qdisc")
-            self._run(["tc", "class", "replace", "dev", self.name, "parent", self.HTB_HANDLE,
-                       "classid", self.HTB_CLASS, "htb", "rate", f"{float(bw)}mbit",
-                       "burst", self.HTB_BURST, "quantum", "1514"], f"shape to {bw} Mb/s")
-            parent = ["parent", self.HTB_CLASS]
-        if delay_us:
-            parent = self._add_delay(parent, delay_us)
-        if isinstance(self.node, Switch) and buffer_bytes is not None:
-            self._run(["tc", "qdisc", "replace", "dev", self.name, *parent, "bfifo", "limit", str(int(buffer_bytes))],
-                      f"set the {buffer_bytes} B egress buffer")
-
-    def _add_delay(self, parent, delay_us):
-        """Put a netem delay under parent; return where the buffer goes next."""
-        if BufferedIntf.netem_missing:
-            return parent
-        _, err, code = self.node.pexec(["tc", "qdisc", "add", "dev", self.name, *parent, "handle", self.NETEM_HANDLE,
-                                        "netem", "delay", f"{float(delay_us)}us", "limit", "100000"])
-        if code != 0:
-            BufferedIntf.netem_missing = True
-            error(f"*** link delay not enforced: this kernel has no sch_netem ({err.strip()})\n")
-            return parent
-        return ["parent", f"{self.NETEM_HANDLE}1"]
-
-    def _run(self, argv, what):
-        _, err, code = self.node.pexec(argv)
-        if code != 0:
-            raise RuntimeError(f"{self.name}: could not {what}: {shlex.join(argv)}: {err.strip()}")
+    def shape(self):
+        """Run this end's shaping commands in its namespace (a thin runner:
+        the decisions are in shaping_commands)."""
+        for argv, what in self.commands():
+            _, err, code = self.node.pexec(argv)
+            if code == 0:
+                continue
+            if "netem" in argv and not BufferedIntf.netem_missing:
+                BufferedIntf.netem_missing = True
+                error(f"*** link delay not enforced: this kernel has no sch_netem ({err.strip()})\n")
+                return self.shape()
+            raise ShapingError(f"{self.name}: could not {what}: {shlex.join(argv)}: {err.strip()}")
+        return None
 
     @classmethod
     def delay_enforced(cls):
@@ -132,7 +248,8 @@ class BufferedLink(Link):
                  addr1=None, addr2=None, **params):
         Link.__init__(self, node1, node2, port1=port1, port2=port2, intfName1=intfName1, intfName2=intfName2,
                       cls1=BufferedIntf, cls2=BufferedIntf, addr1=addr1, addr2=addr2,
-                      params1=params, params2=params)
+                      params1=dict(params, peer_is_switch=isinstance(node2, Switch)),
+                      params2=dict(params, peer_is_switch=isinstance(node1, Switch)))
 
 
 def data_ip(index):
