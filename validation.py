@@ -67,8 +67,14 @@ def field_path(loc: tuple) -> str:
         if isinstance(part, int):
             path += f"[{part}]"
         elif not str(part).startswith(("function-", "union[", "nullable[")):
-            path += f".{part}" if path else str(part)
+            name = _shortened(str(part))
+            path += f".{name}" if path else name
     return path
+
+
+def _shortened(key: str, limit: int = 40) -> str:
+    """A key as an error names it: an outsider's 1 MiB key is not echoed whole."""
+    return key if len(key) <= limit else f"{key[:limit - 3]}..."
 
 
 def _join(where: str, field: str) -> str:
@@ -181,7 +187,7 @@ def load_json(body: bytes, where: str = "input", max_depth: int = MAX_JSON_DEPTH
     if depth > max_depth:
         raise JSONError(f"{where}: nested {depth} levels deep, more than the limit of {max_depth}")
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_duplicates)
     except json.JSONDecodeError as error:
         raise JSONError(f"{where}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}") from None
     except ValueError as error:
@@ -230,3 +236,15 @@ def load_yaml(text: str, where: str = "input", max_depth: int = MAX_JSON_DEPTH) 
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed")
+
+
+def _refuse_duplicates(pairs: list) -> dict:
+    """A JSON object whose keys are unique: a repeated key is refused, not silently overwritten."""
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {show(key)}")
+            seen.add(key)
+    return document

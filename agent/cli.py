@@ -24,6 +24,7 @@ import sys
 from agent.client import ControllerClient, parse_address
 from agent.core import Agent
 from agent.routes import OTCP_PROTO, ApplyError, table_name
+from agent.state import CorruptState
 from validation import ValidationError
 from wire import limits, paramset, session
 
@@ -105,8 +106,11 @@ def cmd_run(args):
         print("otcp-agent: --backoff-max: must be above 0", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _stop)
-    with Agent(args.state) as agent:
+    with Agent(args.state, recover=True) as agent:
         try:
+            finished = agent.finish_interrupted()
+            if finished:
+                LOG.warning("%s", finished)
             results = agent.reapply_stored()
         except (ValidationError, ApplyError) as error:
             LOG.error("could not re-apply the stored generation: %s", error)
@@ -134,7 +138,7 @@ def cmd_apply(args):
     except ValidationError as error:
         print(f"otcp-agent: {args.file}: {error}" if error.field else f"otcp-agent: {error}", file=sys.stderr)
         return 2
-    with Agent(args.state) as agent:
+    with Agent(args.state, recover=True) as agent:
         try:
             validated, results = agent.apply(param_set, f"file {args.file}")
         except ValidationError as error:
@@ -157,7 +161,12 @@ def cmd_apply(args):
 
 def cmd_show(args):
     """Print the applied generation and the OTCP routes read back from the kernel."""
-    with Agent(args.state) as agent:
+    try:
+        agent = Agent(args.state)
+    except CorruptState as error:
+        print(f"otcp-agent: {error} (run, apply and revert move it aside)", file=sys.stderr)
+        return 2
+    with agent:
         shown = agent.show()
     if args.json:
         print(json.dumps(shown, indent=2))
@@ -190,7 +199,7 @@ def cmd_show(args):
 
 def cmd_revert(args):
     """Remove every OTCP route of this host (or namespace)."""
-    with Agent(args.state) as agent:
+    with Agent(args.state, recover=True) as agent:
         try:
             removed = agent.revert()
         except ApplyError as error:

@@ -10,6 +10,7 @@ notices a controller that vanished without closing the connection.
 import logging
 import random
 import socket
+import threading
 import time
 
 from agent.routes import ApplyError
@@ -40,18 +41,23 @@ class ControllerClient:
         self.backoff_max = backoff_max
         self.log = logger
         self.sessions = 0  # authenticated sessions so far
+        self._stopping = threading.Event()
+
+    def stop(self):
+        """Make `run` return after its current attempt instead of dialling again."""
+        self._stopping.set()
 
     def run(self):
-        """Connect, serve, reconnect; returns only on an exception from outside
-        (SystemExit, KeyboardInterrupt)."""
+        """Connect, serve, reconnect; returns after `stop`, or on an exception from
+        outside (SystemExit, KeyboardInterrupt)."""
         failures = 0
-        while True:
+        while not self._stopping.is_set():
             started = time.monotonic()
             sessions = self.sessions
             try:
                 self.serve_once()
                 self.log.warning("controller %s:%d closed the connection", *self.address)
-            except (OSError, ProtocolError) as error:
+            except (OSError, ProtocolError, ValueError) as error:
                 self.log.warning("controller %s:%d: %s", *self.address, _describe(error))
             # A session that authenticated and lasted resets the backoff; a
             # controller that keeps dropping us right away does not.
@@ -60,22 +66,24 @@ class ControllerClient:
             delay = min(self.backoff_max, self.backoff_initial * 2 ** (failures - 1 if failures else 0))
             delay *= random.uniform(0.5, 1.0)
             self.log.info("reconnecting in %.1f s", delay)
-            time.sleep(delay)
+            self._stopping.wait(delay)
 
     def serve_once(self):
         """One connection: handshake, hello, then params until it closes."""
         sock = socket.create_connection(self.address, timeout=self.connect_timeout)
         try:
             _keepalive(sock)
-            sock.settimeout(self.handshake_timeout)
             reader = _Reader(sock)
+            # One deadline for the whole handshake, not one per receive: a
+            # challenge trickled a byte at a time cannot hold the agent.
+            reader.deadline = time.monotonic() + self.handshake_timeout
             session = self._handshake(sock, reader)
+            reader.deadline = None
             self.sessions += 1
             self.log.info("authenticated to controller %s:%d", *self.address)
             hello = dict(self.agent.hello(), type="hello")
             sock.sendall(session.seal(hello))
             self.log.info("reported addresses %s", ", ".join(hello["addresses"]) or "(none)")
-            sock.settimeout(None)
             while True:
                 body = reader.frame()
                 if body is None:
@@ -125,12 +133,25 @@ class _Reader:
     def __init__(self, sock):
         self.sock = sock
         self.decoder = framing.FrameDecoder(limits.MAX_HANDSHAKE_FRAME_BYTES)
+        self.deadline = None  # time.monotonic() by which the next frame must be whole, or None
         self._ready = []
 
     def frame(self):
         """The next frame's body, or None when the peer closed cleanly."""
         while not self._ready:
-            data = self.sock.recv(1 << 16)
+            if self.deadline is not None:
+                remaining = self.deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ProtocolError("the handshake did not finish in time")
+                self.sock.settimeout(remaining)
+            else:
+                self.sock.settimeout(None)
+            try:
+                data = self.sock.recv(1 << 16)
+            except TimeoutError:
+                if self.deadline is None:
+                    raise
+                raise ProtocolError("the handshake did not finish in time") from None
             if not data:
                 if self.decoder.pending():
                     raise ProtocolError("connection closed in the middle of a frame")

@@ -9,22 +9,38 @@ applied set unchanged puts back any route that went missing.
 """
 
 import contextlib
+import logging
 import signal
 import sqlite3
 
 from agent import facts
 from agent.routes import ApplyError, RouteTable
-from agent.state import State, StateLock
+from agent.state import CorruptState, State, StateLock, move_aside
 from validation import ValidationError
 from wire.paramset import check_generation, validate_param_set
 
+LOG = logging.getLogger("otcp.agent")
+
 
 class Agent:
-    """One host's OTCP routes and their state file."""
+    """One host's OTCP routes and their state file.
 
-    def __init__(self, state_path, netns=None):
+    With recover=True a state file that cannot be used is moved aside (and
+    `moved_aside` names where) so the agent starts with an empty state;
+    without it, CorruptState is raised.
+    """
+
+    def __init__(self, state_path, netns=None, recover=False):
         self.state_path = state_path
-        self.state = State(state_path)
+        self.moved_aside = None
+        try:
+            self.state = State(state_path)
+        except CorruptState as error:
+            if not recover:
+                raise
+            self.moved_aside = move_aside(state_path)
+            LOG.warning("%s; moved it to %s and starting with an empty state", error, self.moved_aside)
+            self.state = State(state_path)
         self.routes = RouteTable(netns)
 
     def close(self):
@@ -54,9 +70,11 @@ class Agent:
             except ValidationError as error:
                 self.state.record(generation if isinstance(generation, int) else None, source, "rejected", str(error))
                 raise
+            self.state.begin(validated["generation"], [route["dst"] for route in validated["routes"]])
             try:
                 results = self.routes.apply(validated)
             except ApplyError as error:
+                self.state.end()
                 self.state.record(validated["generation"], source, "failed", str(error))
                 raise
             try:
@@ -66,6 +84,29 @@ class Agent:
                 detail = f"; rollback incomplete: {'; '.join(problems)}" if problems else "; routes rolled back"
                 raise ApplyError(f"could not save the state ({error}){detail}", rolled_back=not problems) from None
             return validated, results
+
+    def finish_interrupted(self):
+        """Undo what an interrupted apply left in the kernel; returns what it did, or None.
+
+        The intent names the destinations the apply was writing. With an
+        active stored generation, re-applying it brings back exactly its
+        routes; without one, the intent's routes are removed.
+        """
+        with StateLock(self.state_path), _signals_deferred():
+            intent = self.state.intent()
+            if intent is None:
+                return None
+            generation, destinations = intent
+            applied = self.state.applied()
+            self.state.end()
+            if applied is None or not applied.active:
+                removed = self.routes.remove(destinations)
+                self.state.record(generation, "restart", "recovered",
+                                  f"interrupted apply: {len(removed)} route(s) it left removed")
+                return f"removed {len(removed)} route(s) left by the interrupted apply of generation {generation}"
+        results = self.apply(applied.param_set, "restart")[1]
+        return (f"interrupted apply of generation {generation}: generation {applied.generation} "
+                f"put back ({len(results)} route(s))")
 
     def reapply_stored(self):
         """Put back the stored generation (after a restart). Returns its
@@ -79,6 +120,7 @@ class Agent:
         """Remove every OTCP route; the generation is kept (older sets stay refused)."""
         with StateLock(self.state_path), _signals_deferred():
             removed = self.routes.revert()
+            self.state.end()
             self.state.mark_reverted(len(removed))
             return removed
 

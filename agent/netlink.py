@@ -179,7 +179,7 @@ class RouteSocket:
 
     def _encode_template(self, kind, flags, fields):
         msg = rtmsg()
-        for key in ("family", "dst_len", "table", "proto", "scope", "type", "tos"):
+        for key in ("family", "dst_len", "table", "proto", "scope", "type", "tos", "flags"):
             msg[key] = fields.get(key, 0)
         sentinel = _SENTINEL[fields["family"]]
         # RTA_DST first: its value sits at a fixed offset (_DST_OFFSET).

@@ -50,6 +50,7 @@ RT_SCOPE_NOWHERE = 255
 RT_TABLE_MAIN = 254
 RTAX_CWND = 7
 RTAX_RTO_MIN = 13
+RTNH_F_ONLINK = 4
 IPV6_DEFAULT_METRIC = 1024
 _ROUTE_TYPES = {
     0: "unspec", 1: "unicast", 2: "local", 3: "broadcast", 4: "anycast", 5: "multicast",
@@ -92,6 +93,7 @@ class Route:
     initcwnd: int | None
     cwnd_clamp: int | None
     quickack: bool
+    onlink: bool = False
 
     @property
     def key(self):
@@ -110,7 +112,7 @@ class Route:
     @property
     def nexthop(self):
         """Where the route sends packets: (oif, gateway, prefsrc, scope)."""
-        return (self.oif, self.gateway, self.prefsrc, self.scope)
+        return (self.oif, self.gateway, self.prefsrc, self.scope, self.onlink)
 
     @property
     def params(self):
@@ -142,7 +144,7 @@ class Route:
             "family": self.family, "dst": str(network.network_address), "dst_len": network.prefixlen,
             "table": self.table, "proto": OTCP_PROTO, "scope": self.scope, "type": RTN_UNICAST,
             "oif": self.oif, "gateway": self.gateway, "prefsrc": self.prefsrc, "priority": self.priority,
-            "metrics": metrics,
+            "flags": RTNH_F_ONLINK if self.onlink else 0, "metrics": metrics,
         }
 
     def delete_fields(self):
@@ -184,6 +186,7 @@ def route_from_message(msg):
         initcwnd=metrics.get("RTAX_INITCWND"),
         cwnd_clamp=metrics.get("RTAX_CWND") if locks & (1 << RTAX_CWND) else None,
         quickack=metrics.get("RTAX_QUICKACK", 0) == 1,
+        onlink=bool(msg["flags"] & RTNH_F_ONLINK),
     )
 
 
@@ -318,15 +321,23 @@ class RouteTable:
             elif op == "delete":
                 requests.append((RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, old.fields()))
         codes = self.netlink.execute(requests)
+        # Deleting a route that is already gone leaves the kernel as wanted.
         return [
             f"{fields['dst']}/{fields['dst_len']}: {_strerror(code)}"
-            for (_, _, fields), code in zip(requests, codes)
-            if code != 0
+            for (kind, _, fields), code in zip(requests, codes)
+            if code != 0 and not (kind == RTM_DELROUTE and code in (errno.ENOENT, errno.ESRCH))
         ]
 
     def revert(self):
         """Remove every OTCP route, and nothing else; returns what was removed."""
-        owned = self.owned()
+        return self._delete(self.owned())
+
+    def remove(self, prefixes):
+        """Remove the OTCP routes for these prefixes (in any table); returns what was removed."""
+        wanted = set(prefixes)
+        return self._delete([route for route in self.owned() if route.dst in wanted])
+
+    def _delete(self, owned):
         codes = self.netlink.execute([(RTM_DELROUTE, 0, route.delete_fields()) for route in owned])
         problems = [f"{r.dst}: {_strerror(c)}" for r, c in zip(owned, codes) if c not in (0, errno.ENOENT, errno.ESRCH)]
         if problems:
@@ -364,6 +375,9 @@ class KernelRoute:
     oif: int | None
     gateway: str | None
     prefsrc: str | None
+    onlink: bool = False
+    multipath: bool = False  # several nexthops (ECMP)
+    nexthop_id: int | None = None  # a nexthop object (``ip nexthop``)
 
 
 @dataclass(frozen=True)
@@ -379,8 +393,11 @@ class Lookup:
 def kernel_route_from_message(msg):
     """A kernel route message -> KernelRoute (its first hop if multipath)."""
     route = route_from_message(msg)
+    multipath = msg.get_attr("RTA_MULTIPATH")
     return KernelRoute(family=route.family, table=route.table, dst=route.dst, proto=msg["proto"], type=msg["type"],
-                       priority=route.priority, oif=route.oif, gateway=route.gateway, prefsrc=route.prefsrc)
+                       priority=route.priority, oif=route.oif, gateway=route.gateway, prefsrc=route.prefsrc,
+                       onlink=route.onlink, multipath=bool(multipath) and len(multipath) > 1,
+                       nexthop_id=msg.get_attr("RTA_NH_ID"))
 
 
 def lookup_from_message(msg):
@@ -424,6 +441,10 @@ def plan_routes(wanted, owned, foreign, lookups):
             continue
         previous = by_prefix.get((family, table, dst))
         underlying = others.covering(family, table, network)
+        unfaithful = _cannot_copy(underlying)
+        if unfaithful:
+            plan.skip(dst, f"the route covering it, {underlying.dst} in table {table_name(table)}, {unfaithful}")
+            continue
         prefsrc = underlying.prefsrc if underlying is not None else None
         if previous is None:
             oif, gateway = answer.oif, answer.gateway
@@ -437,7 +458,7 @@ def plan_routes(wanted, owned, foreign, lookups):
             scope=RT_SCOPE_UNIVERSE if gateway is not None or family == socket.AF_INET6 else RT_SCOPE_LINK,
             priority=previous.priority if previous is not None else None,
             rto_min_ms=params["rto_min_ms"], initcwnd=params["initcwnd"], cwnd_clamp=params["cwnd_clamp"],
-            quickack=params["quickack"],
+            quickack=params["quickack"], onlink=underlying is not None and underlying.onlink,
         )
         if previous is None:
             plan.write("add", new, None)
@@ -448,6 +469,21 @@ def plan_routes(wanted, owned, foreign, lookups):
     # route of a prefix at another metric.
     plan.stale = [route for route in owned if route.key not in kept]
     return plan
+
+
+def _cannot_copy(route):
+    """Why a host route cannot carry this covering route's nexthop faithfully, or "".
+
+    A host route copies one nexthop: an ECMP route would be pinned to its
+    first hop, and a nexthop object's group cannot be copied by value.
+    """
+    if route is None:
+        return ""
+    if route.multipath:
+        return "has several nexthops (ECMP); a host route would pin it to one, so it is left alone"
+    if route.nexthop_id is not None:
+        return f"uses nexthop object {route.nexthop_id}; it is left alone"
+    return ""
 
 
 class Plan:

@@ -87,13 +87,24 @@ def parse_param_set(body: bytes, where: str = "parameter set") -> dict:
     return validate_param_set(param_set)
 
 
+def same_routes(first: dict, second: dict | None) -> bool:
+    """Whether two validated sets carry the same routes, in whatever order."""
+    if second is None:
+        return False
+    return sorted(first["routes"], key=_by_destination) == sorted(second["routes"], key=_by_destination)
+
+
+def _by_destination(route: dict) -> str:
+    return route["dst"]
+
+
 def check_generation(validated: dict, applied_generation: int | None, applied_set: dict | None = None) -> None:
     """The generation rule: a set must be newer than the applied generation.
 
     The one exception is the applied set itself, unchanged: re-applying it
     is allowed (a restarted agent does it from its state, and a controller
-    re-sends its latest set when an agent reconnects). The same generation
-    with different routes is refused.
+    re-sends its latest set when an agent reconnects), in any order. The
+    same generation with different routes is refused.
     """
     if applied_generation is None:
         return
@@ -102,7 +113,7 @@ def check_generation(validated: dict, applied_generation: int | None, applied_se
         raise ValidationError(
             "generation", f"{generation} is not newer than the applied generation {applied_generation}"
         )
-    if generation == applied_generation and validated != applied_set:
+    if generation == applied_generation and not same_routes(validated, applied_set):
         raise ValidationError(
             "generation", f"{generation} was already applied with different routes; a change needs a newer generation"
         )
