@@ -8,7 +8,7 @@ setup(
     description="Controller, host agent and Mininet experiments that tune TCP "
     "(minRTO, initial and maximum window) per path from fabric measurements",
     python_requires=">=3.11",
-    packages=["ryu_app", "agent", "wire", "topo", "experiments"],
+    packages=["ryu_app", "agent", "wire", "topo", "experiments", "otcp_bpf"],
     py_modules=["validation"],
     install_requires=[
         "os-ken==3.1.1",

@@ -1,0 +1,35 @@
+"""The one place that builds and loads OTCP's BPF programs (sources in ``bpf/``).
+
+- :func:`build` compiles every ``bpf/*.bpf.c`` with clang against the running
+  kernel's BTF into ``build/bpf/``;
+- :mod:`otcp_bpf.dctcp` registers and unregisters the ``otcp_dctcp``
+  congestion control (struct_ops) and says which sysctls ECN needs;
+- :mod:`otcp_bpf.marker` loads the tc ECN marker, attaches it to an
+  interface's egress in a namespace, and reads its counters;
+- :mod:`otcp_bpf.objects` loads an object with its maps pinned under
+  ``/sys/fs/bpf/otcp/`` and unpins it, for every program type.
+
+Every refusal (no toolchain, no BTF, the verifier, the kernel) is raised as
+:class:`BpfUnavailable` carrying the tool's and the kernel's own words.
+"""
+
+from otcp_bpf.build import build, object_path
+from otcp_bpf.dctcp import CC_NAME, RegisteredCC, ecn_sysctl_commands, ecn_sysctls, register_dctcp
+from otcp_bpf.errors import BpfUnavailable
+from otcp_bpf.marker import Marker, MarkerConfig, MarkerCounters, attach_marker, default_k_bytes
+
+__all__ = [
+    "CC_NAME",
+    "BpfUnavailable",
+    "Marker",
+    "MarkerConfig",
+    "MarkerCounters",
+    "RegisteredCC",
+    "attach_marker",
+    "build",
+    "default_k_bytes",
+    "ecn_sysctl_commands",
+    "ecn_sysctls",
+    "object_path",
+    "register_dctcp",
+]

@@ -1,0 +1,87 @@
+"""Register the ``otcp_dctcp`` congestion control, and the sysctls ECN needs.
+
+Registration is machine-wide: once registered, any socket in any namespace
+can choose it with ``setsockopt(IPPROTO_TCP, TCP_CONGESTION, b"otcp_dctcp")``
+(root may choose a congestion control that
+``net.ipv4.tcp_allowed_congestion_control`` does not list). It is never made
+a default and never substituted: a caller that cannot register it gets
+:class:`BpfUnavailable` with the kernel's words.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import TracebackType
+
+from otcp_bpf.build import build, object_path
+from otcp_bpf.errors import BpfUnavailable, run
+from otcp_bpf.objects import close_at_exit, closed, netns_prefix
+
+CC_NAME = "otcp_dctcp"
+AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+
+
+def available_congestion_controls() -> list[str]:
+    """The congestion controls the kernel has registered now."""
+    return AVAILABLE.read_text().split()
+
+
+class RegisteredCC:
+    """The ``otcp_dctcp`` struct_ops map this process registered (by its id).
+
+    ``close()`` unregisters exactly that map; it also runs at exit. Sockets
+    still using the algorithm keep it alive until they close.
+    """
+
+    def __init__(self, map_id: int) -> None:
+        self.map_id = map_id
+        self.name = CC_NAME
+        close_at_exit(self)
+
+    def registered(self) -> bool:
+        """Whether our struct_ops map is still registered."""
+        shown = run(["bpftool", "-j", "struct_ops", "show"], "listing struct_ops").stdout
+        return any(entry.get("id") == self.map_id for entry in json.loads(shown or "[]"))
+
+    def close(self) -> None:
+        """Unregister (idempotent)."""
+        if self.registered():
+            run(["bpftool", "struct_ops", "unregister", "id", str(self.map_id)], f"unregistering {CC_NAME}")
+        closed(self)
+
+    def __enter__(self) -> RegisteredCC:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+
+def register_dctcp() -> RegisteredCC:
+    """Build if needed and register ``otcp_dctcp``; return the handle to unregister it.
+
+    Raises :class:`BpfUnavailable` when the toolchain, the kernel's BTF, the
+    verifier or the kernel refuses, or when the name is already registered
+    (by another run: ``bpftool struct_ops show``).
+    """
+    if CC_NAME in available_congestion_controls():
+        raise BpfUnavailable(f"{CC_NAME} is already registered by someone else (see bpftool struct_ops show)")
+    build()
+    result = run(["bpftool", "struct_ops", "register", str(object_path(CC_NAME))], f"registering {CC_NAME}")
+    found = re.search(rf"{CC_NAME} id (\d+)", result.stdout + result.stderr)
+    if not found:
+        raise BpfUnavailable(f"bpftool registered {CC_NAME} but did not say its id", result.stdout + result.stderr)
+    return RegisteredCC(int(found.group(1)))
+
+
+def ecn_sysctls() -> dict[str, str]:
+    """What a namespace needs for DCTCP: ECN requested and accepted by TCP."""
+    return {"net.ipv4.tcp_ecn": "1"}
+
+
+def ecn_sysctl_commands(netns: str | None = None) -> list[list[str]]:
+    """The commands that set :func:`ecn_sysctls` in ``netns`` (see
+    :func:`otcp_bpf.objects.netns_prefix`), as argument lists to run as they are."""
+    return [[*netns_prefix(netns), "sysctl", "-q", "-w", f"{key}={value}"] for key, value in ecn_sysctls().items()]
