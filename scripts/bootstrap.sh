@@ -5,7 +5,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
-APT_PACKAGES=(openvswitch-switch mininet iperf3 ethtool iproute2 iputils-ping python3-venv python3-dev procps)
+APT_PACKAGES=(openvswitch-switch mininet iperf3 ethtool iproute2 iputils-ping python3-venv python3-dev procps
+              clang libbpf-dev bpftool)
 
 log() { printf '[otcp-setup] %s\n' "$*"; }
 
@@ -46,3 +47,12 @@ if ! ovs-vsctl --timeout=5 show >/dev/null 2>&1; then
 fi
 ovs-vsctl --timeout=5 show >/dev/null
 log "ready: $VENV"
+
+# BPF programs (bpf/: DCTCP congestion control, ECN marker), compiled against
+# this kernel's BTF into build/bpf/; skipped when up to date. A kernel that
+# refuses leaves the DCTCP schemes unavailable, with the reason, not the set-up.
+if "$VENV/bin/python" -m otcp_bpf build >/dev/null; then
+    log "BPF programs built in $ROOT/build/bpf"
+else
+    log "BPF programs not built (see above): the dctcp schemes will be reported unavailable"
+fi

@@ -1,0 +1,30 @@
+"""``python -m otcp_bpf build [--force]``: compile the project's BPF programs
+into build/bpf/ (what scripts/bootstrap.sh runs at set-up)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from otcp_bpf.build import build
+from otcp_bpf.errors import BpfUnavailable
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line and build; exit 1 with the reason when refused."""
+    parser = argparse.ArgumentParser(prog="python -m otcp_bpf", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    build_parser = commands.add_parser("build", help="compile bpf/*.bpf.c (skipped when up to date)")
+    build_parser.add_argument("--force", action="store_true", help="rebuild everything")
+    args = parser.parse_args(argv)
+    try:
+        for path in build(force=args.force):
+            print(path)
+    except BpfUnavailable as error:
+        print(f"otcp_bpf: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
