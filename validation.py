@@ -73,7 +73,8 @@ def field_path(loc: tuple) -> str:
 
 
 def _shortened(key: str, limit: int = 40) -> str:
-    """A key as an error names it: an outsider's 1 MiB key is not echoed whole."""
+    """A key as an error names it: on one line, and an outsider's 1 MiB key is not echoed whole."""
+    key = key.encode("unicode_escape").decode("ascii")
     return key if len(key) <= limit else f"{key[:limit - 3]}..."
 
 

@@ -10,4 +10,4 @@ echo "[otcp-test] ruff"
 "$ROOT/.venv/bin/ruff" check .
 echo "[otcp-test] mypy"
 "$ROOT/.venv/bin/mypy"
-exec "$ROOT/.venv/bin/python" -m pytest -rs "$@"
+exec "$ROOT/.venv/bin/python" -m pytest -rs --hypothesis-show-statistics "$@"
