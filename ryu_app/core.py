@@ -30,6 +30,7 @@ from ryu_app.planner import Plan
 from ryu_app.publication import Publications
 from ryu_app.store import Generation, HostRecord, LinkMeasurement, LinkRecord, TopologySnapshot
 from ryu_app.topology import Host, SwitchPort, Topology
+from wire.limits import GENERATION
 
 ETH_TYPE_LLDP = 0x88CC
 # Discovery has settled once this many probe rounds passed without a change.
@@ -41,7 +42,7 @@ ECHO_PAYLOAD = b"otcp"
 # How far ahead of the controller an agent's applied generation may be and
 # still be followed: more generations than a controller makes in a century
 # at one a second. Anything further is a corrupt or forged state, refused
-# rather than followed toward the end of the generation range.
+# rather than followed toward the end of the generation range (wire.limits.GENERATION).
 MAX_GENERATION_LEAP = 2**32
 
 Send = tuple[int, Any]  # (dpid, OpenFlow message)
@@ -396,12 +397,13 @@ class ControllerCore:
         An agent refuses any set not newer than what it applied. One that
         applied this controller's generation or a later one (its controller's
         database was reset) is followed: numbering continues past it, and
-        its host gets a new set. One more than MAX_GENERATION_LEAP ahead is
-        refused: it keeps refusing sets until its state is reset.
+        its host gets a new set. One more than MAX_GENERATION_LEAP ahead, or
+        at the last generation number, is refused: it keeps refusing sets
+        until its state is reset.
         """
         if applied_generation is None or applied_generation < self.generation:
             return Actions()
-        if applied_generation - self.generation > MAX_GENERATION_LEAP:
+        if applied_generation - self.generation > MAX_GENERATION_LEAP or applied_generation >= GENERATION[1]:
             self.log.error("agent for %s applied generation %d, more than %d past this controller's %d: "
                            "not followed; reset that agent's state", host_ip, applied_generation,
                            MAX_GENERATION_LEAP, self.generation)

@@ -24,6 +24,7 @@ from ryu_app import delay, forwarding
 from ryu_app.core import ARP_PENDING_S, ECHO_PAYLOAD, MAX_GENERATION_LEAP
 from ryu_app.publication import Publications
 from ryu_app.topology import Host
+from wire.limits import GENERATION
 
 
 def packet_outs(actions):
@@ -308,6 +309,8 @@ def test_an_agent_absurdly_far_ahead_is_not_followed(caplog):
     assert "not followed" in caplog.text
     assert core.agent_arrived(H1[0], 1 + MAX_GENERATION_LEAP).replan  # the bound itself is followed
     assert core.generation == 1 + MAX_GENERATION_LEAP
+    core.generation = GENERATION[1] - 1
+    assert not core.agent_arrived(H1[0], GENERATION[1]).replan  # no number left to continue with
 
 
 def test_publications_keep_only_valid_sets_and_tell_what_changed():
