@@ -124,6 +124,10 @@ def test_written_inventory_is_accepted_by_the_controller(tmp_path):
     (lambda: StarTopo(4, delay_us=-1), "delay_us"),
     (lambda: FatTreeTopo(3), "even"),
     (lambda: LeafSpineTopo(leaves=0), "leaves"),
+    (lambda: StarTopo(4, bw=float("nan")), "bw: NaN is not a finite number"),
+    (lambda: StarTopo(4, buffer_bytes=float("inf")), "buffer_bytes: Infinity is not a finite number"),
+    (lambda: StarTopo(True), "senders: true is not an integer"),
+    (lambda: FatTreeTopo(4, bw=True), "bw: true is not a number"),
 ])
 def test_bad_parameters_are_refused_with_their_name(build, message):
     with pytest.raises(ValueError, match=message):

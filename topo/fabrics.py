@@ -31,13 +31,36 @@ Link options, in every topology:
   enforced, the link says so once, and the inventory leaves it out.
 """
 
+import glob
+import inspect
+import os
 import shlex
+import sys
+from typing import Annotated
 
 from mininet.link import Intf, Link, TCIntf
 from mininet.log import error
 from mininet.node import Switch
 from mininet.topo import Topo
 from mininet.util import ipAdd
+
+
+def _find_project():
+    """Debian's `mn --custom` execs this file in the system python3, which does
+    not see the project: put the checkout and its .venv (made from that same
+    python3) on the path so the shared validation module imports."""
+    here = os.path.abspath(inspect.getframeinfo(inspect.currentframe()).filename)
+    root = os.path.dirname(os.path.dirname(here))
+    sys.path[:0] = [root, *sorted(glob.glob(os.path.join(root, ".venv", "lib", "python3*", "site-packages")))]
+
+
+try:
+    import validation
+except ImportError:
+    _find_project()
+    import validation
+# pydantic comes with the project's environment, found just above.
+from pydantic import AfterValidator, Field  # noqa: E402
 
 DEFAULT_BW_MBPS = 100
 SHALLOW_BUFFER = 85000
@@ -198,6 +221,7 @@ class BufferedIntf(Intf):
 
     @property
     def on_switch(self):
+        """Whether this interface is a switch port (only those get an egress buffer)."""
         return isinstance(self.node, Switch)
 
     @property
@@ -257,15 +281,51 @@ def data_ip(index):
     return ipAdd(index, prefixLen=DATA_PREFIX_LEN, ipBaseNum=DATA_IP_BASE)
 
 
+Count = validation.int_range(1, 100_000)
+
+
+def _even(k: int) -> int:
+    if k % 2:
+        raise ValueError(f"fat-tree k must be even, got {k}")
+    return k
+
+
+class LinkOptions(validation.Strict):
+    """Rate (Mb/s), switch egress buffer (bytes) and one-way delay (µs) of a link."""
+
+    bw: Annotated[float, Field(gt=0, le=MAX_BW_MBPS)]
+    buffer_bytes: Annotated[float, Field(ge=1)]
+    delay_us: validation.number_at_least(0) | None = None  # type: ignore[valid-type]
+
+
+class StarArgs(validation.Strict):
+    """StarTopo's own arguments."""
+
+    senders: Count  # type: ignore[valid-type]
+    probe: bool
+
+
+class LeafSpineArgs(validation.Strict):
+    """LeafSpineTopo's own arguments."""
+
+    leaves: Count  # type: ignore[valid-type]
+    spines: Count  # type: ignore[valid-type]
+    hosts_per_leaf: Count  # type: ignore[valid-type]
+    fabric_bw: Annotated[float, Field(gt=0, le=MAX_BW_MBPS)] | None
+
+
+class FatTreeArgs(validation.Strict):
+    """FatTreeTopo's own arguments."""
+
+    k: Annotated[int, Field(ge=2), AfterValidator(_even)]
+
+
 class FabricTopo(Topo):
     """Base of the OTCP topologies: hosts, switches with explicit dpids, and
     links that carry their rate, buffer and delay, plus the inventory."""
 
     def _link_options(self, bw, buffer_bytes, delay_us):
-        _check_number("bw (Mb/s)", bw, low=0, high=MAX_BW_MBPS, exclusive_low=True)
-        _check_number("buffer_bytes", buffer_bytes, low=1)
-        if delay_us is not None:
-            _check_number("delay_us", delay_us, low=0)
+        validation.check(LinkOptions, {"bw": bw, "buffer_bytes": buffer_bytes, "delay_us": delay_us})
         options = {"cls": BufferedLink, "bw": bw, "buffer_bytes": int(buffer_bytes)}
         if delay_us:
             options["delay_us"] = delay_us
@@ -334,7 +394,8 @@ class StarTopo(FabricTopo):
     """
 
     def build(self, senders=4, bw=DEFAULT_BW_MBPS, buffer_bytes=SHALLOW_BUFFER, delay_us=None, probe=False):
-        _check_count("senders", senders)
+        """Mininet's hook: the switch, the receiver, the senders and the probe host."""
+        validation.check(StarArgs, {"senders": senders, "probe": probe})
         options = self._link_options(bw, buffer_bytes, delay_us)
         switch = self.add_switch("s1")
         self.receiver = self.add_host("h1")
@@ -358,8 +419,9 @@ class LeafSpineTopo(FabricTopo):
 
     def build(self, leaves=2, spines=2, hosts_per_leaf=2, bw=DEFAULT_BW_MBPS, buffer_bytes=SHALLOW_BUFFER,
               delay_us=None, fabric_bw=None):
-        for what, value in (("leaves", leaves), ("spines", spines), ("hosts_per_leaf", hosts_per_leaf)):
-            _check_count(what, value)
+        """Mininet's hook: leaves, spines, every leaf-spine link and the hosts."""
+        validation.check(LeafSpineArgs, {"leaves": leaves, "spines": spines, "hosts_per_leaf": hosts_per_leaf,
+                                         "fabric_bw": fabric_bw})
         host_options = self._link_options(bw, buffer_bytes, delay_us)
         fabric_options = self._link_options(fabric_bw or bw, buffer_bytes, delay_us)
         leaf_names = [self.add_switch(f"leaf{i}") for i in range(1, leaves + 1)]
@@ -383,9 +445,8 @@ class FatTreeTopo(FabricTopo):
     """
 
     def build(self, k=4, bw=DEFAULT_BW_MBPS, buffer_bytes=SHALLOW_BUFFER, delay_us=None):
-        _check_count("k", k)
-        if k % 2:
-            raise ValueError(f"fat-tree k must be even, got {k}")
+        """Mininet's hook: core, aggregation and edge switches, pods and hosts."""
+        validation.check(FatTreeArgs, {"k": k})
         options = self._link_options(bw, buffer_bytes, delay_us)
         half = k // 2
         cores = [self.add_switch(f"c{i}") for i in range(1, half * half + 1)]
@@ -403,19 +464,6 @@ class FatTreeTopo(FabricTopo):
                 for _ in range(half):
                     self.addLink(self.add_host(f"h{host_number}"), edge, **options)
                     host_number += 1
-
-
-def _check_count(what, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{what} must be a positive integer, got {value!r}")
-
-
-def _check_number(what, value, low, high=None, exclusive_low=False):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{what} must be a number, got {value!r}")
-    if value < low or (exclusive_low and value == low) or (high is not None and value > high):
-        bound = f"> {low}" if exclusive_low else f">= {low}"
-        raise ValueError(f"{what} must be {bound}{f' and <= {high}' if high is not None else ''}, got {value!r}")
 
 
 topos = {"star": StarTopo, "leafspine": LeafSpineTopo, "fattree": FatTreeTopo}
