@@ -25,7 +25,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 from experiments import measure, otcp, stats
 from experiments.emulation import emulate
@@ -138,7 +137,7 @@ def one_burst(emulation, topo, receiver_ip, buffer_bytes, packet_bytes, seconds,
     """Send one burst h2 -> h1 and account for every packet of it."""
     receiver, sender = topo.receiver, topo.sender
     buffer_device = ifb_name(emulation.host(receiver).defaultIntf().name)
-    wait_empty(emulation, receiver, buffer_device)
+    measure.wait_empty(emulation, receiver, buffer_device)
     before = measure.link_queues(emulation, [receiver, sender])
     control_before = _control_packets(emulation, receiver, buffer_device)
     listener = emulation.start(receiver, [sys.executable, "-m", "experiments.burst", "receive",
@@ -157,7 +156,7 @@ def one_burst(emulation, topo, receiver_ip, buffer_bytes, packet_bytes, seconds,
         received = json.loads(out)
     finally:
         emulation.stop(listener)
-    wait_empty(emulation, receiver, buffer_device)
+    measure.wait_empty(emulation, receiver, buffer_device)
     after = measure.link_queues(emulation, [receiver, sender])
     account = stats.loss_account(before, after, receiver)
     if sent["errors"] or account.sent != sent["sent"]:
@@ -175,18 +174,6 @@ def _control_packets(emulation, host, device):
                                           handle=measure.CONTROL_QUEUE_HANDLE)
     counters = queues[device]
     return counters.sent_packets + counters.drops
-
-
-def wait_empty(emulation, host, device, timeout=10.0):
-    """Wait until the buffer on device holds nothing."""
-    deadline = time.monotonic() + timeout
-    while True:
-        queues = measure.parse_queue_counters(emulation.run(host, ["tc", "-s", "-j", "qdisc", "show"]))
-        if queues[device].backlog_packets == 0:
-            return
-        if time.monotonic() > deadline:
-            raise RunError(f"{host}:{device} still holds {queues[device].backlog_packets} packets after {timeout} s")
-        time.sleep(0.05)
 
 
 def write_rows(out, rows):

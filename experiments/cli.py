@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 
-from experiments import calibrate, incast, schemes
+from experiments import calibrate, incast, results, schemes
 from experiments.emulation import EmulationError
 from experiments.progress import Progress
 from topo.fabrics import MAX_BW_MBPS
@@ -86,6 +86,8 @@ def build_parser():
     run.add_argument("--probe-interval-ms", type=float, default=10.0, help="latency probe interval (default 10)")
     run.add_argument("--ceiling-seconds", type=int, default=3,
                      help="length of the ceiling measurement on each network (default 3)")
+    run.add_argument("--ceiling-repeats", type=int, default=3,
+                     help="ceiling measurements per network and packet size (default 3; the spread is reported)")
     run.add_argument("--round-timeout", type=float, default=60.0, help="seconds before a round counts as failed")
     cal = commands.add_parser("calibrate", help="check the emulated switch: buffer size and loss accounting",
                               description=calibrate.__doc__.split("\n")[0])
@@ -159,7 +161,8 @@ def config_from_args(args, parser):
               ("--sru-bytes", args.sru_bytes, 1, 1 << 30), ("--total-bytes", args.total_bytes, 1, 1 << 34),
               ("--bw-mbps", args.bw_mbps, 0.001, MAX_BW_MBPS), ("--delay-us", args.delay_us, 0, 1e6),
               ("--fine-rto-ms", args.fine_rto_ms, 1, 200), ("--probe-interval-ms", args.probe_interval_ms, 2, 1000),
-              ("--ceiling-seconds", args.ceiling_seconds, 1, 600), ("--round-timeout", args.round_timeout, 1, 3600)]
+              ("--ceiling-seconds", args.ceiling_seconds, 1, 600), ("--ceiling-repeats", args.ceiling_repeats, 1, 50),
+              ("--round-timeout", args.round_timeout, 1, 3600)]
     for option, value, low, high in checks:
         if value is not None and not (low <= value and (high is None or value <= high)):
             parser.error(f"{option}: {value} is out of range ({low}..{high if high is not None else 'any'})")
@@ -174,7 +177,7 @@ def config_from_args(args, parser):
         total_bytes=args.total_bytes, rounds=pick("rounds"), warmup_seconds=pick("warmup_seconds"),
         persistent=args.persistent, bw_mbps=args.bw_mbps, delay_us=args.delay_us, fine_rto_ms=args.fine_rto_ms,
         forwarding=args.forwarding, probe_interval_s=args.probe_interval_ms / 1000.0,
-        ceiling_seconds=args.ceiling_seconds, round_timeout_s=args.round_timeout)
+        ceiling_seconds=args.ceiling_seconds, ceiling_repeats=args.ceiling_repeats, round_timeout_s=args.round_timeout)
 
 
 def environment_problem():
@@ -210,7 +213,7 @@ def main(argv=None):
     clear_previous_outputs(config.out)
     progress = Progress(total=1)
     try:
-        summary, state = incast.run_sweep(config, progress)
+        summary, sweep = incast.run_sweep(config, progress)
     except KeyboardInterrupt:
         progress.close()
         print("otcp-experiment: interrupted; the network is torn down, completed runs are in "
@@ -221,13 +224,18 @@ def main(argv=None):
         print(f"otcp-experiment: {exc}", file=sys.stderr)
         return 1
     progress.close()
-    if state["runs"]:
-        print(incast.summary_table(state["runs"], state["ceiling"]))
-    for failure in state["failures"]:
+    if sweep.runs:
+        print(incast.summary_table(sweep.runs, results.ceiling_summary(sweep.ceilings)))
+    flagged = results.unexplained_losses(sweep.runs)
+    if flagged:
+        print(f"unexplained losses in {len(flagged)} run(s): "
+              + ", ".join(f"{f['scheme']} n={f['senders']} buf={f['buffer_bytes']}: {f['unexplained']}"
+                          for f in flagged), file=sys.stderr)
+    for failure in sweep.failures:
         print(f"failed: {failure}", file=sys.stderr)
     if summary:
         print(f"results: {summary}, {os.path.join(config.out, 'results.db')}, plots in {config.out}")
-    return 1 if state["failures"] or not state["runs"] else 0
+    return 1 if sweep.failures or not sweep.runs else 0
 
 
 def main_calibrate(config):

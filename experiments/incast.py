@@ -8,14 +8,20 @@ scheme in turn on the same network:
 1. apply the scheme (route attributes and MTU, or OTCP's agents) and record
    every host's routes as the kernel holds them, before traffic starts;
 2. run warm-up rounds for a few seconds (not counted: the OTCP controller
-   needs them to count the active flows), read the TCP counters of every host
-   and the drops at every switch port;
+   needs them to count the active flows), read the TCP counters of every host,
+   the IPv4 queues of every link and the machine's CPU times;
 3. run the measured rounds of synchronized reads with the latency probe
-   going, then read the counters again, and record the routes once more;
+   going and the bottleneck's backlog sampled, let the buffers drain, then
+   read the counters again (the loss account, stats.LossAccount: every IPv4
+   packet the hosts sent is delivered, dropped at a named buffer, or
+   "unexplained"), and record the routes once more;
 4. put the hosts back as they were.
 
-The single-flow ceiling is measured on every network before any scheme;
-the summary's ceiling is the best of them (all are in the database). Results go to OUT/results.db,
+The single-flow ceiling is measured on every network before any scheme,
+ceiling_repeats times, at 1500 B packets and at every smaller packet size a
+scheme uses (small-packets: 750 B); each run is judged against its own
+network's median at its own packet size, and the summary reports every
+sample and the spread. Results go to OUT/results.db,
 OUT/summary.json, OUT/routes/ and the PNG plots.
 """
 
@@ -31,6 +37,9 @@ from experiments.emulation import delay_report, emulate
 from topo.fabrics import StarTopo
 
 WORKLOAD_PORT = 5001
+ETHERNET_MTU = 1500
+# Backlog sampling during a run: a netlink dump every 10 ms (cheap enough on 2 cores).
+RUN_BACKLOG_INTERVAL_S = 0.01
 
 
 @dataclasses.dataclass
@@ -52,6 +61,7 @@ class IncastConfig:
     forwarding: str = "controller"
     probe_interval_s: float = 0.01
     ceiling_seconds: int = 3
+    ceiling_repeats: int = 3
     round_timeout_s: float = 60.0
     agent_timeout_s: float = 120.0
 
@@ -66,8 +76,31 @@ class RunError(RuntimeError):
     """One scheme's run failed; the sweep records it and goes on."""
 
 
+@dataclasses.dataclass
+class SweepResult:
+    """What a sweep has produced so far: ceiling samples, runs (with the
+    completion times of their rounds), failures and notes."""
+
+    ceilings: list = dataclasses.field(default_factory=list)
+    runs: list = dataclasses.field(default_factory=list)
+    round_durations: list = dataclasses.field(default_factory=list)
+    failures: list = dataclasses.field(default_factory=list)
+    notes: list = dataclasses.field(default_factory=list)
+
+    def note(self, progress, note):
+        """Keep note once and show it."""
+        if note and note not in self.notes:
+            self.notes.append(note)
+            progress.message(f"note: {note}")
+
+    def ceiling(self, packet_bytes=1500):
+        """The median of every ceiling sample at packet_bytes (None before any)."""
+        values = tuple(c.mbps for c in self.ceilings if c.packet_bytes == packet_bytes)
+        return stats.Spread(values).median if values else None
+
+
 def run_sweep(config, progress):
-    """Run the whole sweep; return (summary path, failures)."""
+    """Run the whole sweep; return (summary path or None, SweepResult)."""
     os.makedirs(config.out, exist_ok=True)
     catalogue = schemes.catalogue(config.fine_rto_ms)
     runnable, unavailable = plan_schemes(config, catalogue)
@@ -76,20 +109,25 @@ def run_sweep(config, progress):
         store.add_unavailable(name, reason)
         progress.message(f"scheme {name} unavailable: {reason}")
     progress.total = len(config.buffers) * len(config.senders) * len(runnable)
-    state = {"ceiling": None, "runs": [], "rounds": [], "failures": [], "notes": []}
+    sweep = SweepResult()
     try:
         for buffer_bytes in config.buffers:
             for senders in config.senders:
-                run_network(config, store, progress, state, buffer_bytes, senders, runnable)
+                run_network(config, store, progress, sweep, buffer_bytes, senders, runnable)
     finally:
         store.close()
         summary = None
-        if state["ceiling"] is not None:
-            notes = state["notes"] + [f"failed: {f}" for f in state["failures"]]
-            summary = results.write_summary(config.out, state["ceiling"], state["runs"], unavailable, notes)
-            if state["runs"]:
-                draw_plots(config.out, state["runs"], state["rounds"], state["ceiling"])
-    return summary, state
+        if sweep.ceilings:
+            notes = sweep.notes + [f"failed: {f}" for f in sweep.failures]
+            summary = results.write_summary(config.out, sweep.ceilings, sweep.runs, unavailable, notes)
+            if sweep.runs:
+                draw_plots(config.out, sweep.runs, sweep.round_durations, sweep.ceiling())
+    return summary, sweep
+
+
+def packet_bytes_of(scheme):
+    """The IP packet size a scheme's hosts send: their MTU."""
+    return scheme.mtu or ETHERNET_MTU
 
 
 def plan_schemes(config, catalogue):
@@ -112,7 +150,7 @@ def plan_schemes(config, catalogue):
     return runnable, unavailable
 
 
-def run_network(config, store, progress, state, buffer_bytes, senders, runnable):
+def run_network(config, store, progress, sweep, buffer_bytes, senders, runnable):
     """Build one star and run every runnable scheme on it."""
     workdir = os.path.join(config.out, "work", f"buffer{buffer_bytes}-senders{senders}")
     os.makedirs(workdir, exist_ok=True)
@@ -125,21 +163,31 @@ def run_network(config, store, progress, state, buffer_bytes, senders, runnable)
     progress.message(f"building a star: {senders} senders, {buffer_bytes} B buffers, {config.bw_mbps:g} Mb/s links, "
                      f"forwarding by {'the OTCP controller' if controller else 'standalone bridges'}")
     with emulate(topo, controller=controller, management=with_agents) as emulation:
-        _note_once(state, progress, emulation.congestion_control_note)
+        sweep.note(progress, emulation.congestion_control_note)
         enforced, delay_note = delay_report(topo)
-        _note_once(state, progress, delay_note)
+        sweep.note(progress, delay_note)
         if enforced:
             topo.write_inventory(inventory, delay_enforced=True)
         data_ips = {h.name: h.IP() for h in emulation.hosts}
         receiver_ip = data_ips[topo.receiver]
         ensure_connectivity(emulation, topo.senders + [topo.probe], receiver_ip)
-        progress.message(f"measuring the single-flow ceiling ({config.ceiling_seconds} s of iperf3)")
-        ceiling = measure.single_flow_ceiling(emulation, topo.senders[0], topo.receiver, receiver_ip,
-                                              seconds=config.ceiling_seconds)
-        store.add_ceiling(senders, buffer_bytes, ceiling)
-        # The ceiling is an upper bound on the links: the best of the networks' measurements.
-        state["ceiling"] = max(ceiling, state["ceiling"] or 0.0)
-        progress.message(f"single-flow ceiling: {ceiling:.1f} Mb/s (best so far {state['ceiling']:.1f})")
+        sizes = sorted({packet_bytes_of(s) for s in runnable} | {ETHERNET_MTU}, reverse=True)
+        for packet_bytes in sizes:
+            for repeat in range(config.ceiling_repeats):
+                progress.message(f"measuring the single-flow ceiling, {packet_bytes} B packets "
+                                 f"({repeat + 1}/{config.ceiling_repeats}, {config.ceiling_seconds} s of iperf3)")
+                cpu_before = measure.read_cpu_times()
+                mbps = measure.single_flow_ceiling(emulation, topo.senders[0], topo.receiver, receiver_ip,
+                                                   seconds=config.ceiling_seconds, packet_bytes=packet_bytes)
+                cpu, _ = stats.cpu_busy(cpu_before, measure.read_cpu_times())
+                sample = results.CeilingSample(senders, buffer_bytes, packet_bytes, mbps, cpu)
+                sweep.ceilings.append(sample)
+                store.add_ceiling(sample, sweep.ceiling())
+            median = results.network_ceiling(sweep.ceilings, senders, buffer_bytes, packet_bytes)
+            values = [c.mbps for c in sweep.ceilings
+                      if (c.senders, c.buffer_bytes, c.packet_bytes) == (senders, buffer_bytes, packet_bytes)]
+            progress.message(f"single-flow ceiling, {packet_bytes} B packets: median {median:.1f} Mb/s "
+                             f"({', '.join(f'{v:.1f}' for v in values)})")
         for sender in topo.senders:
             emulation.start(sender, [sys.executable, "-m", "experiments.incast_server",
                                      "--port", str(WORKLOAD_PORT), "--cc", "cubic"])
@@ -149,21 +197,22 @@ def run_network(config, store, progress, state, buffer_bytes, senders, runnable)
             label = f"{scheme.name} n={senders} buf={buffer_bytes}"
             progress.start_run(label)
             try:
-                run = run_scheme(config, emulation, topo, scheme, buffer_bytes, workdir, data_ips, progress)
+                run, detail = run_scheme(config, emulation, topo, scheme, buffer_bytes, workdir, data_ips, progress)
             except (RunError, TimeoutError, RuntimeError) as exc:
-                state["failures"].append(f"{label}: {exc}")
+                sweep.failures.append(f"{label}: {exc}")
                 progress.message(f"run failed: {label}: {exc}")
             else:
-                rounds = run.pop("_rounds")
-                store.add_run(run, rounds, run.pop("_servers"), run.pop("_counters"), run.pop("_probe_rtts"),
-                              run.pop("_drops"))
-                state["runs"].append(run)
-                state["rounds"].append([r["duration_s"] * 1000 for r in rounds])
+                run.ceiling_mbps = results.network_ceiling(sweep.ceilings, senders, buffer_bytes, run.packet_bytes)
+                store.add_run(run, detail)
+                sweep.runs.append(run)
+                sweep.round_durations.append([r["duration_s"] * 1000 for r in detail.rounds])
+                if run.unexplained:
+                    progress.message(f"note: {label} lost {run.unexplained} packets no counter names")
             progress.finish_run()
 
 
 def run_scheme(config, emulation, topo, scheme, buffer_bytes, workdir, data_ips, progress):
-    """One scheme on a running network; returns the run record."""
+    """One scheme on a running network; returns (RunRecord, RunDetail)."""
     hosts = [topo.receiver] + topo.senders + [topo.probe]
     heading = f"senders={len(topo.senders)} buffer_bytes={buffer_bytes}"
     if scheme.kind == "otcp":
@@ -184,39 +233,48 @@ def run_scheme(config, emulation, topo, scheme, buffer_bytes, workdir, data_ips,
         if config.warmup_seconds:
             run_client(config, emulation, topo.receiver, servers, block, ["--seconds", str(config.warmup_seconds)],
                        lambda done: progress.update(0, config.rounds))
-        switch, port = topo.switch_port(topo.receiver)
-        bottleneck = f"{switch}:{port}"
-        ports = switch_ports(topo)
-        interfaces = ports + [(h, schemes.data_interface(emulation, h)) for h in hosts]
+        receiver_intf = emulation.host(topo.receiver).defaultIntf()
+        interfaces = switch_ports(topo) + [(h, schemes.data_interface(emulation, h)) for h in hosts] \
+            + [(h, emulation.host(h).defaultIntf().buffer_device) for h in hosts]
         flush_tcp_metrics(emulation, hosts)
+        measure.wait_empty(emulation, topo.receiver, receiver_intf.buffer_device)
         before_counters = {h: measure.tcp_counters(emulation, h) for h in hosts}
         before_path = measure.path_counters(emulation, interfaces)
+        before_queues = measure.link_queues(emulation, hosts)
+        cpu_before = measure.read_cpu_times()
         with measure.Probe(emulation, topo.probe, data_ips[topo.receiver], config.probe_interval_s) as probe, \
-                measure.BacklogSampler(emulation, switch, port) as backlog:
+                measure.BacklogSampler(emulation, topo.receiver, receiver_intf.buffer_device,
+                                       interval=RUN_BACKLOG_INTERVAL_S) as backlog:
             rounds = run_client(config, emulation, topo.receiver, servers, block, ["--rounds", str(config.rounds)],
                                 lambda done: progress.update(done, config.rounds))
             rtts, sent = probe.stop()
+        cpu_mean, cpu_busiest = stats.cpu_busy(cpu_before, measure.read_cpu_times())
+        measure.wait_empty(emulation, topo.receiver, receiver_intf.buffer_device)
+        after_queues = measure.link_queues(emulation, hosts)
         after_path = measure.path_counters(emulation, interfaces)
         after_counters = {h: measure.tcp_counters(emulation, h) for h in hosts}
         record_routes(config.out, emulation, scheme.name, hosts, f"{heading}: after the measured rounds")
     counters = {h: stats.counter_deltas(before_counters[h], after_counters[h], measure.TCP_COUNTERS) for h in hosts}
-    run = {"scheme": scheme.name, "senders": len(topo.senders), "buffer_bytes": buffer_bytes, "sru_bytes": block,
-           "rounds": len(rounds), "persistent": int(config.persistent)}
-    run.update(stats.summarize_rounds(rounds))
     path = {place: stats.counter_deltas(before_path[place], after_path[place], after_path[place])
             for place in after_path}
-    run["drops"] = path[bottleneck]["qdisc_drops"]
-    run["drops_elsewhere"] = sum(d["qdisc_drops"] + d["rx_dropped"] + d["tx_dropped"] for d in path.values()) \
-        - run["drops"]
-    run["lost_in_switch"] = measure.lost_in_switch(path, [f"{s}:{p}" for s, p in ports])
-    run["peak_backlog_bytes"] = backlog.peak
-    run["timeouts"] = sum(c["TcpExtTCPTimeouts"] for c in counters.values())
-    run["retransmissions"] = sum(c["TcpRetransSegs"] for c in counters.values())
-    run.update(stats.summarize_probe(rtts, sent))
-    # Kept for the database, popped before the run joins the summary.
-    run.update({"_rounds": rounds, "_servers": topo.senders, "_counters": counters, "_probe_rtts": rtts,
-                "_drops": path})
-    return run
+    account = stats.loss_account(before_queues, after_queues, topo.receiver)
+    head = {"scheme": scheme.name, "senders": len(topo.senders), "buffer_bytes": buffer_bytes, "sru_bytes": block,
+            "rounds": len(rounds), "persistent": int(config.persistent), "packet_bytes": packet_bytes_of(scheme),
+            "ceiling_mbps": 0.0}
+    run = results.RunRecord.build(
+        head, stats.summarize_rounds(rounds), account, stats.summarize_probe(rtts, sent),
+        peak_backlog_bytes=backlog.peak,
+        timeouts=sum(c["TcpExtTCPTimeouts"] for c in counters.values()),
+        retransmissions=sum(c["TcpRetransSegs"] for c in counters.values()),
+        cpu_busy_pct=cpu_mean, cpu_busiest_pct=cpu_busiest)
+    queues = {h: {"egress": {"sent_packets": after_queues[h].egress.sent_packets - before_queues[h].egress.sent_packets,
+                             "drops": after_queues[h].egress.drops - before_queues[h].egress.drops},
+                  "buffer": {"sent_packets": after_queues[h].buffer.sent_packets - before_queues[h].buffer.sent_packets,
+                             "drops": after_queues[h].buffer.drops - before_queues[h].buffer.drops}}
+              for h in hosts}
+    detail = results.RunDetail(rounds=rounds, servers=topo.senders, host_counters=counters, probe_rtts=rtts,
+                               path_counters=path, queues=queues)
+    return run, detail
 
 
 def switch_ports(topo):
@@ -283,31 +341,36 @@ def ensure_connectivity(emulation, hosts, target_ip, timeout=30.0):
 
 
 def draw_plots(out, runs, round_durations, ceiling):
-    plots.goodput_plot(os.path.join(out, "goodput.png"), runs, ceiling)
-    plots.fct_cdf_plot(os.path.join(out, "fct_cdf.png"), runs, dict(enumerate(round_durations)))
-    plots.fct_bars_plot(os.path.join(out, "fct_bars.png"), runs)
+    """The sweep's PNGs (runs: RunRecords)."""
+    rows = [dataclasses.asdict(r) for r in runs]
+    plots.goodput_plot(os.path.join(out, "goodput.png"), rows, ceiling)
+    plots.fct_cdf_plot(os.path.join(out, "fct_cdf.png"), rows, dict(enumerate(round_durations)))
+    plots.fct_bars_plot(os.path.join(out, "fct_bars.png"), rows)
 
 
-def summary_table(runs, ceiling):
-    """The table printed at the end of a sweep."""
-    header = (f"{'scheme':<18}{'senders':>8}{'buffer':>9}{'goodput':>9}{'%ceil':>7}{'mean':>8}{'p95':>8}"
-              f"{'p99':>8}{'drops':>7}{'other':>6}{'ovs':>6}{'peakq':>7}{'RTOs':>6}{'rtx':>7}{'probe avg/max ms':>18}")
+def summary_table(runs, ceilings):
+    """The table printed at the end of a sweep (runs: RunRecords; ceilings: the summary's "ceilings")."""
+    header = (f"{'scheme':<18}{'senders':>8}{'buffer':>9}{'pkt':>5}{'goodput':>8}{'%ceil':>6}{'mean':>7}{'p95':>7}"
+              f"{'p99':>7}{'drops':>7}{'other':>6}{'unexpl':>7}{'peakq':>7}{'RTOs':>6}{'rtx':>7}{'cpu%':>5}"
+              f"{'probe avg/max ms':>17}")
     lines = [header, "-" * len(header)]
     for run in runs:
-        probe = (f"{run['probe_rtt_avg_ms']:.2f}/{run['probe_rtt_max_ms']:.2f}"
-                 if run["probe_rtt_avg_ms"] is not None else "no answers")
-        lines.append(f"{run['scheme']:<18}{run['senders']:>8}{run['buffer_bytes']:>9}{run['goodput_mbps']:>9.1f}"
-                     f"{100 * run['goodput_mbps'] / ceiling:>6.0f}%{run['fct_mean_ms']:>8.1f}{run['fct_p95_ms']:>8.1f}"
-                     f"{run['fct_p99_ms']:>8.1f}{run['drops']:>7}{run['drops_elsewhere']:>6}{run['lost_in_switch']:>6}"
-                     f"{run['peak_backlog_bytes'] // 1000:>6}k{run['timeouts']:>6}{run['retransmissions']:>7}"
-                     f"{probe:>18}")
-    lines.append(f"goodput in Mb/s (single-flow ceiling {ceiling:.1f} Mb/s), completion times in ms; drops: at "
-                 "the bottleneck buffer, at other queues and veths, lost inside OVS; peakq: largest bottleneck "
-                 "backlog seen; RTOs and retransmitted segments summed over the hosts")
+        probe = (f"{run.probe_rtt_avg_ms:.2f}/{run.probe_rtt_max_ms:.2f}"
+                 if run.probe_rtt_avg_ms is not None else "no answers")
+        flag = "!" if run.unexplained else ""
+        lines.append(f"{run.scheme:<18}{run.senders:>8}{run.buffer_bytes:>9}{run.packet_bytes:>5}"
+                     f"{run.goodput_mbps:>8.1f}{100 * run.share_of_ceiling:>5.0f}%{run.fct_mean_ms:>7.0f}"
+                     f"{run.fct_p95_ms:>7.0f}{run.fct_p99_ms:>7.0f}{run.drops:>7}"
+                     f"{run.drops_other_buffers + run.sender_queue_drops:>6}{f'{run.unexplained}{flag}':>7}"
+                     f"{run.peak_backlog_bytes // 1000:>6}k{run.timeouts:>6}{run.retransmissions:>7}"
+                     f"{run.cpu_busy_pct:>5.0f}{probe:>17}")
+    described = "; ".join(f"{c['packet_bytes']} B packets: median {c['median']:.1f} Mb/s "
+                          f"({c['min']:.1f}-{c['max']:.1f}, ±{c['spread_pct']:.1f} %, {len(c['samples'])} samples)"
+                          for c in ceilings)
+    lines.append(f"single-flow ceiling: {described}")
+    lines.append("goodput in Mb/s, %ceil against the run's network's ceiling at the run's packet size (pkt, IP "
+                 "bytes); completion times in ms; drops: at the bottleneck buffer; other: at the other buffers and "
+                 "the senders' own queues; unexpl: IPv4 packets lost where no kernel counter names them (! flags "
+                 "them); peakq: largest bottleneck backlog seen; RTOs and retransmitted segments summed over the "
+                 "hosts; cpu%: both cores' busy share during the measured rounds (/proc/stat)")
     return "\n".join(lines)
-
-
-def _note_once(state, progress, note):
-    if note and note not in state["notes"]:
-        state["notes"].append(note)
-        progress.message(f"note: {note}")

@@ -200,6 +200,21 @@ def link_queues(emulation, hosts):
     return found
 
 
+def wait_empty(emulation, host, device, timeout=10.0):
+    """Wait until the IPv4 queue on device (in host's namespace) holds nothing."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        queues = parse_queue_counters(emulation.run(host, ["tc", "-s", "-j", "qdisc", "show"]))
+        if queues[device].backlog_packets == 0:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{host}:{device} still holds {queues[device].backlog_packets} packets after "
+                               f"{timeout:.0f} s")
+        time.sleep(0.05)
+
+
 def read_cpu_times():
     """The machine's CPU times now (/proc/stat; the same in every namespace)."""
     with open("/proc/stat", encoding="ascii") as handle:

@@ -1,11 +1,19 @@
 """Where an incast sweep's results go: SQLite, OUT/summary.json and OUT/routes/.
 
-The summary's schema (issue 4)::
+The summary's schema (issues 4 and 8)::
 
-    {"ceiling_mbps": float,
+    {"ceiling_mbps": float,                   # median single-flow ceiling, 1500 B packets
+     "ceilings": [{"packet_bytes", "median", "min", "max", "spread_pct", "samples",
+                   "networks": [{"senders", "buffer_bytes", "median", "min", "max", "samples"}]}],
      "runs": [{"scheme", "senders", "buffer_bytes", "sru_bytes", "goodput_mbps",
                "fct_mean_ms", "fct_p50_ms", "fct_p95_ms", "fct_p99_ms", "drops",
-               "timeouts", "probe_rtt_avg_ms", "probe_rtt_max_ms"}],
+               "timeouts", "probe_rtt_avg_ms", "probe_rtt_max_ms",
+               "packet_bytes", "ceiling_mbps",          # the run's packet size and its network's ceiling at it
+               "sent", "delivered", "drops_other_buffers", "sender_queue_drops",
+               "unexplained",                           # the loss account (experiments.stats.LossAccount)
+               "peak_backlog_bytes", "cpu_busy_pct", "cpu_busiest_pct"}],
+     "unexplained_losses": [{"scheme", "senders", "buffer_bytes", "unexplained"}],  # runs that lost packets
+                                                                                   # no counter names
      "unavailable": [{"scheme", "reason"}],   # schemes that could not run here
      "notes": [str]}                          # what the emulation could not enforce
 
@@ -15,10 +23,13 @@ the probe's RTT samples, packet and drop counters of every interface,
 and the ceiling measurements.
 """
 
+import dataclasses
 import json
 import os
 import sqlite3
 import time
+
+from experiments import stats
 
 RUN_FIELDS = {
     "scheme": str,
@@ -34,20 +45,131 @@ RUN_FIELDS = {
     "timeouts": int,
     "probe_rtt_avg_ms": (float, type(None)),
     "probe_rtt_max_ms": (float, type(None)),
+    "packet_bytes": int,
+    "ceiling_mbps": float,
+    "sent": int,
+    "delivered": int,
+    "drops_other_buffers": int,
+    "sender_queue_drops": int,
+    "unexplained": int,
+    "peak_backlog_bytes": int,
+    "cpu_busy_pct": float,
+    "cpu_busiest_pct": float,
 }
+# May be negative: more packets delivered than sent means the switch made copies.
+SIGNED_FIELDS = {"unexplained"}
+
+
+@dataclasses.dataclass
+class RunRecord:
+    """One scheme's run on one network: what the summary and the table show."""
+
+    scheme: str
+    senders: int
+    buffer_bytes: int
+    sru_bytes: int
+    rounds: int
+    persistent: int
+    packet_bytes: int
+    ceiling_mbps: float
+    goodput_mbps: float
+    fct_mean_ms: float
+    fct_p50_ms: float
+    fct_p95_ms: float
+    fct_p99_ms: float
+    drops: int
+    sent: int
+    delivered: int
+    drops_other_buffers: int
+    sender_queue_drops: int
+    unexplained: int
+    peak_backlog_bytes: int
+    timeouts: int
+    retransmissions: int
+    probe_rtt_avg_ms: float | None
+    probe_rtt_max_ms: float | None
+    probe_rtt_std_ms: float | None
+    probe_lost: float | None
+    cpu_busy_pct: float
+    cpu_busiest_pct: float
+
+    @classmethod
+    def build(cls, head, rounds_summary, account, probe_summary, **rest):
+        """From the run's identity (head), stats.summarize_rounds, a LossAccount, stats.summarize_probe and the rest."""
+        loss = account.as_dict()
+        return cls(**head, **rounds_summary, drops=loss["drops"], sent=loss["sent"], delivered=loss["delivered"],
+                   drops_other_buffers=loss["drops_other_buffers"], sender_queue_drops=loss["sender_queue_drops"],
+                   unexplained=loss["unexplained"], **probe_summary, **rest)
+
+    @property
+    def share_of_ceiling(self):
+        return self.goodput_mbps / self.ceiling_mbps if self.ceiling_mbps else 0.0
+
+    def label(self):
+        return f"{self.scheme} n={self.senders} buf={self.buffer_bytes}"
+
+
+@dataclasses.dataclass
+class RunDetail:
+    """What the database keeps of a run beyond its record."""
+
+    rounds: list
+    servers: list
+    host_counters: dict
+    probe_rtts: list
+    path_counters: dict
+    queues: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class CeilingSample:
+    """One single-flow ceiling measurement on one network."""
+
+    senders: int
+    buffer_bytes: int
+    packet_bytes: int
+    mbps: float
+    cpu_busy_pct: float
+
+
+def ceiling_summary(samples):
+    """The summary's "ceilings": per packet size, the spread of every sample and of each network's."""
+    summary = []
+    for packet_bytes in sorted({s.packet_bytes for s in samples}, reverse=True):
+        chosen = [s for s in samples if s.packet_bytes == packet_bytes]
+        networks = []
+        for key in dict.fromkeys((s.senders, s.buffer_bytes) for s in chosen):
+            values = tuple(s.mbps for s in chosen if (s.senders, s.buffer_bytes) == key)
+            spread = stats.Spread(values).as_dict()
+            networks.append({"senders": key[0], "buffer_bytes": key[1], **spread})
+        summary.append({"packet_bytes": packet_bytes, **stats.Spread(tuple(s.mbps for s in chosen)).as_dict(),
+                        "networks": networks})
+    return summary
+
+
+def network_ceiling(samples, senders, buffer_bytes, packet_bytes):
+    """The median ceiling of one network at one packet size (None if not measured)."""
+    values = tuple(s.mbps for s in samples
+                   if (s.senders, s.buffer_bytes, s.packet_bytes) == (senders, buffer_bytes, packet_bytes))
+    return stats.Spread(values).median if values else None
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS invocation (
     id INTEGER PRIMARY KEY, started REAL, arguments TEXT, ceiling_mbps REAL);
 CREATE TABLE IF NOT EXISTS ceiling (
-    invocation INTEGER, senders INTEGER, buffer_bytes INTEGER, mbps REAL);
+    invocation INTEGER, senders INTEGER, buffer_bytes INTEGER, mbps REAL, packet_bytes INTEGER,
+    cpu_busy_pct REAL);
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY, invocation INTEGER, scheme TEXT, senders INTEGER, buffer_bytes INTEGER,
     sru_bytes INTEGER, rounds INTEGER, persistent INTEGER, goodput_mbps REAL,
     fct_mean_ms REAL, fct_p50_ms REAL, fct_p95_ms REAL, fct_p99_ms REAL,
-    drops INTEGER, drops_elsewhere INTEGER, lost_in_switch INTEGER, peak_backlog_bytes INTEGER,
+    drops INTEGER, peak_backlog_bytes INTEGER,
     timeouts INTEGER, retransmissions INTEGER,
-    probe_rtt_avg_ms REAL, probe_rtt_max_ms REAL, probe_rtt_std_ms REAL, probe_lost REAL);
+    probe_rtt_avg_ms REAL, probe_rtt_max_ms REAL, probe_rtt_std_ms REAL, probe_lost REAL,
+    packet_bytes INTEGER, ceiling_mbps REAL, sent INTEGER, delivered INTEGER, drops_other_buffers INTEGER,
+    sender_queue_drops INTEGER, unexplained INTEGER, cpu_busy_pct REAL, cpu_busiest_pct REAL);
+CREATE TABLE IF NOT EXISTS queues (
+    run INTEGER, host TEXT, queue TEXT, sent_packets INTEGER, drops INTEGER);
 CREATE TABLE IF NOT EXISTS rounds (
     run INTEGER, round INTEGER, start_s REAL, duration_s REAL, bytes INTEGER);
 CREATE TABLE IF NOT EXISTS flows (
@@ -78,7 +200,7 @@ def check_run(run, where="run"):
             value = float(value)
         if isinstance(value, bool) or not isinstance(value, kinds):
             raise SchemaError(f"{where}: {field} is {value!r}, expected {' or '.join(k.__name__ for k in kinds)}")
-        if isinstance(value, (int, float)) and value < 0:
+        if isinstance(value, (int, float)) and value < 0 and field not in SIGNED_FIELDS:
             raise SchemaError(f"{where}: {field} is negative ({value})")
     if run["senders"] < 1 or run["sru_bytes"] < 1:
         raise SchemaError(f"{where}: senders and sru_bytes must be at least 1")
@@ -101,6 +223,10 @@ def check_summary(document):
         if not isinstance(run, dict):
             raise SchemaError(f"runs[{index}]: expected an object")
         check_run(run, f"runs[{index}] ({run.get('scheme')}, {run.get('senders')} senders)")
+    for index, entry in enumerate(document.get("unexplained_losses", [])):
+        if not (isinstance(entry, dict) and isinstance(entry.get("unexplained"), int) and entry["unexplained"]):
+            raise SchemaError(f"unexplained_losses[{index}]: expected {{scheme, senders, buffer_bytes, unexplained}} "
+                              "with unexplained not 0")
     for index, entry in enumerate(document.get("unavailable", [])):
         if not (isinstance(entry, dict) and isinstance(entry.get("scheme"), str)
                 and isinstance(entry.get("reason"), str) and entry["reason"]):
@@ -108,8 +234,14 @@ def check_summary(document):
 
 
 def summary_run(run):
-    """The summary's view of a full run record (only RUN_FIELDS)."""
-    return {field: run[field] for field in RUN_FIELDS}
+    """The summary's view of a RunRecord (only RUN_FIELDS)."""
+    return {field: getattr(run, field) for field in RUN_FIELDS}
+
+
+def unexplained_losses(runs):
+    """The runs that lost packets no kernel counter names, for the summary's flag."""
+    return [{"scheme": r.scheme, "senders": r.senders, "buffer_bytes": r.buffer_bytes, "unexplained": r.unexplained}
+            for r in runs if r.unexplained]
 
 
 class ResultStore:
@@ -118,43 +250,51 @@ class ResultStore:
     def __init__(self, path, arguments):
         self.db = sqlite3.connect(path)
         self.db.executescript(SCHEMA)
+        _add_missing_columns(self.db)
         cursor = self.db.execute("INSERT INTO invocation (started, arguments) VALUES (?, ?)",
                                  (time.time(), json.dumps(arguments, sort_keys=True)))
         self.invocation = cursor.lastrowid
         self.db.commit()
 
-    def add_ceiling(self, senders, buffer_bytes, mbps):
-        self.db.execute("INSERT INTO ceiling VALUES (?, ?, ?, ?)", (self.invocation, senders, buffer_bytes, mbps))
-        self.db.execute("UPDATE invocation SET ceiling_mbps = ? WHERE id = ?", (mbps, self.invocation))
+    def add_ceiling(self, sample, ceiling_mbps):
+        """Store one CeilingSample; ceiling_mbps: the invocation's ceiling so far (1500 B median)."""
+        self.db.execute("INSERT INTO ceiling (invocation, senders, buffer_bytes, mbps, packet_bytes, cpu_busy_pct) "
+                        "VALUES (?, ?, ?, ?, ?, ?)", (self.invocation, sample.senders, sample.buffer_bytes,
+                                                      sample.mbps, sample.packet_bytes, sample.cpu_busy_pct))
+        self.db.execute("UPDATE invocation SET ceiling_mbps = ? WHERE id = ?", (ceiling_mbps, self.invocation))
         self.db.commit()
 
     def add_unavailable(self, scheme, reason):
         self.db.execute("INSERT INTO unavailable VALUES (?, ?, ?)", (self.invocation, scheme, reason))
         self.db.commit()
 
-    def add_run(self, run, rounds, servers, host_counters, probe_rtts, drops):
-        """Store one run: its summary record, rounds, flows, TCP counters per
-        host, probe samples and packet/drop counters per place ({"node:device": {counter: delta}})."""
-        columns = ["scheme", "senders", "buffer_bytes", "sru_bytes", "rounds", "persistent", "goodput_mbps",
-                   "fct_mean_ms", "fct_p50_ms", "fct_p95_ms", "fct_p99_ms", "drops", "drops_elsewhere",
-                   "lost_in_switch", "peak_backlog_bytes",
-                   "timeouts", "retransmissions", "probe_rtt_avg_ms", "probe_rtt_max_ms", "probe_rtt_std_ms",
-                   "probe_lost"]
+    def add_run(self, run, detail):
+        """Store one run: its RunRecord and its RunDetail (rounds, flows, TCP
+        counters per host, probe samples, packet and drop counters per place
+        {"node:device": {counter: delta}}, and the IPv4 queues' deltas
+        {host: {"egress"|"buffer": {"sent_packets", "drops"}}})."""
+        record = dataclasses.asdict(run)
+        columns = list(record)
         cursor = self.db.execute(
             f"INSERT INTO runs (invocation, {', '.join(columns)}) VALUES (?{', ?' * len(columns)})",
-            [self.invocation] + [run[c] for c in columns])
+            [self.invocation] + [record[c] for c in columns])
         run_id = cursor.lastrowid
+        rounds = detail.rounds
         self.db.executemany("INSERT INTO rounds VALUES (?, ?, ?, ?, ?)",
                             [(run_id, r["round"], r["start_s"], r["duration_s"], r["bytes"]) for r in rounds])
         self.db.executemany("INSERT INTO flows VALUES (?, ?, ?, ?)",
-                            [(run_id, r["round"], servers[i], d) for r in rounds for i, d in enumerate(r["flows_s"])])
+                            [(run_id, r["round"], detail.servers[i], d) for r in rounds
+                             for i, d in enumerate(r["flows_s"])])
         self.db.executemany("INSERT INTO host_counters VALUES (?, ?, ?, ?)",
-                            [(run_id, host, name, delta) for host, deltas in host_counters.items()
+                            [(run_id, host, name, delta) for host, deltas in detail.host_counters.items()
                              for name, delta in deltas.items()])
-        self.db.executemany("INSERT INTO probe_rtts VALUES (?, ?)", [(run_id, rtt) for rtt in probe_rtts])
+        self.db.executemany("INSERT INTO probe_rtts VALUES (?, ?)", [(run_id, rtt) for rtt in detail.probe_rtts])
         self.db.executemany("INSERT INTO path_counters VALUES (?, ?, ?, ?)",
-                            [(run_id, place, name, delta) for place, deltas in drops.items()
+                            [(run_id, place, name, delta) for place, deltas in detail.path_counters.items()
                              for name, delta in deltas.items()])
+        self.db.executemany("INSERT INTO queues VALUES (?, ?, ?, ?, ?)",
+                            [(run_id, host, queue, counts["sent_packets"], counts["drops"])
+                             for host, queues in detail.queues.items() for queue, counts in queues.items()])
         self.db.commit()
         return run_id
 
@@ -162,9 +302,26 @@ class ResultStore:
         self.db.close()
 
 
-def write_summary(out_dir, ceiling_mbps, runs, unavailable, notes):
-    """Write OUT/summary.json (checked against the schema first) and return its path."""
-    document = {"ceiling_mbps": ceiling_mbps, "runs": [summary_run(r) for r in runs],
+def _add_missing_columns(db):
+    """Columns a database from an older version of this runner lacks (it appends to OUT/results.db)."""
+    wanted = {"runs": [f.name for f in dataclasses.fields(RunRecord)],
+              "ceiling": ["packet_bytes", "cpu_busy_pct"]}
+    for table, columns in wanted.items():
+        present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        for column in columns:
+            if column not in present:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+    db.commit()
+
+
+def write_summary(out_dir, ceiling_samples, runs, unavailable, notes):
+    """Write OUT/summary.json (checked against the schema first) and return its path.
+
+    ceiling_samples: every CeilingSample of the sweep; runs: RunRecords."""
+    ceilings = ceiling_summary(ceiling_samples)
+    main = next((c for c in ceilings if c["packet_bytes"] == 1500), ceilings[0])
+    document = {"ceiling_mbps": main["median"], "ceilings": ceilings, "runs": [summary_run(r) for r in runs],
+                "unexplained_losses": unexplained_losses(runs),
                 "unavailable": [{"scheme": s, "reason": r} for s, r in unavailable],
                 "notes": list(notes)}
     check_summary(document)

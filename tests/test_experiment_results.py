@@ -11,16 +11,61 @@ from experiments import cli, incast, results, schemes
 def a_run(**changes):
     run = {"scheme": "default", "senders": 16, "buffer_bytes": 85000, "sru_bytes": 262144,
            "goodput_mbps": 31.5, "fct_mean_ms": 250.0, "fct_p50_ms": 240.0, "fct_p95_ms": 300.0,
-           "fct_p99_ms": 320.0, "drops": 120, "timeouts": 30, "probe_rtt_avg_ms": 5.2, "probe_rtt_max_ms": 9.9}
+           "fct_p99_ms": 320.0, "drops": 120, "timeouts": 30, "probe_rtt_avg_ms": 5.2, "probe_rtt_max_ms": 9.9,
+           "packet_bytes": 1500, "ceiling_mbps": 95.0, "sent": 10000, "delivered": 9880,
+           "drops_other_buffers": 0, "sender_queue_drops": 0, "unexplained": 0, "peak_backlog_bytes": 84000,
+           "cpu_busy_pct": 60.0, "cpu_busiest_pct": 80.0}
     run.update(changes)
     return run
 
 
 def full_record(**changes):
-    record = a_run(rounds=3, persistent=0, drops_elsewhere=0, lost_in_switch=4, peak_backlog_bytes=84000,
-                   retransmissions=200, probe_rtt_std_ms=1.0, probe_lost=0.0)
-    record.update(changes)
-    return record
+    fields = a_run(rounds=3, persistent=0, retransmissions=200, probe_rtt_std_ms=1.0, probe_lost=0.0)
+    fields.update(changes)
+    return results.RunRecord(**fields)
+
+
+def a_detail(senders=2):
+    rounds = [{"round": i, "start_s": float(i), "duration_s": 0.1, "bytes": 2000, "flows_s": [0.05] * senders}
+              for i in range(3)]
+    return results.RunDetail(rounds=rounds, servers=[f"h{i + 2}" for i in range(senders)],
+                             host_counters={"h2": {"TcpExtTCPTimeouts": 2}}, probe_rtts=[1.0, 2.0],
+                             path_counters={"s1:s1-eth1": {"qdisc_drops": 5}},
+                             queues={"h1": {"buffer": {"sent_packets": 9880, "drops": 120}}})
+
+
+def samples(*values, senders=16, packet_bytes=1500):
+    return [results.CeilingSample(senders, 85000, packet_bytes, v, 50.0) for v in values]
+
+
+def test_unexplained_may_be_negative_but_not_a_float():
+    results.check_run(a_run(unexplained=-3))
+    with pytest.raises(results.SchemaError, match="unexplained"):
+        results.check_run(a_run(unexplained=1.5))
+
+
+def test_summary_flags_runs_with_unexplained_losses(tmp_path):
+    runs = [full_record(), full_record(scheme="fine-rto", unexplained=7)]
+    path = results.write_summary(str(tmp_path), samples(90.0, 92.0), runs, [], [])
+    document = json.loads(open(path, encoding="utf-8").read())
+    assert document["unexplained_losses"] == [{"scheme": "fine-rto", "senders": 16, "buffer_bytes": 85000,
+                                               "unexplained": 7}]
+    with pytest.raises(results.SchemaError, match="unexplained_losses"):
+        results.check_summary({**document, "unexplained_losses": [{"scheme": "x", "unexplained": 0}]})
+
+
+def test_ceilings_per_packet_size_with_their_spread():
+    all_samples = samples(90.0, 92.0, 91.0) + samples(88.0, 94.0, 91.0, senders=32) \
+        + samples(60.0, 62.0, 61.0, packet_bytes=750)
+    summary = results.ceiling_summary(all_samples)
+    assert [c["packet_bytes"] for c in summary] == [1500, 750]
+    full, small = summary
+    assert full["median"] == 91.0 and (full["min"], full["max"]) == (88.0, 94.0)
+    assert full["spread_pct"] == pytest.approx(100 * 3 / 91)
+    assert [(n["senders"], n["median"]) for n in full["networks"]] == [(16, 91.0), (32, 91.0)]
+    assert small["median"] == 61.0 and len(small["samples"]) == 3
+    assert results.network_ceiling(all_samples, 16, 85000, 750) == 61.0
+    assert results.network_ceiling(all_samples, 64, 85000, 1500) is None
 
 
 def test_a_good_summary_passes():
@@ -53,9 +98,13 @@ def test_a_bad_summary_is_refused(document):
 
 
 def test_write_summary_keeps_only_the_schema_fields(tmp_path):
-    path = results.write_summary(str(tmp_path), 95.6, [full_record()], [("dctcp", "no tcp_dctcp")], ["a note"])
+    path = results.write_summary(str(tmp_path), samples(95.6) + samples(60.0, packet_bytes=750), [full_record()],
+                                 [("dctcp", "no tcp_dctcp")], ["a note"])
     document = json.loads(open(path, encoding="utf-8").read())
     assert set(document["runs"][0]) == set(results.RUN_FIELDS)
+    assert document["ceiling_mbps"] == 95.6
+    assert [c["median"] for c in document["ceilings"]] == [95.6, 60.0]
+    assert document["unexplained_losses"] == []
     assert document["unavailable"] == [{"scheme": "dctcp", "reason": "no tcp_dctcp"}]
     assert document["notes"] == ["a note"]
     results.check_summary(document)
@@ -63,24 +112,37 @@ def test_write_summary_keeps_only_the_schema_fields(tmp_path):
 
 def test_store_keeps_rounds_flows_counters_and_probe(tmp_path):
     store = results.ResultStore(str(tmp_path / "results.db"), {"senders": [2]})
-    store.add_ceiling(2, 85000, 95.0)
-    rounds = [{"round": i, "start_s": float(i), "duration_s": 0.1, "bytes": 2000, "flows_s": [0.05, 0.1]}
-              for i in range(3)]
-    run_id = store.add_run(full_record(senders=2), rounds, ["h2", "h3"],
-                           {"h2": {"TcpExtTCPTimeouts": 2}}, [1.0, 2.0],
-                           {"s1:s1-eth1": {"qdisc_drops": 5}})
+    store.add_ceiling(samples(95.0, senders=2)[0], 95.0)
+    detail = a_detail()
+    detail.rounds[1]["flows_s"] = [0.05, 0.1]
+    run_id = store.add_run(full_record(senders=2, unexplained=4), detail)
     store.add_unavailable("dctcp", "no tcp_dctcp")
     store.close()
     db = sqlite3.connect(str(tmp_path / "results.db"))
-    assert db.execute("SELECT scheme, senders, lost_in_switch FROM runs WHERE id = ?", (run_id,)).fetchone() == \
-        ("default", 2, 4)
+    assert db.execute("SELECT scheme, senders, unexplained, cpu_busy_pct FROM runs WHERE id = ?",
+                      (run_id,)).fetchone() == ("default", 2, 4, 60.0)
     assert db.execute("SELECT count(*) FROM rounds").fetchone() == (3,)
     assert db.execute("SELECT server, duration_s FROM flows WHERE round = 1 ORDER BY server").fetchall() == \
         [("h2", 0.05), ("h3", 0.1)]
+    assert db.execute("SELECT sent_packets, drops FROM queues WHERE host = 'h1'").fetchone() == (9880, 120)
+    assert db.execute("SELECT packet_bytes, mbps FROM ceiling").fetchone() == (1500, 95.0)
     assert db.execute("SELECT delta FROM host_counters WHERE host = 'h2'").fetchone() == (2,)
     assert db.execute("SELECT count(*) FROM probe_rtts").fetchone() == (2,)
     assert db.execute("SELECT delta FROM path_counters WHERE place = 's1:s1-eth1'").fetchone() == (5,)
     assert db.execute("SELECT ceiling_mbps FROM invocation").fetchone() == (95.0,)
+
+
+def test_an_older_database_gets_the_new_columns(tmp_path):
+    path = str(tmp_path / "results.db")
+    old = sqlite3.connect(path)
+    old.executescript("CREATE TABLE runs (id INTEGER PRIMARY KEY, invocation INTEGER, scheme TEXT, "
+                      "lost_in_switch INTEGER); CREATE TABLE ceiling (invocation INTEGER, senders INTEGER, "
+                      "buffer_bytes INTEGER, mbps REAL);")
+    old.close()
+    store = results.ResultStore(path, {})
+    store.add_run(full_record(), a_detail(senders=16))
+    store.close()
+    assert sqlite3.connect(path).execute("SELECT unexplained FROM runs").fetchone() == (0,)
 
 
 def test_routes_files_get_one_section_per_network(tmp_path):
@@ -100,9 +162,15 @@ def test_plots_are_written(tmp_path):
         assert data.startswith(b"\x89PNG") and len(data) > 5000
 
 
-def test_summary_table_shows_share_of_ceiling():
-    table = incast.summary_table([full_record(goodput_mbps=47.5)], 95.0)
-    assert "50%" in table and "default" in table
+def test_summary_table_shows_share_of_each_runs_ceiling_and_flags():
+    runs = [full_record(goodput_mbps=47.5, ceiling_mbps=95.0),
+            full_record(scheme="small-packets", packet_bytes=750, goodput_mbps=45.0, ceiling_mbps=60.0,
+                        unexplained=3)]
+    table = incast.summary_table(runs, results.ceiling_summary(samples(95.0) + samples(60.0, packet_bytes=750)))
+    lines = table.splitlines()
+    assert "50%" in lines[2] and "default" in lines[2]
+    assert "75%" in lines[3] and "3!" in lines[3]
+    assert "1500 B packets: median 95.0" in table and "750 B packets: median 60.0" in table
 
 
 def test_block_modes():
@@ -132,12 +200,39 @@ def test_dctcp_is_unavailable_here_with_a_reason():
     (["--sru-bytes", "1", "--total-bytes", "2"], "not allowed with"),
     (["--total-bytes", "3", "--senders", "4"], "--total-bytes"),
     (["--fine-rto-ms", "0"], "--fine-rto-ms"),
+    (["--ceiling-repeats", "0"], "--ceiling-repeats"),
 ])
 def test_bad_arguments_exit_2_naming_the_option(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["incast"] + argv)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--buffer-bytes", "32000,x"], "--buffer-bytes"),
+    (["--buffer-bytes", "1000"], "cannot hold one 1514 B frame"),
+    (["--packet-bytes", "1501"], "--packet-bytes"),
+    (["--packet-bytes", "40"], "--packet-bytes"),
+    (["--packet-bytes", "750,750"], "twice"),
+    (["--overload", "1"], "--overload"),
+    (["--bw-mbps", "600"], "--bw-mbps"),
+    (["--overflow-ms", "5"], "--overflow-ms"),
+])
+def test_bad_calibrate_arguments_exit_2_naming_the_option(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["calibrate"] + argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()[-1]) < 200
+
+
+def test_calibrate_defaults_and_burst_length():
+    parser = cli.build_parser()
+    config = cli.calibration_config_from_args(parser.parse_args(["calibrate", "--out", "x"]), parser)
+    assert config.buffers == [32000, 85000, 512000] and config.packet_sizes == [1500, 750]
+    # Twice the bottleneck's rate: the queue grows at 100 Mb/s, 512 000 B fill in 41 ms; three times that, plus 200 ms.
+    assert config.burst_seconds(512000) == pytest.approx(3 * 512000 * 8 / 100e6 + 0.2)
 
 
 def test_out_must_be_a_directory(tmp_path, capsys):

@@ -12,6 +12,8 @@ from topo.fabrics import (
     FatTreeTopo,
     LeafSpineTopo,
     StarTopo,
+    ifb_name,
+    shaping_commands,
     topos,
 )
 
@@ -132,3 +134,68 @@ def test_written_inventory_is_accepted_by_the_controller(tmp_path):
 def test_bad_parameters_are_refused_with_their_name(build, message):
     with pytest.raises(ValueError, match=message):
         build()
+
+
+def argvs(commands):
+    return [" ".join(argv) for argv, _ in commands]
+
+
+def test_a_hosts_end_shapes_its_link_and_holds_the_switchs_buffer_on_an_ifb():
+    commands = argvs(shaping_commands("h1-eth0", on_switch=False, peer_is_switch=True, bw=100, buffer_bytes=85000))
+    assert commands[0] == "ethtool -K h1-eth0 tx off tso off gso off gro off"
+    # The host's own link: HTB at the rate, IPv4 in 5:10 (a pfifo), the rest in 5:20.
+    assert "tc qdisc replace dev h1-eth0 root handle 5: htb default 20" in commands
+    assert "tc class replace dev h1-eth0 parent 5: classid 5:1 htb rate 100.0mbit burst 15k quantum 1514" in commands
+    assert "tc qdisc replace dev h1-eth0 parent 5:10 handle 10: pfifo limit 1000" in commands
+    assert ("tc filter replace dev h1-eth0 parent 5: protocol ip prio 1 u32 match u32 0 0 flowid 5:10"
+            in commands)
+    # The switch's egress buffer toward h1: an IFB in h1's namespace, HTB at the rate and the bfifo.
+    ifb = ifb_name("h1-eth0")
+    assert ifb == "h1-eth0-ifb"
+    assert commands.index(f"ip link add name {ifb} type ifb") < commands.index(f"ip link set dev {ifb} up")
+    assert f"tc qdisc replace dev {ifb} parent 5:10 handle 10: bfifo limit 85000" in commands
+    assert f"tc qdisc replace dev {ifb} parent 5:20 handle 20: pfifo limit 100" in commands
+    # What h1 receives goes through the IFB, and only after the IFB is ready.
+    redirect = (f"tc filter replace dev h1-eth0 ingress protocol all prio 1 u32 match u32 0 0 "
+                f"action mirred egress redirect dev {ifb}")
+    assert commands[-1] == redirect
+    assert commands.index("tc qdisc replace dev h1-eth0 clsact") < len(commands) - 1
+    assert not any("bfifo" in c and "dev h1-eth0 " in c for c in commands)
+
+
+def test_a_switch_port_toward_a_host_keeps_no_queue():
+    # OVS's sends into it must never fail: only offloads change.
+    commands = shaping_commands("s1-eth1", on_switch=True, peer_is_switch=False, bw=100, buffer_bytes=85000)
+    assert argvs(commands) == ["ethtool -K s1-eth1 tx off tso off gso off gro off"]
+
+
+def test_a_port_between_switches_keeps_its_buffer_on_egress():
+    commands = argvs(shaping_commands("leaf1-eth1", on_switch=True, peer_is_switch=True, bw=400, buffer_bytes=512000))
+    assert "tc class replace dev leaf1-eth1 parent 5: classid 5:1 htb rate 400.0mbit burst 15k quantum 1514" \
+        in commands
+    assert "tc qdisc replace dev leaf1-eth1 parent 5:10 handle 10: bfifo limit 512000" in commands
+    assert not any("ifb" in c for c in commands)
+
+
+def test_delay_goes_between_htb_and_the_queue_only_with_netem():
+    with_netem = argvs(shaping_commands("h2-eth0", False, True, bw=100, buffer_bytes=85000, delay_us=25))
+    assert "tc qdisc replace dev h2-eth0 parent 5:10 handle 30: netem delay 25.0us limit 100000" in with_netem
+    assert "tc qdisc replace dev h2-eth0 parent 30:1 handle 10: pfifo limit 1000" in with_netem
+    assert "tc qdisc replace dev h2-eth0-ifb parent 30:1 handle 10: bfifo limit 85000" in with_netem
+    without = argvs(shaping_commands("h2-eth0", False, True, bw=100, buffer_bytes=85000, delay_us=25, netem=False))
+    assert not any("netem" in c for c in without)
+    assert "tc qdisc replace dev h2-eth0-ifb parent 5:10 handle 10: bfifo limit 85000" in without
+
+
+def test_a_link_without_rate_or_buffer_only_turns_offloads_off():
+    assert argvs(shaping_commands("h1-eth1", False, True)) == ["ethtool -K h1-eth1 tx off tso off gso off gro off"]
+
+
+def test_ifb_names_fit_the_kernels_limit():
+    assert len(ifb_name("h250-eth0")) <= 15
+    assert len(ifb_name("a-very-long-intf0")) <= 15
+
+
+def test_every_command_says_what_it_does():
+    for argv, what in shaping_commands("h1-eth0", False, True, bw=100, buffer_bytes=85000, delay_us=10):
+        assert argv[0] in ("tc", "ip", "ethtool") and what
