@@ -1,9 +1,6 @@
-"""The OTCP os-ken app: glue between os-ken and ryu_app.core (docs/design.md, "Architecture").
-
-Each handler takes plain data out of an event, calls one `ControllerCore`
-method with the time, and `_carry_out`s the Actions it returns. Three
-supervised loops probe delays, poll flow statistics and re-plan.
-"""
+"""The OTCP os-ken app, glue only (docs/design.md, "Architecture"): each handler passes an event's
+plain data and the time to one `ControllerCore` method and `_carry_out`s the Actions it returns;
+three supervised loops probe delays, poll flow statistics and re-plan."""
 
 import time
 from collections.abc import Callable
