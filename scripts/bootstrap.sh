@@ -39,11 +39,28 @@ if [ ! -f "$stamp" ] || [ "$ROOT/setup.py" -nt "$stamp" ]; then
     touch "$stamp"
 fi
 
+# Runs "$@" with no descriptor open but standard input, output and error.
+# The Open vSwitch daemons live on after this script: whatever else they
+# inherited would stay open in them for ever (a `flock` held by the caller,
+# as in `flock /tmp/otcp-mininet.lock bash scripts/quick.sh`, would stay held
+# by ovsdb-server and ovs-vswitchd, and every later flock would wait).
+without_inherited_fds() {
+    (
+        for entry in /proc/self/fd/*; do
+            fd="${entry##*/}"
+            if [ "$fd" -gt 2 ]; then
+                eval "exec $fd>&-" 2>/dev/null || true
+            fi
+        done
+        exec "$@"
+    )
+}
+
 # Userspace datapath: this kernel has no openvswitch module.
 if ! ovs-vsctl --timeout=5 show >/dev/null 2>&1; then
     log "starting Open vSwitch (userspace datapath)"
-    /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random --no-monitor >/dev/null \
-        || /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random
+    without_inherited_fds /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random --no-monitor >/dev/null \
+        || without_inherited_fds /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random
 fi
 ovs-vsctl --timeout=5 show >/dev/null
 log "ready: $VENV"
