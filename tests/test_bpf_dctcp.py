@@ -1,0 +1,105 @@
+"""DCTCP for real: the otcp_dctcp congestion control (bpf/otcp_dctcp.bpf.c)
+between two namespaces through a shaped bottleneck with the ECN marker on
+it. Needs root and the BPF toolchain (scripts/bootstrap.sh); nothing skips."""
+
+import re
+import subprocess
+import time
+
+import pytest
+
+import otcp_bpf
+from otcp_bpf.dctcp import available_congestion_controls
+from otcp_bpf.objects import PIN_ROOT
+from otcp_bpf.testbed import Testbed, finish
+
+RATE_MBIT = 20
+BUFFER = 85000
+PORT = 5201
+
+
+@pytest.fixture
+def cc():
+    registered = otcp_bpf.register_dctcp()
+    yield registered
+    registered.close()
+    assert otcp_bpf.CC_NAME not in available_congestion_controls()
+
+
+@pytest.fixture
+def testbed():
+    bed = Testbed(RATE_MBIT, BUFFER)
+    yield bed
+    bed.delete()
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    assert bed.sender not in names and bed.receiver not in names
+
+
+def connection_line(ss_output, peer):
+    """The info line of the connection to peer:PORT in `ss -tine` output, or ''."""
+    lines = ss_output.splitlines()
+    for i, line in enumerate(lines[:-1]):
+        if f"{peer}:{PORT}" in line:
+            return lines[i + 1]
+    return ""
+
+
+def test_dctcp_connection_negotiates_ecn_and_the_marker_counts_ce(cc, testbed):
+    assert otcp_bpf.CC_NAME in available_congestion_controls()
+    dev, ns = testbed.bottleneck
+    with otcp_bpf.attach_marker(dev, RATE_MBIT * 1_000_000, limit_bytes=BUFFER, netns=ns) as marker:
+        pin_dir = marker.loaded.path
+        sink = testbed.sink(PORT, otcp_bpf.CC_NAME, flows=1)
+        source = testbed.source(PORT, otcp_bpf.CC_NAME, seconds=3)
+        info = ""
+        while source.poll() is None and "bytes_acked" not in info:
+            time.sleep(0.2)
+            info = connection_line(testbed.ss(testbed.sender), testbed.receiver_ip)
+        sent, received = finish(source), finish(sink)
+        counters = marker.counters()
+
+    assert not pin_dir.exists()
+    # The sender's socket uses the BPF algorithm and negotiated ECN.
+    assert otcp_bpf.CC_NAME in info.split() and "ecn" in info.split(), info
+    # The receiver's accepted socket inherited it (the DCTCP ACK machine echoes CE).
+    assert received["flows"][0]["cc"] == otcp_bpf.CC_NAME
+    assert received["flows"][0]["bytes"] == sent["sent"] > 0
+    # The marker saw the flow's ECT packets and marked some of them CE ...
+    assert counters.ect > 0 and counters.marked > 0 and counters.mark_errors == 0
+    # ... and the receiver echoed them: the sender counted CE-echoed deliveries.
+    delivered_ce = re.search(r"delivered_ce:(\d+)", info)
+    assert delivered_ce and int(delivered_ce.group(1)) > 0, info
+
+
+def test_registration_is_exclusive_and_undone(cc):
+    with pytest.raises(otcp_bpf.BpfUnavailable, match="already registered"):
+        otcp_bpf.register_dctcp()
+    assert cc.registered()
+    cc.close()
+    assert not cc.registered() and otcp_bpf.CC_NAME not in available_congestion_controls()
+    cc.close()  # idempotent
+
+
+def test_marker_detach_leaves_the_interface_as_it_was(testbed):
+    dev, ns = testbed.bottleneck
+    show = ["ip", "netns", "exec", ns, "tc", "qdisc", "show", "dev", dev]
+    before = subprocess.run(show, capture_output=True, text=True, check=True).stdout
+    with otcp_bpf.attach_marker(dev, RATE_MBIT * 1_000_000, netns=ns) as marker:
+        during = subprocess.run(show, capture_output=True, text=True, check=True).stdout
+        assert "clsact" in during and marker.loaded.path.exists()
+        filters = subprocess.run(["ip", "netns", "exec", ns, "tc", "filter", "show", "dev", dev, "egress"],
+                                 capture_output=True, text=True, check=True).stdout
+        assert "otcp_mark" in filters
+    after = subprocess.run(show, capture_output=True, text=True, check=True).stdout
+    assert after == before
+    assert not PIN_ROOT.exists() or not list(PIN_ROOT.glob("mark-*"))
+    # A clsact that was there before stays, with the other filter on it.
+    receiver_if = "otcpt-r"
+    with otcp_bpf.attach_marker(receiver_if, RATE_MBIT * 1_000_000, netns=ns):
+        pass
+    kept = subprocess.run(["ip", "netns", "exec", ns, "tc", "filter", "show", "dev", receiver_if, "ingress"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "mirred" in kept
+    qdiscs = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "show", "dev", receiver_if],
+                            capture_output=True, text=True, check=True).stdout
+    assert "clsact" in qdiscs
