@@ -18,6 +18,7 @@ setup(
         "PyYAML>=6.0",
         "matplotlib>=3.6",
         "pydantic>=2.5,<3",
+        "prometheus_client>=0.16",
     ],
     extras_require={"test": ["pytest>=7", "hypothesis>=6", "ruff>=0.6", "mypy>=1.10", "types-PyYAML"]},
     entry_points={

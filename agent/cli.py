@@ -18,17 +18,20 @@ import argparse
 import datetime
 import json
 import logging
+import os
 import signal
+import ssl
 import sys
 
-from agent.client import ControllerClient, parse_address
+from agent.client import ControllerClient, client_tls, parse_address
 from agent.core import Agent
+from agent.metrics import AgentMetrics
 from agent.routes import OTCP_PROTO, ApplyError, table_name
 from agent.state import CorruptState
 from validation import ValidationError
 from wire import limits, paramset, session
 
-DEFAULT_STATE = "/var/lib/otcp-agent/state.db"
+STATE_DIRECTORY = "/var/lib/otcp-agent"
 LOG = logging.getLogger("otcp.agent")
 
 
@@ -46,10 +49,19 @@ def main(argv=None):
         except OSError as error:
             print(f"otcp-agent: --netns {args.netns}: {error.strerror or error}", file=sys.stderr)
             return 2
+    if args.state is None:
+        args.state = default_state_path(args.netns)
     try:
         return args.command(args)
     except KeyboardInterrupt:
         return 0
+
+
+def default_state_path(netns):
+    """Where the state lives unless --state says: one file per namespace."""
+    if netns:
+        return os.path.join(STATE_DIRECTORY, os.path.basename(netns), "state.db")
+    return os.path.join(STATE_DIRECTORY, "state.db")
 
 
 def build_parser():
@@ -63,14 +75,21 @@ def build_parser():
     commands = parser.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
 
     def state_option(sub):
-        sub.add_argument("--state", default=DEFAULT_STATE, metavar="FILE",
-                         help=f"SQLite state file (default {DEFAULT_STATE})")
+        sub.add_argument("--state", metavar="FILE",
+                         help=f"SQLite state file (default {STATE_DIRECTORY}/state.db, or "
+                              f"{STATE_DIRECTORY}/NETNS/state.db with --netns)")
 
     run = commands.add_parser("run", help="connect to the controller and apply what it pushes")
     run.add_argument("--controller", required=True, metavar="HOST:PORT")
     run.add_argument("--secret-file", required=True, metavar="FILE")
     run.add_argument("--backoff-max", type=float, default=30.0, metavar="SECONDS",
                      help="longest wait between reconnection attempts (default 30)")
+    run.add_argument("--metrics", metavar="ADDRESS:PORT",
+                     help="serve Prometheus metrics here (off by default)")
+    run.add_argument("--tls-ca", metavar="FILE",
+                     help="speak TLS to the controller and verify its certificate against this CA")
+    run.add_argument("--tls-server-name", metavar="NAME",
+                     help="the name the controller's certificate must carry (default: the --controller host)")
     state_option(run)
     run.set_defaults(command=cmd_run)
 
@@ -99,7 +118,9 @@ def cmd_run(args):
     try:
         host, port = parse_address(args.controller)
         secret = session.read_secret(args.secret_file)
-    except (ValueError, OSError) as error:
+        metrics_address = parse_address(args.metrics, "--metrics") if args.metrics else None
+        tls = client_tls(args.tls_ca) if args.tls_ca else None
+    except (ValueError, OSError, ssl.SSLError) as error:
         print(f"otcp-agent: {error}", file=sys.stderr)
         return 2
     if args.backoff_max <= 0:
@@ -118,8 +139,17 @@ def cmd_run(args):
             if results is not None:
                 LOG.info("re-applied stored generation %d (%d route(s))", agent.state.applied_generation(),
                          sum(1 for r in results if r["status"] == "applied"))
+        metrics = AgentMetrics()
+        metrics.applied_generation.set(agent.state.applied_generation() or 0)
+        if metrics_address is not None:
+            try:
+                metrics.serve(*metrics_address)
+            except OSError as error:
+                print(f"otcp-agent: --metrics {args.metrics}: {error.strerror or error}", file=sys.stderr)
+                return 2
         client = ControllerClient(agent, host, port, secret, backoff_max=args.backoff_max,
-                                  backoff_initial=min(0.5, args.backoff_max))
+                                  backoff_initial=min(0.5, args.backoff_max), metrics=metrics, tls=tls,
+                                  server_name=args.tls_server_name)
         try:
             client.run()
         except SystemExit:

@@ -10,9 +10,11 @@ notices a controller that vanished without closing the connection.
 import logging
 import random
 import socket
+import ssl
 import threading
 import time
 
+from agent.metrics import AgentMetrics
 from agent.routes import ApplyError
 from validation import ValidationError
 from wire import framing, limits, messages, session
@@ -31,10 +33,13 @@ class ControllerClient:
     """Keeps one agent connected to its controller."""
 
     def __init__(self, agent, host, port, secret, connect_timeout=5.0, handshake_timeout=10.0,
-                 backoff_initial=0.5, backoff_max=30.0, logger=LOG):
+                 backoff_initial=0.5, backoff_max=30.0, logger=LOG, metrics=None, tls=None, server_name=None):
         self.agent = agent
         self.address = (host, port)
         self.secret = secret
+        self.metrics = metrics or AgentMetrics()
+        self.tls = tls  # an ssl.SSLContext that verifies the controller, or None for plain TCP
+        self.server_name = server_name or host  # what the controller's certificate must name
         self.connect_timeout = connect_timeout
         self.handshake_timeout = handshake_timeout
         self.backoff_initial = backoff_initial
@@ -51,7 +56,11 @@ class ControllerClient:
         """Connect, serve, reconnect; returns after `stop`, or on an exception from
         outside (SystemExit, KeyboardInterrupt)."""
         failures = 0
+        attempts = 0
         while not self._stopping.is_set():
+            if attempts:
+                self.metrics.reconnects.inc()
+            attempts += 1
             started = time.monotonic()
             sessions = self.sessions
             try:
@@ -73,6 +82,8 @@ class ControllerClient:
         sock = socket.create_connection(self.address, timeout=self.connect_timeout)
         try:
             _keepalive(sock)
+            if self.tls is not None:
+                sock = self.tls.wrap_socket(sock, server_hostname=self.server_name)
             reader = _Reader(sock)
             # One deadline for the whole handshake, not one per receive: a
             # challenge trickled a byte at a time cannot hold the agent.
@@ -80,6 +91,7 @@ class ControllerClient:
             session = self._handshake(sock, reader)
             reader.deadline = None
             self.sessions += 1
+            self.metrics.connected.set(1)
             self.log.info("authenticated to controller %s:%d", *self.address)
             hello = dict(self.agent.hello(), type="hello")
             sock.sendall(session.seal(hello))
@@ -92,6 +104,7 @@ class ControllerClient:
                 messages.check_message(message, "params")
                 sock.sendall(session.seal(self._handle_params(message["set"])))
         finally:
+            self.metrics.connected.set(0)
             sock.close()
 
     def _handshake(self, sock, reader):
@@ -110,14 +123,18 @@ class ControllerClient:
         generation = param_set.get("generation") if isinstance(param_set, dict) else None
         generation = generation if isinstance(generation, int) and not isinstance(generation, bool) and \
             limits.GENERATION[0] <= generation <= limits.GENERATION[1] else None
+        started = time.monotonic()
         try:
             validated, results = self.agent.apply(param_set, "controller")
         except ValidationError as error:
+            self.metrics.rejected("generation" if error.field == "generation" else "validation")
             self.log.warning("rejected generation %s: %s", generation, error)
             return messages.reject_message(generation, str(error))
         except ApplyError as error:
+            self.metrics.rejected("kernel")
             self.log.error("could not apply generation %s: %s", generation, error)
             return messages.reject_message(generation, str(error))
+        self.metrics.applied(validated["generation"], results, time.monotonic() - started)
         skipped = sum(1 for r in results if r["status"] == "skipped")
         self.log.info("applied generation %d: %d route(s), %d skipped", validated["generation"],
                       len(results) - skipped, skipped)
@@ -185,13 +202,20 @@ def _describe(error):
     return str(error) or type(error).__name__
 
 
-def parse_address(text):
-    """"HOST:PORT" or "[IPv6]:PORT" -> (host, port); ValueError names the problem."""
+def parse_address(text, option="--controller"):
+    """"HOST:PORT" or "[IPv6]:PORT" -> (host, port); ValueError names the option and the problem."""
     host, sep, port = text.rpartition(":")
     if not sep or not host:
-        raise ValueError(f"--controller: {text!r} is not HOST:PORT")
+        raise ValueError(f"{option}: {text!r} is not HOST:PORT")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     if not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise ValueError(f"--controller: port {port!r} is not a number in 1..65535")
+        raise ValueError(f"{option}: port {port!r} is not a number in 1..65535")
     return host, int(port)
+
+
+def client_tls(ca_file):
+    """A TLS context that trusts only ca_file and checks the controller's name (TLS 1.2 or later)."""
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca_file)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context

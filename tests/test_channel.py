@@ -103,7 +103,8 @@ class Controller:
 class AgentProcess:
     """`otcp-agent run` in a namespace, its log in a file."""
 
-    def __init__(self, ns, port, tmp_path, secret=SECRET, name="agent"):
+    def __init__(self, ns, port, tmp_path, secret=SECRET, name="agent", extra=()):
+        self.extra = list(extra)
         self.secret_file = tmp_path / f"{name}.secret"
         self.secret_file.write_bytes(secret + b"\n")
         self.log_path = tmp_path / f"{name}.log"
@@ -117,7 +118,7 @@ class AgentProcess:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "agent.cli", "--netns", self.ns.name, "--log-level", "debug", "run",
                  "--controller", f"127.0.0.1:{self.port}", "--secret-file", str(self.secret_file),
-                 "--state", str(self.state), "--backoff-max", "1"],
+                 "--state", str(self.state), "--backoff-max", "1", *self.extra],
                 cwd=ROOT, stdout=log, stderr=log,
             )
 
@@ -235,7 +236,49 @@ def test_restarted_agent_reapplies_its_state_before_the_controller_answers(ns, t
     controller.stop()  # and no controller to help
     agent.start()
     wait_for(lambda: ns.otcp_routes() == applied, "the stored generation to come back")
-    assert "re-applied stored generation 4" in agent.log()
+    # The log line follows the routes: wait for it rather than race it.
+    wait_for(lambda: "re-applied stored generation 4" in agent.log(), "the agent to log the re-apply")
+
+
+def scrape(ns, port):
+    """The agent's /metrics page, fetched from inside its namespace ("" while it does not answer)."""
+    fetch = ("import sys, urllib.request\n"
+             f"sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:{port}/metrics', timeout=5).read().decode())")
+    done = subprocess.run(["ip", "netns", "exec", ns.name, sys.executable, "-c", fetch], capture_output=True, text=True)
+    return done.stdout if done.returncode == 0 else ""
+
+
+def test_agent_metrics_follow_the_channel(ns, tmp_path, cleanup):
+    controller = Controller(netns=ns.name)
+    cleanup.append(controller)
+    controller.publish("10.77.0.1", set_for(4, "10.77.0.2/32", "10.77.0.3/32"))
+    agent = AgentProcess(ns, controller.port, tmp_path, extra=["--metrics", "127.0.0.1:9464"])
+    cleanup.append(agent)
+    wait_for(lambda: controller.acked(4), "the ack of generation 4")
+    wait_for(lambda: "otcp_agent_connected 1.0" in scrape(ns, 9464), "the agent's metrics")
+    page = scrape(ns, 9464)
+    assert "otcp_agent_applied_generation 4.0" in page
+    assert 'otcp_agent_routes{status="applied"} 2.0' in page and 'otcp_agent_routes{status="skipped"} 0.0' in page
+    assert "otcp_agent_apply_duration_seconds_count 1.0" in page
+    controller.stop()
+    wait_for(lambda: "otcp_agent_connected 0.0" in scrape(ns, 9464), "the metrics to show the lost controller")
+    wait_for(lambda: metric(scrape(ns, 9464), "otcp_agent_reconnects_total") >= 1, "a reconnection attempt")
+
+
+def metric(page, name):
+    """The value of one unlabelled sample on a metrics page (0 if absent)."""
+    for line in page.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def test_agent_state_defaults_to_one_file_per_namespace():
+    from agent.cli import default_state_path
+
+    assert default_state_path(None) == "/var/lib/otcp-agent/state.db"
+    assert default_state_path("h1") == "/var/lib/otcp-agent/h1/state.db"
+    assert default_state_path("/run/netns/h2") == "/var/lib/otcp-agent/h2/state.db"
 
 
 # -- misbehaving peers (green clients on the root loopback) ---------------------------------

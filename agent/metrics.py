@@ -1,0 +1,51 @@
+"""Prometheus metrics of one agent (`otcp-agent run --metrics ADDRESS:PORT`).
+
+Names follow Prometheus conventions: the ``otcp_agent_`` prefix, base units
+(seconds), ``_total`` for counters. Reject reasons are a small fixed set, so
+a hostile controller cannot blow up the label space.
+"""
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+#: Why a set was refused: its fields, its generation, or the kernel.
+REJECT_REASONS = ("validation", "generation", "kernel")
+
+
+class AgentMetrics:
+    """The agent's gauges and counters, in their own registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.applied_generation = Gauge("otcp_agent_applied_generation", "Generation of the applied parameter set",
+                                        registry=self.registry)
+        self.routes = Gauge("otcp_agent_routes", "Routes of the applied set, by outcome", ["status"],
+                            registry=self.registry)
+        self.apply_seconds = Histogram("otcp_agent_apply_duration_seconds", "Time to validate and apply a set",
+                                       buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10),
+                                       registry=self.registry)
+        self.rejects = Counter("otcp_agent_rejects_total", "Parameter sets refused, by reason", ["reason"],
+                               registry=self.registry)
+        self.connected = Gauge("otcp_agent_connected", "1 while authenticated to the controller",
+                               registry=self.registry)
+        self.reconnects = Counter("otcp_agent_reconnects_total", "Connection attempts after the first",
+                                  registry=self.registry)
+        for status in ("applied", "skipped"):
+            self.routes.labels(status)
+        for reason in REJECT_REASONS:
+            self.rejects.labels(reason)
+
+    def serve(self, host: str, port: int) -> None:
+        """Answer /metrics on host:port in a background thread."""
+        start_http_server(port, addr=host, registry=self.registry)
+
+    def applied(self, generation: int, results: list, seconds: float) -> None:
+        """Record a set that was applied."""
+        self.applied_generation.set(generation)
+        skipped = sum(1 for result in results if result["status"] == "skipped")
+        self.routes.labels("applied").set(len(results) - skipped)
+        self.routes.labels("skipped").set(skipped)
+        self.apply_seconds.observe(seconds)
+
+    def rejected(self, reason: str) -> None:
+        """Record a set that was refused."""
+        self.rejects.labels(reason).inc()
