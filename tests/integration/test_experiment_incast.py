@@ -26,7 +26,8 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
     completed = subprocess.run(
         [sys.executable, "-m", "experiments.cli", "incast", "--senders", "4", "--buffer-bytes", "85000",
          "--sru-bytes", "65536", "--rounds", str(ROUNDS), "--warmup-seconds", "0.5",
-         "--schemes", "default,fine-rto,otcp,dctcp", "--ceiling-seconds", "2", "--out", str(out)],
+         "--schemes", "default,fine-rto,otcp,dctcp", "--ceiling-seconds", "2", "--ceiling-repeats", "2",
+         "--out", str(out)],
         capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
 
@@ -39,7 +40,18 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
         assert 0 < run["goodput_mbps"] <= 1.05 * 100
         assert 0 < run["fct_p50_ms"] <= run["fct_p95_ms"] <= run["fct_p99_ms"]
         assert run["drops"] >= 0 and run["timeouts"] >= 0
+        # The loss account: every IPv4 packet the hosts sent was delivered or dropped at a named buffer.
+        assert run["sent"] > 0 and run["delivered"] > 0
+        assert run["sent"] == run["delivered"] + run["drops"] + run["drops_other_buffers"] + run["unexplained"]
+        assert run["unexplained"] == 0, run
+        assert run["packet_bytes"] == 1500 and 10 < run["ceiling_mbps"] < 1000
+        assert 0 < run["cpu_busy_pct"] <= 100 and run["cpu_busy_pct"] <= run["cpu_busiest_pct"] <= 100
+        assert 0 < run["peak_backlog_bytes"] <= 85000
         assert run["probe_rtt_avg_ms"] is not None and 0 < run["probe_rtt_avg_ms"] <= run["probe_rtt_max_ms"]
+    assert summary["unexplained_losses"] == []
+    (ceiling,) = summary["ceilings"]
+    assert ceiling["packet_bytes"] == 1500 and len(ceiling["samples"]) == 2
+    assert ceiling["min"] <= ceiling["median"] <= ceiling["max"]
     assert summary["unavailable"][0]["scheme"] == "dctcp" and summary["unavailable"][0]["reason"]
 
     db = sqlite3.connect(str(out / "results.db"))
