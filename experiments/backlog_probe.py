@@ -39,6 +39,7 @@ def backlog_of(messages, handle):
 
 
 def main(argv=None):
+    """Sample until standard input closes; print the peak."""
     parser = argparse.ArgumentParser(prog="backlog_probe", description=__doc__.split("\n")[0])
     parser.add_argument("--dev", required=True)
     parser.add_argument("--handle", required=True)

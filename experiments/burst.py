@@ -58,6 +58,7 @@ def send(to, port, burst_id, packet_bytes, seconds):
 
 
 def receive(port, burst_id, idle, timeout, announce):
+    """Count the distinct datagrams of burst_id on port; announce() once bound."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     # SO_RCVBUFFORCE (root) so the socket is never where a packet is lost.
     sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_RCVBUFFORCE", 33), RECEIVE_BUFFER)
@@ -74,7 +75,7 @@ def receive(port, burst_id, idle, timeout, announce):
             sock.settimeout(wait)
             try:
                 data = sock.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 if seen:
                     break
                 continue
@@ -92,6 +93,7 @@ def receive(port, burst_id, idle, timeout, announce):
 
 
 def main(argv=None):
+    """Send or receive one burst; print the result as JSON."""
     parser = argparse.ArgumentParser(prog="burst", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     tx = commands.add_parser("send")

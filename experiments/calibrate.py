@@ -40,6 +40,7 @@ class CalibrationTopo(FabricTopo):
     sender h2 on a link sender_bw fast."""
 
     def build(self, bw=100, buffer_bytes=85000, sender_bw=200):
+        """Add s1, the receiver's bottleneck link and the sender's faster link."""
         switch = self.add_switch("s1")
         self.receiver = self.add_host("h1")
         self.addLink(self.receiver, switch, **self._link_options(bw, buffer_bytes, None))
@@ -49,6 +50,7 @@ class CalibrationTopo(FabricTopo):
 
 @dataclasses.dataclass
 class CalibrationConfig:
+    """Everything one calibration needs; validated by experiments.cli."""
     out: str
     buffers: list
     packet_sizes: list
@@ -69,6 +71,7 @@ class CalibrationConfig:
 
 @dataclasses.dataclass(frozen=True)
 class CalibrationRow:
+    """One burst's measurements (the rows of calibration.json)."""
     buffer_bytes: int
     packet_bytes: int
     peak_backlog_bytes: int
@@ -80,10 +83,12 @@ class CalibrationRow:
 
     @property
     def unexplained(self):
+        """Datagrams neither received nor dropped by the bottleneck's buffer."""
         return self.sent - self.received - self.drops
 
     @property
     def frame_bytes(self):
+        """The frame the queue counts: the IP packet and its Ethernet header."""
         return self.packet_bytes + ETHERNET_HEADER
 
     @property
@@ -98,6 +103,7 @@ class CalibrationRow:
         return self.drops > 0 and self.within_one_packet and self.unexplained == 0
 
     def as_dict(self):
+        """The row as calibration.json holds it."""
         return {**dataclasses.asdict(self), "unexplained": self.unexplained, "frame_bytes": self.frame_bytes,
                 "within_one_packet": self.within_one_packet}
 
@@ -125,7 +131,8 @@ def run_calibration(config, progress):
             for packet_bytes in config.packet_sizes:
                 burst_id += 1
                 seconds = config.burst_seconds(buffer_bytes)
-                progress.start_run(f"buffer {buffer_bytes} B, {packet_bytes} B packets, a {seconds * 1000:.0f} ms burst")
+                progress.start_run(f"buffer {buffer_bytes} B, {packet_bytes} B packets, "
+                                   f"a {seconds * 1000:.0f} ms burst")
                 rows.append(one_burst(emulation, topo, receiver_ip, buffer_bytes, packet_bytes, seconds, burst_id))
                 progress.update(1, 1)
                 progress.finish_run()
@@ -177,6 +184,7 @@ def _control_packets(emulation, host, device):
 
 
 def write_rows(out, rows):
+    """Write OUT/calibration.json (atomically) and return its path."""
     path = os.path.join(out, "calibration.json")
     with open(path + ".tmp", "w", encoding="utf-8") as handle:
         json.dump({"rows": [row.as_dict() for row in rows]}, handle, indent=2)
@@ -186,6 +194,7 @@ def write_rows(out, rows):
 
 
 def calibration_table(rows):
+    """The table printed at the end of a calibration."""
     header = (f"{'buffer B':>9}{'packet B':>9}{'peak backlog B':>16}{'short by':>9}{'sent':>7}{'received':>9}"
               f"{'drops':>7}{'unexplained':>12}{'ARP/LLDP':>9}  verdict")
     lines = [header, "-" * len(header)]

@@ -40,6 +40,7 @@ MAX_BUFFER_BYTES = 1 << 30
 
 
 def positive_int_list(text, what, high=None):
+    """The distinct positive integers of a comma-separated option (ValueError names the option)."""
     values = []
     for part in text.split(","):
         try:
@@ -55,6 +56,7 @@ def positive_int_list(text, what, high=None):
 
 
 def build_parser():
+    """The otcp-experiment argument parser: incast and calibrate."""
     parser = argparse.ArgumentParser(prog="otcp-experiment", description="OTCP's Mininet experiments.")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("incast", help="TCP incast under each scheme (synchronized reads on a star)",
@@ -200,6 +202,7 @@ def clear_previous_outputs(out):
 
 
 def main(argv=None):
+    """Run otcp-experiment; return the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "calibrate":

@@ -81,6 +81,7 @@ class OpenFlowController(RemoteController):
     TCP connect says the same."""
 
     def checkListening(self):
+        """Raise EmulationError unless something accepts TCP connections on the port."""
         try:
             socket.create_connection((self.ip, self.port), timeout=2).close()
         except OSError as exc:
@@ -104,10 +105,12 @@ class Emulation:
         self._processes = []
 
     def host(self, name):
+        """The Mininet node called name."""
         return self.net.get(name)
 
     @property
     def hosts(self):
+        """The network's hosts (Mininet nodes)."""
         return [h for h in self.net.hosts]
 
     def management_ip(self, host):
@@ -157,6 +160,7 @@ class Emulation:
         raise EmulationError(f"{host}: nothing listens on port {port} after {timeout:.0f} s")
 
     def stop_all(self):
+        """Stop every process this emulation started."""
         for process in list(self._processes):
             self.stop(process)
 

@@ -34,6 +34,7 @@ import time
 
 from experiments import measure, otcp, plots, results, schemes, stats
 from experiments.emulation import delay_report, emulate
+from experiments.schemes import DEFAULT_FINE_RTO_MS
 from topo.fabrics import StarTopo
 
 WORKLOAD_PORT = 5001
@@ -57,7 +58,7 @@ class IncastConfig:
     persistent: bool = False
     bw_mbps: float = 100
     delay_us: float | None = None
-    fine_rto_ms: int = schemes.DEFAULT_FINE_RTO_MS
+    fine_rto_ms: int = DEFAULT_FINE_RTO_MS
     forwarding: str = "controller"
     probe_interval_s: float = 0.01
     ceiling_seconds: int = 3

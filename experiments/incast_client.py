@@ -122,6 +122,7 @@ def run_round(servers, port, block_bytes, cc, timeout, persistent=None):
 
 
 def errno_name(number):
+    """The symbolic name of an errno value (the number itself if unknown)."""
     import errno
     import os
 
@@ -140,6 +141,7 @@ def connect_persistent(servers, port, cc, timeout):
 
 
 def parse_args(argv):
+    """The client's arguments, checked (parser.error exits 2 naming the option)."""
     parser = argparse.ArgumentParser(prog="incast_client", description=__doc__.split("\n")[0])
     parser.add_argument("--servers", required=True, help="comma-separated server addresses")
     parser.add_argument("--port", type=int, required=True)
@@ -166,6 +168,7 @@ def parse_args(argv):
 
 
 def main(argv=None):
+    """Run the rounds and print one JSON record per round."""
     args = parse_args(argv)
     try:
         persistent = connect_persistent(args.servers, args.port, args.cc, args.round_timeout) \

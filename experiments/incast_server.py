@@ -66,6 +66,7 @@ def serve_connection(conn, cc, payload):
 
 
 def main(argv=None):
+    """Listen and serve every connection in a thread of its own."""
     parser = argparse.ArgumentParser(prog="incast_server", description=__doc__.split("\n")[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--bind", default="0.0.0.0")

@@ -100,6 +100,7 @@ class Agents:
         self.command = _agent_command()
 
     def start(self):
+        """Start the agents (see the class docstring)."""
         os.makedirs(self.workdir, exist_ok=True)
         for host in self.hosts:
             log = open(os.path.join(self.workdir, f"agent-{host}.log"), "ab")

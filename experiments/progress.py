@@ -24,6 +24,7 @@ class Progress:
         self._last_quarter = -1
 
     def start_run(self, label):
+        """A new run begins: label it and draw the bar at its start."""
         self.label = label
         self._last_quarter = -1
         self.update(0, 1)
@@ -47,6 +48,7 @@ class Progress:
         self.stream.flush()
 
     def finish_run(self):
+        """The current run is over."""
         self.done += 1
 
     def message(self, text):
@@ -55,6 +57,7 @@ class Progress:
         self.stream.flush()
 
     def close(self):
+        """End the bar's line on a terminal."""
         if self.tty:
             self.stream.write("\n")
             self.stream.flush()

@@ -103,9 +103,11 @@ class RunRecord:
 
     @property
     def share_of_ceiling(self):
+        """Goodput as a fraction of the ceiling the run is judged against."""
         return self.goodput_mbps / self.ceiling_mbps if self.ceiling_mbps else 0.0
 
     def label(self):
+        """scheme n=senders buf=buffer, as the progress bar and messages name a run."""
         return f"{self.scheme} n={self.senders} buf={self.buffer_bytes}"
 
 
@@ -265,6 +267,7 @@ class ResultStore:
         self.db.commit()
 
     def add_unavailable(self, scheme, reason):
+        """Store a scheme that could not run here and why."""
         self.db.execute("INSERT INTO unavailable VALUES (?, ?, ?)", (self.invocation, scheme, reason))
         self.db.commit()
 
@@ -299,6 +302,7 @@ class ResultStore:
         return run_id
 
     def close(self):
+        """Close the database."""
         self.db.close()
 
 

@@ -89,6 +89,7 @@ class RouteSettings:
         self._saved = {}
 
     def apply(self):
+        """Save every host's routes and MTU, then set the scheme's."""
         for host in self.hosts:
             intf = data_interface(self.emulation, host)
             routes = kernel_routes(self.emulation, host, intf)
@@ -100,6 +101,7 @@ class RouteSettings:
                     self.emulation.run(host, route_argv(route, intf) + ["rto_min", f"{self.scheme.rto_min_ms}ms"])
 
     def revert(self):
+        """Put back the routes and MTUs saved by apply()."""
         for host, (intf, routes, mtu) in self._saved.items():
             for route in routes:
                 self.emulation.run(host, route_argv(route, intf))
@@ -129,6 +131,7 @@ def kernel_routes(emulation, host, intf):
 
 
 def interface_mtu(emulation, host, intf):
+    """The MTU of intf in host's namespace."""
     return json.loads(emulation.run(host, ["ip", "-j", "link", "show", "dev", intf]))[0]["mtu"]
 
 

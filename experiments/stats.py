@@ -123,9 +123,11 @@ class LossAccount:
 
     @property
     def unexplained(self):
+        """Packets lost where no kernel counter names them."""
         return self.sent - self.delivered - self.drops - self.drops_other_buffers - self.queued
 
     def as_dict(self):
+        """The account as the summary and the database hold it, unexplained included."""
         return {**dataclasses.asdict(self), "unexplained": self.unexplained}
 
 
@@ -198,21 +200,26 @@ class Spread:
 
     @property
     def median(self):
+        """The median sample."""
         return percentile(list(self.samples), 50)
 
     @property
     def low(self):
+        """The smallest sample."""
         return min(self.samples)
 
     @property
     def high(self):
+        """The largest sample."""
         return max(self.samples)
 
     @property
     def spread_pct(self):
+        """The largest distance of a sample from the median, in per cent of the median."""
         median = self.median
         return 100.0 * max(abs(self.high - median), abs(median - self.low)) / median if median else 0.0
 
     def as_dict(self):
+        """Median, min, max, spread and the samples, as the summary holds them."""
         return {"median": self.median, "min": self.low, "max": self.high, "spread_pct": self.spread_pct,
                 "samples": list(self.samples)}
