@@ -11,11 +11,18 @@ stay importable without the rest of the project)::
     mn --custom topo/fabrics.py --topo star,16 \\
        --controller remote --switch ovs,datapath=user,protocols=OpenFlow13
 
-Each link carries its own link class (``BufferedLink``): rate and offloads
-are set even under plain ``mn``. Switch-port buffers need one more step,
-which ``experiments.emulation`` takes: Open vSwitch's userspace datapath
-resets a port's qdisc when it adds the port, so the shaping of switch ports
-is applied again after the switches start (``BufferedIntf.reshape``).
+Each link carries its own link class (``BufferedLink``): rate, offloads and
+buffers are set even under plain ``mn``. The switch's egress buffer toward a
+host is not a qdisc on the switch port but a bfifo on an IFB in the host's
+namespace, fed by the host interface's ingress (``shaping_commands`` says
+why: Open vSwitch's userspace datapath loses, uncounted, what a port qdisc
+refuses). Under plain ``mn`` OVS's shared send socket keeps its default
+buffer, which caps what the whole switch can have queued at about 93
+packets; ``experiments.emulation`` raises it while a network runs
+(``experiments.ovs_sockets``). Ports between two switches keep their
+buffer on the port, which OVS's userspace datapath resets when it adds the
+port, so ``experiments.emulation`` applies it again after the switches start
+(``BufferedIntf.reshape``).
 Note that ``mn`` runs its global cleanup (``mn -c``: it kills every Mininet
 on the machine) whenever it hits an error; on a shared machine prefer
 ``experiments.emulation``.
@@ -24,8 +31,8 @@ Link options, in every topology:
 
 - ``bw``: link rate in Mb/s (HTB, up to 1000), default 100 (the OTCP evaluation's rate);
 - ``buffer_bytes``: the egress buffer of each switch port in bytes, a bfifo
-  under the HTB class; default ``SHALLOW_BUFFER`` (85 000 B), ``DEEP_BUFFER``
-  is 512 000 B;
+  for IPv4 under the HTB class (ARP, LLDP and IPv6 queue apart); default
+  ``SHALLOW_BUFFER`` (85 000 B), ``DEEP_BUFFER`` is 512 000 B;
 - ``delay_us``: one-way propagation delay per link. It needs sch_netem; where
   the kernel lacks it (the machines this project runs on) the delay is not
   enforced, the link says so once, and the inventory leaves it out.
