@@ -17,7 +17,7 @@ import time
 from agent.metrics import AgentMetrics
 from agent.routes import ApplyError
 from validation import ValidationError
-from wire import framing, limits, messages, session
+from wire import framing, limits, messages, paramset, session
 from wire.framing import ProtocolError
 from wire.session import AuthenticationError
 
@@ -120,9 +120,7 @@ class ControllerClient:
         return session.Session(self.secret, challenge["nonce"], agent_nonce, "agent")
 
     def _handle_params(self, param_set):
-        generation = param_set.get("generation") if isinstance(param_set, dict) else None
-        generation = generation if isinstance(generation, int) and not isinstance(generation, bool) and \
-            limits.GENERATION[0] <= generation <= limits.GENERATION[1] else None
+        generation = paramset.claimed_generation(param_set)
         started = time.monotonic()
         try:
             validated, results = self.agent.apply(param_set, "controller")

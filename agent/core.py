@@ -17,7 +17,7 @@ from agent import facts
 from agent.routes import ApplyError, RouteTable
 from agent.state import CorruptState, State, StateLock, move_aside
 from validation import ValidationError
-from wire.paramset import check_generation, validate_param_set
+from wire.paramset import check_generation, claimed_generation, validate_param_set
 
 LOG = logging.getLogger("otcp.agent")
 
@@ -63,12 +63,11 @@ class Agent:
         """
         with StateLock(self.state_path), _signals_deferred():
             applied = self.state.applied()
-            generation = param_set.get("generation") if isinstance(param_set, dict) else None
             try:
                 validated = validate_param_set(param_set)
                 check_generation(validated, *((applied.generation, applied.param_set) if applied else (None,)))
             except ValidationError as error:
-                self.state.record(generation if isinstance(generation, int) else None, source, "rejected", str(error))
+                self.state.record(claimed_generation(param_set), source, "rejected", str(error))
                 raise
             self.state.begin(validated["generation"], [route["dst"] for route in validated["routes"]])
             try:

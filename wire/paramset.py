@@ -87,6 +87,18 @@ def parse_param_set(body: bytes, where: str = "parameter set") -> dict:
     return validate_param_set(param_set)
 
 
+def claimed_generation(param_set: Any) -> int | None:
+    """The generation a (possibly invalid) set claims, when it is a valid number; else None.
+
+    What a reject message and a journal entry may quote of a refused set.
+    """
+    generation = param_set.get("generation") if isinstance(param_set, dict) else None
+    low, high = GENERATION
+    if isinstance(generation, int) and not isinstance(generation, bool) and low <= generation <= high:
+        return generation
+    return None
+
+
 def same_routes(first: dict, second: dict | None) -> bool:
     """Whether two validated sets carry the same routes, in whatever order."""
     if second is None:
