@@ -118,9 +118,9 @@ class ControllerCore:
         self.defaults = defaults
         self.bounds = bounds
         self.topology = Topology(inventory)
-        # Hosts known before a restart, so the first plans are complete.
+        # Where hosts were before a restart: hints, so the first plans are complete.
         for host in known_hosts:
-            self.topology.restore_host(host)
+            self.topology.add_hint(host)
         self.delays = delay.DelayEstimator(window=delay_window)
         self.flow_counter = FlowCounter()
         self.publications = Publications()
@@ -229,7 +229,7 @@ class ControllerCore:
         """A packet that missed the table: its pair's entries are not there
         yet (new pair, or sent but not yet applied). Plan if needed, then
         send it out of the port its entry names; the next switch does the same."""
-        if pair[1] not in self.topology.hosts:
+        if self.topology.host(pair[1]) is None:
             return Actions()
         actions = Actions()
         if pair not in switch.installed:
@@ -251,7 +251,7 @@ class ControllerCore:
         if self.topology.learn_host(ip, mac, dpid, port):
             self.log.info("host %s (%s) at s%d:%d", ip, mac, dpid, port)
             actions = self._changed(now)
-        host = self.topology.hosts.get(ip)
+        host = self.topology.host(ip)
         for waiting in self._pending_arp.pop(ip, []):
             switch = self._switches.get(waiting.dpid)
             if host is None or switch is None or not switch.ready or now - waiting.asked_at >= ARP_PENDING_S:
@@ -263,7 +263,7 @@ class ControllerCore:
     def _answer_arp(self, now: float, dpid: int, in_port: int, request: arp_packet.arp) -> list[Send]:
         """Proxy ARP: answer for a known host; for an unknown one, keep the
         request and ask every edge port from the controller's own address."""
-        target = self.topology.hosts.get(request.dst_ip)
+        target = self.topology.host(request.dst_ip)
         if target is not None:
             reply = arp.reply_frame(request, target.mac)
             return [(dpid, forwarding.packet_out(self._switches[dpid].codec, in_port, reply))]
@@ -358,7 +358,7 @@ class ControllerCore:
             for src, dst in topo.links.items()
             if src[0] in names and dst[0] in names
         ]
-        hosts = [HostRecord(h.ip, topo.host_name(h.ip), h.mac, h.dpid, h.port) for h in topo.hosts.values()]
+        hosts = [HostRecord(h.ip, topo.host_name(h.ip), h.mac, h.dpid, h.port) for h in topo.located_hosts().values()]
         return TopologySnapshot(names, links, hosts)
 
     def _link_measurements(self, plan: Plan, delay_sources: dict[tuple[str, str], str]) -> list[LinkMeasurement]:

@@ -36,7 +36,8 @@ class Topology:
         self.inventory = inventory
         self.switches: dict[int, dict[int, float]] = {}  # dpid -> {port_no: speed in bytes/s (0 if unknown)}
         self.links: dict[SwitchPort, SwitchPort] = {}  # source end -> destination end
-        self.hosts: dict[str, Host] = {}  # ip -> Host
+        self.hosts: dict[str, Host] = {}  # ip -> Host, learned from its traffic
+        self.hints: dict[str, Host] = {}  # ip -> where a host was before a restart, until it is seen again
         self._link_ports: dict[SwitchPort, int] = {}  # either end of a link -> how many links use it
         self._hosts_at: dict[SwitchPort, set[str]] = {}  # (dpid, port) -> ips of the hosts there
         self._names: dict[int, str] = inventory.switch_by_dpid() if inventory else {}
@@ -77,9 +78,14 @@ class Topology:
         return (dpid, port) in self._hosts_at
 
     def add_link(self, src: SwitchPort, dst: SwitchPort) -> bool:
-        """Accept a discovered link unless either end is a host's port."""
+        """Accept a discovered link unless either end is a learned host's port.
+
+        A stored hint at either end gives way: the fabric may have changed
+        while the controller was down.
+        """
         if self.host_port(*src) or self.host_port(*dst) or self.links.get(src) == dst:
             return False
+        self.hints = {ip: hint for ip, hint in self.hints.items() if (hint.dpid, hint.port) not in (src, dst)}
         if src in self.links:
             self.remove_link(src, self.links[src])
         self.links[src] = dst
@@ -112,13 +118,39 @@ class Topology:
         if dpid not in self.switches or self.is_link_port(dpid, port):
             return False
         host = Host(ip, mac, dpid, port)
+        self.hints.pop(ip, None)
         if self.hosts.get(ip) == host:
             return False
-        self.restore_host(host)
+        self._place(host)
         return True
 
-    def restore_host(self, host: Host) -> None:
-        """Put a host where it was last seen (learned, or read back after a restart)."""
+    def add_hint(self, host: Host) -> None:
+        """Remember where a host was before a restart. A hint is only a hint:
+        it is used while its port is an edge port of a connected switch and
+        no learned host is there, and seeing the host anywhere replaces it."""
+        if host.ip not in self.hosts:
+            self.hints[host.ip] = host
+
+    def host(self, ip: str) -> Host | None:
+        """Where a host is: learned, else a usable hint; None if unknown."""
+        learned = self.hosts.get(ip)
+        if learned is not None:
+            return learned
+        hint = self.hints.get(ip)
+        return hint if hint is not None and self._usable(hint) else None
+
+    def located_hosts(self) -> dict[str, Host]:
+        """Every host with a place to forward to: the learned ones and the usable hints."""
+        usable = {ip: hint for ip, hint in self.hints.items() if ip not in self.hosts and self._usable(hint)}
+        return {**usable, **self.hosts}
+
+    def _usable(self, hint: Host) -> bool:
+        ports = self.switches.get(hint.dpid)
+        return (ports is not None and hint.port in ports and not self.is_link_port(hint.dpid, hint.port)
+                and not self.host_port(hint.dpid, hint.port))
+
+    def _place(self, host: Host) -> None:
+        """Put a learned host where it was seen."""
         previous = self.hosts.get(host.ip)
         if previous is not None:
             self._unplace(previous)
@@ -156,7 +188,7 @@ class Topology:
         if self.inventory:
             for spec in self.inventory.links:
                 inventory_links[frozenset((spec.a, spec.b))] = spec
-        attached = {ip: h for ip, h in self.hosts.items() if h.dpid in self.switches}
+        attached = {ip: h for ip, h in self.located_hosts().items() if h.dpid in self.switches}
         hosts = {self.host_name(ip): ip for ip in attached}
         fabric = Fabric(switches=[self.switch_name(d) for d in self.switches], hosts=hosts)
         sources = {}

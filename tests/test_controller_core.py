@@ -284,7 +284,6 @@ def test_a_generation_publishes_only_the_hosts_whose_routes_changed():
 
 def test_generations_continue_from_the_stored_number():
     core = connected_core(generation=41, known_hosts=[Host(*H1, 1, 2), Host(*H2, 2, 2)])
-    assert core.topology.host_port(1, 2) and core.topology.host_port(2, 2)  # no probes, no LLDP there
     actions = core.replan(3.0)
     assert actions.generation.number == 42 and actions.deliver == [H1[0], H2[0]]
 
@@ -334,3 +333,27 @@ def test_the_core_imports_no_os_ken_machinery():
     source = open(core_module.__file__).read()
     for forbidden in ("os_ken.base", "os_ken.controller", "os_ken.topology", "os_ken.lib.hub", "import time"):
         assert forbidden not in source
+
+
+# -- B10: stored hosts are hints ------------------------------------------------------------
+
+
+def test_b10_a_stored_host_on_what_is_now_a_link_port_is_never_used():
+    """After a restart on another fabric, s1:1 is a link: the stored host there gives way to it."""
+    core = connected_core(known_hosts=[Host(*H1, 1, 1), Host(*H2, 2, 2)])
+    assert core.topology.host(H1[0]) is None and core.topology.host(H2[0]) == Host(*H2, 2, 2)
+    assert (1, 1) in core.topology.links  # the hint did not keep the link out
+    plan_hosts = {record.ip for record in core.replan(3.0).topology.hosts}
+    assert plan_hosts == {H2[0]}
+
+
+def test_b10_a_stored_host_on_a_port_the_switch_does_not_have_is_never_used():
+    core = connected_core(known_hosts=[Host(*H1, 1, 99), Host(*H2, 7, 2)])
+    assert core.topology.host(H1[0]) is None and core.topology.host(H2[0]) is None
+    assert core.replan(3.0).topology.hosts == []
+
+
+def test_b10_a_host_seen_at_a_new_place_wins_at_once():
+    core = connected_core(known_hosts=[Host(*H1, 1, 2)])
+    learn_hosts(core, 1.0, (*H1, 1, 3))
+    assert core.topology.host(H1[0]) == Host(*H1, 1, 3) and H1[0] not in core.topology.hints
