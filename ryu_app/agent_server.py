@@ -31,7 +31,10 @@ Usage from the app::
     server.deliver("10.0.0.1")
 """
 
+import errno
 import logging
+import os
+import socket
 import time
 
 from os_ken.lib import hub
@@ -42,6 +45,11 @@ from wire.framing import ProtocolError
 from wire.session import AuthenticationError
 
 LOG = logging.getLogger("otcp.agent_server")
+#: Send buffer of an agent connection (the kernel doubles it for bookkeeping).
+SEND_BUFFER_BYTES = 64 * 1024
+#: How long the accept loop waits when the process is out of descriptors or memory.
+ACCEPT_RETRY_S = 0.5
+_RESOURCE_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
 def read_secret(path: str) -> bytes:
@@ -63,7 +71,8 @@ class AgentServer:
 
     def __init__(self, host, port, secret, publications: Publications, on_ack, on_agent=None, logger=None,
                  on_reject=None, handshake_timeout=5.0, write_timeout=10.0, rate_per_s=20.0, burst=200.0,
-                 max_connections=1024):
+                 max_connections=1024, max_unauthenticated=None, unauthenticated_per_source=16,
+                 send_buffer_bytes=SEND_BUFFER_BYTES):
         if not isinstance(secret, bytes) or not secret:
             raise ValueError("agents.secret_file: the secret must be non-empty bytes")
         self.host = host
@@ -79,11 +88,16 @@ class AgentServer:
         self.rate_per_s = rate_per_s
         self.burst = burst
         self.max_connections = max_connections
+        # Peers that have not authenticated get a quarter of the connections,
+        # and few from any one address: a flood of them cannot lock agents out.
+        self.max_unauthenticated = max_unauthenticated or max(1, max_connections // 4)
+        self.unauthenticated_per_source = unauthenticated_per_source
+        self.send_buffer_bytes = send_buffer_bytes
         self.address = None  # (host, port) actually listened on, after start()
         self.acked: dict[str, int] = {}  # host ip -> last acknowledged generation
         self._connections: set[_Connection] = set()  # every open connection
         self._agents: set[_Connection] = set()  # authenticated connections that sent their hello
-        self._server = None
+        self._listener = None
         self._thread = None
         if len(secret) < 16:
             self.log.warning("agent secret is only %d bytes; use 16 or more random bytes", len(secret))
@@ -91,11 +105,30 @@ class AgentServer:
     # -- the app's interface ---------------------------------------------------
 
     def start(self):
-        """Listen, and serve agents on green threads."""
-        self._server = hub.StreamServer((self.host, self.port), self._handle)
-        self.address = self._server.server.getsockname()[:2]
-        self._thread = hub.spawn(self._server.serve_forever)
+        """Listen, and serve agents on green threads.
+
+        The port is bound without SO_REUSEPORT, so a second controller
+        cannot listen on it too.
+        """
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        self._listener = hub.listen((self.host, self.port), family=family, reuse_port=False)
+        self.address = self._listener.getsockname()[:2]
+        self._thread = hub.spawn(self._accept_loop)
         self.log.info("agent channel listening on %s:%d", *self.address)
+
+    def _accept_loop(self):
+        """Accept agents for ever; running out of descriptors pauses it, never ends it."""
+        while True:
+            try:
+                sock, peer = self._listener.accept()
+            except OSError as error:
+                if error.errno not in _RESOURCE_ERRNOS:
+                    raise
+                self.log.error("cannot accept agents: %s (%d connections open); retrying",
+                               os.strerror(error.errno), len(self._connections))
+                hub.sleep(ACCEPT_RETRY_S)
+                continue
+            hub.spawn(self._handle, sock, peer)
 
     def deliver(self, host_ip):
         """Send host_ip's latest published set now if its agent is connected
@@ -116,21 +149,25 @@ class AgentServer:
         if self._thread is not None:
             hub.kill(self._thread)
             self._thread = None
-        if self._server is not None:
-            self._server.server.close()
-            self._server = None
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
         for connection in list(self._connections):
             self._close(connection, None)
 
     # -- connections -------------------------------------------------------------
 
     def _handle(self, sock, peer):
-        peer = f"{peer[0]}:{peer[1]}"
-        if len(self._connections) >= self.max_connections:
-            self.log.warning("agent %s refused: %d connections already open", peer, len(self._connections))
+        source, peer = peer[0], f"{peer[0]}:{peer[1]}"
+        refusal = self._refusal(source)
+        if refusal:
+            self.log.warning("agent %s refused: %s", peer, refusal)
             sock.close()
             return
-        connection = _Connection(self, sock, peer)
+        # A small send buffer makes a peer that does not read block the
+        # writer, so the write deadline catches it on the first large set.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
+        connection = _Connection(self, sock, peer, source)
         self._connections.add(connection)
         try:
             try:
@@ -151,6 +188,17 @@ class AgentServer:
             self._close(connection, f"connection error: {error}", level=logging.INFO)
         finally:
             self._close(connection, "closed the connection", level=logging.INFO)
+
+    def _refusal(self, source):
+        """Why a new connection from source is refused now, or ""."""
+        if len(self._connections) >= self.max_connections:
+            return f"{len(self._connections)} connections already open"
+        waiting = [c for c in self._connections if c.session is None]
+        if len(waiting) >= self.max_unauthenticated:
+            return f"{len(waiting)} connections already waiting to authenticate"
+        if sum(1 for c in waiting if c.source == source) >= self.unauthenticated_per_source:
+            return f"{self.unauthenticated_per_source} connections from {source} already waiting to authenticate"
+        return ""
 
     def _register(self, connection, hello):
         connection.hello = {key: value for key, value in hello.items() if key != "type"}
@@ -259,10 +307,11 @@ class AgentServer:
 class _Connection:
     """One agent connection: its socket, session, and what to send it."""
 
-    def __init__(self, server, sock, peer):
+    def __init__(self, server, sock, peer, source):
         self.server = server
         self.sock = sock
         self.peer = peer
+        self.source = source
         self.reader = hub.getcurrent()
         self.writer = None
         self.session = None
@@ -277,6 +326,7 @@ class _Connection:
         self.closed = False
         self.tokens = server.burst
         self.refilled = time.monotonic()
+        self.frame_started = None  # when the first bytes of a partial frame came
 
     def handshake(self):
         """Challenge, check the agent's MAC, prove ours, read the hello."""
@@ -309,11 +359,27 @@ class _Connection:
                 self.server._rejected(self, message)
 
     def read_frame(self):
+        """The next whole frame. Once a frame has begun, the rest must come
+        within the write timeout: a frame cannot trickle in for ever."""
         while not self.frames:
-            data = self.sock.recv(65536)
+            if self.decoder.pending():
+                self.frame_started = self.frame_started or time.monotonic()
+                left = self.frame_started + self.server.write_timeout - time.monotonic()
+                if left <= 0:
+                    raise ProtocolError(f"a frame did not arrive whole within {self.server.write_timeout:g} s")
+                try:
+                    with hub.Timeout(left):
+                        data = self.sock.recv(65536)
+                except hub.Timeout:
+                    raise ProtocolError(
+                        f"a frame did not arrive whole within {self.server.write_timeout:g} s") from None
+            else:
+                self.frame_started = None
+                data = self.sock.recv(65536)
             if not data:
                 raise _Closed()
             self.frames.extend(self.decoder.feed(data))
+        self.frame_started = None
         return self.frames.pop(0)
 
     def charge(self, cost):

@@ -1,4 +1,4 @@
-"""`otcp-controller`: run the controller, plan offline, or show stored state."""
+"""`otcp-controller`: run the controller, plan offline, show stored state, or ask a running one for its status."""
 
 import argparse
 import datetime
@@ -6,9 +6,9 @@ import json
 import os
 import sys
 
-from ryu_app import formulas, inventory, planner
-
+EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+DEFAULT_CONFIG = "/etc/otcp/controller.yaml"  # where scripts/install.sh puts it
 
 _TABLE_COLUMNS = (
     ("src", "src"),
@@ -36,6 +36,9 @@ def print_table(rows, out=None):
 
 def command_plan(args):
     """Print the parameters an inventory implies (table or JSON)."""
+    # Imported here, not at the top: `run` must let os-ken patch the process first.
+    from ryu_app import formulas, inventory, planner
+
     inv = inventory.load(args.inventory)
     plan = planner.Plan(inv.fabric(), formulas.Bounds(mss_bytes=inv.mss_bytes))
     for src, dst in plan.unreachable:
@@ -53,7 +56,11 @@ def command_run(args):
     # Imported here: os-ken monkey-patches the process through eventlet.
     from ryu_app import launcher
 
-    return launcher.run(args.config)
+    try:
+        return launcher.run(args.config)
+    except launcher.InstanceError as error:
+        print(f"otcp-controller run: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 def command_show(args):
@@ -88,11 +95,7 @@ def command_show(args):
     print_table(rows)
     print("\nlinks it was computed from:")
     for (src, dst), values in sorted(links.items()):
-        print(
-            f"  {src} -> {dst}: delay {values['delay_s'] * 1e6:.1f} us ({values['delay_source']}, "
-            f"{values['samples']} samples), {values['capacity_bytes_per_s'] * 8 / 1e6:g} Mb/s, "
-            f"buffer {values['buffer_bytes']:g} B, {values['flows']} active flows"
-        )
+        print(link_line(src, dst, values))
     if acks or agents:
         print("\nagents:")
         for host_ip in sorted(set(acks) | set(agents)):
@@ -107,8 +110,59 @@ def command_show(args):
     return 0
 
 
+def link_line(src, dst, values):
+    """One directed link's measurement as a line of text."""
+    return (f"  {src} -> {dst}: delay {values['delay_s'] * 1e6:.1f} us ({values['delay_source']}, "
+            f"{values['samples']} samples), {values['capacity_bytes_per_s'] * 8 / 1e6:g} Mb/s, "
+            f"buffer {values['buffer_bytes']:g} B, {values['flows']} active flows")
+
+
+def command_status(args):
+    """Print the running controller's live view, read from its admin socket."""
+    from ryu_app import admin
+    from ryu_app import config as controller_config
+
+    path = args.socket or controller_config.load(args.config)["admin"]["socket"]
+    try:
+        status = admin.read_status(path)
+    except admin.AdminError as error:
+        print(f"otcp-controller status: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        json.dump(status, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    planned = "not planned yet"
+    if status["planned_at"] is not None:
+        planned = (f"planned {status['now'] - status['planned_at']:.1f} s ago "
+                   f"in {status['plan_duration_s'] * 1e3:.1f} ms")
+    print(f"generation {status['generation']} ({status['generations_last_minute']} in the last minute), {planned}")
+    print("switches: " + (", ".join(f"{s['name']} (dpid {s['dpid']})" for s in status["switches"]) or "none"))
+    print("hosts: " + (", ".join(f"{h['name']} {h['ip']} at s{h['dpid']}:{h['port']}" for h in status["hosts"])
+                       or "none"))
+    print("\nlinks:" if status["links"] else "\nlinks: none")
+    for link in status["links"]:
+        print(link_line(link["src"], link["dst"], link))
+    if status["paths"]:
+        print(f"\nparameters (generation {status['paths_generation']}):")
+        print_table(status["paths"])
+    else:
+        print("\nparameters: none yet")
+    print("\nagents:" if status["agents"] else "\nagents: none")
+    for agent in status["agents"]:
+        where = f"connected from {agent['peer']}" if agent["connected"] else "not connected"
+        print(f"  {agent['host_ip']} ({agent['hostname'] or '?'}): {where}, acknowledged generation "
+              f"{_dash(agent['acknowledged_generation'])}, published {_dash(agent['published_generation'])}, "
+              f"lag {_dash(agent['lag_generations'])}")
+    return 0
+
+
+def _dash(value):
+    return "-" if value is None else str(value)
+
+
 def build_parser():
-    """The otcp-controller command line: run, plan, show."""
+    """The otcp-controller command line: run, plan, show, status."""
     parser = argparse.ArgumentParser(
         prog="otcp-controller", description="OTCP controller: per-path TCP parameters from fabric measurements"
     )
@@ -124,6 +178,12 @@ def build_parser():
     show.add_argument("--database", required=True, help="the controller's SQLite file")
     show.add_argument("--json", action="store_true", help="print JSON instead of a table")
     show.set_defaults(handler=command_show)
+    status = commands.add_parser("status", help="ask the running controller for its live view (read-only)")
+    status.add_argument("--config", default=DEFAULT_CONFIG,
+                        help=f"the controller's configuration, to find its admin socket (default {DEFAULT_CONFIG})")
+    status.add_argument("--socket", help="the admin socket itself (instead of --config)")
+    status.add_argument("--json", action="store_true", help="print JSON instead of text")
+    status.set_defaults(handler=command_status)
     return parser
 
 
@@ -132,7 +192,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (inventory.InventoryError, ValueError) as exc:
+    except ValueError as exc:  # InventoryError and ConfigError are ValueErrors
         print(f"otcp-controller {args.command}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

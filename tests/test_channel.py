@@ -19,6 +19,8 @@ import hashlib
 import hmac
 import json
 import logging
+import os
+import resource
 import signal
 import socket
 import struct
@@ -27,6 +29,7 @@ import sys
 import time
 
 import pytest
+from eventlet.green import socket as green_socket
 from os_ken.lib import hub
 from pyroute2 import netns as pyroute2_netns
 from test_agent_routes import ROOT, expected, route
@@ -472,10 +475,82 @@ def test_only_the_latest_set_is_sent(controller, good_agent):
 
 
 def test_too_many_connections_are_refused(cleanup):
-    controller = Controller(max_connections=2, handshake_timeout=5.0)
+    controller = Controller(max_connections=2, max_unauthenticated=2, handshake_timeout=5.0)
     cleanup.append(controller)
     first, second = GreenPeer(controller.port), GreenPeer(controller.port)
     assert first.read() is not None and second.read() is not None
     third = GreenPeer(controller.port)
     assert third.read_until_closed() == []
     assert controller.log.has("2 connections already open")
+
+
+# -- issue 12: the server under exhaustion and slow attacks -------------------------------------
+
+
+def test_b4_an_agent_that_never_reads_is_dropped_at_its_first_large_set(controller, good_agent):
+    """One 0.86 MB set that the peer never reads: the bounded send buffer makes the write block,
+    and the write deadline drops the peer (before the fix, sendall returned into the kernel buffer)."""
+    peer = GreenPeer(controller.port)
+    assert peer.authenticate(addresses=("10.9.0.11",))
+    wait_for(lambda: "10.9.0.11" in controller.server.connected_hosts(), "the peer to register")
+    routes = [f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}/32" for i in range(11_500)]
+    big = set_for(1, *routes)
+    assert len(framing.encode_json(messages.params_message(big))) > 800_000
+    controller.publish("10.9.0.11", big)
+    wait_for(lambda: controller.log.has("slow reader: generation 1"), "the peer to be dropped")
+    assert "10.9.0.11" not in controller.server.connected_hosts()
+
+
+def test_b5_the_listener_survives_running_out_of_descriptors(cleanup):
+    controller = Controller(max_connections=10_000, max_unauthenticated=10_000, unauthenticated_per_source=10_000,
+                            handshake_timeout=30.0)
+    cleanup.append(controller)
+    sockets = [green_socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(12)]
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 4, hard))
+    try:
+        for sock in sockets:  # no new descriptor on this side; the server's accept needs one each
+            sock.connect(("127.0.0.1", controller.port))
+        wait_for(lambda: controller.log.has("cannot accept agents: Too many open files"), "accept to hit EMFILE")
+    finally:
+        for sock in sockets:
+            sock.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    late = GreenPeer(controller.port)
+    assert late.authenticate(addresses=("10.9.0.12",))
+    wait_for(lambda: "10.9.0.12" in controller.server.connected_hosts(), "an agent after the exhaustion")
+    late.close()
+
+
+def test_unauthenticated_peers_cannot_take_the_agents_connections(cleanup):
+    controller = Controller(max_connections=8, max_unauthenticated=4, unauthenticated_per_source=3,
+                            handshake_timeout=30.0)
+    cleanup.append(controller)
+    squatters = [GreenPeer(controller.port) for _ in range(3)]
+    for squatter in squatters:
+        assert squatter.read() is not None  # the challenge: they are in, waiting
+    fourth = GreenPeer(controller.port)
+    assert fourth.read_until_closed() == []
+    assert controller.log.has("3 connections from 127.0.0.1 already waiting to authenticate")
+    squatters[0].close()
+    agent = GreenPeer(controller.port)
+    assert agent.authenticate(addresses=("10.9.0.13",))
+    wait_for(lambda: "10.9.0.13" in controller.server.connected_hosts(), "a real agent beside the squatters")
+    for squatter in squatters[1:]:
+        squatter.close()
+    agent.close()
+
+
+def test_a_trickled_frame_after_authentication_is_cut_off(controller, good_agent):
+    peer = GreenPeer(controller.port)
+    assert peer.authenticate(addresses=("10.9.0.14",))
+    wait_for(lambda: "10.9.0.14" in controller.server.connected_hosts(), "the peer to register")
+    frame = peer.session.seal(messages.reject_message(None, "slowly"))
+    for byte in frame[:10]:  # 0.4 s apart: each receive is quick, the frame never completes in 1 s
+        try:
+            peer.sock.sendall(bytes([byte]))
+        except OSError:  # dropped, as it should be
+            break
+        hub.sleep(0.4)
+    wait_for(lambda: "10.9.0.14" not in controller.server.connected_hosts(), "the trickler to be dropped")
+    assert controller.log.has("a frame did not arrive whole within 1 s")
