@@ -19,6 +19,11 @@ the others:
 - more messages than the rate limit allows (a flood);
 - not reading a parameter set within `write_timeout` (a slow reader).
 
+Every such refusal is counted by reason (`REFUSAL_REASONS`, `AgentServer.refused`)
+for the metrics. With `tls` (an `ssl.SSLContext` from `server_tls`), each
+accepted connection is wrapped and its TLS handshake done in its own green
+thread, within the handshake deadline, before the HMAC handshake on top.
+
 Sets come from a `Publications` shared with the controller core, which
 keeps the latest set per host: if sets are published faster than an agent
 reads them, it gets the newest, never a backlog.
@@ -31,12 +36,15 @@ Usage from the app::
     server.deliver("10.0.0.1")
 """
 
+import collections
 import errno
 import logging
 import os
 import socket
+import ssl
 import time
 
+from eventlet.green import ssl as green_ssl
 from os_ken.lib import hub
 
 from ryu_app.publication import Publications, host_address
@@ -50,6 +58,26 @@ SEND_BUFFER_BYTES = 64 * 1024
 #: How long the accept loop waits when the process is out of descriptors or memory.
 ACCEPT_RETRY_S = 0.5
 _RESOURCE_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+#: Why agents are refused or cut off; `AgentServer.refused` counts each.
+REFUSAL_REASONS = ("connection_limit", "handshake_timeout", "tls", "authentication", "protocol", "flooding",
+                   "slow_reader")
+
+
+def server_tls(cert_file: str, key_file: str) -> ssl.SSLContext:
+    """A server-side TLS context (TLS 1.2 or later) with the controller's certificate chain and key,
+    whose sockets cooperate with os-ken's hub."""
+    context = green_ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
+class Refused(ProtocolError):
+    """A peer refused for one of REFUSAL_REASONS."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def read_secret(path: str) -> bytes:
@@ -72,7 +100,7 @@ class AgentServer:
     def __init__(self, host, port, secret, publications: Publications, on_ack, on_agent=None, logger=None,
                  on_reject=None, handshake_timeout=5.0, write_timeout=10.0, rate_per_s=20.0, burst=200.0,
                  max_connections=1024, max_unauthenticated=None, unauthenticated_per_source=16,
-                 send_buffer_bytes=SEND_BUFFER_BYTES):
+                 send_buffer_bytes=SEND_BUFFER_BYTES, tls=None):
         if not isinstance(secret, bytes) or not secret:
             raise ValueError("agents.secret_file: the secret must be non-empty bytes")
         self.host = host
@@ -94,7 +122,9 @@ class AgentServer:
         self.unauthenticated_per_source = unauthenticated_per_source
         self.send_buffer_bytes = send_buffer_bytes
         self.address = None  # (host, port) actually listened on, after start()
+        self.tls = tls  # server_tls(...) for TLS under the HMAC handshake, None for plain TCP
         self.acked: dict[str, int] = {}  # host ip -> last acknowledged generation
+        self.refused: collections.Counter[str] = collections.Counter()  # reason -> agents refused or cut off
         self._connections: set[_Connection] = set()  # every open connection
         self._agents: set[_Connection] = set()  # authenticated connections that sent their hello
         self._listener = None
@@ -140,6 +170,13 @@ class AgentServer:
         if connection is not None and latest is not None:
             connection.send_latest(latest)
 
+    def agents(self):
+        """One record per authenticated agent that sent its hello: its peer address, the host it
+        is mapped to (None until a set is published for one of its addresses) and what it reported."""
+        return [{"peer": c.peer, "host_ip": c.host_ip, "hostname": c.hello["hostname"],
+                 "addresses": list(c.addresses), "applied_generation_at_hello": c.hello["applied_generation"]}
+                for c in self._agents]
+
     def connected_hosts(self):
         """Every address reported by a connected, authenticated agent."""
         return {address for connection in self._agents for address in connection.addresses}
@@ -161,6 +198,7 @@ class AgentServer:
         source, peer = peer[0], f"{peer[0]}:{peer[1]}"
         refusal = self._refusal(source)
         if refusal:
+            self.refused["connection_limit"] += 1
             self.log.warning("agent %s refused: %s", peer, refusal)
             sock.close()
             return
@@ -172,22 +210,45 @@ class AgentServer:
         try:
             try:
                 with hub.Timeout(self.handshake_timeout):
+                    if self.tls is not None:
+                        connection.sock = self._tls_handshake(sock)
                     hello = connection.handshake()
             except hub.Timeout:
-                raise ProtocolError(f"no authentication within {self.handshake_timeout:g} s") from None
+                raise Refused("handshake_timeout", f"no authentication within {self.handshake_timeout:g} s") from None
             self._register(connection, hello)
             connection.writer = hub.spawn(self._write_loop, connection)
             connection.read_loop()
         except AuthenticationError as error:
-            self._close(connection, f"authentication failed: {error}")
+            self._refuse(connection, "authentication", f"authentication failed: {error}")
+        except Refused as error:
+            self._refuse(connection, error.reason, str(error))
         except ProtocolError as error:
-            self._close(connection, str(error))
+            self._refuse(connection, "protocol", str(error))
         except _Closed:
             pass
         except OSError as error:
             self._close(connection, f"connection error: {error}", level=logging.INFO)
         finally:
             self._close(connection, "closed the connection", level=logging.INFO)
+
+    def _tls_handshake(self, sock):
+        """The connection wrapped in TLS, its handshake done (a plain-TCP peer sends no
+        ClientHello and runs into the handshake deadline)."""
+        try:
+            wrapped = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+            wrapped.do_handshake()
+        except hub.Timeout:
+            raise Refused("tls", f"no TLS handshake within {self.handshake_timeout:g} s "
+                                 "(a plain-TCP agent?)") from None
+        except (ssl.SSLError, OSError) as error:
+            raise Refused("tls", f"TLS handshake failed: {error}") from None
+        return wrapped
+
+    def _refuse(self, connection, reason, message):
+        """Count a refusal by reason and disconnect."""
+        if not connection.closed:
+            self.refused[reason] += 1
+        self._close(connection, message)
 
     def _refusal(self, source):
         """Why a new connection from source is refused now, or ""."""
@@ -248,8 +309,8 @@ class AgentServer:
                         with hub.Timeout(self.write_timeout):
                             connection.sock.sendall(data)
                     except hub.Timeout:
-                        self._close(connection, f"slow reader: generation {param_set['generation']} "
-                                                f"({len(data)} bytes) not taken within {self.write_timeout:g} s")
+                        self._refuse(connection, "slow_reader", f"slow reader: generation {param_set['generation']} "
+                                     f"({len(data)} bytes) not taken within {self.write_timeout:g} s")
                         return
                     self.log.info("sent generation %d (%d routes) to agent %s for %s", param_set["generation"],
                                   len(param_set["routes"]), connection.peer, connection.host_ip)
@@ -389,7 +450,7 @@ class _Connection:
         self.refilled = now
         self.tokens -= cost
         if self.tokens < 0:
-            raise ProtocolError(f"flooding: more than {self.server.rate_per_s:g} messages a second")
+            raise Refused("flooding", f"flooding: more than {self.server.rate_per_s:g} messages a second")
 
     def send_latest(self, param_set):
         self.pending = param_set

@@ -1,6 +1,7 @@
 """The OTCP os-ken app, glue only (docs/design.md, "Architecture"): each handler passes an event's
 plain data and the time to one `ControllerCore` method and `_carry_out`s the Actions it returns;
-three supervised loops probe delays, poll flow statistics and re-plan."""
+supervised loops probe delays, poll flow statistics, re-plan and prune the history. The live view
+(`ryu_app/live.py`) behind the admin socket and the metrics is fed here too."""
 
 import time
 from collections.abc import Callable
@@ -13,9 +14,11 @@ from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
 from os_ken.topology import event as topo_event
 
-from ryu_app import inventory, store
-from ryu_app.agent_server import AgentServer, read_secret
+from ryu_app import inventory, metrics, store
+from ryu_app.admin import AdminServer
+from ryu_app.agent_server import AgentServer, read_secret, server_tls
 from ryu_app.core import Actions, ControllerCore, PortInfo
+from ryu_app.live import LiveView
 
 RESTART_BACKOFF_S = 1.0  # a loop whose step raised waits this long before running again
 # Set by ryu_app.launcher before os-ken loads this app.
@@ -42,21 +45,32 @@ class OTCPController(app_manager.OSKenApp):
         self.datapaths: dict[int, Any] = {}  # dpid -> connected os-ken Datapath
         self.replan = hub.Event()
         self.agent_server: AgentServer | None = None
+        latest = self.store.latest_generation()
+        self.live = LiveView(self.core, *((latest[2], latest[0]) if latest else ()))
 
     def start(self):
-        """os-ken's start hook: the agent channel and the three loops."""
+        """os-ken's start hook: the agent channel, the admin socket, the metrics and the four loops."""
         super().start()
         agents, intervals = self.config["agents"], self.config["intervals"]
         if agents["secret_file"] is None:
             self.logger.info("agent channel off: no agents.secret_file configured")
         else:
+            tls = agents["tls"] and server_tls(agents["tls"]["cert_file"], agents["tls"]["key_file"])
             self.agent_server = AgentServer(agents["host"], agents["port"], read_secret(agents["secret_file"]),
                                             self.core.publications, on_ack=self.store.save_ack,
-                                            on_agent=self._agent_arrived, logger=self.logger)
+                                            on_agent=self._agent_arrived, logger=self.logger, tls=tls)
             self.agent_server.start()
+            self.live.agent_server = self.agent_server
+        self.threads.append(AdminServer(self.config["admin"]["socket"], self.live.status, self.logger).start())
+        if self.config["metrics"] is not None:
+            address = self.config["metrics"]["host"], self.config["metrics"]["port"]
+            self.threads.append(metrics.serve(*address, metrics.registry_for(self.live, self.config["database"])))
+            self.logger.info("Prometheus metrics at http://%s:%d/metrics", *address)
+        retention = self.config["retention"]
         for step, wait in ((self._probe, lambda: hub.sleep(intervals["probe_s"])),
                            (self._poll_stats, lambda: hub.sleep(intervals["flow_stats_s"])),
-                           (self._replan, lambda: self.replan.wait(timeout=intervals["recompute_s"]))):
+                           (self._replan, lambda: self.replan.wait(timeout=intervals["recompute_s"])),
+                           (self._prune, lambda: hub.sleep(retention["prune_interval_s"]))):
             self.threads.append(hub.spawn(self._supervised, step, wait))
 
     def _supervised(self, step: Callable[[], None], wait: Callable[[], object]) -> None:
@@ -93,7 +107,16 @@ class OTCPController(app_manager.OSKenApp):
 
     def _replan(self):
         self.replan.clear()
-        self._carry_out(self.core.replan(time.time()))
+        now, started = time.time(), time.perf_counter()
+        actions = self.core.replan(now)
+        self.live.planned(now, actions, time.perf_counter() - started)
+        self._carry_out(actions)
+
+    def _prune(self):
+        retention = self.config["retention"]
+        pruned = self.store.prune(retention["measurements_s"], retention["generations"])
+        self.logger.debug("pruned %d measurement row(s) and %d generation(s)", pruned.measurements,
+                          pruned.generations)
 
     def _agent_arrived(self, host_ip, hello):
         self.store.save_agent(host_ip, hello)

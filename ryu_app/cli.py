@@ -5,6 +5,7 @@ import datetime
 import json
 import os
 import sys
+import warnings
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -119,6 +120,7 @@ def link_line(src, dst, values):
 
 def command_status(args):
     """Print the running controller's live view, read from its admin socket."""
+    warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")  # os-ken's hub, imported by admin
     from ryu_app import admin
     from ryu_app import config as controller_config
 

@@ -1,8 +1,9 @@
 """Controller configuration: a YAML file, every value with a default (docs/design.md, "Validation").
 
     openflow:  {host: 127.0.0.1, port: 6653}      # where switches connect
-    agents:    {host: 127.0.0.1, port: 6700, secret_file: null}
+    agents:    {host: 127.0.0.1, port: 6700, secret_file: null, tls: null}
                                                   # agent channel; off without a secret
+                                                  # tls: {cert_file: ..., key_file: ...}
     inventory: null                               # optional inventory YAML
     database:  otcp-controller.db                 # SQLite state (WAL)
     intervals: {probe_s: 1.0, flow_stats_s: 1.0, recompute_s: 2.0}
@@ -10,6 +11,9 @@
     defaults:  {capacity_mbps: 1000, buffer_bytes: 131072, host_link_delay_us: 10}
     bounds:    {mss_bytes: 1448, rto_min_ms: [1, 200], initcwnd: [1, 64], cwnd: [1, 65535]}
     log_level: info
+    metrics:   null                               # {host: 127.0.0.1, port: 9640}: Prometheus
+    admin:     {socket: otcp-controller.sock}     # `otcp-controller status` asks here
+    retention: {measurements_s: 3600, generations: 100, prune_interval_s: 60}
 
 The defaults are the models' own (`ControllerConfig`); relative paths are
 taken relative to the configuration file.
@@ -32,6 +36,7 @@ AGENT_LIMITS = {"rto_min_ms": RTO_MIN_MS[1], "initcwnd": INITCWND[1], "cwnd": CW
 Port = int_range(1, 65535)
 Interval = number_at_least(0.05)
 BoundPair = Annotated[list[int], Field(min_length=2, max_length=2)]
+MAX_UNIX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the terminating NUL
 
 
 class OpenFlowSection(Strict):
@@ -41,12 +46,42 @@ class OpenFlowSection(Strict):
     port: Port = 6653  # type: ignore[valid-type]
 
 
+class TlsSection(Strict):
+    """The controller's certificate (chain) and private key, PEM files, for TLS on the agent channel."""
+
+    cert_file: str
+    key_file: str
+
+
 class AgentsSection(Strict):
-    """The agent channel; off without a secret file."""
+    """The agent channel; off without a secret file. TLS when `tls` is given."""
 
     host: str = "127.0.0.1"
     port: Port = 6700  # type: ignore[valid-type]
     secret_file: str | None = None
+    tls: TlsSection | None = None
+
+
+class MetricsSection(Strict):
+    """Where to answer Prometheus scrapes (/metrics over HTTP)."""
+
+    host: str = "127.0.0.1"
+    port: Port  # type: ignore[valid-type]
+
+
+class AdminSection(Strict):
+    """The local admin socket `otcp-controller status` reads the live state from."""
+
+    socket: Annotated[str, Field(min_length=1)] = "otcp-controller.sock"
+
+
+class RetentionSection(Strict):
+    """How much history the database keeps: link measurements younger than
+    `measurements_s`, the newest `generations` generations; pruned every `prune_interval_s`."""
+
+    measurements_s: number_at_least(1) = 3600.0  # type: ignore[valid-type]
+    generations: int_range(1, 1_000_000) = 100  # type: ignore[valid-type]
+    prune_interval_s: Interval = 60.0  # type: ignore[valid-type]
 
 
 class IntervalsSection(Strict):
@@ -86,6 +121,9 @@ class ControllerConfig(Strict):
     defaults: DefaultsSection = DefaultsSection()
     bounds: BoundsSection = BoundsSection()
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    metrics: MetricsSection | None = None
+    admin: AdminSection = AdminSection()
+    retention: RetentionSection = RetentionSection()
 
 
 class ConfigError(ValueError):
@@ -118,11 +156,19 @@ def validate(document: Any, path: str = "<config>") -> dict:
     for key in ("inventory", "database"):
         if config[key] is not None:
             config[key] = os.path.join(base, config[key])
+    config["admin"]["socket"] = os.path.join(base, config["admin"]["socket"])
+    if len(os.fsencode(config["admin"]["socket"])) > MAX_UNIX_SOCKET_PATH:
+        raise ConfigError(f"{path}: admin.socket: {config['admin']['socket']}: longer than "
+                          f"{MAX_UNIX_SOCKET_PATH} bytes, the limit of a unix socket's path")
     agents = config["agents"]
-    if agents["secret_file"] is not None:
-        agents["secret_file"] = os.path.join(base, agents["secret_file"])
-        if not os.path.isfile(agents["secret_file"]):
-            raise ConfigError(f"{path}: agents.secret_file: {agents['secret_file']}: no such file")
+    files = [("agents.secret_file", agents, "secret_file")]
+    if agents["tls"] is not None:
+        files += [(f"agents.tls.{name}", agents["tls"], name) for name in ("cert_file", "key_file")]
+    for key, section, name in files:
+        if section[name] is not None:
+            section[name] = os.path.join(base, section[name])
+            if not os.path.isfile(section[name]):
+                raise ConfigError(f"{path}: {key}: {section[name]}: no such file")
     if config["inventory"] is not None and not os.path.isfile(config["inventory"]):
         raise ConfigError(f"{path}: inventory: {config['inventory']}: no such file")
     return config

@@ -2,13 +2,13 @@
 
 A restarted controller reads its last generation number from here, so the
 generations it pushes keep increasing, and `otcp-controller show` prints what
-it last computed.
+it last computed. `Store.prune` bounds the history (docs/operations.md, "Retention").
 """
 
 import json
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import astuple, dataclass, field, fields
 
 from ryu_app.topology import Host
@@ -97,11 +97,23 @@ class TopologySnapshot:
     hosts: list[HostRecord] = field(default_factory=list)
 
 
-class Store:
-    """Read and write the controller state in one SQLite file."""
+@dataclass(frozen=True)
+class Pruned:
+    """How many rows one `Store.prune` removed."""
 
-    def __init__(self, path, readonly=False):
+    measurements: int
+    generations: int
+
+
+class Store:
+    """Read and write the controller state in one SQLite file.
+
+    `clock` stamps every row (time.time unless a test simulates time).
+    """
+
+    def __init__(self, path, readonly=False, clock: Callable[[], float] = time.time):
         self.path = path
+        self.clock = clock
         if readonly:
             self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         else:
@@ -119,7 +131,7 @@ class Store:
     def save_topology(self, snapshot: TopologySnapshot, measurements: Iterable[LinkMeasurement] = ()) -> None:
         """Record the current topology (what is gone is kept, marked down) and
         the link measurements a plan of it used."""
-        now = time.time()
+        now = self.clock()
         self.save_link_measurements(measurements)
         with self.db:
             self.db.execute("UPDATE switches SET up = 0")
@@ -143,7 +155,7 @@ class Store:
 
     def save_link_measurements(self, rows: Iterable[LinkMeasurement]) -> None:
         """Append one row per directed link, stamped now."""
-        now = time.time()
+        now = self.clock()
         with self.db:
             self.db.executemany(
                 f"INSERT INTO link_measurements (at, {_MEASUREMENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -170,7 +182,7 @@ class Store:
         """Store a full parameter generation with the inputs it was computed from."""
         number = generation.number
         with self.db:
-            self.db.execute("INSERT INTO generations VALUES (?, ?)", (number, time.time()))
+            self.db.execute("INSERT INTO generations VALUES (?, ?)", (number, self.clock()))
             self.db.executemany(
                 f"INSERT INTO generation_inputs (generation, {_MEASUREMENT_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -230,6 +242,24 @@ class Store:
         }
         return links, flows
 
+    # -- retention -------------------------------------------------------------
+
+    def prune(self, measurements_s: float, generations: int) -> Pruned:
+        """Delete link measurements older than measurements_s seconds and every
+        generation but the newest `generations` (with their inputs, flows and parameters)."""
+        with self.db:
+            measurements = self.db.execute(
+                "DELETE FROM link_measurements WHERE at < ?", (self.clock() - measurements_s,)).rowcount
+            oldest_kept = self.db.execute(
+                "SELECT generation FROM generations ORDER BY generation DESC LIMIT 1 OFFSET ?", (generations - 1,)
+            ).fetchone()
+            removed = 0
+            if oldest_kept is not None:
+                removed = self.db.execute("DELETE FROM generations WHERE generation < ?", oldest_kept).rowcount
+                for table in ("generation_inputs", "generation_flows", "parameters"):
+                    self.db.execute(f"DELETE FROM {table} WHERE generation < ?", oldest_kept)
+        return Pruned(measurements, removed)
+
     # -- agents --------------------------------------------------------------
 
     def save_ack(self, host_ip, generation, results):
@@ -237,13 +267,14 @@ class Store:
         with self.db:
             self.db.execute(
                 "INSERT OR REPLACE INTO acks VALUES (?, ?, ?, ?)",
-                (host_ip, generation, time.time(), json.dumps(results)),
+                (host_ip, generation, self.clock(), json.dumps(results)),
             )
 
     def save_agent(self, host_ip, hello):
         """What an agent reported about its host (addresses, MSS, congestion controls...)."""
         with self.db:
-            self.db.execute("INSERT OR REPLACE INTO agents VALUES (?, ?, ?)", (host_ip, time.time(), json.dumps(hello)))
+            self.db.execute("INSERT OR REPLACE INTO agents VALUES (?, ?, ?)",
+                            (host_ip, self.clock(), json.dumps(hello)))
 
     def agents(self):
         """{host_ip: the agent's last hello}."""

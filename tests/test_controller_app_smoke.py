@@ -7,6 +7,7 @@ In the manner of Faucet's tests/unit/faucet/test_valveapp_smoke.py.
 
 import inspect
 import logging
+import os
 
 import pytest
 from controller_fakes import H1, H2, PORTS, FakeDatapath, arp_frame, ipv4_frame, port_mac
@@ -187,7 +188,9 @@ def test_start_opens_the_agent_channel_and_starts_the_loops(controller):
     try:
         assert controller.agent_server.address[1] == controller.config["agents"]["port"]
         assert controller.agent_server.publications is controller.core.publications
-        assert len(controller.threads) == 4  # os-ken's event loop, then probe, stats and plan
+        # os-ken's event loop, the admin socket, then probe, stats, plan and prune
+        assert len(controller.threads) == 6
+        assert os.path.exists(controller.config["admin"]["socket"])
         hub.sleep(0)
         assert not any(thread.dead for thread in controller.threads)
     finally:
