@@ -68,9 +68,11 @@ class ControllerCollector(Collector):
         yield _gauge("otcp_controller_generations_last_minute", "Generations made in the last 60 s",
                      live.generations_last_minute(now))
         yield from live.plan_duration.collect()
+        last_plan = GaugeMetricFamily("otcp_controller_last_plan_timestamp_seconds",
+                                      "When the fabric was last planned (Unix time; absent before the first plan)")
         if live.planned_at is not None:
-            yield _gauge("otcp_controller_last_plan_timestamp_seconds", "When the fabric was last planned (Unix time)",
-                         live.planned_at)
+            last_plan.add_metric([], live.planned_at)
+        yield last_plan
         yield _gauge("otcp_controller_switches", "Switches in the topology", len(live.topology.switches))
         yield _gauge("otcp_controller_hosts", "Hosts in the topology", len(live.topology.hosts))
         yield from self._links()
