@@ -207,13 +207,14 @@ def cmd_show(args):
         when = datetime.datetime.fromtimestamp(shown["applied_at"]).isoformat(timespec="seconds")
         status = "active" if shown["active"] else "reverted"
         print(f"generation {shown['generation']} ({status}, applied {when})")
-    rows = [("DESTINATION", "DEV", "GATEWAY", "TABLE", "RTO_MIN", "INITCWND", "CWND", "QUICKACK")]
+    rows = [("DESTINATION", "DEV", "GATEWAY", "TABLE", "RTO_MIN", "INITCWND", "CWND", "ADVMSS", "QUICKACK")]
     for r in shown["routes"]:
         rows.append((
             r["dst"], r["dev"] or "?", r["gateway"] or "-", table_name(r["table"]),
             "-" if r["rto_min_ms"] is None else f"{r['rto_min_ms']}ms",
             "-" if r["initcwnd"] is None else str(r["initcwnd"]),
             "-" if r["cwnd_clamp"] is None else f"{r['cwnd_clamp']} lock",
+            "-" if r["advmss"] is None else str(r["advmss"]),
             "on" if r["quickack"] else "off",
         ))
     if len(rows) > 1:

@@ -49,6 +49,7 @@ RT_SCOPE_LINK = 253
 RT_SCOPE_NOWHERE = 255
 RT_TABLE_MAIN = 254
 RTAX_CWND = 7
+RTAX_ADVMSS = 8
 RTAX_RTO_MIN = 13
 RTNH_F_ONLINK = 4
 IPV6_DEFAULT_METRIC = 1024
@@ -94,6 +95,7 @@ class Route:
     cwnd_clamp: int | None
     quickack: bool
     onlink: bool = False
+    advmss: int | None = None
 
     @property
     def key(self):
@@ -118,7 +120,7 @@ class Route:
     def params(self):
         """The TCP parameters the route carries, as in a parameter set."""
         return {"rto_min_ms": self.rto_min_ms, "initcwnd": self.initcwnd, "cwnd_clamp": self.cwnd_clamp,
-                "quickack": self.quickack}
+                "advmss": self.advmss, "quickack": self.quickack}
 
     def fields(self):
         """The netlink fields that create this route (see RouteSocket.execute)."""
@@ -136,6 +138,9 @@ class Route:
             # A locked cwnd becomes the connection's window clamp.
             metrics["RTAX_CWND"] = self.cwnd_clamp
             locks |= 1 << RTAX_CWND
+        if self.advmss is not None:
+            # The MSS this host advertises to the destination: what the peer sends it.
+            metrics["RTAX_ADVMSS"] = self.advmss
         if locks:
             metrics["RTAX_LOCK"] = locks
         if self.quickack:
@@ -186,6 +191,7 @@ def route_from_message(msg):
         initcwnd=metrics.get("RTAX_INITCWND"),
         cwnd_clamp=metrics.get("RTAX_CWND") if locks & (1 << RTAX_CWND) else None,
         quickack=metrics.get("RTAX_QUICKACK", 0) == 1,
+        advmss=metrics.get("RTAX_ADVMSS"),
         onlink=bool(msg["flags"] & RTNH_F_ONLINK),
     )
 
@@ -237,7 +243,7 @@ class RouteTable:
         return {
             "dst": route.dst, "table": route.table, "dev": names.get(route.oif), "gateway": route.gateway,
             "rto_min_ms": route.rto_min_ms, "initcwnd": route.initcwnd, "cwnd_clamp": route.cwnd_clamp,
-            "quickack": route.quickack,
+            "advmss": route.advmss, "quickack": route.quickack,
         }
 
     # -- applying ------------------------------------------------------------
@@ -458,7 +464,7 @@ def plan_routes(wanted, owned, foreign, lookups):
             scope=RT_SCOPE_UNIVERSE if gateway is not None or family == socket.AF_INET6 else RT_SCOPE_LINK,
             priority=previous.priority if previous is not None else None,
             rto_min_ms=params["rto_min_ms"], initcwnd=params["initcwnd"], cwnd_clamp=params["cwnd_clamp"],
-            quickack=params["quickack"], onlink=underlying is not None and underlying.onlink,
+            advmss=params["advmss"], quickack=params["quickack"], onlink=underlying is not None and underlying.onlink,
         )
         if previous is None:
             plan.write("add", new, None)

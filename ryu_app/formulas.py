@@ -16,6 +16,12 @@ DEFAULT_CAPACITY_MBPS = 1000
 DEFAULT_BUFFER_BYTES = 131072
 DEFAULT_LINK_DELAY_US = 10
 
+#: What a full-sized segment adds to a switch queue beyond its payload:
+#: Ethernet 14, IPv4 20, TCP 20 and the timestamp option 12 (a bfifo counts frames).
+FRAME_OVERHEAD_BYTES = 66
+#: The timestamp option, which the kernel takes out of an advertised MSS.
+TIMESTAMP_OPTION_BYTES = 12
+
 # Float sums of microsecond delays land a hair beside whole numbers
 # (13.7 ms -> 13.700000000000001); the tolerance keeps ceil/floor honest.
 _ROUNDING_SLACK = 1e-9
@@ -40,6 +46,25 @@ class Bounds:
             low, high = getattr(self, name + "_low"), getattr(self, name + "_high")
             if not 1 <= low <= high:
                 raise ValueError(f"{name} bounds must satisfy 1 <= low <= high, got {low}..{high}")
+
+
+@dataclass(frozen=True)
+class Lossless:
+    """The otcp-lossless formulas' settings (docs/design.md, "Formulas").
+
+    queue_target_fraction: the standing queue each switch egress may hold,
+    as a share of its buffer; mss_floor_bytes: the smallest segment payload
+    a path may be given.
+    """
+
+    queue_target_fraction: float = 0.25
+    mss_floor_bytes: int = 256
+
+    def __post_init__(self):
+        if not 0 < self.queue_target_fraction <= 1:
+            raise ValueError(f"queue_target_fraction must be in (0, 1], got {self.queue_target_fraction}")
+        if not 64 <= self.mss_floor_bytes:
+            raise ValueError(f"mss_floor_bytes must be at least 64, got {self.mss_floor_bytes}")
 
 
 def capacity_bytes_per_s(capacity_mbps):
@@ -101,6 +126,56 @@ def cwnd_clamp_segments(max_bytes, bounds=Bounds()):
     segments = np.floor(finite / bounds.mss_bytes + _ROUNDING_SLACK)
     clamped = np.clip(segments, bounds.cwnd_low, bounds.cwnd_high).astype(np.int64)
     return np.where(unbounded, 0, clamped)
+
+
+def queue_target_bytes(buffer_bytes, lossless=Lossless()):
+    """The queue otcp-lossless aims to stand at a switch egress: a share of its buffer."""
+    return np.asarray(buffer_bytes, dtype=float) * lossless.queue_target_fraction
+
+
+def segment_bytes(window_wire_bytes, bounds=Bounds(), lossless=Lossless()):
+    """Payload per segment on a path: the configured MSS, unless one frame of
+    it is more than the flow's window, then what fits, never below the floor.
+
+    window_wire_bytes counts frames as a switch queue does; an unbounded
+    window (no switch egress) keeps the configured MSS.
+    """
+    window = np.asarray(window_wire_bytes, dtype=float)
+    finite = np.where(np.isfinite(window), window, 0.0)
+    fitting = np.floor(finite + _ROUNDING_SLACK) - FRAME_OVERHEAD_BYTES
+    segment = np.clip(fitting, lossless.mss_floor_bytes, bounds.mss_bytes)
+    return np.where(np.isfinite(window), segment, bounds.mss_bytes).astype(np.int64)
+
+
+def lossless_cwnd_segments(window_wire_bytes, segment, bounds=Bounds()):
+    """cwnd clamp for otcp-lossless: whole frames of `segment` payload in the window, clamped.
+
+    At least one segment always: when even one frame of the floor segment
+    exceeds the window, the path cannot be lossless and the clamp says 1.
+    An unbounded window is 0, "no clamp".
+    """
+    window = np.asarray(window_wire_bytes, dtype=float)
+    unbounded = ~np.isfinite(window)
+    frames = np.floor(np.where(unbounded, 0.0, window) / (np.asarray(segment) + FRAME_OVERHEAD_BYTES) + _ROUNDING_SLACK)
+    clamped = np.clip(frames, bounds.cwnd_low, bounds.cwnd_high).astype(np.int64)
+    return np.where(unbounded, 0, clamped)
+
+
+def lossless_initcwnd_segments(cwnd_clamp, published_initcwnd, bounds=Bounds()):
+    """initcwnd for otcp-lossless: the whole window at once, since the buffer absorbs it.
+
+    Where nothing clamps the window (no switch egress), the published initial window.
+    """
+    cwnd = np.asarray(cwnd_clamp)
+    whole = np.clip(cwnd, bounds.initcwnd_low, bounds.initcwnd_high)
+    return np.where(cwnd == 0, published_initcwnd, whole).astype(np.int64)
+
+
+def advmss_bytes(segment, bounds=Bounds()):
+    """The advmss route attribute that makes the peer send `segment` payloads, or None
+    when the segment is the configured MSS (the kernel's own choice stands)."""
+    segment = int(segment)
+    return None if segment >= bounds.mss_bytes else segment + TIMESTAMP_OPTION_BYTES
 
 
 def seconds_to_us(seconds):

@@ -73,10 +73,13 @@ class Plan:
     rto_min_ms: np.ndarray
     initcwnd: np.ndarray
     cwnd_clamp: np.ndarray
+    segment: np.ndarray  # payload bytes per segment on the pair's data path
 
-    def __init__(self, fabric, bounds=formulas.Bounds()):
+    def __init__(self, fabric, bounds=formulas.Bounds(), lossless: formulas.Lossless | None = None):
+        """Plan every pair; with lossless, by the otcp-lossless formulas, else the published ones."""
         self.fabric = fabric
         self.bounds = bounds
+        self.lossless = lossless
         self.hosts = sorted(fabric.hosts)
         self.host_index = {name: i for i, name in enumerate(self.hosts)}
         self.attachment = fabric.attachments()
@@ -136,9 +139,12 @@ class Plan:
         width = self._segment_links.shape[-1] + 2
         block = max(1, _BLOCK_ELEMENTS // max(1, n * width))
         results = [self._evaluate_block(np.arange(start, min(n, start + block))) for start in range(0, n, block)]
-        names = ("src", "dst", "min_rto_s", "rto_min_ms", "initcwnd", "cwnd_clamp")
+        names = ("src", "dst", "min_rto_s", "rto_min_ms", "initcwnd", "cwnd_clamp", "segment")
         for k, name in enumerate(names):
-            setattr(self, name, np.concatenate([r[k] for r in results]) if results else np.zeros(0))
+            setattr(self, name, np.concatenate([r[k] for r in results]) if results else np.zeros(0, dtype=np.int64))
+        # The segment of the path *toward* a host is set on that host's route (advmss).
+        self._segment_toward = np.full((n, n), self.bounds.mss_bytes, dtype=np.int64)
+        self._segment_toward[self.src, self.dst] = self.segment
         self.unreachable = []
         if len(self.src) < n * (n - 1):
             no_path = self.switch_paths.hops[np.ix_(self._attach, self._attach)] == UNREACHABLE
@@ -163,16 +169,19 @@ class Plan:
         capacity_share = np.where(egress, capacity / sharing, 0.0)
         buffer_share = np.where(egress, t.buffer[forward] / sharing, np.inf)
         min_rto = formulas.min_rto_seconds(rtt, queueing)
-        iw = formulas.initial_window_bytes(fair_share, rtt)
-        max_window = formulas.max_window_bytes(capacity_share, buffer_share, rtt)
-        return (
-            src,
-            dst,
-            min_rto,
-            formulas.rto_min_ms(min_rto, self.bounds),
-            formulas.initcwnd_segments(iw, self.bounds),
-            formulas.cwnd_clamp_segments(max_window, self.bounds),
-        )
+        initcwnd = formulas.initcwnd_segments(formulas.initial_window_bytes(fair_share, rtt), self.bounds)
+        if self.lossless is None:
+            cwnd = formulas.cwnd_clamp_segments(formulas.max_window_bytes(capacity_share, buffer_share, rtt),
+                                                self.bounds)
+            segment = np.full(len(src), self.bounds.mss_bytes, dtype=np.int64)
+        else:
+            target = formulas.queue_target_bytes(t.buffer[forward], self.lossless)
+            target_share = np.where(egress, target / sharing, np.inf)
+            window = formulas.max_window_bytes(capacity_share, target_share, rtt)
+            segment = formulas.segment_bytes(window, self.bounds, self.lossless)
+            cwnd = formulas.lossless_cwnd_segments(window, segment, self.bounds)
+            initcwnd = formulas.lossless_initcwnd_segments(cwnd, initcwnd, self.bounds)
+        return src, dst, min_rto, formulas.rto_min_ms(min_rto, self.bounds), initcwnd, cwnd, segment
 
     # -- views ---------------------------------------------------------------
 
@@ -203,6 +212,7 @@ class Plan:
             "rto_min_ms": int(self.rto_min_ms[k]),
             "initcwnd": int(self.initcwnd[k]),
             "cwnd_clamp": clamp or None,
+            "segment_bytes": int(self.segment[k]),
             "quickack": True,
         }
 
@@ -224,6 +234,7 @@ class Plan:
                     "rto_min_ms": int(self.rto_min_ms[k]),
                     "initcwnd": int(self.initcwnd[k]),
                     "cwnd_clamp": clamp or None,
+                    "advmss": formulas.advmss_bytes(self._segment_toward[self.dst[k], source], self.bounds),
                     "quickack": True,
                 }
             )

@@ -13,9 +13,10 @@ from ryu_app.paths import SwitchPaths
 class ReferencePlanner:
     """Per-pair evaluation over the same forwarding paths the planner uses."""
 
-    def __init__(self, fabric, bounds=formulas.Bounds()):
+    def __init__(self, fabric, bounds=formulas.Bounds(), lossless=formulas.Lossless()):
         self.fabric = fabric
         self.bounds = bounds
+        self.lossless = lossless
         self.switch_paths = SwitchPaths(fabric.switches, fabric.switch_links())
         self.attachment = fabric.attachments()
         self.flows_on = {}
@@ -54,3 +55,33 @@ class ReferencePlanner:
             int(formulas.initcwnd_segments(min(shares) * rtt, self.bounds)),
             int(formulas.cwnd_clamp_segments(min(maxima, default=math.inf), self.bounds)),
         )
+
+    def lossless_pair(self, src, dst):
+        """(initcwnd, cwnd_clamp, segment_bytes) by the otcp-lossless formulas, or None if no path."""
+        path = self.host_path(src, dst)
+        if path is None:
+            return None
+        forward = list(zip(path, path[1:]))
+        round_trip = forward + [(v, u) for (u, v) in reversed(forward)]
+        facts = self.fabric.links
+        rtt = sum(facts[link].delay_s for link in round_trip)
+        own = self.fabric.flows.get((src, dst), 0) > 0
+        windows = []
+        for link in forward:
+            if link[0] in self.fabric.hosts:
+                continue
+            flows = self.flows_on.get(link, 0)
+            sharing = flows if own else flows + 1
+            target = facts[link].buffer_bytes * self.lossless.queue_target_fraction
+            windows.append((facts[link].capacity_bytes_per_s * rtt + target) / sharing)
+        mss = self.bounds.mss_bytes
+        if not windows:
+            published_initcwnd = self.pair(src, dst)[2]
+            return published_initcwnd, 0, mss
+        window = min(windows)
+        overhead = formulas.FRAME_OVERHEAD_BYTES
+        segment = max(self.lossless.mss_floor_bytes, min(mss, math.floor(window + 1e-9) - overhead))
+        frames = math.floor(window / (segment + overhead) + 1e-9)
+        cwnd = max(self.bounds.cwnd_low, min(self.bounds.cwnd_high, frames))
+        initcwnd = max(self.bounds.initcwnd_low, min(self.bounds.initcwnd_high, cwnd))
+        return initcwnd, cwnd, segment

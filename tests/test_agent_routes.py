@@ -108,8 +108,9 @@ def expected(dev="v0", via=None, rto_min_ms=14, initcwnd=1, cwnd_lock=3, quickac
             "cwnd_lock": cwnd_lock, "quickack": quickack}
 
 
-def route(dst, rto_min_ms=14, initcwnd=1, cwnd_clamp=3, quickack=True):
-    return {"dst": dst, "rto_min_ms": rto_min_ms, "initcwnd": initcwnd, "cwnd_clamp": cwnd_clamp, "quickack": quickack}
+def route(dst, rto_min_ms=14, initcwnd=1, cwnd_clamp=3, quickack=True, advmss=None):
+    return {"dst": dst, "rto_min_ms": rto_min_ms, "initcwnd": initcwnd, "cwnd_clamp": cwnd_clamp, "advmss": advmss,
+            "quickack": quickack}
 
 
 @pytest.fixture
@@ -482,3 +483,11 @@ def test_cli_refuses_a_missing_namespace():
     done = subprocess.run([sys.executable, "-m", "agent.cli", "--netns", f"otcp-test-{os.getpid()}-absent", "show"],
                           cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 2 and "--netns" in done.stderr
+
+
+def test_advmss_is_written_and_read_back(ns, agent):
+    agent.apply({"generation": 1, "routes": [route("10.77.0.2/32", advmss=1352), route("10.77.0.3/32")]}, "test")
+    lines = {line.split()[0]: line for line in ns.ip("route", "show", "proto", str(OTCP_PROTO)).splitlines()}
+    assert "advmss 1352" in lines["10.77.0.2"] and "advmss" not in lines["10.77.0.3"]
+    shown = {r["dst"]: r["advmss"] for r in agent.show()["routes"]}
+    assert shown == {"10.77.0.2/32": 1352, "10.77.0.3/32": None}

@@ -151,4 +151,61 @@ def test_routes_for_one_host():
     plan = plan_of(star(2))
     routes = plan.routes_for("h2")
     assert [r["dst"] for r in routes] == ["10.0.0.1/32", "10.0.0.3/32"]
-    assert set(routes[0]) == {"dst", "rto_min_ms", "initcwnd", "cwnd_clamp", "quickack"}
+    assert set(routes[0]) == {"dst", "rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "quickack"}
+    assert routes[0]["advmss"] is None  # the published formulas keep the configured MSS
+
+
+# -- otcp-lossless ------------------------------------------------------------------------
+
+
+def lossless_plan_of(document, fraction=0.25, floor=256):
+    inv = inventory.parse(document)
+    return Plan(inv.fabric(), formulas.Bounds(mss_bytes=inv.mss_bytes), formulas.Lossless(fraction, floor))
+
+
+def test_lossless_16_senders_shrink_the_segment_to_fit_one_frame_each():
+    # Target queue 85000 x 0.25 = 21250 B; BDP at s1->h1 = 12.5e6 x 100e-6 = 1250 B.
+    # N = 16: window = (1250 + 21250) / 16 = 1406.25 B of frames -> segment 1406 - 66 = 1340 B, 1 frame.
+    plan = lossless_plan_of(star(16))
+    record = pair(plan, "h2", "h1")
+    assert (record["segment_bytes"], record["cwnd_clamp"], record["initcwnd"], record["rto_min_ms"]) == (1340, 1, 1, 14)
+    # The receiver advertises it: h1's route toward h2 carries advmss 1340 + 12 (timestamps).
+    toward_h2 = next(r for r in plan.routes_for("h1") if r["dst"] == "10.0.0.2/32")
+    assert toward_h2["advmss"] == 1352
+    # h2 sends nothing to itself through h1's path: its own route toward h1 keeps the kernel's MSS.
+    assert next(r for r in plan.routes_for("h2") if r["dst"] == "10.0.0.1/32")["advmss"] is None
+
+
+def test_lossless_4_senders_send_their_whole_share_at_once():
+    # window = 22500 / 4 = 5625 B: 3 full frames of 1448 + 66 = 1514 B (4 would be 6056 B).
+    record = pair(lossless_plan_of(star(4)), "h2", "h1")
+    assert (record["segment_bytes"], record["cwnd_clamp"], record["initcwnd"]) == (1448, 3, 3)
+
+
+def test_lossless_64_senders_and_the_floor():
+    # 64: window = 22500 / 64 = 351.6 B -> segment 285 B, one frame each.
+    record = pair(lossless_plan_of(star(64)), "h2", "h1")
+    assert (record["segment_bytes"], record["cwnd_clamp"]) == (285, 1)
+    # 128: window = 175.8 B; the floor (256 B) wins, one frame each: 128 x 322 B exceeds the target
+    # but still fits the buffer, which the formulas cannot do better than.
+    record = pair(lossless_plan_of(star(128)), "h2", "h1")
+    assert (record["segment_bytes"], record["cwnd_clamp"], record["initcwnd"]) == (256, 1, 1)
+
+
+def test_lossless_queue_target_is_a_share_of_the_buffer():
+    # Target the whole buffer: window = (1250 + 85000) / 16 = 5390.6 B -> 3 frames of 1514 B.
+    record = pair(lossless_plan_of(star(16), fraction=1.0), "h2", "h1")
+    assert (record["segment_bytes"], record["cwnd_clamp"]) == (1448, 3)
+    with pytest.raises(ValueError, match="queue_target_fraction"):
+        formulas.Lossless(queue_target_fraction=0.0)
+    with pytest.raises(ValueError, match="mss_floor_bytes"):
+        formulas.Lossless(mss_floor_bytes=10)
+
+
+def test_segment_and_window_functions_on_their_edges():
+    bounds = formulas.Bounds()
+    assert formulas.segment_bytes(math.inf, bounds).tolist() == 1448
+    assert formulas.lossless_cwnd_segments(math.inf, 1448, bounds).tolist() == 0
+    assert formulas.lossless_initcwnd_segments(0, 7, bounds).tolist() == 7  # nothing clamps: published iw
+    assert formulas.lossless_initcwnd_segments(100, 7, bounds).tolist() == 64  # bounded by initcwnd_high
+    assert formulas.advmss_bytes(1448, bounds) is None and formulas.advmss_bytes(500, bounds) == 512

@@ -61,3 +61,22 @@ def test_planner_matches_reference(seed):
             got = planned[(src, dst)]
             assert got["min_rto_us"] == pytest.approx(expected[0] * 1e6, abs=1e-3)
             assert (got["rto_min_ms"], got["initcwnd"], got["cwnd_clamp"] or 0) == expected[1:]
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_lossless_planner_matches_reference(seed):
+    inv = inventory.parse(random_inventory(seed))
+    bounds = formulas.Bounds(mss_bytes=1448)
+    lossless = formulas.Lossless(queue_target_fraction=[0.1, 0.25, 0.5, 1.0][seed % 4], mss_floor_bytes=200)
+    fabric = inv.fabric()
+    plan, reference = Plan(fabric, bounds, lossless), ReferencePlanner(fabric, bounds, lossless)
+    planned = {(r["src"], r["dst"]): r for r in plan.records()}
+    for (src, dst), got in planned.items():
+        expected = reference.lossless_pair(src, dst)
+        assert (got["initcwnd"], got["cwnd_clamp"] or 0, got["segment_bytes"]) == expected
+        assert got["rto_min_ms"] == reference.pair(src, dst)[1]
+    for host in fabric.hosts:
+        for route in plan.routes_for(host):
+            peer = next(name for name, ip in fabric.hosts.items() if route["dst"] == f"{ip}/32")
+            segment = reference.lossless_pair(peer, host)[2]
+            assert route["advmss"] == (None if segment == 1448 else segment + 12)

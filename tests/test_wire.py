@@ -13,7 +13,7 @@ from wire.session import AuthenticationError
 
 
 def route(**overrides):
-    base = {"dst": "10.0.0.2/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "quickack": True}
+    base = {"dst": "10.0.0.2/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "advmss": None, "quickack": True}
     base.update(overrides)
     return base
 

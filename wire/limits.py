@@ -1,6 +1,8 @@
 """Numbers both peers agree on: protocol version, frame sizes, parameter ranges."""
 
-VERSION = 1
+#: 2 added `advmss` to every route of a parameter set, and the agent's
+#: window enforcement to its hello and acks.
+VERSION = 2
 
 #: Largest frame either side accepts once authenticated (a 10 000-route set is about 1 MB).
 MAX_FRAME_BYTES = 8 * 1024 * 1024
@@ -16,4 +18,5 @@ MAC_BYTES = 32
 RTO_MIN_MS = (1, 1000)
 INITCWND = (1, 256)
 CWND_CLAMP = (1, 65535)
+ADVMSS = (64, 65535)
 GENERATION = (1, 2**63 - 1)

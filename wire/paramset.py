@@ -4,9 +4,9 @@ The format (docs/design.md, "Parameter set")::
 
     {"generation": 7,
      "routes": [{"dst": "10.0.0.1/32", "rto_min_ms": 14, "initcwnd": 1,
-                 "cwnd_clamp": 3, "quickack": true}]}
+                 "cwnd_clamp": 3, "advmss": null, "quickack": true}]}
 
-Every key is required (``cwnd_clamp`` may be null). Destinations come back
+Every key is required (``cwnd_clamp`` and ``advmss`` may be null). Destinations come back
 as canonical prefixes; a destination without a prefix length is a host
 route. `check_generation` is the one generation rule both peers use.
 """
@@ -18,9 +18,9 @@ from pydantic import AfterValidator
 
 import validation
 from validation import Strict, ValidationError, int_range
-from wire.limits import CWND_CLAMP, GENERATION, INITCWND, MAX_FRAME_BYTES, RTO_MIN_MS
+from wire.limits import ADVMSS, CWND_CLAMP, GENERATION, INITCWND, MAX_FRAME_BYTES, RTO_MIN_MS
 
-ROUTE_KEYS = ("dst", "rto_min_ms", "initcwnd", "cwnd_clamp", "quickack")
+ROUTE_KEYS = ("dst", "rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "quickack")
 
 
 def canonical_prefix(value: str) -> str:
@@ -46,6 +46,7 @@ class RouteParams(Strict):
     rto_min_ms: int_range(*RTO_MIN_MS)  # type: ignore[valid-type]
     initcwnd: int_range(*INITCWND)  # type: ignore[valid-type]
     cwnd_clamp: int_range(*CWND_CLAMP) | None  # type: ignore[valid-type]
+    advmss: int_range(*ADVMSS) | None  # type: ignore[valid-type]
     quickack: bool
 
 
