@@ -39,7 +39,8 @@ class OTCPController(app_manager.OSKenApp):
         self.store = store.Store(config["database"])
         self.core = ControllerCore(
             now=time.time(), probe_interval_s=config["intervals"]["probe_s"], delay_window=config["delay_window"],
-            defaults=config["defaults"], bounds=config["bounds"], logger=self.logger,
+            defaults=config["defaults"], bounds=config["bounds"], lossless=config["lossless"],
+            stability=config["stability"], logger=self.logger,
             inventory=inventory.load(config["inventory"]) if config["inventory"] else None,
             known_hosts=self.store.known_hosts(), generation=self.store.last_generation_number())
         self.datapaths: dict[int, Any] = {}  # dpid -> connected os-ken Datapath

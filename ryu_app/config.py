@@ -10,6 +10,9 @@
     delay_window: 10                              # probe samples kept per link
     defaults:  {capacity_mbps: 1000, buffer_bytes: 131072, host_link_delay_us: 10}
     bounds:    {mss_bytes: 1448, rto_min_ms: [1, 200], initcwnd: [1, 64], cwnd: [1, 65535]}
+    parameters: {formulas: published, queue_target_fraction: 0.25, mss_floor_bytes: 256}
+                                                  # or formulas: lossless (otcp-lossless)
+    stability: {delay_step_us: 20, delay_tolerance: 0.5, flow_hold_s: 5.0}
     log_level: info
     metrics:   null                               # {host: 127.0.0.1, port: 9640}: Prometheus
     admin:     {socket: otcp-controller.sock}     # `otcp-controller status` asks here
@@ -26,7 +29,7 @@ from pydantic import Field
 
 import validation
 from ryu_app import formulas
-from ryu_app.formulas import Bounds
+from ryu_app.formulas import Bounds, Lossless
 from validation import Strict, int_range, number_at_least, positive_number
 from wire.limits import CWND_CLAMP, INITCWND, RTO_MIN_MS
 
@@ -109,6 +112,22 @@ class BoundsSection(Strict):
     cwnd: BoundPair = [1, 65535]
 
 
+class ParametersSection(Strict):
+    """Which formulas the controller evaluates: the published ones, or otcp-lossless's."""
+
+    formulas: Literal["published", "lossless"] = "published"
+    queue_target_fraction: Annotated[float, Field(gt=0, le=1)] = Lossless.queue_target_fraction
+    mss_floor_bytes: int_range(64, 65535) = Lossless.mss_floor_bytes  # type: ignore[valid-type]
+
+
+class StabilitySection(Strict):
+    """How the measured inputs are held still (docs/design.md, "Measurement")."""
+
+    delay_step_us: number_at_least(0) = 20  # type: ignore[valid-type]
+    delay_tolerance: Annotated[float, Field(ge=0, le=10)] = 0.5
+    flow_hold_s: number_at_least(0) = 5.0  # type: ignore[valid-type]
+
+
 class ControllerConfig(Strict):
     """The whole configuration file."""
 
@@ -120,6 +139,8 @@ class ControllerConfig(Strict):
     delay_window: int_range(1, 100_000) = 10  # type: ignore[valid-type]
     defaults: DefaultsSection = DefaultsSection()
     bounds: BoundsSection = BoundsSection()
+    parameters: ParametersSection = ParametersSection()
+    stability: StabilitySection = StabilitySection()
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     metrics: MetricsSection | None = None
     admin: AdminSection = AdminSection()
@@ -150,6 +171,9 @@ def validate(document: Any, path: str = "<config>") -> dict:
     try:
         config = validation.check(ControllerConfig, document).model_dump()
         config["bounds"] = _bounds(config["bounds"])
+        parameters = config["parameters"]
+        config["lossless"] = (Lossless(parameters["queue_target_fraction"], parameters["mss_floor_bytes"])
+                              if parameters["formulas"] == "lossless" else None)
     except validation.ValidationError as error:
         raise ConfigError(f"{path}: {error}") from None
     base = os.path.dirname(os.path.abspath(path)) if path != "<config>" else os.getcwd()

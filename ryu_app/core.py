@@ -28,6 +28,7 @@ from ryu_app import arp, delay, formulas, forwarding
 from ryu_app.flowcount import FlowCounter
 from ryu_app.planner import Plan
 from ryu_app.publication import Publications
+from ryu_app.stability import HeldFlows, StableDelays
 from ryu_app.store import Generation, HostRecord, LinkMeasurement, LinkRecord, TopologySnapshot
 from ryu_app.topology import Host, SwitchPort, Topology
 from wire.limits import GENERATION
@@ -108,6 +109,8 @@ class ControllerCore:
         delay_window: int,
         defaults: dict,
         bounds: formulas.Bounds,
+        lossless: formulas.Lossless | None = None,
+        stability: dict | None = None,
         inventory: Any = None,
         known_hosts: Iterable[Host] = (),
         generation: int = 0,
@@ -117,6 +120,10 @@ class ControllerCore:
         self.probe_interval_s = probe_interval_s
         self.defaults = defaults
         self.bounds = bounds
+        self.lossless = lossless
+        stability = stability or {"delay_step_us": 0, "delay_tolerance": 0.0, "flow_hold_s": 0.0}
+        self.stable_delays = StableDelays(stability["delay_step_us"] * 1e-6, stability["delay_tolerance"])
+        self.held_flows = HeldFlows(stability["flow_hold_s"])
         self.topology = Topology(inventory)
         # Where hosts were before a restart: hints, so the first plans are complete.
         for host in known_hosts:
@@ -220,12 +227,13 @@ class ControllerCore:
         if header is None:
             return Actions()
         actions = self._learn(now, header.src, eth.src, dpid, in_port)
-        first = self._deliver_first_packet(switch, dpid, in_port, (header.src, header.dst), data)
+        first = self._deliver_first_packet(now, switch, dpid, in_port, (header.src, header.dst), data)
         actions.sends += first.sends
         actions.replan |= first.replan
         return actions
 
-    def _deliver_first_packet(self, switch: _Switch, dpid: int, in_port: int, pair: Pair, data: bytes) -> Actions:
+    def _deliver_first_packet(self, now: float, switch: _Switch, dpid: int, in_port: int, pair: Pair,
+                              data: bytes) -> Actions:
         """A packet that missed the table: its pair's entries are not there
         yet (new pair, or sent but not yet applied). Plan if needed, then
         send it out of the port its entry names; the next switch does the same."""
@@ -234,7 +242,7 @@ class ControllerCore:
         actions = Actions()
         if pair not in switch.installed:
             # Forwarding now; storing and pushing parameters waits for the plan loop.
-            plan, _ = self._plan()
+            plan, _ = self._plan(now)
             actions = Actions(self._sync_forwarding(plan), replan=True)
         out_port = switch.installed.get(pair)
         self.log.debug("missed packet %s -> %s at s%d: %s", *pair, dpid,
@@ -324,7 +332,7 @@ class ControllerCore:
         """Plan the current fabric: forwarding entries for every switch, the
         topology and link measurements to store and, once settled, a new
         generation if any host's parameters changed."""
-        plan, delay_sources = self._plan()
+        plan, delay_sources = self._plan(now)
         actions = Actions(self._sync_forwarding(plan))
         actions.topology = self._topology_snapshot()
         actions.measurements = self._link_measurements(plan, delay_sources)
@@ -332,11 +340,12 @@ class ControllerCore:
             actions.generation, actions.deliver = self._next_generation(plan, actions.measurements)
         return actions
 
-    def _plan(self) -> tuple[Plan, dict[tuple[str, str], str]]:
-        """The plan of the fabric as measured now, and where each link's delay came from."""
-        link_delays = {key: value for key, (value, _) in self.delays.delays().items()}
-        fabric, delay_sources = self.topology.fabric(link_delays, self.flow_counter.active_pairs(), self.defaults)
-        return Plan(fabric, self.bounds), delay_sources
+    def _plan(self, now: float) -> tuple[Plan, dict[tuple[str, str], str]]:
+        """The plan of the fabric as measured now, inputs held still, and where each link's delay came from."""
+        link_delays = self.stable_delays.update({key: value for key, (value, _) in self.delays.delays().items()})
+        flows = self.held_flows.update(now, self.flow_counter.active_pairs())
+        fabric, delay_sources = self.topology.fabric(link_delays, flows, self.defaults)
+        return Plan(fabric, self.bounds, self.lossless), delay_sources
 
     def _sync_forwarding(self, plan: Plan) -> list[Send]:
         """Flow mods bringing every ready switch's entries in line with the plan."""

@@ -76,7 +76,8 @@ def count(controller, table):
 
 def test_history_stays_under_the_retention_bound_for_ten_minutes_at_one_second_intervals(tmp_path, clock):
     retention = {"measurements_s": 60, "generations": 10, "prune_interval_s": 10}
-    controller = make_controller(tmp_path, clock, retention=retention)
+    # No flow hold: the pauses below must end flows, so that generations keep coming.
+    controller = make_controller(tmp_path, clock, retention=retention, stability={"flow_hold_s": 0})
     packets, generations = 0, set()
     for second in range(600):
         clock.now += 1.0
