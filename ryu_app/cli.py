@@ -19,6 +19,7 @@ _TABLE_COLUMNS = (
     ("rto_min_ms", "rto_min_ms"),
     ("initcwnd", "initcwnd"),
     ("cwnd_clamp", "cwnd_clamp"),
+    ("segment_bytes", "segment_B"),
 )
 
 
@@ -28,7 +29,7 @@ def print_table(rows, out=None):
     header = [title for _, title in _TABLE_COLUMNS] + ["path"]
     lines = [header]
     for row in rows:
-        cells = ["-" if row[key] is None else str(row[key]) for key, _ in _TABLE_COLUMNS]
+        cells = ["-" if row.get(key) is None else str(row[key]) for key, _ in _TABLE_COLUMNS]
         lines.append(cells + [" ".join(row.get("hops") or [])])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
     for line in lines:
@@ -41,7 +42,11 @@ def command_plan(args):
     from ryu_app import formulas, inventory, planner
 
     inv = inventory.load(args.inventory)
-    plan = planner.Plan(inv.fabric(), formulas.Bounds(mss_bytes=inv.mss_bytes))
+    lossless = None
+    if args.lossless:
+        chosen = {"queue_target_fraction": args.queue_target_fraction, "mss_floor_bytes": args.mss_floor}
+        lossless = formulas.Lossless(**{key: value for key, value in chosen.items() if value is not None})
+    plan = planner.Plan(inv.fabric(), formulas.Bounds(mss_bytes=inv.mss_bytes), lossless)
     for src, dst in plan.unreachable:
         print(f"otcp-controller plan: no path from {src} to {dst}; pair left out", file=sys.stderr)
     if args.json:
@@ -83,6 +88,7 @@ def command_show(args):
         document = {
             "generation": generation,
             "computed_at": computed_at,
+            "generations_in_the_minute_before": state.generations_between(computed_at - 60, computed_at),
             "paths": rows,
             "links": [{"src": src, "dst": dst, **values} for (src, dst), values in sorted(links.items())],
             "acked_generations": acks,
@@ -92,7 +98,8 @@ def command_show(args):
         sys.stdout.write("\n")
         return 0
     when = datetime.datetime.fromtimestamp(computed_at, datetime.UTC).isoformat(timespec="seconds")
-    print(f"generation {generation}, computed at {when}")
+    last_minute = state.generations_between(computed_at - 60, computed_at)
+    print(f"generation {generation}, computed at {when} ({last_minute} generations in the minute up to it)")
     print_table(rows)
     print("\nlinks it was computed from:")
     for (src, dst), values in sorted(links.items()):
@@ -175,6 +182,11 @@ def build_parser():
     plan = commands.add_parser("plan", help="print the parameters an inventory implies")
     plan.add_argument("inventory", help="inventory YAML (docs/controller.md)")
     plan.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    plan.add_argument("--lossless", action="store_true", help="the otcp-lossless formulas instead of the published")
+    plan.add_argument("--queue-target-fraction", type=float, metavar="F",
+                      help="otcp-lossless: the standing queue per switch egress, as a share of its buffer")
+    plan.add_argument("--mss-floor", type=int, metavar="BYTES",
+                      help="otcp-lossless: the smallest segment payload a path may get")
     plan.set_defaults(handler=command_plan)
     show = commands.add_parser("show", help="print the last parameters a controller stored")
     show.add_argument("--database", required=True, help="the controller's SQLite file")

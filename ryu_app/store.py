@@ -203,6 +203,11 @@ class Store:
                 ],
             )
 
+    def generations_between(self, start: float, end: float) -> int:
+        """How many generations were computed in [start, end] (seconds since the epoch)."""
+        return self.db.execute("SELECT COUNT(*) FROM generations WHERE computed_at BETWEEN ? AND ?",
+                               (start, end)).fetchone()[0]
+
     def latest_generation(self):
         """(generation, computed_at, records) of the newest generation, or None."""
         row = self.db.execute(

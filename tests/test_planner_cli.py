@@ -33,7 +33,8 @@ def test_table_output(tmp_path, capsys):
     status, out, _ = run_plan(capsys, write_inventory(tmp_path, star(2)))
     lines = out.splitlines()
     assert status == 0
-    assert lines[0].split() == ["src", "dst", "dst_ip", "minRTO_us", "rto_min_ms", "initcwnd", "cwnd_clamp", "path"]
+    assert lines[0].split() == ["src", "dst", "dst_ip", "minRTO_us", "rto_min_ms", "initcwnd", "cwnd_clamp", "segment_B",
+                                 "path"]
     assert len(lines) == 1 + 3 * 2
     assert any(line.split()[:2] == ["h2", "h1"] and line.endswith("h2 s1 h1") for line in lines)
 
@@ -170,3 +171,20 @@ def test_show_prints_the_last_generation_its_inputs_and_acks(tmp_path, capsys):
 def test_show_without_database_exits_2(tmp_path, capsys):
     assert cli.main(["show", "--database", str(tmp_path / "none.db")]) == 2
     assert "none.db: no such database" in capsys.readouterr().err
+
+
+def test_plan_shows_the_lossless_fields(tmp_path, capsys):
+    path = write_inventory(tmp_path, star(16))
+    status, out, _ = run_plan(capsys, path, "--lossless", "--json")
+    assert status == 0
+    h2_h1 = next(p for p in json.loads(out)["paths"] if (p["src"], p["dst"]) == ("h2", "h1"))
+    assert (h2_h1["segment_bytes"], h2_h1["cwnd_clamp"], h2_h1["initcwnd"]) == (1340, 1, 1)
+    status, out, _ = run_plan(capsys, path, "--lossless")
+    assert "segment_B" in out.splitlines()[0]
+
+
+@pytest.mark.parametrize("option, value", [("--queue-target-fraction", "nan"), ("--queue-target-fraction", "1.5"),
+                                           ("--mss-floor", "10")])
+def test_plan_refuses_bad_lossless_settings(tmp_path, capsys, option, value):
+    status, out, err = run_plan(capsys, write_inventory(tmp_path, star(2)), "--lossless", option, value)
+    assert status == 2 and out == "" and len(err.strip().splitlines()) == 1
