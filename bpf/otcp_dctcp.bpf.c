@@ -20,6 +20,18 @@
  *
  * Window growth is standard TCP's (slow start, then one segment per RTT), the
  * kernel's Reno via kfunc, as DCTCP specifies.
+ *
+ * The window is set here, in cong_control, on every ACK, not by the kernel's
+ * proportional rate reduction: on this project's kernel (6.18, x86 with the
+ * SRSO "safe RET" mitigation) a struct_ops hook that returns a value now and
+ * then hands the kernel garbage (a kernel text address, 0x81104110 in its
+ * low bits) without our program having run; PRR then set cwnd to ~10^9 and
+ * the flow flooded the bottleneck, also with a BPF Reno that only calls the
+ * kernel's kfuncs (docs/dctcp.md). So ssthresh() only records DCTCP's cut;
+ * cong_control applies it at once (the paper's cwnd <- cwnd (1 - alpha/2)),
+ * makes the cut itself when ssthresh() was skipped, and puts back an
+ * ssthresh or cwnd that is out of any possible range. Repairs are counted in
+ * otcp_dctcp_st.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -30,12 +42,43 @@ char _license[] SEC("license") = "Dual BSD/GPL";
 /* From include/net/tcp.h; #defines are not in BTF. */
 #define TCP_ECN_DEMAND_CWR 4
 #define TCP_CONG_NEEDS_ECN 0x2
+#define FLAG_DATA_ACKED 0x04 /* net/ipv4/tcp_input.c: this ACK acknowledged new data */
 
 /* alpha is fixed point: ALPHA_ONE is 1.0. 20 bits keep alpha's decay exact
  * enough that it reaches ~0 after a long unmarked stretch. */
 #define ALPHA_SHIFT 20
 #define ALPHA_ONE (1U << ALPHA_SHIFT)
 #define G_SHIFT 4 /* g = 1/16 */
+#define INFINITE_SSTHRESH 0x7fffffff
+/* No window on this kind of path comes near 2^20 segments (1.5 GB). */
+#define SANE_WINDOW (1U << 20)
+
+/* Counters the loader reads (otcp_bpf.dctcp.RegisteredCC.stats). */
+struct otcp_dctcp_stats {
+	__u64 cuts;              /* DCTCP window reductions (ECN) */
+	__u64 loss_halvings;     /* reductions for loss */
+	__u64 cuts_without_hook; /* reductions cong_control made because ssthresh() did not run */
+	__u64 ssthresh_repaired; /* kernel ssthresh values out of range, put back */
+	__u64 cwnd_repaired;     /* kernel cwnd values out of range, put back */
+	__u64 alpha_updates;     /* observation windows folded into alpha */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct otcp_dctcp_stats);
+} otcp_dctcp_st SEC(".maps");
+
+static __always_inline struct otcp_dctcp_stats *stats(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&otcp_dctcp_st, &zero);
+}
+
+#define COUNT(field) do { struct otcp_dctcp_stats *st_ = stats(); \
+	if (st_) __sync_fetch_and_add(&st_->field, 1); } while (0)
 
 extern void tcp_reno_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
 
@@ -48,6 +91,9 @@ struct otcp_dctcp {
 	__u32 loss_cwnd;        /* cwnd before the last reduction, for undo */
 	__u32 ce_state;         /* receiver: CE bit of the last data segment */
 	__u32 prior_rcv_nxt;    /* receiver: rcv_nxt before the last segment */
+	__u32 ssthresh;         /* our slow-start threshold, the one the kernel should hold */
+	__u32 in_reduction;     /* the current CWR/Recovery episode has been cut */
+	__u32 good_cwnd;        /* cwnd after the last ACK, known sane */
 };
 
 static __always_inline struct otcp_dctcp *ca_of(struct sock *sk)
@@ -79,6 +125,9 @@ void BPF_PROG(otcp_dctcp_init, struct sock *sk)
 	ca->loss_cwnd = 0;
 	ca->ce_state = 0;
 	ca->prior_rcv_nxt = tp->rcv_nxt;
+	ca->ssthresh = INFINITE_SSTHRESH;
+	ca->in_reduction = 0;
+	ca->good_cwnd = tp->snd_cwnd;
 	start_window(tp, ca);
 }
 
@@ -107,8 +156,16 @@ void BPF_PROG(otcp_dctcp_in_ack_event, struct sock *sk, __u32 flags)
 			decay = 1;
 		alpha = alpha - decay + (__u32)fraction;
 		ca->alpha = alpha > ALPHA_ONE ? ALPHA_ONE : alpha;
+		COUNT(alpha_updates);
 	}
 	start_window(tp, ca);
+}
+
+static __always_inline __u32 dctcp_cut(struct otcp_dctcp *ca, __u32 cwnd)
+{
+	__u32 cut = (__u32)(((__u64)cwnd * ca->alpha) >> (ALPHA_SHIFT + 1));
+
+	return cwnd - cut > 2 ? cwnd - cut : 2;
 }
 
 /* Called once when an ECN-Echo starts a CWR episode (and on loss, which
@@ -118,21 +175,28 @@ __u32 BPF_PROG(otcp_dctcp_ssthresh, struct sock *sk)
 {
 	struct tcp_sock *tp = tcp_of(sk);
 	struct otcp_dctcp *ca = ca_of(sk);
-	__u32 cwnd = tp->snd_cwnd;
-	__u32 cut = (__u32)(((__u64)cwnd * ca->alpha) >> (ALPHA_SHIFT + 1));
+	__u32 cwnd = tp->snd_cwnd < SANE_WINDOW ? tp->snd_cwnd : ca->good_cwnd;
 
 	ca->loss_cwnd = cwnd;
-	return cwnd - cut > 2 ? cwnd - cut : 2;
+	ca->ssthresh = dctcp_cut(ca, cwnd);
+	ca->in_reduction = 1;
+	COUNT(cuts);
+	return ca->ssthresh;
 }
 
 /* A loss is congestion DCTCP did not prevent: react as standard TCP. */
 static __always_inline void react_to_loss(struct sock *sk)
 {
 	struct tcp_sock *tp = tcp_of(sk);
-	__u32 half = tp->snd_cwnd >> 1;
+	struct otcp_dctcp *ca = ca_of(sk);
+	__u32 cwnd = tp->snd_cwnd < SANE_WINDOW ? tp->snd_cwnd : ca->good_cwnd;
+	__u32 half = cwnd >> 1;
 
-	ca_of(sk)->loss_cwnd = tp->snd_cwnd;
-	tp->snd_ssthresh = half > 2 ? half : 2;
+	ca->loss_cwnd = cwnd;
+	ca->ssthresh = half > 2 ? half : 2;
+	ca->in_reduction = 1;
+	tp->snd_ssthresh = ca->ssthresh;
+	COUNT(loss_halvings);
 }
 
 SEC("struct_ops/otcp_dctcp_set_state")
@@ -190,6 +254,57 @@ void BPF_PROG(otcp_dctcp_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 	}
 }
 
+/* Every ACK: the window. In CWR and Recovery it is our threshold at once;
+ * otherwise standard TCP's growth. Values the kernel got from a skipped
+ * hook are put back first. */
+SEC("struct_ops/otcp_dctcp_cong_control")
+void BPF_PROG(otcp_dctcp_cong_control, struct sock *sk, __u32 ack, int flag, const struct rate_sample *rs)
+{
+	struct inet_connection_sock *icsk = (struct inet_connection_sock *)sk;
+	struct tcp_sock *tp = tcp_of(sk);
+	struct otcp_dctcp *ca = ca_of(sk);
+	__u8 state = icsk->icsk_ca_state;
+	__u32 cwnd;
+
+	if (tp->snd_cwnd >= SANE_WINDOW || tp->snd_cwnd == 0) {
+		tp->snd_cwnd = ca->good_cwnd > 2 ? ca->good_cwnd : 2;
+		COUNT(cwnd_repaired);
+	}
+	if (state == TCP_CA_CWR || state == TCP_CA_Recovery) {
+		if (!ca->in_reduction) {
+			/* The kernel entered the episode but ssthresh() did not run. */
+			cwnd = tp->prior_cwnd > 0 && tp->prior_cwnd < SANE_WINDOW ? tp->prior_cwnd : ca->good_cwnd;
+			ca->loss_cwnd = cwnd;
+			if (state == TCP_CA_Recovery)
+				ca->ssthresh = cwnd >> 1 > 2 ? cwnd >> 1 : 2;
+			else
+				ca->ssthresh = dctcp_cut(ca, cwnd);
+			ca->in_reduction = 1;
+			COUNT(cuts_without_hook);
+		}
+		if (tp->snd_ssthresh != ca->ssthresh) {
+			if (tp->snd_ssthresh >= SANE_WINDOW)
+				COUNT(ssthresh_repaired);
+			tp->snd_ssthresh = ca->ssthresh;
+		}
+		if (tp->snd_cwnd > ca->ssthresh)
+			tp->snd_cwnd = ca->ssthresh;
+	} else {
+		ca->in_reduction = 0;
+		if (tp->snd_ssthresh >= SANE_WINDOW && tp->snd_ssthresh != INFINITE_SSTHRESH) {
+			tp->snd_ssthresh = ca->ssthresh;
+			COUNT(ssthresh_repaired);
+		} else {
+			ca->ssthresh = tp->snd_ssthresh; /* e.g. an undo restored it */
+		}
+		/* Grow on in-order delivery only (RFC 5681), as the kernel does. */
+		if (flag & FLAG_DATA_ACKED)
+			tcp_reno_cong_avoid(sk, ack, rs->acked_sacked);
+	}
+	ca->good_cwnd = tp->snd_cwnd;
+}
+
+/* Required by the kernel's checks; cong_control takes its place. */
 SEC("struct_ops/otcp_dctcp_cong_avoid")
 void BPF_PROG(otcp_dctcp_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 {
@@ -199,10 +314,11 @@ void BPF_PROG(otcp_dctcp_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 SEC("struct_ops/otcp_dctcp_undo_cwnd")
 __u32 BPF_PROG(otcp_dctcp_undo_cwnd, struct sock *sk)
 {
-	__u32 cwnd = tcp_of(sk)->snd_cwnd;
-	__u32 before = ca_of(sk)->loss_cwnd;
+	struct otcp_dctcp *ca = ca_of(sk);
+	__u32 cwnd = tcp_of(sk)->snd_cwnd < SANE_WINDOW ? tcp_of(sk)->snd_cwnd : ca->good_cwnd;
 
-	return cwnd > before ? cwnd : before;
+	ca->in_reduction = 0;
+	return cwnd > ca->loss_cwnd ? cwnd : ca->loss_cwnd;
 }
 
 /* libbpf 1.1 registers maps from ".struct_ops" (it skips ".struct_ops.link"). */
@@ -213,6 +329,7 @@ struct tcp_congestion_ops otcp_dctcp = {
 	.ssthresh = (void *)otcp_dctcp_ssthresh,
 	.set_state = (void *)otcp_dctcp_set_state,
 	.cwnd_event = (void *)otcp_dctcp_cwnd_event,
+	.cong_control = (void *)otcp_dctcp_cong_control,
 	.cong_avoid = (void *)otcp_dctcp_cong_avoid,
 	.undo_cwnd = (void *)otcp_dctcp_undo_cwnd,
 	.flags = TCP_CONG_NEEDS_ECN,

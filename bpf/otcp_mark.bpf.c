@@ -14,6 +14,12 @@
  * A packet that would overflow the configured buffer (limit_bytes, 0 for
  * none) is not added: the real qdisc drops it.
  *
+ * A shaper with a token bucket (HTB, TBF) sends up to its burst at once
+ * after an idle spell, so its queue stays empty where a plain phantom queue
+ * would grow. burst_bytes models that: capacity the queue did not use
+ * accumulates as credit up to burst_bytes, and an arrival to an empty queue
+ * spends credit instead of queueing. 0 gives HULL's plain phantom queue.
+ *
  * The loader sets struct otcp_mark_config and reads struct otcp_mark_queue;
  * otcp_bpf/marker.py mirrors both layouts (a test checks them against BTF).
  */
@@ -36,6 +42,7 @@ struct otcp_mark_config {
 	__u64 rate_bytes_per_s; /* drain rate of the virtual queue (the shaped rate) */
 	__u64 k_bytes;          /* marking threshold K */
 	__u64 limit_bytes;      /* the real buffer; 0: no limit */
+	__u64 burst_bytes;      /* the shaper's token bucket; 0: none */
 };
 
 struct otcp_mark_queue {
@@ -43,6 +50,7 @@ struct otcp_mark_queue {
 	__u32 pad;
 	__u64 backlog_bytes;    /* virtual queue after the last arrival */
 	__u64 last_ns;          /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) of that arrival */
+	__u64 credit_bytes;     /* unused capacity, up to burst_bytes */
 	__u64 backlog_max;      /* largest backlog seen by an arriving packet */
 	__u64 backlog_sum;      /* sum of the backlog seen by arriving packets */
 	__u64 packets;          /* packets seen */
@@ -151,7 +159,7 @@ int otcp_mark(struct __sk_buff *skb)
 	struct otcp_mark_queue *q = bpf_map_lookup_elem(&otcp_mark_q, &zero);
 	struct pkt_info info;
 	__u64 now = bpf_ktime_get_ns();
-	__u64 wire, seen, drain;
+	__u64 wire, seen, drain, backlog, room;
 	int ip, mark = 0;
 
 	if (!cfg || !q)
@@ -164,7 +172,16 @@ int otcp_mark(struct __sk_buff *skb)
 	bpf_spin_lock(&q->lock);
 	if (now > q->last_ns) {
 		drain = drained(now - q->last_ns, cfg->rate_bytes_per_s);
-		q->backlog_bytes = drain >= q->backlog_bytes ? 0 : q->backlog_bytes - drain;
+		backlog = q->backlog_bytes;
+		if (drain >= backlog) {
+			/* The queue emptied; what was left of the capacity is credit. */
+			drain -= backlog;
+			q->backlog_bytes = 0;
+			room = cfg->burst_bytes > q->credit_bytes ? cfg->burst_bytes - q->credit_bytes : 0;
+			q->credit_bytes = drain >= room ? cfg->burst_bytes : q->credit_bytes + drain;
+		} else {
+			q->backlog_bytes = backlog - drain;
+		}
 		q->last_ns = now;
 	}
 	seen = q->backlog_bytes;
@@ -176,7 +193,10 @@ int otcp_mark(struct __sk_buff *skb)
 	if (cfg->limit_bytes && seen + wire > cfg->limit_bytes) {
 		q->over_limit++;
 	} else {
-		q->backlog_bytes = seen + wire;
+		if (seen == 0 && q->credit_bytes >= wire)
+			q->credit_bytes -= wire; /* sent at once on the bucket's tokens */
+		else
+			q->backlog_bytes = seen + wire;
 		if (ip) {
 			if (info.ecn == ECN_CE)
 				q->ce_arrived++;

@@ -20,6 +20,7 @@ from otcp_bpf.errors import BpfUnavailable, run
 from otcp_bpf.objects import close_at_exit, closed, netns_prefix
 
 CC_NAME = "otcp_dctcp"
+STATS_MAP = "otcp_dctcp_st"
 AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 
 
@@ -44,6 +45,22 @@ class RegisteredCC:
         """Whether our struct_ops map is still registered."""
         shown = run(["bpftool", "-j", "struct_ops", "show"], "listing struct_ops").stdout
         return any(entry.get("id") == self.map_id for entry in json.loads(shown or "[]"))
+
+    def stats(self) -> dict[str, int]:
+        """The algorithm's counters (``struct otcp_dctcp_stats``), summed over
+        its connections since registration: window cuts for ECN and for loss,
+        and the repairs it made for hooks the kernel skipped (docs/dctcp.md)."""
+        dumped = run(["bpftool", "-j", "struct_ops", "dump", "id", str(self.map_id)], "reading otcp_dctcp").stdout
+        found = re.search(r"otcp_dctcp_cong_control/prog_id:(\d+)", dumped)
+        if not found:
+            raise BpfUnavailable(f"{CC_NAME} (struct_ops id {self.map_id}) has no cong_control program", dumped)
+        prog = json.loads(run(["bpftool", "-j", "prog", "show", "id", found.group(1)], "reading a program").stdout)
+        for map_id in prog.get("map_ids", []):
+            shown = json.loads(run(["bpftool", "-j", "map", "show", "id", str(map_id)], "reading a map").stdout)
+            if shown.get("name") == STATS_MAP:
+                entries = json.loads(run(["bpftool", "-j", "map", "dump", "id", str(map_id)], "reading a map").stdout)
+                return {key: int(value) for key, value in entries[0]["formatted"]["value"].items()}
+        raise BpfUnavailable(f"{CC_NAME}: no {STATS_MAP} map among its program's maps", json.dumps(prog))
 
     def close(self) -> None:
         """Unregister (idempotent)."""

@@ -33,8 +33,8 @@ MAX_RATE_BYTES = 1 << 34  # the program's drain arithmetic holds below this (137
 # 4.1): 20 packets at 1 Gb/s and 65 packets at 10 Gb/s.
 _K_1G, _K_10G = 20, 65
 
-CONFIG = struct.Struct("<QQQ")  # struct otcp_mark_config
-QUEUE = struct.Struct("<II12Q")  # struct otcp_mark_queue (bpf_spin_lock, pad, counters)
+CONFIG = struct.Struct("<QQQQ")  # struct otcp_mark_config
+QUEUE = struct.Struct("<II13Q")  # struct otcp_mark_queue (bpf_spin_lock, pad, counters)
 
 
 def default_k_bytes(rate_bps: float, rtt_s: float | None = None, mtu: int = 1500) -> int:
@@ -58,20 +58,22 @@ def default_k_bytes(rate_bps: float, rtt_s: float | None = None, mtu: int = 1500
 
 @dataclass(frozen=True)
 class MarkerConfig:
-    """What the marker needs: the port's shaped rate, K, and the buffer."""
+    """What the marker needs: the port's shaped rate, K, the buffer, and
+    the shaper's burst (HTB's ``burst``; 0 for a plain phantom queue)."""
 
     rate_bps: int
     k_bytes: int
     limit_bytes: int = 0
+    burst_bytes: int = 0
 
     def pack(self) -> bytes:
         """``struct otcp_mark_config``, checked."""
         rate = self.rate_bps // 8
         if not 0 < rate < MAX_RATE_BYTES:
             raise ValueError(f"rate {self.rate_bps} b/s is outside 8 b/s .. 137 Gb/s")
-        if self.k_bytes < 0 or self.limit_bytes < 0:
-            raise ValueError("K and the limit are byte counts, not negative")
-        return CONFIG.pack(rate, self.k_bytes, self.limit_bytes)
+        if min(self.k_bytes, self.limit_bytes, self.burst_bytes) < 0:
+            raise ValueError("K, the limit and the burst are byte counts, not negative")
+        return CONFIG.pack(rate, self.k_bytes, self.limit_bytes, self.burst_bytes)
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class MarkerCounters:
 
     backlog_bytes: int
     last_ns: int
+    credit_bytes: int
     backlog_max: int
     backlog_sum: int
     packets: int
@@ -244,11 +247,12 @@ class Marker:
 
 
 def attach_marker(ifname: str, rate_bps: int, k_bytes: int | None = None, limit_bytes: int = 0,
-                  netns: str | None = None) -> Marker:
+                  netns: str | None = None, burst_bytes: int = 0) -> Marker:
     """Load a marker for the port ``ifname`` (in ``netns``) shaped to ``rate_bps``
     and attach it; K defaults to :func:`default_k_bytes`. ``close()`` the
     result (or use it as a context manager) to detach and unpin."""
-    config = MarkerConfig(rate_bps, default_k_bytes(rate_bps) if k_bytes is None else k_bytes, limit_bytes)
+    config = MarkerConfig(rate_bps, default_k_bytes(rate_bps) if k_bytes is None else k_bytes, limit_bytes,
+                          burst_bytes)
     marker = Marker(config, _tag(netns, ifname))
     try:
         marker.attach(ifname, netns)

@@ -57,6 +57,7 @@ def test_dctcp_connection_negotiates_ecn_and_the_marker_counts_ce(cc, testbed):
             info = connection_line(testbed.ss(testbed.sender), testbed.receiver_ip)
         sent, received = finish(source), finish(sink)
         counters = marker.counters()
+        stats = cc.stats()
 
     assert not pin_dir.exists()
     # The sender's socket uses the BPF algorithm and negotiated ECN.
@@ -69,6 +70,8 @@ def test_dctcp_connection_negotiates_ecn_and_the_marker_counts_ce(cc, testbed):
     # ... and the receiver echoed them: the sender counted CE-echoed deliveries.
     delivered_ce = re.search(r"delivered_ce:(\d+)", info)
     assert delivered_ce and int(delivered_ce.group(1)) > 0, info
+    # The sender's DCTCP cut its window for those echoes and updated alpha.
+    assert stats["cuts"] > 0 and stats["alpha_updates"] > 0, stats
 
 
 def test_registration_is_exclusive_and_undone(cc):

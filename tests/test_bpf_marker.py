@@ -130,15 +130,31 @@ def test_queue_drains_at_the_configured_rate(marker):
     # so an arrival now finds at most 3000 B (= K) and is not marked.
     marker.configure(MarkerConfig(rate_bps=8000, k_bytes=3 * FRAME))
     past = time.clock_gettime_ns(time.CLOCK_MONOTONIC) - 2_000_000_000
-    marker.queue_map.update(QUEUE.pack(0, 0, 5 * FRAME, past, *[0] * 10), flags=BPF_F_LOCK)
+    marker.queue_map.update(QUEUE.pack(0, 0, 5 * FRAME, past, *[0] * 11), flags=BPF_F_LOCK)
     assert ecn_of(marker.test_run(ipv4(ECT0))[1]) == ECT0
     counters = marker.counters()
     assert counters.backlog_sum <= 3 * FRAME
     # Without the drain the same state marks.
     marker.configure(MarkerConfig(rate_bps=SLOW, k_bytes=3 * FRAME))
-    marker.queue_map.update(QUEUE.pack(0, 0, 5 * FRAME, time.clock_gettime_ns(time.CLOCK_MONOTONIC), *[0] * 10),
+    marker.queue_map.update(QUEUE.pack(0, 0, 5 * FRAME, time.clock_gettime_ns(time.CLOCK_MONOTONIC), *[0] * 11),
                             flags=BPF_F_LOCK)
     assert ecn_of(marker.test_run(ipv4(ECT0))[1]) == CE
+
+
+def test_a_token_bucket_burst_passes_an_empty_queue_without_queueing(marker):
+    # 1000 B/s, burst 1500 B, idle for 3 s with 1000 B queued: the queue
+    # empties and the unused capacity caps at the burst.
+    marker.configure(MarkerConfig(rate_bps=8000, k_bytes=FRAME // 2, burst_bytes=1500))
+    past = time.clock_gettime_ns(time.CLOCK_MONOTONIC) - 3_000_000_000
+    marker.queue_map.update(QUEUE.pack(0, 0, FRAME, past, *[0] * 11), flags=BPF_F_LOCK)
+    outcomes = [ecn_of(marker.test_run(ipv4(ECT0))[1])]
+    first = marker.counters()
+    assert first.backlog_bytes == 0 and first.credit_bytes == 1500 - FRAME  # sent on credit
+    marker.configure(MarkerConfig(rate_bps=SLOW, k_bytes=FRAME // 2, burst_bytes=1500))
+    outcomes += [ecn_of(marker.test_run(ipv4(ECT0))[1]) for _ in range(2)]
+    # The credit left (500 B) cannot send a 1000 B packet: it queues, and the next one finds it.
+    assert outcomes == [ECT0, ECT0, CE]
+    assert marker.counters().backlog_bytes == 2 * FRAME
 
 
 def test_packets_over_the_buffer_are_not_queued(marker):
@@ -172,12 +188,12 @@ def test_python_layouts_match_the_programs_btf():
     queue = btf_struct(obj, "otcp_mark_queue")
     assert queue["size"] == QUEUE.size
     names = [m["name"] for m in queue["members"]]
-    assert names == ["lock", "pad", *[f for f in MarkerCounters.__dataclass_fields__ if f != "wire_bytes"]
-                     [:5], "bytes", *list(MarkerCounters.__dataclass_fields__)[6:]]
-    assert [m["bits_offset"] // 8 for m in queue["members"][2:]] == [8 + 8 * i for i in range(12)]
+    python = ["bytes" if f == "wire_bytes" else f for f in MarkerCounters.__dataclass_fields__]
+    assert names == ["lock", "pad", *python]
+    assert [m["bits_offset"] // 8 for m in queue["members"][2:]] == [8 + 8 * i for i in range(13)]
     config = btf_struct(obj, "otcp_mark_config")
     assert config["size"] == CONFIG.size
-    assert [m["name"] for m in config["members"]] == ["rate_bytes_per_s", "k_bytes", "limit_bytes"]
+    assert [m["name"] for m in config["members"]] == ["rate_bytes_per_s", "k_bytes", "limit_bytes", "burst_bytes"]
 
 
 def test_default_k_follows_the_dctcp_guideline():
