@@ -16,6 +16,7 @@ import time
 
 from agent.metrics import AgentMetrics
 from agent.routes import ApplyError
+from agent.rtt import RttMeter
 from validation import ValidationError
 from wire import framing, limits, messages, paramset, session
 from wire.framing import ProtocolError
@@ -33,13 +34,16 @@ class ControllerClient:
     """Keeps one agent connected to its controller."""
 
     def __init__(self, agent, host, port, secret, connect_timeout=5.0, handshake_timeout=10.0,
-                 backoff_initial=0.5, backoff_max=30.0, logger=LOG, metrics=None, tls=None, server_name=None):
+                 backoff_initial=0.5, backoff_max=30.0, logger=LOG, metrics=None, tls=None, server_name=None,
+                 rtt_meter=None, rtt_interval_s=5.0):
         self.agent = agent
         self.address = (host, port)
         self.secret = secret
         self.metrics = metrics or AgentMetrics()
         self.tls = tls  # an ssl.SSLContext that verifies the controller, or None for plain TCP
         self.server_name = server_name or host  # what the controller's certificate must name
+        self.rtt_meter = rtt_meter or RttMeter()
+        self.rtt_interval_s = rtt_interval_s
         self.connect_timeout = connect_timeout
         self.handshake_timeout = handshake_timeout
         self.backoff_initial = backoff_initial
@@ -80,6 +84,7 @@ class ControllerClient:
     def serve_once(self):
         """One connection: handshake, hello, then params until it closes."""
         sock = socket.create_connection(self.address, timeout=self.connect_timeout)
+        sender = None
         try:
             _keepalive(sock)
             if self.tls is not None:
@@ -94,18 +99,38 @@ class ControllerClient:
             self.metrics.connected.set(1)
             self.log.info("authenticated to controller %s:%d", *self.address)
             hello = dict(self.agent.hello(), type="hello")
-            sock.sendall(session.seal(hello))
+            sender = _Sender(sock, session)
+            sender.send(hello)
             self.log.info("reported addresses %s", ", ".join(hello["addresses"]) or "(none)")
+            reporter = threading.Thread(target=self._report_rtts, args=(sender,), daemon=True)
+            reporter.start()
             while True:
                 body = reader.frame()
                 if body is None:
                     return
                 message = session.open(body)
                 messages.check_message(message, "params")
-                sock.sendall(session.seal(self._handle_params(message["set"])))
+                sender.send(self._handle_params(message["set"]))
         finally:
             self.metrics.connected.set(0)
+            if sender is not None:
+                sender.closed.set()
             sock.close()
+
+    def _report_rtts(self, sender):
+        """Every rtt_interval_s, measure the round trips to the applied set's
+        destinations and report them, until the connection ends."""
+        while not sender.closed.wait(self.rtt_interval_s):
+            destinations = self.agent.destinations()
+            try:
+                self.rtt_meter.measure(destinations)
+                samples = self.rtt_meter.report(destinations)
+                if samples:
+                    sender.send(messages.rtt_message(samples))
+            except OSError as error:
+                if not sender.closed.is_set():
+                    self.log.warning("round-trip report failed: %s", error)
+                return
 
     def _handshake(self, sock, reader):
         reader.decoder.limit = limits.MAX_HANDSHAKE_FRAME_BYTES
@@ -140,6 +165,22 @@ class ControllerClient:
             if result["status"] == "skipped":
                 self.log.info("  skipped %s: %s", result["dst"], result["reason"])
         return messages.ack_message(validated["generation"], results)
+
+
+class _Sender:
+    """Sends sealed messages on one connection from any thread, one at a time
+    (a session's sequence numbers must go out in order)."""
+
+    def __init__(self, sock, session):
+        self.sock = sock
+        self.session = session
+        self.closed = threading.Event()
+        self._lock = threading.Lock()
+
+    def send(self, message):
+        """Seal and send one message."""
+        with self._lock:
+            self.sock.sendall(self.session.seal(message))
 
 
 class _Reader:

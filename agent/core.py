@@ -138,6 +138,14 @@ class Agent:
             [r for r in applied.results if r["status"] == "skipped"],
         }
 
+    def destinations(self):
+        """The host addresses of the active applied set: what the round-trip meter measures."""
+        applied = self.state.applied()
+        if applied is None or not applied.active:
+            return []
+        return [route["dst"].split("/")[0] for route in applied.param_set["routes"]
+                if route["dst"].endswith(("/32", "/128"))]
+
     def hello(self):
         """The hello this agent sends the controller: addresses, MTU/MSS and the applied generation."""
         return facts.hello(self.routes.netlink, self.state.applied_generation())

@@ -92,13 +92,14 @@ class AgentServer:
     `on_ack(host_ip, generation, results)` is called for every acknowledged
     set; `on_agent(host_ip, hello)` when an authenticated agent is mapped to
     a published host (at its hello, or at the first `deliver` to one of its
-    addresses); `on_reject(host_ip, generation, error)` when an agent refuses
+    addresses); `on_rtt(host_ip, samples)` for each round-trip report of a
+    mapped agent; `on_reject(host_ip, generation, error)` when an agent refuses
     a set. Callbacks run on the connection's green thread; an exception in
     one is logged and does not affect the connection.
     """
 
     def __init__(self, host, port, secret, publications: Publications, on_ack, on_agent=None, logger=None,
-                 on_reject=None, handshake_timeout=5.0, write_timeout=10.0, rate_per_s=20.0, burst=200.0,
+                 on_reject=None, on_rtt=None, handshake_timeout=5.0, write_timeout=10.0, rate_per_s=20.0, burst=200.0,
                  max_connections=1024, max_unauthenticated=None, unauthenticated_per_source=16,
                  send_buffer_bytes=SEND_BUFFER_BYTES, tls=None):
         if not isinstance(secret, bytes) or not secret:
@@ -110,6 +111,7 @@ class AgentServer:
         self.on_ack = on_ack
         self.on_agent = on_agent
         self.on_reject = on_reject
+        self.on_rtt = on_rtt
         self.log = logger or LOG
         self.handshake_timeout = handshake_timeout
         self.write_timeout = write_timeout
@@ -129,6 +131,8 @@ class AgentServer:
         self._agents: set[_Connection] = set()  # authenticated connections that sent their hello
         self._listener = None
         self._thread = None
+        self._refused = 0  # connections refused since the last log line about it
+        self._refusal_logged_at = -1.0
         if len(secret) < 16:
             self.log.warning("agent secret is only %d bytes; use 16 or more random bytes", len(secret))
 
@@ -199,7 +203,7 @@ class AgentServer:
         refusal = self._refusal(source)
         if refusal:
             self.refused["connection_limit"] += 1
-            self.log.warning("agent %s refused: %s", peer, refusal)
+            self._log_refusal(peer, refusal)
             sock.close()
             return
         # A small send buffer makes a peer that does not read block the
@@ -249,6 +253,15 @@ class AgentServer:
         if not connection.closed:
             self.refused[reason] += 1
         self._close(connection, message)
+
+    def _log_refusal(self, peer, reason):
+        """Log refused connections, at most one line a second: a flood must not flood the log."""
+        self._refused += 1
+        now = time.monotonic()
+        if now - self._refusal_logged_at >= 1.0:
+            more = f" (and {self._refused - 1} more refused since the last report)" if self._refused > 1 else ""
+            self.log.warning("agent %s refused: %s%s", peer, reason, more)
+            self._refused, self._refusal_logged_at = 0, now
 
     def _refusal(self, source):
         """Why a new connection from source is refused now, or ""."""
@@ -413,11 +426,13 @@ class _Connection:
             body = self.read_frame()
             self.charge(1 + len(body) // 65536)
             message = self.session.open(body)
-            kind = messages.check_message(message, "ack", "reject")
+            kind = messages.check_message(message, "ack", "reject", "rtt")
             if kind == "ack":
                 self.server._acknowledged(self, message)
-            else:
+            elif kind == "reject":
                 self.server._rejected(self, message)
+            elif self.host_ip is not None and self.server.on_rtt is not None:
+                self.server._callback(self.server.on_rtt, self.host_ip, message["samples"])
 
     def read_frame(self):
         """The next whole frame. Once a frame has begun, the rest must come

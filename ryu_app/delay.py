@@ -2,9 +2,17 @@
 
 The controller sends a probe out of switch A's port and notes the time; the
 probe crosses the link and switch B returns it as a packet-in. The sample is
-the elapsed time minus half of each switch's echo round trip (the controller
-legs). Scheduling noise only ever adds, so the estimate is the minimum of a
-window of samples, never below 0.
+the elapsed time minus half of each switch's latest echo round trip (the
+controller legs, measured as close to the probe as OpenFlow allows).
+Scheduling noise only ever adds, so the estimate is the minimum of a window
+of samples, never below 0. Control-plane time must not pass for propagation:
+
+- a sample taken while either switch's control path is loaded (its latest
+  echo round trip well above its best) is refused;
+- a sample above the physical bound of a link (`max_delay_s`: a link in one
+  data center is metres to kilometres of fibre) is refused;
+- the spread of the accepted samples is kept, so the planner can take the
+  safe side of an estimate it is unsure of.
 
 Probes carry only a sequence number: send times stay in the controller, and a
 sequence number is accepted once, for the port it was sent from.
@@ -63,12 +71,20 @@ def parse_probe(data):
     return dpid, struct.unpack("!I", port.port_id)[0], struct.unpack("!Q", extra.info)[0]
 
 
+#: An echo round trip more than this many times the switch's best, plus
+#: LOADED_SLACK_S, means its control path is busy: probe samples wait.
+LOADED_FACTOR = 2.0
+LOADED_SLACK_S = 200e-6
+
+
 class DelayEstimator:
     """Echo round trips per switch, probe samples and delay per directed link."""
 
-    def __init__(self, window=10, probe_timeout_s=5.0):
+    def __init__(self, window=10, probe_timeout_s=5.0, max_delay_s=None):
         self.window = window
         self.probe_timeout_s = probe_timeout_s
+        self.max_delay_s = max_delay_s  # the physical bound of one link, or None
+        self.refused = {"loaded": 0, "beyond_bound": 0}  # samples refused, by reason
         self._sequence = 0
         self._outstanding = {}  # sequence -> (dpid, port, sent_at)
         self._echo_sent = {}  # dpid -> sent_at
@@ -92,6 +108,15 @@ class DelayEstimator:
         rtts = self._echo_rtts.get(dpid)
         return min(rtts) if rtts else None
 
+    def _control_leg(self, dpid):
+        """Half the switch's latest echo round trip, or None when it has none or its control path is loaded."""
+        rtts = self._echo_rtts.get(dpid)
+        if not rtts:
+            return None
+        if rtts[-1] > LOADED_FACTOR * min(rtts) + LOADED_SLACK_S:
+            return None
+        return rtts[-1] / 2
+
     # -- probes ----------------------------------------------------------------
 
     def next_probe(self, dpid, port, now):
@@ -102,22 +127,36 @@ class DelayEstimator:
             del self._outstanding[seq]
         return self._sequence
 
+    def sent_probe(self, probe, dst_dpid):
+        """True if probe (dpid, port, sequence) is one this controller sent out of
+        that port, still outstanding, and arrived at another switch: a link's proof."""
+        src_dpid, src_port, sequence = probe
+        origin = self._outstanding.get(sequence)
+        return origin is not None and origin[:2] == (src_dpid, src_port) and src_dpid != dst_dpid
+
     def probe_received(self, probe, dst_dpid, dst_port, now):
         """Take one sample from a parsed probe; return the link key or None.
 
         Returns None for unknown or replayed sequence numbers, a probe that
-        claims another origin than it was sent from, or while either switch
-        has no echo round trip yet.
+        claims another origin than it was sent from, while either switch has
+        no echo round trip yet or a loaded control path, and for a sample
+        beyond the physical bound.
         """
         src_dpid, src_port, sequence = probe
-        origin = self._outstanding.get(sequence)
-        if origin is None or origin[:2] != (src_dpid, src_port) or src_dpid == dst_dpid:
+        if not self.sent_probe(probe, dst_dpid):
             return None
-        echo_src, echo_dst = self.echo_rtt(src_dpid), self.echo_rtt(dst_dpid)
-        if echo_src is None or echo_dst is None:
+        origin = self._outstanding[sequence]
+        if not self._echo_rtts.get(src_dpid) or not self._echo_rtts.get(dst_dpid):
             return None
         del self._outstanding[sequence]
-        sample = (now - origin[2]) - echo_src / 2 - echo_dst / 2
+        legs = self._control_leg(src_dpid), self._control_leg(dst_dpid)
+        if None in legs:
+            self.refused["loaded"] += 1
+            return None
+        sample = (now - origin[2]) - legs[0] - legs[1]
+        if self.max_delay_s is not None and sample > self.max_delay_s:
+            self.refused["beyond_bound"] += 1
+            return None
         key = (src_dpid, src_port, dst_dpid, dst_port)
         self._samples.setdefault(key, deque(maxlen=self.window)).append(sample)
         return key
@@ -125,6 +164,15 @@ class DelayEstimator:
     def delays(self):
         """{(src_dpid, src_port): (delay_s, samples)} for every measured link."""
         return {key[:2]: (max(0.0, min(s)), len(s)) for key, s in self._samples.items() if s}
+
+    def spreads(self):
+        """{(src_dpid, src_port): seconds between the smallest and the 90th-percentile sample}."""
+        spread = {}
+        for key, samples in self._samples.items():
+            if samples:
+                ordered = sorted(samples)
+                spread[key[:2]] = max(0.0, ordered[int(0.9 * (len(ordered) - 1))]) - max(0.0, ordered[0])
+        return spread
 
     def forget_link(self, src, dst):
         """Drop the samples of a link that went away: (dpid, port) ends."""

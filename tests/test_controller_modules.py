@@ -48,6 +48,37 @@ def test_delay_is_elapsed_minus_half_echoes_minimum_of_window():
     assert samples == 3
 
 
+def test_control_path_time_does_not_pass_for_propagation():
+    """A sample taken while s1's control path is loaded is refused; one beyond the physical bound too."""
+    estimator = delay.DelayEstimator(max_delay_s=100e-6)
+    for dpid in (1, 2):
+        estimator.echo_sent(dpid, 0.0)
+        estimator.echo_received(dpid, 0.001)  # 1 ms: its best
+    seq = estimator.next_probe(1, 1, 1.0)
+    assert estimator.probe_received((1, 1, seq), 2, 1, 1.00105) is not None  # 50 us
+    estimator.echo_sent(1, 2.0)
+    estimator.echo_received(1, 2.005)  # 5 ms now: loaded
+    seq = estimator.next_probe(1, 1, 2.0)
+    assert estimator.probe_received((1, 1, seq), 2, 1, 2.004) is None
+    estimator.echo_sent(1, 3.0)
+    estimator.echo_received(1, 3.001)  # quiet again
+    seq = estimator.next_probe(1, 1, 3.0)
+    assert estimator.probe_received((1, 1, seq), 2, 1, 3.0065) is None  # 5.5 ms: no link in a rack is that long
+    assert estimator.refused == {"loaded": 1, "beyond_bound": 1}
+    assert estimator.delays()[(1, 1)] == (pytest.approx(50e-6), 1)
+
+
+def test_the_spread_of_the_accepted_samples():
+    estimator = delay.DelayEstimator(window=10)
+    for dpid in (1, 2):
+        estimator.echo_sent(dpid, 0.0)
+        estimator.echo_received(dpid, 0.001)
+    for k, extra in enumerate([10e-6, 30e-6, 20e-6, 90e-6]):
+        seq = estimator.next_probe(1, 1, float(k))
+        estimator.probe_received((1, 1, seq), 2, 1, k + 0.001 + extra)
+    assert estimator.spreads()[(1, 1)] == pytest.approx(20e-6)  # p90 of 4 samples is the 3rd: 30 - 10 us
+
+
 def test_delay_never_below_zero_and_replays_rejected():
     estimator = delay.DelayEstimator()
     for dpid in (1, 2):

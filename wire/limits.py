@@ -1,8 +1,8 @@
 """Numbers both peers agree on: protocol version, frame sizes, parameter ranges."""
 
-#: 2 added `advmss` to every route of a parameter set, and the agent's
-#: window enforcement to its hello and acks.
-VERSION = 2
+#: 2 added `advmss` to every route of a parameter set; 3 the agent's `rtt`
+#: report of the round trips it measures.
+VERSION = 3
 
 #: Largest frame either side accepts once authenticated (a 10 000-route set is about 1 MB).
 MAX_FRAME_BYTES = 8 * 1024 * 1024

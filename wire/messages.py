@@ -5,7 +5,8 @@ controller's ``welcome``; the agent's ``hello`` (addresses, MTU/MSS,
 congestion controls, whether ``net.ipv4.tcp_rto_min_us`` exists, the
 generation it has applied); then ``params`` from the controller whenever the
 host's set changes, each answered by ``ack`` (per-route results) or
-``reject`` (the reason, naming the field).
+``reject`` (the reason, naming the field); and, every few seconds, the
+agent's ``rtt`` report of the round trips it measured to its destinations.
 """
 
 import ipaddress
@@ -116,6 +117,23 @@ class Ack(Strict):
     results: Annotated[list[RouteResult], Field(max_length=1_000_000)]
 
 
+class RttSample(Strict):
+    """The host's round trip to one destination over the agent's window."""
+
+    dst: Address
+    min_rtt_us: Annotated[float, Field(ge=0, le=60_000_000)]
+    spread_us: Annotated[float, Field(ge=0, le=60_000_000)]
+    count: int_range(1, 2**31 - 1)  # type: ignore[valid-type]
+    source: Literal["tcp", "probe"]
+
+
+class Rtt(Strict):
+    """The agent's periodic report of round trips to its destinations."""
+
+    type: Literal["rtt"]
+    samples: Annotated[list[RttSample], Field(max_length=100_000)]
+
+
 class Reject(Strict):
     """The agent refused a set, and why."""
 
@@ -126,7 +144,7 @@ class Reject(Strict):
 
 SCHEMAS: dict[str, type[Strict]] = {
     "challenge": Challenge, "auth": Auth, "welcome": Welcome, "hello": Hello,
-    "params": Params, "ack": Ack, "reject": Reject,
+    "params": Params, "ack": Ack, "reject": Reject, "rtt": Rtt,
 }
 
 
@@ -176,6 +194,11 @@ def params_message(param_set: dict) -> dict:
 def ack_message(generation: int, results: list) -> dict:
     """The agent's acknowledgement of an applied set."""
     return {"type": "ack", "generation": generation, "results": results}
+
+
+def rtt_message(samples: list) -> dict:
+    """The agent's report of round trips: [{"dst", "min_rtt_us", "spread_us", "count", "source"}]."""
+    return {"type": "rtt", "samples": samples}
 
 
 def reject_message(generation: int | None, error: str) -> dict:

@@ -1,0 +1,132 @@
+"""Round trips to this host's destinations, measured where they are accurate:
+at the host (docs/design.md, "Measurement").
+
+Two sources, in the style of Pingmesh (Guo et al., SIGCOMM 2015):
+
+- **tcp**: the kernel's own minimum RTT of every established connection
+  (``tcpi_min_rtt`` through sock_diag), free and exact for the paths that
+  carry traffic;
+- **probe**: for a destination no connection has measured lately, one light
+  active probe a round: a TCP SYN to a closed port, answered by the
+  destination's kernel with a RST, so no listener is needed on the far side
+  and neither end's user space is in the loop.
+
+`RttMeter.report` gives, per destination, the minimum over a sliding window
+(scheduling noise only ever adds), the spread of the samples above it, how
+many there were and which source gave the minimum.
+"""
+
+import errno
+import select
+import socket
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from pyroute2.netlink.diag import DiagSocket
+
+TCP_ESTABLISHED = 1
+INET_DIAG_INFO = 2
+#: A closed port on every host: the probe only wants the kernel's RST.
+PROBE_PORT = 9
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One round trip to a destination, in seconds, and where it came from."""
+
+    at: float
+    rtt_s: float
+    source: str
+
+
+class RttMeter:
+    """Minimum round trips to a set of destinations, over a sliding window."""
+
+    def __init__(self, window_s=60.0, probes_per_round=8, probe_timeout_s=0.2, clock=time.monotonic):
+        self.window_s = window_s
+        self.probes_per_round = probes_per_round
+        self.probe_timeout_s = probe_timeout_s
+        self.clock = clock
+        self._samples: dict[str, deque] = {}
+        self._next_probe = 0
+
+    def measure(self, destinations):
+        """One round: read the kernel's TCP round trips, then probe the destinations that have none."""
+        wanted = set(destinations)
+        now = self.clock()
+        for dst, rtt in tcp_min_rtts().items():
+            if dst in wanted:
+                self.add(dst, Sample(now, rtt, "tcp"))
+        unmeasured = sorted(dst for dst in wanted if not self._recent(dst, now, "tcp"))
+        for dst in self._rotation(unmeasured):
+            rtt = syn_probe(dst, self.probe_timeout_s)
+            if rtt is not None:
+                self.add(dst, Sample(self.clock(), rtt, "probe"))
+
+    def add(self, dst, sample):
+        """Keep one sample (also for tests and other sources)."""
+        self._samples.setdefault(dst, deque(maxlen=1000)).append(sample)
+
+    def report(self, destinations):
+        """[{"dst", "min_rtt_us", "spread_us", "count", "source"}] for each destination with samples in the window."""
+        now = self.clock()
+        rows = []
+        for dst in sorted(set(destinations)):
+            samples = [s for s in self._samples.get(dst, ()) if now - s.at <= self.window_s]
+            self._samples[dst] = deque(samples, maxlen=1000)
+            if not samples:
+                continue
+            ordered = sorted(samples, key=lambda s: s.rtt_s)
+            p90 = ordered[int(0.9 * (len(ordered) - 1))].rtt_s
+            rows.append({"dst": dst, "min_rtt_us": round(ordered[0].rtt_s * 1e6, 1),
+                         "spread_us": round((p90 - ordered[0].rtt_s) * 1e6, 1), "count": len(samples),
+                         "source": ordered[0].source})
+        return rows
+
+    def _recent(self, dst, now, source):
+        return any(s.source == source and now - s.at <= self.window_s for s in self._samples.get(dst, ()))
+
+    def _rotation(self, candidates):
+        """The next few candidates, round-robin, so every destination gets its turn."""
+        if not candidates:
+            return []
+        start = self._next_probe % len(candidates)
+        chosen = (candidates[start:] + candidates[:start])[: self.probes_per_round]
+        self._next_probe = start + len(chosen)
+        return chosen
+
+
+def tcp_min_rtts():
+    """{destination address: smallest tcpi_min_rtt in seconds} over the established TCP connections."""
+    found = {}
+    with DiagSocket() as diag:
+        diag.bind()
+        for family in (socket.AF_INET, socket.AF_INET6):
+            for message in diag.get_sock_stats(family=family, states=1 << TCP_ESTABLISHED,
+                                               extensions=1 << (INET_DIAG_INFO - 1)):
+                info = message.get_attr("INET_DIAG_INFO")
+                rtt_us = info.get("tcpi_min_rtt") if info is not None else None
+                if not rtt_us or rtt_us == 0xFFFFFFFF:  # no sample yet
+                    continue
+                dst = message["idiag_dst"]
+                found[dst] = min(found.get(dst, float("inf")), rtt_us * 1e-6)
+    return found
+
+
+def syn_probe(dst, timeout_s):
+    """Seconds from a SYN to the answer (RST or SYN-ACK) of dst's kernel, or None if none came."""
+    family = socket.AF_INET6 if ":" in dst else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setblocking(False)
+        started = time.perf_counter()
+        code = probe.connect_ex((dst, PROBE_PORT))
+        if code not in (errno.EINPROGRESS, errno.ECONNREFUSED, 0):
+            return None
+        if code == errno.EINPROGRESS:
+            _, writable, _ = select.select([], [probe], [], timeout_s)
+            if not writable:
+                return None
+        elapsed = time.perf_counter() - started
+        answer = probe.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        return elapsed if answer in (0, errno.ECONNREFUSED) else None
