@@ -99,7 +99,8 @@ def measure(rate_mbit: float, buffer_bytes: int, seconds: float, k_bytes: int | 
         report["ceiling_mbps"] = _goodput(ceiling["flows"])
         report["ceiling_qdisc_drops"] = ceiling["qdisc_drops"]
         dev, ns = bed.bottleneck
-        with register_dctcp(), attach_marker(dev, rate_bps, k, buffer_bytes, netns=ns, burst_bytes=burst) as marker:
+        with register_dctcp() as cc, attach_marker(dev, rate_bps, k, buffer_bytes, netns=ns,
+                                                   burst_bytes=burst) as marker:
             run = _run(bed, CC_NAME, seconds, 2, marker, sample=True)
             counters = marker.counters()
             flows = run["flows"]
@@ -111,6 +112,7 @@ def measure(rate_mbit: float, buffer_bytes: int, seconds: float, k_bytes: int | 
                 "cc": [f["cc"] for f in flows],
                 "counters": counters.as_dict(),
                 "qdisc_drops": run["qdisc_drops"],
+                "cc_stats": cc.stats(),
                 "mean_backlog_seen_by_arrivals": counters.mean_backlog_seen(),
                 "queue_both_flows": _queue_stats(run["samples"], both_start, both_end),
             }
@@ -138,8 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--buffer", type=int, default=85000, help="bottleneck buffer (bytes)")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--k", type=int, default=None, help="marking threshold (bytes); default: the guideline")
-    parser.add_argument("--burst", type=int, default=15000,
-                        help="the marker's model of the shaper's burst (bytes; the testbed's HTB has 15k); 0: none")
+    parser.add_argument("--burst", type=int, default=1600,
+                        help="the marker's model of the shaper's burst (bytes; 0: none). The testbed's HTB class has "
+                        "burst 15k but cburst 1600b (tc -d class show), and with ceil = rate the smaller bucket binds")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
     started = time.time()
