@@ -1,0 +1,152 @@
+"""Operating OTCP on a real network (docs/operations.md): the controller and
+four agents in Mininet with their Prometheus endpoints on, fetched with
+`curl` as an operator's Prometheus would, and the controller's live view
+through `otcp-controller status`. Taking a link down changes what both
+endpoints report."""
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from test_agent_mininet import FAST, agent_command
+from triangle import TriangleTopo
+
+from experiments.emulation import emulate
+from ryu_app.process import ControllerProcess, free_port, wait_for
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+AGENT_METRICS_PORT = 9464  # in each host's own namespace
+
+
+@pytest.fixture(scope="module")
+def network(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("operations")
+    secret_file = workdir / "secret"
+    secret_file.write_bytes(os.urandom(32).hex().encode())
+    topo = TriangleTopo()
+    inventory_path = topo.write_inventory(str(workdir / "inventory.yaml"))
+    agent_port, metrics_port = free_port(), free_port()
+    processes = {}
+
+    @contextlib.contextmanager
+    def start_controller(management_ip):
+        processes["controller"] = ControllerProcess(
+            workdir, inventory=inventory_path, intervals=FAST, metrics={"host": "127.0.0.1", "port": metrics_port},
+            agents={"host": management_ip, "port": agent_port, "secret_file": str(secret_file)},
+        )
+        with processes["controller"]:
+            yield processes["controller"].openflow_port
+
+    with emulate(topo, controller=start_controller, management=True) as emulation:
+        address = f"{emulation.management_root_ip}:{agent_port}"
+        for host in topo.hosts():
+            command = agent_command(workdir, host, address, str(secret_file))
+            command += ["--metrics", f"127.0.0.1:{AGENT_METRICS_PORT}"]
+            log = open(workdir / f"{host}-agent.log", "wb")
+            emulation.start(host, command, stdout=log, stderr=log)
+        yield emulation, processes["controller"], metrics_port
+
+
+def samples(page):
+    """{(name, sorted labels): value} of a metrics page."""
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(page) for sample in family.samples}
+
+
+def controller_metrics(port):
+    done = subprocess.run(["curl", "-sf", f"http://127.0.0.1:{port}/metrics"], capture_output=True, text=True)
+    return samples(done.stdout) if done.returncode == 0 else {}
+
+
+def agent_metrics(emulation, host):
+    page = emulation.run(host, ["curl", "-sf", f"http://127.0.0.1:{AGENT_METRICS_PORT}/metrics"], check=False)
+    return samples(page)
+
+
+def value(page, name, **labels):
+    return page.get((name, tuple(sorted(labels.items()))))
+
+
+def settled(emulation, port):
+    """The controller's page once all four agents acknowledged their newest sets, else None."""
+    if emulation.net.pingAll(timeout=1) != 0:  # hosts must speak to be learned and planned
+        return None
+    page = controller_metrics(port)
+    hosts = [h.IP() for h in emulation.hosts]
+    if value(page, "otcp_controller_agents_connected") != 4 or value(page, "otcp_controller_paths") != 12:
+        return None
+    if any(value(page, "otcp_controller_agent_lag_generations", host=ip) != 0 for ip in hosts):
+        return None
+    return page
+
+
+def status(controller):
+    done = subprocess.run([sys.executable, "-m", "ryu_app.cli", "status", "--config", controller.config_path, "--json"],
+                          cwd=ROOT, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def test_metrics_endpoints_show_live_values_that_follow_a_link_going_down(network):
+    emulation, controller, port = network
+    before = wait_for(lambda: settled(emulation, port), 90, interval=1, what="every agent to acknowledge")
+    h1 = emulation.host("h1").IP()
+    assert value(before, "otcp_controller_link_delay_seconds", src="s1", dst="s3", source="measured") is not None
+    # A host link cannot be probed; the triangle's inventory gives no delay, so it is the default.
+    assert value(before, "otcp_controller_link_delay_seconds", src="h1", dst="s1", source="default") == pytest.approx(10e-6)
+    assert value(before, "otcp_controller_link_capacity_bytes_per_second", src="s1", dst="s3") == 100e6 / 8
+    assert value(before, "otcp_controller_link_buffer_bytes", src="s1", dst="s3") == 85000
+    assert value(before, "otcp_controller_plan_duration_seconds_count") >= 1
+    agent_before = agent_metrics(emulation, "h1")
+    applied = value(agent_before, "otcp_agent_applied_generation")
+    assert applied == value(before, "otcp_controller_agent_acknowledged_generation", host=h1)
+    assert value(agent_before, "otcp_agent_connected") == 1
+    assert value(agent_before, "otcp_agent_routes", status="applied") == 3
+
+    emulation.net.configLinkStatus("s1", "s3", "down")
+    try:
+        def link_gone():
+            page = controller_metrics(port)
+            gone = not any(name == "otcp_controller_link_delay_seconds" and ("src", "s1") in labels
+                           and ("dst", "s3") in labels for name, labels in page)
+            return page if gone and value(page, "otcp_controller_generation") > value(before, "otcp_controller_generation") \
+                else None
+
+        after = wait_for(link_gone, 60, interval=1, what="the controller's metrics to lose s1 -> s3")
+        assert value(after, "otcp_controller_link_delay_seconds", src="s1", dst="s2", source="measured") is not None
+        # h1's route to h4 detours over s2: its agent applies a newer generation.
+        wait_for(lambda: (value(agent_metrics(emulation, "h1"), "otcp_agent_applied_generation") or 0) > applied, 60,
+                 interval=1, what="h1's agent to apply the detour's generation")
+        agent_after = agent_metrics(emulation, "h1")
+        assert value(agent_after, "otcp_agent_apply_duration_seconds_count") > value(
+            agent_before, "otcp_agent_apply_duration_seconds_count")
+        live = status(controller)
+        assert ("s1", "s3") not in {(link["src"], link["dst"]) for link in live["links"]}
+        h1_h4 = next(p for p in live["paths"] if (p["src"], p["dst"]) == ("h1", "h4"))
+        assert h1_h4["hops"] == ["h1", "s1", "s2", "s3", "h4"]
+    finally:
+        emulation.net.configLinkStatus("s1", "s3", "up")
+
+
+def test_status_shows_the_live_topology_parameters_and_agents(network):
+    emulation, controller, port = network
+    wait_for(lambda: settled(emulation, port), 90, interval=1, what="every agent to acknowledge")
+    live = status(controller)
+    links = {(link["src"], link["dst"]): link for link in live["links"]}
+    assert {"s1", "s2", "s3"} == {s["name"] for s in live["switches"]}
+    assert links[("s1", "s2")]["delay_source"] == "measured" and links[("s1", "s2")]["samples"] >= 1
+    assert links[("h1", "s1")]["delay_source"] == "default"
+    assert len(live["paths"]) == 12 and live["paths_generation"] <= live["generation"]
+    agents = {agent["host_ip"]: agent for agent in live["agents"]}
+    assert set(agents) == {h.IP() for h in emulation.hosts}
+    for host in emulation.hosts:
+        agent = agents[host.IP()]
+        assert agent["connected"] and agent["hostname"] and agent["lag_generations"] == 0
+        assert agent["acknowledged_generation"] == agent["published_generation"]
+    done = subprocess.run([sys.executable, "-m", "ryu_app.cli", "status", "--config", controller.config_path],
+                          cwd=ROOT, capture_output=True, text=True, check=True)
+    assert "  s1 -> s2: delay " in done.stdout and "(measured, " in done.stdout
+    assert f"  {emulation.host('h1').IP()} (" in done.stdout and "lag 0" in done.stdout
