@@ -81,6 +81,9 @@ def _queue_stats(samples: list[list[int]], start: float, end: float) -> dict[str
         "diff_abs_median": _percentile([abs(d) for d in diffs], 0.5),
         "diff_abs_p95": _percentile([abs(d) for d in diffs], 0.95),
         "correlation": statistics.correlation(real, virtual) if len(window) > 2 else float("nan"),
+        "within_one_packet": sum(abs(d) <= 1514 for d in diffs) / len(diffs) if diffs else float("nan"),
+        "within_two_packets": sum(abs(d) <= 3028 for d in diffs) / len(diffs) if diffs else float("nan"),
+        "virtual_below_by_over_10k": sum(d < -10000 for d in diffs) / len(diffs) if diffs else float("nan"),
         "read_us_median": _percentile([s[3] / 1e3 for s in window], 0.5),
     }
 
