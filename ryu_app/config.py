@@ -13,6 +13,7 @@
     parameters: {formulas: published, queue_target_fraction: 0.25, mss_floor_bytes: 256}
                                                   # or formulas: lossless (otcp-lossless)
     stability: {delay_step_us: 20, delay_tolerance: 0.5, flow_hold_s: 5.0}
+    measurement: {max_link_delay_us: 100, host_rtt_max_age_s: 60}
     log_level: info
     metrics:   null                               # {host: 127.0.0.1, port: 9640}: Prometheus
     admin:     {socket: otcp-controller.sock}     # `otcp-controller status` asks here
@@ -23,6 +24,7 @@ taken relative to the configuration file.
 """
 
 import os
+import ssl
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -128,6 +130,13 @@ class StabilitySection(Strict):
     flow_hold_s: number_at_least(0) = 5.0  # type: ignore[valid-type]
 
 
+class MeasurementSection(Strict):
+    """Bounds on what counts as a measurement (docs/design.md, "Measurement")."""
+
+    max_link_delay_us: positive_number() = 100  # type: ignore[valid-type]
+    host_rtt_max_age_s: positive_number() = 60  # type: ignore[valid-type]
+
+
 class ControllerConfig(Strict):
     """The whole configuration file."""
 
@@ -141,6 +150,7 @@ class ControllerConfig(Strict):
     bounds: BoundsSection = BoundsSection()
     parameters: ParametersSection = ParametersSection()
     stability: StabilitySection = StabilitySection()
+    measurement: MeasurementSection = MeasurementSection()
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     metrics: MetricsSection | None = None
     admin: AdminSection = AdminSection()
@@ -193,6 +203,12 @@ def validate(document: Any, path: str = "<config>") -> dict:
             section[name] = os.path.join(base, section[name])
             if not os.path.isfile(section[name]):
                 raise ConfigError(f"{path}: {key}: {section[name]}: no such file")
+    if agents["tls"] is not None:
+        try:  # a certificate that does not load, or a key that does not match it, is named now
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(agents["tls"]["cert_file"],
+                                                                    agents["tls"]["key_file"])
+        except (ssl.SSLError, OSError) as error:
+            raise ConfigError(f"{path}: agents.tls: {error.strerror or error.reason or error}") from None
     if config["inventory"] is not None and not os.path.isfile(config["inventory"]):
         raise ConfigError(f"{path}: inventory: {config['inventory']}: no such file")
     return config

@@ -18,6 +18,8 @@ class LinkFacts:
     capacity_bytes_per_s: float
     delay_s: float
     buffer_bytes: float
+    delay_source: str = "inventory"  # "inventory", "measured" (LLDP) or "default"
+    delay_spread_s: float = 0.0  # how far above delay_s the measured samples reach
 
 
 @dataclass
@@ -36,6 +38,8 @@ class Fabric:
     links: dict = field(default_factory=dict)
     flows: dict = field(default_factory=dict)
     egress: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    # (src, dst) host pair -> rtt.PairRtt the hosts measured between them (live network only)
+    host_rtts: dict = field(default_factory=dict)
 
     def add_link(self, a, b, capacity_bytes_per_s, delay_s, buffer_bytes):
         """Add both directions of a link; only switch ends get a buffer."""

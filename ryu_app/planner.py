@@ -13,6 +13,12 @@ import numpy as np
 from ryu_app import formulas
 from ryu_app.paths import UNREACHABLE, SwitchPaths
 
+#: Where a pair's RTT_prop came from, least trusted last among the link
+#: sources: a round trip is as good as its weakest link; "host" is measured
+#: end to end by the agents and preferred.
+DELAY_SOURCES = ("inventory", "measured", "default", "host")
+HOST = DELAY_SOURCES.index("host")
+
 # Elements per gathered (sources x destinations x links) array in one block.
 _BLOCK_ELEMENTS = 1 << 21
 
@@ -31,6 +37,8 @@ class _LinkTable:
     buffer: np.ndarray
     switch_egress: np.ndarray
     flows: np.ndarray
+    spread: np.ndarray  # how far above its delay a measured link's samples reach
+    source: np.ndarray  # index into DELAY_SOURCES
 
     @classmethod
     def build(cls, fabric):
@@ -45,6 +53,10 @@ class _LinkTable:
         delay[:-1] = [f.delay_s for f in facts]
         buffer[:-1] = [f.buffer_bytes for f in facts]
         switch_egress[:-1] = [u not in fabric.hosts for (u, _) in links]
+        spread = np.zeros(size)
+        spread[:-1] = [f.delay_spread_s for f in facts]
+        source = np.zeros(size, dtype=np.int64)
+        source[:-1] = [DELAY_SOURCES.index(f.delay_source) for f in facts]
         return cls(
             index={link: i for i, link in enumerate(links)},
             capacity=capacity,
@@ -52,6 +64,8 @@ class _LinkTable:
             buffer=buffer,
             switch_egress=switch_egress,
             flows=np.zeros(size, dtype=np.int64),
+            spread=spread,
+            source=source,
         )
 
     @property
@@ -74,6 +88,9 @@ class Plan:
     initcwnd: np.ndarray
     cwnd_clamp: np.ndarray
     segment: np.ndarray  # payload bytes per segment on the pair's data path
+    rtt_prop_s: np.ndarray  # the round trip the windows were sized with
+    rtt_spread_s: np.ndarray  # how unsure it is
+    rtt_source: np.ndarray  # index into DELAY_SOURCES
 
     def __init__(self, fabric, bounds=formulas.Bounds(), lossless: formulas.Lossless | None = None):
         """Plan every pair; with lossless, by the otcp-lossless formulas, else the published ones."""
@@ -86,6 +103,7 @@ class Plan:
         self.switch_paths = SwitchPaths(fabric.switches, fabric.switch_links())
         self._links = _LinkTable.build(fabric)
         self._build_host_link_tables()
+        self._host_rtts()
         self._count_flows()
         self._evaluate()
 
@@ -118,6 +136,18 @@ class Plan:
             axis=-1,
         )
 
+    def _host_rtts(self):
+        """Matrices of the round trips the hosts measured (NaN where none), if any were."""
+        self._rtt_low = self._rtt_high = None
+        if not self.fabric.host_rtts:
+            return
+        n = len(self.hosts)
+        self._rtt_low, self._rtt_high = np.full((n, n), np.nan), np.full((n, n), np.nan)
+        for (a, b), rtt in self.fabric.host_rtts.items():
+            if a in self.host_index and b in self.host_index:
+                self._rtt_low[self.host_index[a], self.host_index[b]] = rtt.low_s
+                self._rtt_high[self.host_index[a], self.host_index[b]] = rtt.high_s
+
     def _count_flows(self):
         """F_l: active flows whose data path contains each link."""
         n = len(self.hosts)
@@ -139,7 +169,8 @@ class Plan:
         width = self._segment_links.shape[-1] + 2
         block = max(1, _BLOCK_ELEMENTS // max(1, n * width))
         results = [self._evaluate_block(np.arange(start, min(n, start + block))) for start in range(0, n, block)]
-        names = ("src", "dst", "min_rto_s", "rto_min_ms", "initcwnd", "cwnd_clamp", "segment")
+        names = ("src", "dst", "min_rto_s", "rto_min_ms", "initcwnd", "cwnd_clamp", "segment", "rtt_prop_s",
+                 "rtt_spread_s", "rtt_source")
         for k, name in enumerate(names):
             setattr(self, name, np.concatenate([r[k] for r in results]) if results else np.zeros(0, dtype=np.int64))
         # The segment of the path *toward* a host is set on that host's route (advmss).
@@ -159,7 +190,7 @@ class Plan:
         t = self._links
         forward, reverse = self._path_links(src, dst), self._path_links(dst, src)
         round_trip = np.concatenate([forward, reverse], axis=-1)
-        rtt = t.delay[round_trip].sum(axis=-1)
+        rtt, spread, source, rtt_for_rto = self._round_trips(src, dst, round_trip)
         queueing = (t.buffer[round_trip] / t.capacity[round_trip]).sum(axis=-1)
         # N_l >= 1 always; only padding columns could reach 0 here.
         sharing = np.maximum(formulas.flows_sharing(t.flows[forward], self._active[src, dst][:, None]), 1)
@@ -168,7 +199,7 @@ class Plan:
         egress = t.switch_egress[forward]
         capacity_share = np.where(egress, capacity / sharing, 0.0)
         buffer_share = np.where(egress, t.buffer[forward] / sharing, np.inf)
-        min_rto = formulas.min_rto_seconds(rtt, queueing)
+        min_rto = formulas.min_rto_seconds(rtt_for_rto, queueing)
         initcwnd = formulas.initcwnd_segments(formulas.initial_window_bytes(fair_share, rtt), self.bounds)
         if self.lossless is None:
             cwnd = formulas.cwnd_clamp_segments(formulas.max_window_bytes(capacity_share, buffer_share, rtt),
@@ -181,7 +212,27 @@ class Plan:
             segment = formulas.segment_bytes(window, self.bounds, self.lossless)
             cwnd = formulas.lossless_cwnd_segments(window, segment, self.bounds)
             initcwnd = formulas.lossless_initcwnd_segments(cwnd, initcwnd, self.bounds)
-        return src, dst, min_rto, formulas.rto_min_ms(min_rto, self.bounds), initcwnd, cwnd, segment
+        return (src, dst, min_rto, formulas.rto_min_ms(min_rto, self.bounds), initcwnd, cwnd, segment, rtt, spread,
+                source)
+
+    def _round_trips(self, src, dst, round_trip):
+        """RTT_prop for the windows, its spread and source, and the RTT for minRTO, per pair.
+
+        The safe side of an estimate differs by parameter: windows grow
+        with the round trip, so they take the smallest (the hosts' measured
+        minimum where there is one, else the links' minima); minRTO shrinks
+        with it, so it takes the top of the estimate (plus the spread).
+        """
+        t = self._links
+        rtt = t.delay[round_trip].sum(axis=-1)
+        spread = t.spread[round_trip].sum(axis=-1)
+        source = t.source[round_trip].max(axis=-1)
+        if self._rtt_low is None:
+            return rtt, spread, source, rtt + spread
+        low, high = self._rtt_low[src, dst], self._rtt_high[src, dst]
+        measured = ~np.isnan(low)
+        return (np.where(measured, low, rtt), np.where(measured, high - low, spread),
+                np.where(measured, HOST, source), np.where(measured, high, rtt + spread))
 
     # -- views ---------------------------------------------------------------
 
@@ -213,6 +264,9 @@ class Plan:
             "initcwnd": int(self.initcwnd[k]),
             "cwnd_clamp": clamp or None,
             "segment_bytes": int(self.segment[k]),
+            "rtt_prop_us": formulas.seconds_to_us(self.rtt_prop_s[k]),
+            "rtt_spread_us": formulas.seconds_to_us(self.rtt_spread_s[k]),
+            "rtt_source": DELAY_SOURCES[int(self.rtt_source[k])],
             "quickack": True,
         }
 

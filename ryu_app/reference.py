@@ -30,6 +30,16 @@ class ReferencePlanner:
         middle = self.switch_paths.path(self.attachment[src], self.attachment[dst])
         return None if middle is None else [src, *middle, dst]
 
+    def round_trip(self, src, dst, round_trip):
+        """(RTT for the windows, RTT for minRTO): the hosts' measured minimum and top
+        where they measured one, else the sum of the links' delays and that plus their spreads."""
+        measured = self.fabric.host_rtts.get((src, dst))
+        if measured is not None:
+            return measured.low_s, measured.high_s
+        facts = self.fabric.links
+        rtt = sum(facts[link].delay_s for link in round_trip)
+        return rtt, rtt + sum(facts[link].delay_spread_s for link in round_trip)
+
     def pair(self, src, dst):
         """(min_rto_s, rto_min_ms, initcwnd, cwnd_clamp) or None if no path."""
         path = self.host_path(src, dst)
@@ -38,7 +48,7 @@ class ReferencePlanner:
         forward = list(zip(path, path[1:]))
         round_trip = forward + [(v, u) for (u, v) in reversed(forward)]
         facts = self.fabric.links
-        rtt = sum(facts[link].delay_s for link in round_trip)
+        rtt, rtt_for_rto = self.round_trip(src, dst, round_trip)
         queueing = sum(facts[link].buffer_bytes / facts[link].capacity_bytes_per_s for link in round_trip)
         own = self.fabric.flows.get((src, dst), 0) > 0
         shares, maxima = [], []
@@ -48,7 +58,7 @@ class ReferencePlanner:
             shares.append(facts[link].capacity_bytes_per_s / sharing)
             if link[0] not in self.fabric.hosts:
                 maxima.append((facts[link].capacity_bytes_per_s * rtt + facts[link].buffer_bytes) / sharing)
-        min_rto = rtt + queueing
+        min_rto = rtt_for_rto + queueing
         return (
             min_rto,
             int(formulas.rto_min_ms(min_rto, self.bounds)),
@@ -64,7 +74,7 @@ class ReferencePlanner:
         forward = list(zip(path, path[1:]))
         round_trip = forward + [(v, u) for (u, v) in reversed(forward)]
         facts = self.fabric.links
-        rtt = sum(facts[link].delay_s for link in round_trip)
+        rtt, _ = self.round_trip(src, dst, round_trip)
         own = self.fabric.flows.get((src, dst), 0) > 0
         windows = []
         for link in forward:

@@ -173,14 +173,17 @@ class Topology:
     # -- the fabric for the formulas -------------------------------------------
 
     def fabric(
-        self, link_delays: dict[SwitchPort, float], active_pairs: dict[tuple[str, str], int], defaults: dict
+        self, link_delays: dict[SwitchPort, float], active_pairs: dict[tuple[str, str], int], defaults: dict,
+        delay_spreads: dict[SwitchPort, float] | None = None, host_rtts: dict | None = None,
     ) -> tuple[Fabric, dict[tuple[str, str], str]]:
         """Build the Fabric: capacities and buffers from the inventory, else
         port speed and the default buffer; delays measured unless pinned.
         Every directed link leaving a switch carries its egress (dpid, port).
 
-        link_delays: {(src_dpid, src_port): delay_s} for switch links;
-        active_pairs: {(src_ip, dst_ip): count}; defaults: config 'defaults'.
+        link_delays: {(src_dpid, src_port): delay_s} for switch links, and
+        delay_spreads their spreads; active_pairs: {(src_ip, dst_ip): count};
+        defaults: config 'defaults'; host_rtts: {(ip, ip): rtt.PairRtt} the
+        agents measured.
         Returns (fabric, delay_sources) where delay_sources maps each
         directed named link to "inventory", "measured" or "default".
         """
@@ -209,7 +212,8 @@ class Topology:
             else:
                 delay, source = defaults["host_link_delay_us"] * 1e-6, "default"
             buffer = 0.0 if u in hosts else buffer
-            fabric.links[(u, v)] = LinkFacts(capacity, delay, buffer)
+            spread = (delay_spreads or {}).get(egress, 0.0) if source == "measured" and egress else 0.0
+            fabric.links[(u, v)] = LinkFacts(capacity, delay, buffer, source, spread)
             if egress is not None:
                 fabric.egress[(u, v)] = egress
             sources[(u, v)] = source
@@ -230,6 +234,11 @@ class Topology:
             speed = self.switches[host.dpid].get(host.port, 0)
             add(switch, name, speed, None, (host.dpid, host.port))
             add(name, switch, speed, None, None)
+        fabric.host_rtts = {
+            (self.host_name(a), self.host_name(b)): rtt
+            for (a, b), rtt in (host_rtts or {}).items()
+            if a in attached and b in attached
+        }
         fabric.flows = {
             (self.host_name(s), self.host_name(d)): n
             for (s, d), n in active_pairs.items()

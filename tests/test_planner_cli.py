@@ -25,7 +25,8 @@ def test_json_output_has_every_ordered_pair(tmp_path, capsys):
     assert len(paths) == 4 * 3
     h2_h1 = next(p for p in paths if (p["src"], p["dst"]) == ("h2", "h1"))
     assert set(h2_h1) == {"src", "dst", "dst_ip", "hops", "min_rto_us", "rto_min_ms", "initcwnd", "cwnd_clamp",
-                          "segment_bytes", "quickack"}
+                          "segment_bytes", "rtt_prop_us", "rtt_spread_us", "rtt_source", "quickack"}
+    assert (h2_h1["rtt_prop_us"], h2_h1["rtt_source"]) == (100.0, "inventory")
     assert h2_h1["dst_ip"] == "10.0.0.1" and h2_h1["rto_min_ms"] == 14
 
 

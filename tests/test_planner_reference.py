@@ -1,6 +1,7 @@
 """The vectorised planner agrees with the one-pair-at-a-time reference on
 random fabrics: mixed capacities, delays, buffers, flows and islands."""
 
+import dataclasses
 import random
 
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from ryu_app import formulas, inventory
 from ryu_app.planner import Plan
 from ryu_app.reference import ReferencePlanner
+from ryu_app.rtt import PairRtt
 
 
 def random_inventory(seed):
@@ -80,3 +82,36 @@ def test_lossless_planner_matches_reference(seed):
             peer = next(name for name, ip in fabric.hosts.items() if route["dst"] == f"{ip}/32")
             segment = reference.lossless_pair(peer, host)[2]
             assert route["advmss"] == (None if segment == 1448 else segment + 12)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_planner_matches_reference_with_host_measured_round_trips(seed):
+    """Some pairs measured by their hosts (in one order or both), some links with a spread."""
+    rng = random.Random(1000 + seed)
+    inv = inventory.parse(random_inventory(seed))
+    fabric = inv.fabric()
+    for link, facts in list(fabric.links.items()):
+        if rng.random() < 0.3:
+            fabric.links[link] = dataclasses.replace(facts, delay_source="measured", delay_spread_s=rng.random() * 1e-4)
+    names = list(fabric.hosts)
+    for _ in range(rng.randint(1, 6)):
+        a, b = rng.sample(names, 2)
+        low = rng.random() * 1e-3
+        rtt = PairRtt(low, low + rng.random() * 1e-4, "tcp")
+        fabric.host_rtts[(a, b)] = fabric.host_rtts[(b, a)] = rtt
+    bounds = formulas.Bounds(mss_bytes=1448)
+    lossless = formulas.Lossless() if seed % 2 else None
+    plan, reference = Plan(fabric, bounds, lossless), ReferencePlanner(fabric, bounds)
+    for record in plan.records():
+        src, dst = record["src"], record["dst"]
+        expected = reference.pair(src, dst)
+        assert record["min_rto_us"] == pytest.approx(expected[0] * 1e6, abs=1e-3)
+        window_rtt = fabric.host_rtts[(src, dst)].low_s if (src, dst) in fabric.host_rtts else None
+        if window_rtt is not None:
+            assert record["rtt_source"] == "host"
+            assert record["rtt_prop_us"] == pytest.approx(window_rtt * 1e6, abs=1e-3)
+        if lossless is None:
+            assert (record["rto_min_ms"], record["initcwnd"], record["cwnd_clamp"] or 0) == expected[1:]
+        else:
+            assert (record["initcwnd"], record["cwnd_clamp"] or 0, record["segment_bytes"]) == \
+                reference.lossless_pair(src, dst)

@@ -1,0 +1,47 @@
+"""Round trips the agents measured, per host pair (docs/design.md, "Measurement").
+
+Each agent reports, per destination, its minimum round trip over a window
+and the spread above it. A pair's estimate combines both directions' reports
+(the smaller minimum, the larger top) and expires when no report renews it,
+so a host that went quiet falls back to the per-link view.
+"""
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PairRtt:
+    """What the hosts measured between two addresses: seconds, and the source of the minimum."""
+
+    low_s: float  # the minimum: the round trip with nothing queued
+    high_s: float  # the minimum plus the spread above it
+    source: str  # "tcp" or "probe"
+
+
+@dataclass
+class HostRtts:
+    """The latest reports, by (reporting host, destination) address."""
+
+    max_age_s: float = 60.0
+    _reports: dict = field(default_factory=dict)  # (src ip, dst ip) -> (at, PairRtt)
+
+    def report(self, now: float, host_ip: str, samples: list) -> None:
+        """Take one agent's report (validated wire samples)."""
+        for sample in samples:
+            low = sample["min_rtt_us"] * 1e-6
+            self._reports[(host_ip, sample["dst"])] = (now, PairRtt(low, low + sample["spread_us"] * 1e-6,
+                                                                    sample["source"]))
+
+    def estimates(self, now: float) -> dict:
+        """{(a ip, b ip): PairRtt} for every pair either end reported lately, in both orders."""
+        self._reports = {key: value for key, value in self._reports.items() if now - value[0] <= self.max_age_s}
+        combined: dict = {}
+        for (a, b), (_, rtt) in self._reports.items():
+            for pair in ((a, b), (b, a)):
+                known = combined.get(pair)
+                if known is None:
+                    combined[pair] = rtt
+                else:
+                    low = min(known, rtt, key=lambda r: r.low_s)
+                    combined[pair] = PairRtt(low.low_s, max(known.high_s, rtt.high_s), low.source)
+        return combined

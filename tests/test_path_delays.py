@@ -1,0 +1,86 @@
+"""Path delays the formulas can trust (issue 14): host-measured round trips
+preferred, control-plane time refused, and the safe side of an unsure
+estimate for each parameter. Synthetic samples, no switch."""
+
+import pytest
+from controller_fakes import H1, H2, H3, arp_frame, connected_core
+from os_ken.lib.packet import arp as arp_packet
+
+from ryu_app.rtt import HostRtts, PairRtt
+
+
+def learned_core(**options):
+    core = connected_core(**options)
+    for (ip, mac), dpid, port in ((H1, 1, 2), (H2, 2, 2), (H3, 1, 3)):
+        core.packet_in(0.0, dpid, port, arp_frame(arp_packet.ARP_REQUEST, (ip, mac), ip))
+    return core
+
+
+def lldp_sample(core, now, delay_s, echo_s=0.001):
+    """One probe round over s1:1 -> s2:1 whose probe took delay_s more than the control legs."""
+    for dpid in (1, 2):
+        core.delays.echo_sent(dpid, now)
+        core.delays.echo_received(dpid, now + echo_s)
+    sequence = core.delays.next_probe(1, 1, now)
+    core.delays.probe_received((1, 1, sequence), 2, 1, now + echo_s + delay_s)
+
+
+def record(actions, src, dst):
+    return next(r for r in actions.generation.records if (r["src"], r["dst"]) == (src, dst))
+
+
+def test_both_directions_combine_and_reports_expire():
+    rtts = HostRtts(max_age_s=60)
+    rtts.report(0.0, "10.0.0.1", [{"dst": "10.0.0.2", "min_rtt_us": 700.0, "spread_us": 50.0, "count": 9,
+                                   "source": "tcp"}])
+    rtts.report(10.0, "10.0.0.2", [{"dst": "10.0.0.1", "min_rtt_us": 650.0, "spread_us": 300.0, "count": 3,
+                                    "source": "probe"}])
+    both = rtts.estimates(10.0)
+    assert both[("10.0.0.1", "10.0.0.2")] == both[("10.0.0.2", "10.0.0.1")]
+    assert both[("10.0.0.1", "10.0.0.2")] == PairRtt(pytest.approx(650e-6), pytest.approx(950e-6), "probe")
+    assert set(rtts.estimates(65.0)) == {("10.0.0.1", "10.0.0.2"), ("10.0.0.2", "10.0.0.1")}  # one report left
+    assert rtts.estimates(71.0) == {}
+
+
+def test_the_hosts_measurement_is_preferred_and_each_parameter_takes_its_safe_side():
+    core = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60})
+    core.rtt_report(1.0, H1[0], [{"dst": H2[0], "min_rtt_us": 800.0, "spread_us": 400.0, "count": 20,
+                                  "source": "tcp"}])
+    actions = core.replan(3.0)
+    h1_h2, h1_h3 = record(actions, H1[0], H2[0]), record(actions, H1[0], H3[0])
+    assert h1_h3["rtt_source"] == "default"  # nobody measured it: the per-link view
+    assert h1_h2["rtt_source"] == "host" and h1_h2["rtt_prop_us"] == pytest.approx(800.0)
+    assert h1_h2["rtt_spread_us"] == pytest.approx(400.0)
+    # minRTO takes the top of the estimate (minimum + spread); the windows the minimum.
+    sure = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60})
+    sure.rtt_report(1.0, H1[0], [{"dst": H2[0], "min_rtt_us": 800.0, "spread_us": 0.0, "count": 20,
+                                  "source": "tcp"}])
+    certain = record(sure.replan(3.0), H1[0], H2[0])
+    assert h1_h2["min_rto_us"] - certain["min_rto_us"] == pytest.approx(400.0)
+    assert (h1_h2["initcwnd"], h1_h2["cwnd_clamp"]) == (certain["initcwnd"], certain["cwnd_clamp"])
+
+
+def test_control_plane_noise_cannot_pass_for_propagation():
+    """Jittery LLDP samples of 0-13.5 ms on s1 -> s2: all beyond the physical bound, refused;
+    the link keeps the configured default, and the windows stay what a small round trip gives."""
+    quiet = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60})
+    noisy = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60})
+    for k in range(10):
+        lldp_sample(noisy, float(k), delay_s=(k * 1.5e-3) % 13.5e-3 + 0.5e-3)
+    assert noisy.delays.delays() == {} and noisy.delays.refused["beyond_bound"] == 10
+    quiet_record, noisy_record = (record(core.replan(20.0), H1[0], H2[0]) for core in (quiet, noisy))
+    assert noisy_record["initcwnd"] == quiet_record["initcwnd"]
+    assert noisy_record["cwnd_clamp"] == quiet_record["cwnd_clamp"]
+    assert noisy_record["rtt_source"] == "default"
+
+
+def test_without_the_bound_noise_would_open_the_windows():
+    """The same noise with no physical bound: the estimate is the window's minimum, 0.5 ms,
+    and the initial window grows with it. This is what the bound prevents."""
+    unbounded = learned_core(measurement={"max_link_delay_us": None, "host_rtt_max_age_s": 60})
+    bounded = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60})
+    for core in (unbounded, bounded):
+        for k in range(10):
+            lldp_sample(core, float(k), delay_s=(k * 1.5e-3) % 13.5e-3 + 0.5e-3)
+    wide, safe = (record(core.replan(20.0), H1[0], H2[0]) for core in (unbounded, bounded))
+    assert wide["rtt_prop_us"] > 500 and wide["initcwnd"] > safe["initcwnd"]
