@@ -20,6 +20,8 @@ _TABLE_COLUMNS = (
     ("initcwnd", "initcwnd"),
     ("cwnd_clamp", "cwnd_clamp"),
     ("segment_bytes", "segment_B"),
+    ("rtt_prop_us", "RTTprop_us"),
+    ("rtt_source", "rtt_from"),
 )
 
 

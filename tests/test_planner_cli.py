@@ -35,7 +35,7 @@ def test_table_output(tmp_path, capsys):
     lines = out.splitlines()
     assert status == 0
     assert lines[0].split() == ["src", "dst", "dst_ip", "minRTO_us", "rto_min_ms", "initcwnd", "cwnd_clamp", "segment_B",
-                                 "path"]
+                                 "RTTprop_us", "rtt_from", "path"]
     assert len(lines) == 1 + 3 * 2
     assert any(line.split()[:2] == ["h2", "h1"] and line.endswith("h2 s1 h1") for line in lines)
 
