@@ -207,8 +207,12 @@ def validate(document: Any, path: str = "<config>") -> dict:
         try:  # a certificate that does not load, or a key that does not match it, is named now
             ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(agents["tls"]["cert_file"],
                                                                     agents["tls"]["key_file"])
-        except (ssl.SSLError, OSError) as error:
-            raise ConfigError(f"{path}: agents.tls: {error.strerror or error.reason or error}") from None
+        except ssl.SSLError as error:
+            detail = f" ({error.reason})" if error.reason else ""
+            raise ConfigError(f"{path}: agents.tls: cert_file and key_file are not a PEM certificate chain and its "
+                              f"private key{detail}") from None
+        except OSError as error:
+            raise ConfigError(f"{path}: agents.tls: {error.strerror or error}") from None
     if config["inventory"] is not None and not os.path.isfile(config["inventory"]):
         raise ConfigError(f"{path}: inventory: {config['inventory']}: no such file")
     return config

@@ -141,8 +141,7 @@ def test_metrics_follow_the_plan_and_a_lost_link(tmp_path, clock):
     assert page[("otcp_controller_database_bytes", ())] > 0
 
     for src, dst in ((1, 2), (2, 1)):  # the link goes down: discovery loses both directions
-        controller.link_delete(types.SimpleNamespace(link=types.SimpleNamespace(
-            src=types.SimpleNamespace(dpid=src, port_no=1), dst=types.SimpleNamespace(dpid=dst, port_no=1))))
+        controller._carry_out(controller.core.link_deleted(clock.now, (src, 1), (dst, 1)))
     clock.now += 5.0
     controller._replan()
     page = scrape(registry)
@@ -202,12 +201,15 @@ def test_status_without_a_running_controller_says_so_in_one_line(tmp_path):
 
 def test_operations_settings_are_checked(tmp_path):
     path = str(tmp_path / "controller.yaml")
+    (tmp_path / "controller.yaml").write_text("not a certificate\n")
     for settings, message in (
         ({"metrics": {"host": "127.0.0.1"}}, "metrics.port: missing"),
         ({"retention": {"generations": 0}}, "retention.generations: 0 is out of range 1..1000000"),
         ({"agents": {"tls": {"cert_file": "c.pem", "key_file": "k.pem"}}},
          f"agents.tls.cert_file: {tmp_path / 'c.pem'}: no such file"),
         ({"admin": {"socket": "x" * 120}}, "longer than 107 bytes"),
+        ({"agents": {"tls": {"cert_file": "controller.yaml", "key_file": "controller.yaml"}}},
+         "agents.tls: cert_file and key_file are not a PEM certificate chain and its private key"),
     ):
         with pytest.raises(config.ConfigError, match=f"^{path}: .*") as raised:
             config.validate(settings, path)
