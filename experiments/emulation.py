@@ -167,7 +167,7 @@ class Emulation:
 
 @contextlib.contextmanager
 def emulate(topo, controller=None, management=False, management_subnet=DEFAULT_MANAGEMENT_SUBNET,
-            connect_timeout=30, log_level="warning"):
+            connect_timeout=30, log_level="warning", raise_ovs_buffers=True):
     """Build and start topo; yield an Emulation; tear everything down on exit.
 
     controller: None for standalone learning bridges (only for loop-free
@@ -177,6 +177,8 @@ def emulate(topo, controller=None, management=False, management_subnet=DEFAULT_M
     value is the OpenFlow port the controller listens on at 127.0.0.1. The
     controller is stopped after the network.
     management: add the management network (see the module docstring).
+    raise_ovs_buffers: raise OVS's packet sockets while the network runs
+    (experiments.ovs_sockets; False only to measure what happens without).
     """
     setLogLevel(log_level)
     if controller is None and topo.has_loop():
@@ -215,8 +217,9 @@ def emulate(topo, controller=None, management=False, management_subnet=DEFAULT_M
                     intf.reshape()
         # OVS's packet sockets must never be where a packet is lost (experiments.ovs_sockets).
         ports = [intf.name for switch in net.switches for intf in switch.intfList() if intf.name != "lo"]
-        _wait_send_socket(net)
-        stack.enter_context(ovs_sockets.raised_buffers(ports))
+        if raise_ovs_buffers:
+            _wait_send_socket(net)
+            stack.enter_context(ovs_sockets.raised_buffers(ports))
         problems = [_pin_congestion_control(host) for host in net.hosts]
         emulation = Emulation(net, topo, management_ips, root_ip)
         emulation.congestion_control_note = next((p for p in problems if p), None)
