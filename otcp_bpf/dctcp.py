@@ -10,10 +10,14 @@ a default and never substituted: a caller that cannot register it gets
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import re
+import time
 from pathlib import Path
 from types import TracebackType
+from typing import TextIO
 
 from otcp_bpf.build import build, object_path
 from otcp_bpf.errors import BpfUnavailable, run
@@ -22,6 +26,7 @@ from otcp_bpf.objects import close_at_exit, closed, netns_prefix
 CC_NAME = "otcp_dctcp"
 STATS_MAP = "otcp_dctcp_st"
 AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+LOCK_PATH = Path("/run/otcp-bpf/otcp_dctcp.lock")
 
 
 def available_congestion_controls() -> list[str]:
@@ -32,13 +37,15 @@ def available_congestion_controls() -> list[str]:
 class RegisteredCC:
     """The ``otcp_dctcp`` struct_ops map this process registered (by its id).
 
-    ``close()`` unregisters exactly that map; it also runs at exit. Sockets
-    still using the algorithm keep it alive until they close.
+    ``close()`` unregisters exactly that map and releases the lock that keeps
+    other OTCP processes from registering meanwhile; it also runs at exit.
+    Sockets still using the algorithm keep it alive until they close.
     """
 
-    def __init__(self, map_id: int) -> None:
+    def __init__(self, map_id: int, lock: TextIO) -> None:
         self.map_id = map_id
         self.name = CC_NAME
+        self.lock: TextIO | None = lock
         close_at_exit(self)
 
     def registered(self) -> bool:
@@ -66,6 +73,9 @@ class RegisteredCC:
         """Unregister (idempotent)."""
         if self.registered():
             run(["bpftool", "struct_ops", "unregister", "id", str(self.map_id)], f"unregistering {CC_NAME}")
+        if self.lock is not None:
+            self.lock.close()  # releases the flock
+            self.lock = None
         closed(self)
 
     def __enter__(self) -> RegisteredCC:
@@ -76,21 +86,53 @@ class RegisteredCC:
         self.close()
 
 
-def register_dctcp() -> RegisteredCC:
+def _take_lock(wait_s: float) -> TextIO:
+    """The machine-wide lock on the name: one OTCP process registers at a time."""
+    LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
+    lock = open(LOCK_PATH, "a+")
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                lock.seek(0)
+                holder = lock.read().strip() or "unknown"
+                lock.close()
+                raise BpfUnavailable(
+                    f"{CC_NAME} is in use by another OTCP process (pid {holder}, lock {LOCK_PATH})") from None
+            time.sleep(0.5)
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
+
+
+def register_dctcp(wait_s: float = 0.0) -> RegisteredCC:
     """Build if needed and register ``otcp_dctcp``; return the handle to unregister it.
 
+    The name is machine-wide, so OTCP processes take turns (a lock under
+    /run): another one holding it is waited for up to ``wait_s`` seconds.
     Raises :class:`BpfUnavailable` when the toolchain, the kernel's BTF, the
-    verifier or the kernel refuses, or when the name is already registered
-    (by another run: ``bpftool struct_ops show``).
+    verifier or the kernel refuses, when the wait runs out, or when something
+    outside OTCP registered the name (``bpftool struct_ops show``).
     """
-    if CC_NAME in available_congestion_controls():
-        raise BpfUnavailable(f"{CC_NAME} is already registered by someone else (see bpftool struct_ops show)")
-    build()
-    result = run(["bpftool", "struct_ops", "register", str(object_path(CC_NAME))], f"registering {CC_NAME}")
-    found = re.search(rf"{CC_NAME} id (\d+)", result.stdout + result.stderr)
-    if not found:
-        raise BpfUnavailable(f"bpftool registered {CC_NAME} but did not say its id", result.stdout + result.stderr)
-    return RegisteredCC(int(found.group(1)))
+    lock = _take_lock(wait_s)
+    try:
+        if CC_NAME in available_congestion_controls():
+            raise BpfUnavailable(f"{CC_NAME} is already registered by someone else (see bpftool struct_ops show)")
+        build()
+        result = run(["bpftool", "struct_ops", "register", str(object_path(CC_NAME))], f"registering {CC_NAME}")
+        found = re.search(rf"{CC_NAME} id (\d+)", result.stdout + result.stderr)
+        if not found:
+            raise BpfUnavailable(f"bpftool registered {CC_NAME} but did not say its id",
+                                 result.stdout + result.stderr)
+    except BaseException:
+        lock.close()
+        raise
+    return RegisteredCC(int(found.group(1)), lock)
 
 
 def ecn_sysctls() -> dict[str, str]:

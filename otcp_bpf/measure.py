@@ -102,7 +102,7 @@ def measure(rate_mbit: float, buffer_bytes: int, seconds: float, k_bytes: int | 
         report["ceiling_mbps"] = _goodput(ceiling["flows"])
         report["ceiling_qdisc_drops"] = ceiling["qdisc_drops"]
         dev, ns = bed.bottleneck
-        with register_dctcp() as cc, attach_marker(dev, rate_bps, k, buffer_bytes, netns=ns,
+        with register_dctcp(wait_s=600) as cc, attach_marker(dev, rate_bps, k, buffer_bytes, netns=ns,
                                                    burst_bytes=burst) as marker:
             run = _run(bed, CC_NAME, seconds, 2, marker, sample=True)
             counters = marker.counters()
