@@ -12,7 +12,6 @@ from os_ken.controller import ofp_event
 from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
-from os_ken.topology import event as topo_event
 
 from ryu_app import inventory, metrics, store
 from ryu_app.admin import AdminServer
@@ -40,7 +39,7 @@ class OTCPController(app_manager.OSKenApp):
         self.core = ControllerCore(
             now=time.time(), probe_interval_s=config["intervals"]["probe_s"], delay_window=config["delay_window"],
             defaults=config["defaults"], bounds=config["bounds"], lossless=config["lossless"],
-            stability=config["stability"], logger=self.logger,
+            stability=config["stability"], measurement=config["measurement"], logger=self.logger,
             inventory=inventory.load(config["inventory"]) if config["inventory"] else None,
             known_hosts=self.store.known_hosts(), generation=self.store.last_generation_number())
         self.datapaths: dict[int, Any] = {}  # dpid -> connected os-ken Datapath
@@ -59,7 +58,8 @@ class OTCPController(app_manager.OSKenApp):
             tls = agents["tls"] and server_tls(agents["tls"]["cert_file"], agents["tls"]["key_file"])
             self.agent_server = AgentServer(agents["host"], agents["port"], read_secret(agents["secret_file"]),
                                             self.core.publications, on_ack=self.store.save_ack,
-                                            on_agent=self._agent_arrived, logger=self.logger, tls=tls)
+                                            on_agent=self._agent_arrived, logger=self.logger, tls=tls,
+                                            on_rtt=lambda ip, samples: self.core.rtt_report(time.time(), ip, samples))
             self.agent_server.start()
             self.live.agent_server = self.agent_server
         self.threads.append(AdminServer(self.config["admin"]["socket"], self.live.status, self.logger).start())
@@ -100,6 +100,7 @@ class OTCPController(app_manager.OSKenApp):
                 self.agent_server.deliver(host_ip)
 
     def _probe(self):
+        self._carry_out(self.core.expire_links(time.time()))
         for dpid in self.core.ready_switches():  # stamped per switch, just before its probes leave
             self._carry_out(self.core.probe_switch(time.time(), dpid))
 
@@ -149,16 +150,6 @@ class OTCPController(app_manager.OSKenApp):
         """A port changed."""
         self._carry_out(self.core.port_status(ev.msg.datapath.id))
 
-    @set_ev_cls(topo_event.EventLinkAdd)
-    def link_add(self, ev):
-        """os-ken's discovery found a link."""
-        self._carry_out(self.core.link_added(time.time(), *_link_ends(ev.link)))
-
-    @set_ev_cls(topo_event.EventLinkDelete)
-    def link_delete(self, ev):
-        """os-ken's discovery lost a link."""
-        self._carry_out(self.core.link_deleted(time.time(), *_link_ends(ev.link)))
-
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def packet_in(self, ev):
         """A frame sent up by a switch."""
@@ -174,7 +165,3 @@ class OTCPController(app_manager.OSKenApp):
         """A switch's flow statistics."""
         self.core.flow_stats(ev.msg.datapath.id, ev.msg.body)
 
-
-def _link_ends(link):
-    """((src_dpid, src_port), (dst_dpid, dst_port)) of an os-ken topology Link."""
-    return (link.src.dpid, link.src.port_no), (link.dst.dpid, link.dst.port_no)

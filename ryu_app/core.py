@@ -17,27 +17,38 @@ OpenFlow messages are built with each switch's `ofproto` and
 """
 
 import logging
+import math
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from os_ken.lib.packet import arp as arp_packet
-from os_ken.lib.packet import ethernet, ipv4, packet
+from os_ken.lib.packet import packet
 
 from ryu_app import arp, delay, formulas, forwarding
 from ryu_app.flowcount import FlowCounter
 from ryu_app.planner import Plan
 from ryu_app.publication import Publications
+from ryu_app.rtt import HostRtts, PairRtt
 from ryu_app.stability import HeldFlows, StableDelays
 from ryu_app.store import Generation, HostRecord, LinkMeasurement, LinkRecord, TopologySnapshot
 from ryu_app.topology import Host, SwitchPort, Topology
 from wire.limits import GENERATION
 
 ETH_TYPE_LLDP = 0x88CC
-# Discovery has settled once this many probe rounds passed without a change.
+ETH_TYPE_IPV4 = 0x0800
+# Discovery has settled once this many probe rounds passed without a change;
+# a port that carried a link stays out of host learning for as long.
 SETTLE_PROBE_ROUNDS = 3
+# A link none of whose probes arrived for this many probe rounds is gone.
+LINK_TIMEOUT_ROUNDS = 5
 # An ARP request for a host nobody answers for is forgotten after this long.
 ARP_PENDING_S = 5.0
+# The edge ports are asked for one unknown address at most once per this long.
+ARP_PROBE_INTERVAL_S = 1.0
+# Packet-ins each switch may send per second (an OpenFlow meter on the table miss).
+PACKET_IN_RATE_PPS = 1000
 # Payload of the controller's echo requests, so other echoes are not timed.
 ECHO_PAYLOAD = b"otcp"
 # How far ahead of the controller an agent's applied generation may be and
@@ -98,8 +109,33 @@ class _PendingArp:
     request: arp_packet.arp
 
 
+def frame_header(data: bytes) -> tuple[int, str] | None:
+    """(ethertype, source MAC) of an Ethernet frame, read without a parser; None if too short."""
+    if len(data) < 14:
+        return None
+    return struct.unpack_from("!H", data, 12)[0], data[6:12].hex(":")
+
+
+def ipv4_addresses(data: bytes) -> tuple[str, str] | None:
+    """(source, destination) of an untagged IPv4 frame, read without a parser; None if truncated."""
+    if len(data) < 34:
+        return None
+    return ".".join(map(str, data[26:30])), ".".join(map(str, data[30:34]))
+
+
 class ControllerCore:
-    """The controller's state and decisions; see the module docstring."""
+    """The controller's state and decisions; see the module docstring.
+
+    Links are discovered from the core's own delay probes (a probe this
+    controller sent out of one port, arriving at another switch, proves the
+    link) and forgotten when their probes stop. Hosts are learned only at
+    confirmed edge ports: ports of a described switch that carry no link and
+    carried none for SETTLE_PROBE_ROUNDS probe rounds. Nothing the
+    controller sends comes back as a host sighting: its own ARP probes are
+    dropped on arrival, its ARP answers leave only by edge ports, and a
+    packet that missed its entry is delivered straight out of its
+    destination's edge port, never into the fabric.
+    """
 
     def __init__(
         self,
@@ -111,6 +147,7 @@ class ControllerCore:
         bounds: formulas.Bounds,
         lossless: formulas.Lossless | None = None,
         stability: dict | None = None,
+        measurement: dict | None = None,
         inventory: Any = None,
         known_hosts: Iterable[Host] = (),
         generation: int = 0,
@@ -122,26 +159,38 @@ class ControllerCore:
         self.bounds = bounds
         self.lossless = lossless
         stability = stability or {"delay_step_us": 0, "delay_tolerance": 0.0, "flow_hold_s": 0.0}
+        measurement = measurement or {"max_link_delay_us": None, "host_rtt_max_age_s": 60.0}
         self.stable_delays = StableDelays(stability["delay_step_us"] * 1e-6, stability["delay_tolerance"])
         self.held_flows = HeldFlows(stability["flow_hold_s"])
+        self.host_rtts = HostRtts(measurement["host_rtt_max_age_s"])
+        # The hosts' round trips are held still like the links' delays, each bound on its own.
+        self.stable_rtt_low = StableDelays(stability["delay_step_us"] * 1e-6, stability["delay_tolerance"])
+        self.stable_rtt_high = StableDelays(stability["delay_step_us"] * 1e-6, stability["delay_tolerance"])
         self.topology = Topology(inventory)
         # Where hosts were before a restart: hints, so the first plans are complete.
         for host in known_hosts:
             self.topology.add_hint(host)
-        self.delays = delay.DelayEstimator(window=delay_window)
+        bound = measurement["max_link_delay_us"]
+        self.delays = delay.DelayEstimator(window=delay_window, max_delay_s=None if bound is None else bound * 1e-6)
         self.flow_counter = FlowCounter()
         self.publications = Publications()
         self.generation = generation
         self.changed_at = now
         self._switches: dict[int, _Switch] = {}
         self._pending_arp: dict[str, list[_PendingArp]] = {}  # target ip -> requests awaiting an answer
+        self._arp_probed_at: dict[str, float] = {}  # target ip -> when the edge ports were last asked
+        self._link_heard: dict[tuple[SwitchPort, SwitchPort], float] = {}  # probed link -> its last probe
+        self._link_seen_at: dict[SwitchPort, float] = {}  # port -> last time a link was there
 
     # -- switches ------------------------------------------------------------
 
     def switch_features(self, dpid: int, codec: OpenFlowCodec) -> Actions:
-        """A switch connected: clear an earlier run's entries, send misses here."""
+        """A switch connected: clear an earlier run's entries, send probes here
+        and misses too, at most PACKET_IN_RATE_PPS a second (a meter)."""
         self._switches[dpid] = _Switch(codec)
-        return Actions([(dpid, forwarding.remove_otcp_entries(codec)), (dpid, forwarding.table_miss_entry(codec))])
+        return Actions([(dpid, message) for message in (
+            forwarding.remove_otcp_entries(codec), *forwarding.packet_in_meter(codec, PACKET_IN_RATE_PPS),
+            forwarding.probe_entry(codec), forwarding.table_miss_entry(codec))])
 
     def switch_ready(self, dpid: int) -> Actions:
         """The switch is in MAIN state: ask for its ports."""
@@ -149,12 +198,15 @@ class ControllerCore:
         if switch is None:
             return Actions()
         switch.ready = True
-        return self.port_status(dpid)
+        actions = self.port_status(dpid)
+        actions.replan = True  # its entries come with the next plan
+        return actions
 
     def switch_gone(self, now: float, dpid: int) -> Actions:
         """The switch disconnected: forget it and what was measured through it."""
         self._switches.pop(dpid, None)
         self.delays.forget_switch(dpid)
+        self._link_heard = {link: at for link, at in self._link_heard.items() if dpid not in (link[0][0], link[1][0])}
         self.flow_counter.forget_switch(dpid)
         return self._changed(now) if self.topology.remove_switch(dpid) else Actions()
 
@@ -176,7 +228,8 @@ class ControllerCore:
         return self._changed(now) if self.topology.add_switch(dpid, speeds) else Actions()
 
     def link_added(self, now: float, src: SwitchPort, dst: SwitchPort) -> Actions:
-        """os-ken's discovery found a link; one claimed on a host's port is refused."""
+        """A link was discovered; one claimed on a host's port is refused."""
+        self._link_seen_at[src] = self._link_seen_at[dst] = now
         if self.topology.add_link(src, dst):
             return self._link_changed(now, src, dst, "up")
         if self.topology.host_port(*src) or self.topology.host_port(*dst):
@@ -184,9 +237,11 @@ class ControllerCore:
         return Actions()
 
     def link_deleted(self, now: float, src: SwitchPort, dst: SwitchPort) -> Actions:
-        """os-ken's discovery lost a link: forget it and its delay samples."""
+        """A link went away: forget it and its delay samples."""
+        self._link_heard.pop((src, dst), None)
         if not self.topology.remove_link(src, dst):
             return Actions()
+        self._link_seen_at[src] = self._link_seen_at[dst] = now
         self.delays.forget_link(src, dst)
         return self._link_changed(now, src, dst, "down")
 
@@ -199,57 +254,83 @@ class ControllerCore:
         self.changed_at = now
         return Actions(replan=True)
 
+    def expire_links(self, now: float) -> Actions:
+        """Forget the probed links none of whose probes arrived for LINK_TIMEOUT_ROUNDS rounds."""
+        limit = LINK_TIMEOUT_ROUNDS * self.probe_interval_s
+        actions = Actions()
+        for (src, dst) in [link for link, heard in self._link_heard.items() if now - heard > limit]:
+            actions.replan |= self.link_deleted(now, src, dst).replan
+        return actions
+
     def settled(self, now: float) -> bool:
         """True once discovery has had a few probe rounds since the last change."""
         return now - self.changed_at >= SETTLE_PROBE_ROUNDS * self.probe_interval_s
 
+    def edge_port(self, now: float, dpid: int, port: int) -> bool:
+        """True if (dpid, port) is a confirmed edge port, where a host may be
+        learned: a described port of a switch, carrying no link now nor in
+        the last SETTLE_PROBE_ROUNDS probe rounds."""
+        ports = self.topology.switches.get(dpid)
+        return (ports is not None and port in ports and not self.topology.is_link_port(dpid, port)
+                and now - self._link_seen_at.get((dpid, port), -math.inf)
+                >= SETTLE_PROBE_ROUNDS * self.probe_interval_s)
+
     # -- packets -----------------------------------------------------------------
 
     def packet_in(self, now: float, dpid: int, in_port: int, data: bytes) -> Actions:
-        """A frame a switch sent up: a delay probe, ARP, or a packet that missed its entry."""
-        switch = self._switches.get(dpid)
-        frame = packet.Packet(data)
-        eth = frame.get_protocol(ethernet.ethernet)
-        if switch is None or eth is None:
+        """A frame a switch sent up: a delay probe, ARP, or a packet that missed its entry.
+
+        O(1) per frame: the Ethernet and IPv4 headers are read in place and
+        only ARP and probes are parsed; nothing here plans or sorts.
+        """
+        header = frame_header(data)
+        if dpid not in self._switches or header is None:
             return Actions()
-        if eth.ethertype == ETH_TYPE_LLDP:
-            probe = delay.parse_probe(data)
-            if probe is not None and not self.topology.host_port(dpid, in_port):
-                self.delays.probe_received(probe, dpid, in_port, now)
+        ethertype, src_mac = header
+        if ethertype == ETH_TYPE_LLDP:
+            return self._probe_arrived(now, dpid, in_port, data)
+        if src_mac == arp.CONTROLLER_MAC:  # the controller's own ARP probe, back through a link
             return Actions()
-        request = frame.get_protocol(arp_packet.arp)
-        if request is not None:
-            actions = self._learn(now, request.src_ip, eth.src, dpid, in_port)
+        if ethertype == arp.ETH_TYPE_ARP:
+            request = packet.Packet(data).get_protocol(arp_packet.arp)
+            if request is None or not self.edge_port(now, dpid, in_port):
+                return Actions()
+            actions = self._learn(now, request.src_ip, src_mac, dpid, in_port)
             if request.opcode == arp_packet.ARP_REQUEST:
                 actions.sends += self._answer_arp(now, dpid, in_port, request)
             return actions
-        header = frame.get_protocol(ipv4.ipv4)
-        if header is None:
-            return Actions()
-        actions = self._learn(now, header.src, eth.src, dpid, in_port)
-        first = self._deliver_first_packet(now, switch, dpid, in_port, (header.src, header.dst), data)
-        actions.sends += first.sends
-        actions.replan |= first.replan
-        return actions
-
-    def _deliver_first_packet(self, now: float, switch: _Switch, dpid: int, in_port: int, pair: Pair,
-                              data: bytes) -> Actions:
-        """A packet that missed the table: its pair's entries are not there
-        yet (new pair, or sent but not yet applied). Plan if needed, then
-        send it out of the port its entry names; the next switch does the same."""
-        if self.topology.host(pair[1]) is None:
+        addresses = ipv4_addresses(data) if ethertype == ETH_TYPE_IPV4 else None
+        if addresses is None:
             return Actions()
         actions = Actions()
-        if pair not in switch.installed:
-            # Forwarding now; storing and pushing parameters waits for the plan loop.
-            plan, _ = self._plan(now)
-            actions = Actions(self._sync_forwarding(plan), replan=True)
-        out_port = switch.installed.get(pair)
-        self.log.debug("missed packet %s -> %s at s%d: %s", *pair, dpid,
-                       f"sent out of port {out_port}" if out_port else "no path")
-        if out_port is not None and out_port != in_port:
-            actions.sends.append((dpid, forwarding.packet_out(switch.codec, out_port, data)))
+        if self.edge_port(now, dpid, in_port):
+            actions = self._learn(now, addresses[0], src_mac, dpid, in_port)
+        actions.sends += self._deliver_missed(dpid, in_port, addresses, data)
         return actions
+
+    def _probe_arrived(self, now: float, dpid: int, in_port: int, data: bytes) -> Actions:
+        """One of the controller's probes came back: the link it crossed, and a delay sample."""
+        probe = delay.parse_probe(data)
+        if probe is None or not self.delays.sent_probe(probe, dpid):
+            return Actions()
+        src, dst = (probe[0], probe[1]), (dpid, in_port)
+        if self.topology.host_port(*src) or self.topology.host_port(*dst):
+            return Actions()  # a host replaying a probe: no link, no sample
+        self.delays.probe_received(probe, dpid, in_port, now)
+        self._link_heard[(src, dst)] = now
+        return self.link_added(now, src, dst)
+
+    def _deliver_missed(self, dpid: int, in_port: int, pair: Pair, data: bytes) -> list[Send]:
+        """A packet that missed the table (its entries not there yet, or not
+        yet applied): send it straight out of its destination's edge port,
+        so it never re-enters the fabric. The entries come with the plan
+        that every change already asked for."""
+        host = self.topology.host(pair[1])
+        target = self._switches.get(host.dpid) if host is not None else None
+        if host is None or target is None or not target.ready or (host.dpid, host.port) == (dpid, in_port):
+            return []
+        self.log.debug("missed packet %s -> %s at s%d: delivered at s%d:%d", *pair, dpid, host.dpid, host.port)
+        return [(host.dpid, forwarding.packet_out(target.codec, host.port, data))]
 
     def _learn(self, now: float, ip: str, mac: str, dpid: int, port: int) -> Actions:
         """Learn (or move) the sender; answer ARP requests that waited for it."""
@@ -275,18 +356,22 @@ class ControllerCore:
         if target is not None:
             reply = arp.reply_frame(request, target.mac)
             return [(dpid, forwarding.packet_out(self._switches[dpid].codec, in_port, reply))]
-        self.log.debug("ARP for unknown %s from s%d:%d: probing edge ports", request.dst_ip, dpid, in_port)
         self._pending_arp = {
             ip: fresh for ip, waiting in self._pending_arp.items()
             if (fresh := [w for w in waiting if now - w.asked_at < ARP_PENDING_S])
         }
         self._pending_arp.setdefault(request.dst_ip, []).append(_PendingArp(now, dpid, in_port, request))
+        if now - self._arp_probed_at.get(request.dst_ip, -math.inf) < ARP_PROBE_INTERVAL_S:
+            return []
+        self._arp_probed_at = {ip: at for ip, at in self._arp_probed_at.items() if now - at < ARP_PROBE_INTERVAL_S}
+        self._arp_probed_at[request.dst_ip] = now
+        self.log.debug("ARP for unknown %s from s%d:%d: probing edge ports", request.dst_ip, dpid, in_port)
         probe = arp.probe_frame(request.dst_ip)
         ready = set(self.ready_switches())
         return [
             (edge_dpid, forwarding.packet_out(self._switches[edge_dpid].codec, port, probe))
             for edge_dpid, port in self.topology.edge_ports()
-            if edge_dpid in ready
+            if edge_dpid in ready and self.edge_port(now, edge_dpid, port)
         ]
 
     # -- measurement -----------------------------------------------------------
@@ -344,8 +429,21 @@ class ControllerCore:
         """The plan of the fabric as measured now, inputs held still, and where each link's delay came from."""
         link_delays = self.stable_delays.update({key: value for key, (value, _) in self.delays.delays().items()})
         flows = self.held_flows.update(now, self.flow_counter.active_pairs())
-        fabric, delay_sources = self.topology.fabric(link_delays, flows, self.defaults)
+        fabric, delay_sources = self.topology.fabric(link_delays, flows, self.defaults, self.delays.spreads(),
+                                                     self._stable_host_rtts(now))
         return Plan(fabric, self.bounds, self.lossless), delay_sources
+
+    def rtt_report(self, now: float, host_ip: str, samples: list) -> Actions:
+        """An agent's round trips to its destinations: used from the next plan on."""
+        self.host_rtts.report(now, host_ip, samples)
+        return Actions()
+
+    def _stable_host_rtts(self, now: float) -> dict:
+        """The hosts' round trips per pair, low and high each held still."""
+        estimates = self.host_rtts.estimates(now)
+        lows = self.stable_rtt_low.update({pair: rtt.low_s for pair, rtt in estimates.items()})
+        highs = self.stable_rtt_high.update({pair: rtt.high_s for pair, rtt in estimates.items()})
+        return {pair: PairRtt(lows[pair], max(lows[pair], highs[pair]), rtt.source) for pair, rtt in estimates.items()}
 
     def _sync_forwarding(self, plan: Plan) -> list[Send]:
         """Flow mods bringing every ready switch's entries in line with the plan."""

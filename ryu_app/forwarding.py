@@ -11,8 +11,12 @@ from ryu_app.planner import Plan
 
 COOKIE = 0x07C7_0000_0000_0001
 PAIR_PRIORITY = 100
+PROBE_PRIORITY = 0xFFFF
 TABLE_MISS_PRIORITY = 0
 ETH_TYPE_IPV4 = 0x0800
+ETH_TYPE_LLDP = 0x88CC
+# The meter that rate-limits a switch's packet-ins (the table miss).
+PACKET_IN_METER = 1
 
 
 def desired_entries(plan: Plan) -> dict[int, dict[tuple[str, str], int]]:
@@ -84,15 +88,40 @@ def remove_otcp_entries(datapath):
     )
 
 
+def packet_in_meter(datapath, rate_pps):
+    """Replace the packet-in meter: at most rate_pps packets a second (burst
+    as many), the rest dropped in the switch. Delete, then add (an add over an
+    existing meter is an error)."""
+    ofproto, parser = datapath.ofproto, datapath.ofproto_parser
+    band = parser.OFPMeterBandDrop(rate=rate_pps, burst_size=rate_pps)
+    return [
+        parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE, meter_id=PACKET_IN_METER),
+        parser.OFPMeterMod(datapath, command=ofproto.OFPMC_ADD, flags=ofproto.OFPMF_PKTPS | ofproto.OFPMF_BURST,
+                           meter_id=PACKET_IN_METER, bands=[band]),
+    ]
+
+
+def probe_entry(datapath):
+    """Send the controller's LLDP probes up, past the packet-in meter (discovery and delay)."""
+    ofproto, parser = datapath.ofproto, datapath.ofproto_parser
+    actions = [parser.OFPActionOutput(ofproto.OFPP_CONTROLLER, ofproto.OFPCML_NO_BUFFER)]
+    return parser.OFPFlowMod(
+        datapath=datapath, cookie=COOKIE, priority=PROBE_PRIORITY, match=parser.OFPMatch(eth_type=ETH_TYPE_LLDP),
+        instructions=[parser.OFPInstructionActions(ofproto.OFPIT_APPLY_ACTIONS, actions)],
+    )
+
+
 def table_miss_entry(datapath):
-    """Send what no entry matches to the controller (host learning, ARP)."""
+    """Send what no entry matches to the controller (host learning, ARP,
+    first packets), through the packet-in meter."""
     ofproto, parser = datapath.ofproto, datapath.ofproto_parser
     actions = [parser.OFPActionOutput(ofproto.OFPP_CONTROLLER, ofproto.OFPCML_NO_BUFFER)]
     return parser.OFPFlowMod(
         datapath=datapath,
         priority=TABLE_MISS_PRIORITY,
         match=parser.OFPMatch(),
-        instructions=[parser.OFPInstructionActions(ofproto.OFPIT_APPLY_ACTIONS, actions)],
+        instructions=[parser.OFPInstructionMeter(PACKET_IN_METER),
+                      parser.OFPInstructionActions(ofproto.OFPIT_APPLY_ACTIONS, actions)],
     )
 
 

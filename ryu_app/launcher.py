@@ -35,8 +35,6 @@ def run(config_path):
     # os-ken needs eventlet; its deprecation banner says nothing to operators.
     warnings.filterwarnings("ignore", message=".*Eventlet is deprecated")
     logging.getLogger().setLevel(getattr(logging, config["log_level"].upper()))
-    # os-ken's topology service registers --observe-links when imported.
-    import os_ken.topology.switches  # noqa: F401
     from os_ken.cmd import manager
 
     from ryu_app import app
@@ -48,7 +46,6 @@ def run(config_path):
             args=[
                 "--ofp-listen-host", openflow["host"],
                 "--ofp-tcp-listen-port", str(openflow["port"]),
-                "--observe-links",
                 "ryu_app.app",
             ],
             prog="otcp-controller",

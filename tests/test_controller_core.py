@@ -8,6 +8,8 @@ from controller_fakes import (
     H1,
     H2,
     H3,
+    PORTS,
+    FakeDatapath,
     arp_frame,
     connected_core,
     ipv4_frame,
@@ -21,6 +23,7 @@ from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
 from ryu_app import core as core_module
 from ryu_app import delay, forwarding
+from ryu_app.arp import probe_frame as arp_probe_frame
 from ryu_app.core import ARP_PENDING_S, ECHO_PAYLOAD, MAX_GENERATION_LEAP
 from ryu_app.publication import Publications
 from ryu_app.topology import Host
@@ -51,13 +54,21 @@ def settled_core():
 # -- switches ----------------------------------------------------------------------
 
 
-def test_a_connecting_switch_is_cleared_then_sends_misses_up():
+def test_a_connecting_switch_is_cleared_then_sends_misses_up_through_a_meter():
     core = new_core()
-    (_, clear), (_, miss) = core.switch_features(1, types.SimpleNamespace(ofproto=ofproto_v1_3,
-                                                                          ofproto_parser=ofproto_v1_3_parser)).sends
+    (_, clear), (_, old_meter), (_, meter), (_, probes), (_, miss) = core.switch_features(
+        1, types.SimpleNamespace(ofproto=ofproto_v1_3, ofproto_parser=ofproto_v1_3_parser)).sends
     assert (clear.command, clear.cookie) == (ofproto_v1_3.OFPFC_DELETE, forwarding.COOKIE)
+    assert (old_meter.command, old_meter.meter_id) == (ofproto_v1_3.OFPMC_DELETE, forwarding.PACKET_IN_METER)
+    assert (meter.command, meter.meter_id, meter.bands[0].rate) == (
+        ofproto_v1_3.OFPMC_ADD, forwarding.PACKET_IN_METER, core_module.PACKET_IN_RATE_PPS)
+    assert meter.flags & ofproto_v1_3.OFPMF_PKTPS
+    # The controller's own probes go up unmetered: discovery never starves.
+    assert probes.match["eth_type"] == 0x88CC and probes.priority > forwarding.PAIR_PRIORITY
+    assert probes.instructions[0].actions[0].port == ofproto_v1_3.OFPP_CONTROLLER
     assert miss.priority == forwarding.TABLE_MISS_PRIORITY
-    assert miss.instructions[0].actions[0].port == ofproto_v1_3.OFPP_CONTROLLER
+    assert miss.instructions[0].meter_id == forwarding.PACKET_IN_METER
+    assert miss.instructions[1].actions[0].port == ofproto_v1_3.OFPP_CONTROLLER
 
 
 def test_ready_switch_is_asked_for_ports_and_their_description_changes_the_topology():
@@ -225,17 +236,87 @@ def test_flow_stats_make_pairs_active_and_count_on_their_links():
 # -- forwarding --------------------------------------------------------------------------
 
 
-def test_a_missed_packet_gets_its_path_installed_and_is_sent_on():
+def test_a_missed_packet_goes_straight_out_of_its_destinations_edge_port():
     core = settled_core()
-    actions = core.packet_in(1.0, 1, 2, ipv4_frame(H1, H2))
-    assert actions.replan
-    mods = [(dpid, m) for dpid, m in actions.sends if isinstance(m, ofproto_v1_3_parser.OFPFlowMod)]
-    assert len(mods) == 2 * 2 + 2 * 1 + 2 * 2  # both ways of h1-h2, h1-h3, h2-h3, on each switch crossed
+    actions = core.packet_in(4.0, 1, 2, ipv4_frame(H1, H2))
+    assert not actions.replan and [m for _, m in actions.sends if isinstance(m, ofproto_v1_3_parser.OFPFlowMod)] == []
     [(dpid, port, message)] = packet_outs(actions)
-    assert (dpid, port, message.data) == (1, 1, ipv4_frame(H1, H2))  # toward s2
-    # Installed now: the next miss (an entry not yet applied) is only sent on.
-    again = core.packet_in(1.1, 2, 1, ipv4_frame(H1, H2))
-    assert not again.replan and [(d, p) for d, p, _ in packet_outs(again)] == [(2, 2)]
+    assert (dpid, port, message.data) == (2, 2, ipv4_frame(H1, H2))  # at h2's port, never into the fabric
+    # Missed again at s2's link port (an entry not yet applied): delivered the same, h1 not moved.
+    again = core.packet_in(4.1, 2, 1, ipv4_frame(H1, H2))
+    assert [(d, p) for d, p, _ in packet_outs(again)] == [(2, 2)] and core.topology.hosts[H1[0]] == Host(*H1, 1, 2)
+    assert packet_outs(core.packet_in(4.2, 1, 2, ipv4_frame(H1, ("10.0.0.99", "00:00:00:00:00:99")))) == []
+    assert packet_outs(core.packet_in(4.3, 2, 2, ipv4_frame(H1, H2))) == []  # already at its destination's port
+
+
+# -- discovery and host learning (issue 15: hosts flapping onto switch links) ------------------
+
+
+def probe_out_of(core, now, dpid, port):
+    """The probe that switch dpid's probe round at now sends out of port."""
+    return probe_round(core, now, dpid)[port]
+
+
+def test_links_are_discovered_from_the_controllers_own_probes_and_expire_when_they_stop():
+    core = new_core()
+    for dpid in PORTS:
+        core.switch_features(dpid, FakeDatapath(dpid))
+        core.switch_ready(dpid)
+        core.port_description(0.0, dpid, port_infos(dpid))
+    probe = probe_out_of(core, 1.0, 1, 1)
+    assert core.packet_in(1.001, 2, 1, probe).replan
+    assert core.topology.links == {(1, 1): (2, 1)}
+    assert not core.packet_in(1.002, 2, 1, probe).replan  # the same probe twice proves nothing new
+    forged = delay.probe_frame(1, 3, port_mac(1, 3), 999)  # never sent: no link s1:3 -> s2:2
+    assert not core.packet_in(1.003, 2, 2, forged).replan and (1, 3) not in core.topology.links
+    core.packet_in(2.001, 2, 1, probe_out_of(core, 2.0, 1, 1))
+    limit = core_module.LINK_TIMEOUT_ROUNDS * 1.0
+    assert not core.expire_links(2.0 + limit).replan  # heard at 2.001: still there
+    assert core.expire_links(2.002 + limit).replan and core.topology.links == {}
+
+
+def test_a_port_that_carried_a_link_learns_no_host_until_discovery_settles_there():
+    """A link that timed out (its probes lost under load) leaves its ports
+    link ports for learning: a host's packet arriving there is a packet in
+    flight along the old path, not the host."""
+    core = connected_core()
+    core.link_deleted(10.0, (1, 1), (2, 1))
+    core.link_deleted(10.0, (2, 1), (1, 1))
+    settle = core_module.SETTLE_PROBE_ROUNDS * 1.0
+    assert not core.edge_port(10.0 + settle - 0.01, 2, 1)
+    core.packet_in(10.5, 2, 1, ipv4_frame(H1, H2))
+    core.packet_in(10.5, 2, 1, arp_frame(arp_packet.ARP_REQUEST, H1, H2[0]))
+    assert core.topology.hosts == {}
+    assert core.edge_port(10.0 + settle, 2, 1)  # settled: a host may be plugged in there now
+    assert not core.edge_port(10.0 + settle, 2, 7)  # a port the switch does not have
+    learn_hosts(core, 10.0 + settle, (*H1, 2, 1))
+    assert core.topology.hosts[H1[0]] == Host(*H1, 2, 1)
+
+
+def test_the_controllers_own_arp_probe_coming_back_through_a_link_teaches_and_answers_nothing():
+    """The flapping of issue 15: a probe for a known host, sent out of a port
+    whose link was not discovered yet, reached the next switch; the controller
+    answered it there, the answer crossed back and taught it the host was on
+    the link port."""
+    core = new_core()
+    for dpid in PORTS:
+        core.switch_features(dpid, FakeDatapath(dpid))
+        core.switch_ready(dpid)
+        core.port_description(0.0, dpid, port_infos(dpid))
+    learn_hosts(core, 0.0, (*H2, 2, 2))
+    came_back = core.packet_in(0.5, 1, 1, arp_probe_frame(H2[0]))
+    assert came_back.sends == [] and set(core.topology.hosts) == {H2[0]}
+
+
+def test_edge_ports_are_asked_for_an_unknown_address_at_most_once_a_second():
+    core = connected_core()
+    learn_hosts(core, 0.0, (*H1, 1, 2))
+    assert len(packet_outs(core.packet_in(1.0, 1, 2, arp_frame(arp_packet.ARP_REQUEST, H1, H2[0])))) == 3
+    assert packet_outs(core.packet_in(1.5, 1, 2, arp_frame(arp_packet.ARP_REQUEST, H1, H2[0]))) == []
+    again = core.packet_in(1.0 + core_module.ARP_PROBE_INTERVAL_S, 1, 2, arp_frame(arp_packet.ARP_REQUEST, H1, H2[0]))
+    assert len(packet_outs(again)) == 3
+    # The three waiting requests are all answered when h2 speaks.
+    assert len(packet_outs(core.packet_in(2.5, 2, 2, arp_frame(arp_packet.ARP_REPLY, H2, "0.0.0.0")))) == 3
 
 
 def test_replan_keeps_entries_in_line_with_the_topology():
