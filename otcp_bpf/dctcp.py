@@ -71,12 +71,14 @@ class RegisteredCC:
 
     def close(self) -> None:
         """Unregister (idempotent)."""
-        if self.registered():
-            run(["bpftool", "struct_ops", "unregister", "id", str(self.map_id)], f"unregistering {CC_NAME}")
-        if self.lock is not None:
-            self.lock.close()  # releases the flock
-            self.lock = None
-        closed(self)
+        try:
+            if self.registered():
+                run(["bpftool", "struct_ops", "unregister", "id", str(self.map_id)], f"unregistering {CC_NAME}")
+        finally:
+            if self.lock is not None:
+                self.lock.close()  # releases the flock
+                self.lock = None
+            closed(self)
 
     def __enter__(self) -> RegisteredCC:
         return self
