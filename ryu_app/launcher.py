@@ -22,6 +22,8 @@ class InstanceError(RuntimeError):
 
 def run(config_path):
     """Validate the configuration, claim the instance, then run os-ken until it is stopped."""
+    # os-ken needs eventlet; its deprecation banner says nothing to operators.
+    warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
     # os-ken's hub monkey-patches the standard library as it is imported; do
     # it before anything else is loaded, so no module is patched half-way.
     from os_ken.lib import hub
@@ -32,8 +34,6 @@ def run(config_path):
     config = controller_config.load(config_path)
     lock = claim(config)  # held (open) for as long as the process runs
     raise_descriptor_limit()
-    # os-ken needs eventlet; its deprecation banner says nothing to operators.
-    warnings.filterwarnings("ignore", message=".*Eventlet is deprecated")
     logging.getLogger().setLevel(getattr(logging, config["log_level"].upper()))
     from os_ken.cmd import manager
 
