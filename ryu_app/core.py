@@ -95,7 +95,8 @@ class _Switch:
 
     codec: OpenFlowCodec
     ready: bool = False  # in MAIN state: probed, polled and given entries
-    installed: dict[Pair, int] = field(default_factory=dict)  # pair entry -> out port
+    installed: dict[str, int] = field(default_factory=dict)  # destination entry: dst ip -> out port
+    punts: set[int] = field(default_factory=set)  # host ports whose unpaired IPv4 comes up
     port_addresses: dict[int, str] = field(default_factory=dict)  # port -> hw address
 
 
@@ -302,11 +303,22 @@ class ControllerCore:
         addresses = ipv4_addresses(data) if ethertype == ETH_TYPE_IPV4 else None
         if addresses is None:
             return Actions()
-        actions = Actions()
-        if self.edge_port(now, dpid, in_port):
-            actions = self._learn(now, addresses[0], src_mac, dpid, in_port)
-        actions.sends += self._deliver_missed(dpid, in_port, addresses, data)
+        if not self.edge_port(now, dpid, in_port):
+            return Actions(self._deliver_missed(dpid, in_port, addresses, data))
+        actions = self._learn(now, addresses[0], src_mac, dpid, in_port)
+        actions.sends += self._first_of_pair(dpid, in_port, addresses, data)
         return actions
+
+    def _first_of_pair(self, dpid: int, in_port: int, pair: Pair, data: bytes) -> list[Send]:
+        """A host's packet with no pair entry at its edge switch: the pair entry
+        (for flow counting) toward the port the destination's entry names, and
+        the packet sent out of it; without a destination entry yet, delivered."""
+        switch = self._switches[dpid]
+        out_port = switch.installed.get(pair[1])
+        if out_port is None or out_port == in_port:
+            return self._deliver_missed(dpid, in_port, pair, data)
+        return [(dpid, forwarding.pair_entry(switch.codec, *pair, out_port)),
+                (dpid, forwarding.packet_out(switch.codec, out_port, data))]
 
     def _probe_arrived(self, now: float, dpid: int, in_port: int, data: bytes) -> Actions:
         """One of the controller's probes came back: the link it crossed, and a delay sample."""
@@ -402,9 +414,11 @@ class ControllerCore:
             self.delays.echo_received(dpid, now)
 
     def stats_round(self) -> Actions:
-        """Ask every ready switch for the counters of its pair entries."""
+        """Ask every ready switch with hosts (only they hold pair entries) for their counters."""
+        edges = {host.dpid for host in self.topology.located_hosts().values()}
         return Actions([
-            (dpid, forwarding.flow_stats_request(self._switches[dpid].codec)) for dpid in self.ready_switches()
+            (dpid, forwarding.flow_stats_request(self._switches[dpid].codec))
+            for dpid in self.ready_switches() if dpid in edges
         ])
 
     def flow_stats(self, dpid: int, stats: Iterable[Any]) -> None:
@@ -446,16 +460,30 @@ class ControllerCore:
         return {pair: PairRtt(lows[pair], max(lows[pair], highs[pair]), rtt.source) for pair, rtt in estimates.items()}
 
     def _sync_forwarding(self, plan: Plan) -> list[Send]:
-        """Flow mods bringing every ready switch's entries in line with the plan."""
-        desired = forwarding.desired_entries(plan)
+        """Flow mods bringing every ready switch's destination and punt entries
+        in line with the plan: only the entries that changed."""
+        desired = forwarding.destination_entries(plan)
+        punts: dict[int, set[int]] = {}
+        for (_, node), (dpid, port) in plan.fabric.egress.items():
+            if node in plan.fabric.hosts:
+                punts.setdefault(dpid, set()).add(port)
         sends = []
         for dpid, switch in self._switches.items():
             if not switch.ready:
                 continue
-            entries = desired.get(dpid, {})
-            sends += [(dpid, message) for message in forwarding.sync_messages(switch.codec, switch.installed, entries)]
-            switch.installed = dict(entries)
+            entries, ports = desired.get(dpid, {}), punts.get(dpid, set())
+            if entries != switch.installed:
+                sends += [(dpid, m) for m in forwarding.sync_messages(switch.codec, switch.installed, entries)]
+                switch.installed = entries
+            if ports != switch.punts:
+                sends += [(dpid, m) for m in forwarding.punt_messages(switch.codec, switch.punts, ports)]
+                switch.punts = ports
         return sends
+
+    def entries_per_switch(self) -> dict[int, int]:
+        """{dpid: OTCP entries it holds now, pair entries aside}: destinations,
+        punts, and the probe and table-miss entries."""
+        return {dpid: len(switch.installed) + len(switch.punts) + 2 for dpid, switch in self._switches.items()}
 
     def _topology_snapshot(self) -> TopologySnapshot:
         topo = self.topology

@@ -1,89 +1,152 @@
-"""Host-pair forwarding entries: what each switch should hold, as flow mods.
+"""Forwarding entries: what each switch should hold, as flow mods.
 
-Every ordered host pair gets an IPv4 entry (ipv4_src, ipv4_dst) -> output on
-each switch of its path. The entries also give the per-pair counters that
-flow counting reads. Functions return OpenFlow 1.3 messages built with the
-switch's `ofproto` and `ofproto_parser` (a datapath, or anything holding
-both); the caller sends them.
+- **By destination**: every switch holds one IPv4 entry per destination host
+  (ipv4_dst -> output), toward it along the plan's paths. The paths toward
+  one switch form a tree (ryu_app.paths), so one entry serves every source:
+  a switch holds as many entries as there are hosts, not pairs.
+- **Per pair at the ingress only**: a host's port on its edge switch sends
+  IPv4 that matches no pair entry up (a punt entry); the controller answers
+  with a pair entry (ipv4_src, ipv4_dst -> output) on that switch alone,
+  idle after PAIR_IDLE_S. Its packet counter is what flow counting reads.
+  When a destination's port changes on a switch, the pair entries toward it
+  there are deleted and come back with the next packet.
+
+Functions return OpenFlow 1.3 messages built with the switch's `ofproto`
+and `ofproto_parser` (a datapath, or anything holding both); the caller
+sends them.
 """
 
+import numpy as np
+
+from ryu_app.paths import UNREACHABLE
 from ryu_app.planner import Plan
 
-COOKIE = 0x07C7_0000_0000_0001
-PAIR_PRIORITY = 100
+# Every OTCP entry's cookie has these high bits; the low bits say which kind.
+COOKIE_BASE = 0x07C7_0000_0000_0000
+COOKIE_KIND_MASK = 0xFFFF_FFFF_0000_0000
+COOKIE = COOKIE_BASE | 1  # destination, punt and probe entries
+PAIR_COOKIE = COOKIE_BASE | 2  # ingress pair entries (flow counting)
 PROBE_PRIORITY = 0xFFFF
+PAIR_PRIORITY = 300
+PUNT_PRIORITY = 200
+DESTINATION_PRIORITY = 100
 TABLE_MISS_PRIORITY = 0
 ETH_TYPE_IPV4 = 0x0800
 ETH_TYPE_LLDP = 0x88CC
-# The meter that rate-limits a switch's packet-ins (the table miss).
+# The meter that rate-limits a switch's packet-ins (table miss and punts).
 PACKET_IN_METER = 1
+# A pair entry nobody used for this long goes (its pair is idle; flow counting holds it).
+PAIR_IDLE_S = 60
 
 
-def desired_entries(plan: Plan) -> dict[int, dict[tuple[str, str], int]]:
-    """{dpid: {(src_ip, dst_ip): out_port}} for every reachable pair, from the
-    egress ports the plan's fabric carries. A hop with no known egress (one
-    direction of a link seen, the other not yet or no longer) gets no entry."""
-    egress = plan.fabric.egress
-    ip_of = plan.fabric.hosts
-    entries: dict[int, dict[tuple[str, str], int]] = {}
-    for k in range(len(plan)):
-        hops = plan.hops(k)
-        pair = (ip_of[hops[0]], ip_of[hops[-1]])
-        for hop in zip(hops[1:-1], hops[2:]):
-            if hop in egress:
-                dpid, port = egress[hop]
-                entries.setdefault(dpid, {})[pair] = port
+def destination_entries(plan: Plan) -> dict[int, dict[str, int]]:
+    """{dpid: {dst_ip: out_port}}: on every switch with a path to a host's
+    switch, the port toward it, from the egress ports the plan's fabric
+    carries. A hop with no known egress (one direction of a link seen, the
+    other not yet or no longer) gets no entry."""
+    fabric, paths = plan.fabric, plan.switch_paths
+    next_hops = paths.next_hops()
+    behind: dict[str, list[str]] = {}  # switch -> its hosts
+    for host, switch in plan.attachment.items():
+        behind.setdefault(switch, []).append(host)
+    entries: dict[int, dict[str, int]] = {}
+    for switch, hosts in behind.items():
+        toward = []  # (dpid, port) on every other switch toward this one
+        column = next_hops[:, paths.index[switch]]
+        for i in np.nonzero(column != UNREACHABLE)[0]:
+            egress = fabric.egress.get((paths.switches[i], paths.switches[column[i]]))
+            if egress is not None:
+                toward.append(egress)
+        for host in hosts:
+            ip = fabric.hosts[host]
+            for dpid, port in [*toward, *([fabric.egress[(switch, host)]] if (switch, host) in fabric.egress else [])]:
+                entries.setdefault(dpid, {})[ip] = port
     return entries
 
 
-def sync_messages(datapath, installed, desired):
-    """Flow mods that turn the installed entries of one switch into desired."""
-    messages = [
-        pair_entry(datapath, src, dst, port)
-        for (src, dst), port in sorted(desired.items())
-        if installed.get((src, dst)) != port
-    ]
-    messages += [remove_pair_entry(datapath, src, dst) for (src, dst) in sorted(set(installed) - set(desired))]
+def sync_messages(datapath, installed: dict[str, int], desired: dict[str, int]) -> list:
+    """Flow mods that turn one switch's destination entries from installed into
+    desired; the pair entries toward a destination whose port changed or
+    went are deleted with it."""
+    moved = sorted(ip for ip, port in installed.items() if desired.get(ip) != port)
+    messages = [remove_pair_entries_toward(datapath, ip) for ip in moved]
+    messages += [destination_entry(datapath, ip, port) for ip, port in sorted(desired.items())
+                 if installed.get(ip) != port]
+    messages += [remove_destination_entry(datapath, ip) for ip in moved if ip not in desired]
     return messages
 
 
-def _pair_match(parser, src_ip, dst_ip):
-    return parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_src=src_ip, ipv4_dst=dst_ip)
+def punt_messages(datapath, installed: set[int], desired: set[int]) -> list:
+    """Flow mods that turn one switch's punt entries (host ports) from installed into desired."""
+    return [punt_entry(datapath, port) for port in sorted(desired - installed)] + [
+        _delete_strict(datapath, PUNT_PRIORITY, datapath.ofproto_parser.OFPMatch(in_port=port, eth_type=ETH_TYPE_IPV4))
+        for port in sorted(installed - desired)]
+
+
+def _apply(datapath, actions):
+    return [datapath.ofproto_parser.OFPInstructionActions(datapath.ofproto.OFPIT_APPLY_ACTIONS, actions)]
+
+
+def _to_controller(datapath):
+    return [datapath.ofproto_parser.OFPActionOutput(datapath.ofproto.OFPP_CONTROLLER,
+                                                    datapath.ofproto.OFPCML_NO_BUFFER)]
+
+
+def _add(datapath, cookie, priority, match, instructions, idle_timeout=0):
+    return datapath.ofproto_parser.OFPFlowMod(
+        datapath=datapath, cookie=cookie, command=datapath.ofproto.OFPFC_ADD, priority=priority, match=match,
+        idle_timeout=idle_timeout, instructions=instructions)
+
+
+def _delete_strict(datapath, priority, match):
+    ofproto = datapath.ofproto
+    return datapath.ofproto_parser.OFPFlowMod(
+        datapath=datapath, cookie=COOKIE, cookie_mask=0xFFFF_FFFF_FFFF_FFFF, command=ofproto.OFPFC_DELETE_STRICT,
+        priority=priority, out_port=ofproto.OFPP_ANY, out_group=ofproto.OFPG_ANY, match=match)
+
+
+def destination_entry(datapath, dst_ip, out_port):
+    """Add (or overwrite) the entry forwarding everything to dst_ip out of out_port."""
+    parser = datapath.ofproto_parser
+    return _add(datapath, COOKIE, DESTINATION_PRIORITY, parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_dst=dst_ip),
+                _apply(datapath, [parser.OFPActionOutput(out_port)]))
+
+
+def remove_destination_entry(datapath, dst_ip):
+    """Delete the entry forwarding to dst_ip."""
+    return _delete_strict(datapath, DESTINATION_PRIORITY,
+                          datapath.ofproto_parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_dst=dst_ip))
+
+
+def punt_entry(datapath, port):
+    """Send IPv4 from a host's port that matches no pair entry up, through the packet-in meter."""
+    parser = datapath.ofproto_parser
+    return _add(datapath, COOKIE, PUNT_PRIORITY, parser.OFPMatch(in_port=port, eth_type=ETH_TYPE_IPV4),
+                [parser.OFPInstructionMeter(PACKET_IN_METER), *_apply(datapath, _to_controller(datapath))])
 
 
 def pair_entry(datapath, src_ip, dst_ip, out_port):
-    """Add (or overwrite) the entry forwarding src_ip -> dst_ip out of out_port."""
-    ofproto, parser = datapath.ofproto, datapath.ofproto_parser
-    actions = [parser.OFPActionOutput(out_port)]
-    return parser.OFPFlowMod(
-        datapath=datapath,
-        cookie=COOKIE,
-        command=ofproto.OFPFC_ADD,
-        priority=PAIR_PRIORITY,
-        match=_pair_match(parser, src_ip, dst_ip),
-        instructions=[parser.OFPInstructionActions(ofproto.OFPIT_APPLY_ACTIONS, actions)],
-    )
+    """The ingress entry of one pair: forwards src_ip -> dst_ip out of out_port and counts its packets."""
+    parser = datapath.ofproto_parser
+    return _add(datapath, PAIR_COOKIE, PAIR_PRIORITY,
+                parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_src=src_ip, ipv4_dst=dst_ip),
+                _apply(datapath, [parser.OFPActionOutput(out_port)]), idle_timeout=PAIR_IDLE_S)
 
 
-def remove_pair_entry(datapath, src_ip, dst_ip):
-    """Delete the entry forwarding src_ip -> dst_ip."""
+def remove_pair_entries_toward(datapath, dst_ip):
+    """Delete every pair entry toward dst_ip (matched by cookie and destination)."""
     ofproto, parser = datapath.ofproto, datapath.ofproto_parser
     return parser.OFPFlowMod(
-        datapath=datapath,
-        cookie=COOKIE,
-        command=ofproto.OFPFC_DELETE_STRICT,
-        priority=PAIR_PRIORITY,
-        out_port=ofproto.OFPP_ANY,
-        out_group=ofproto.OFPG_ANY,
-        match=_pair_match(parser, src_ip, dst_ip),
-    )
+        datapath=datapath, cookie=PAIR_COOKIE, cookie_mask=0xFFFF_FFFF_FFFF_FFFF, command=ofproto.OFPFC_DELETE,
+        out_port=ofproto.OFPP_ANY, out_group=ofproto.OFPG_ANY,
+        match=parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_dst=dst_ip))
 
 
 def remove_otcp_entries(datapath):
-    """Delete every entry carrying the OTCP cookie (an earlier run's)."""
+    """Delete every entry carrying an OTCP cookie (an earlier run's)."""
     ofproto, parser = datapath.ofproto, datapath.ofproto_parser
     return parser.OFPFlowMod(
-        datapath=datapath, cookie=COOKIE, cookie_mask=0xFFFF_FFFF_FFFF_FFFF, command=ofproto.OFPFC_DELETE,
+        datapath=datapath, cookie=COOKIE_BASE, cookie_mask=COOKIE_KIND_MASK, command=ofproto.OFPFC_DELETE,
         out_port=ofproto.OFPP_ANY, out_group=ofproto.OFPG_ANY, match=parser.OFPMatch(),
     )
 
@@ -103,26 +166,17 @@ def packet_in_meter(datapath, rate_pps):
 
 def probe_entry(datapath):
     """Send the controller's LLDP probes up, past the packet-in meter (discovery and delay)."""
-    ofproto, parser = datapath.ofproto, datapath.ofproto_parser
-    actions = [parser.OFPActionOutput(ofproto.OFPP_CONTROLLER, ofproto.OFPCML_NO_BUFFER)]
-    return parser.OFPFlowMod(
-        datapath=datapath, cookie=COOKIE, priority=PROBE_PRIORITY, match=parser.OFPMatch(eth_type=ETH_TYPE_LLDP),
-        instructions=[parser.OFPInstructionActions(ofproto.OFPIT_APPLY_ACTIONS, actions)],
-    )
+    parser = datapath.ofproto_parser
+    return _add(datapath, COOKIE, PROBE_PRIORITY, parser.OFPMatch(eth_type=ETH_TYPE_LLDP),
+                _apply(datapath, _to_controller(datapath)))
 
 
 def table_miss_entry(datapath):
     """Send what no entry matches to the controller (host learning, ARP,
     first packets), through the packet-in meter."""
-    ofproto, parser = datapath.ofproto, datapath.ofproto_parser
-    actions = [parser.OFPActionOutput(ofproto.OFPP_CONTROLLER, ofproto.OFPCML_NO_BUFFER)]
-    return parser.OFPFlowMod(
-        datapath=datapath,
-        priority=TABLE_MISS_PRIORITY,
-        match=parser.OFPMatch(),
-        instructions=[parser.OFPInstructionMeter(PACKET_IN_METER),
-                      parser.OFPInstructionActions(ofproto.OFPIT_APPLY_ACTIONS, actions)],
-    )
+    parser = datapath.ofproto_parser
+    return _add(datapath, 0, TABLE_MISS_PRIORITY, parser.OFPMatch(),
+                [parser.OFPInstructionMeter(PACKET_IN_METER), *_apply(datapath, _to_controller(datapath))])
 
 
 def packet_out(datapath, port, data):
@@ -138,19 +192,15 @@ def packet_out(datapath, port, data):
 
 
 def flow_stats_request(datapath):
-    """Ask for the OTCP pair entries only (matched by cookie)."""
+    """Ask for the pair entries only (matched by cookie)."""
     ofproto, parser = datapath.ofproto, datapath.ofproto_parser
     return parser.OFPFlowStatsRequest(
-        datapath, cookie=COOKIE, cookie_mask=0xFFFF_FFFF_FFFF_FFFF, out_port=ofproto.OFPP_ANY,
+        datapath, cookie=PAIR_COOKIE, cookie_mask=0xFFFF_FFFF_FFFF_FFFF, out_port=ofproto.OFPP_ANY,
         out_group=ofproto.OFPG_ANY,
     )
 
 
 def pair_counters(stats):
     """(src_ip, dst_ip, packet_count) for each pair entry in a stats reply."""
-    counters = []
-    for stat in stats:
-        if stat.cookie == COOKIE and stat.priority == PAIR_PRIORITY:
-            match = stat.match
-            counters.append((match["ipv4_src"], match["ipv4_dst"], stat.packet_count))
-    return counters
+    return [(stat.match["ipv4_src"], stat.match["ipv4_dst"], stat.packet_count)
+            for stat in stats if stat.cookie == PAIR_COOKIE and stat.priority == PAIR_PRIORITY]

@@ -58,7 +58,8 @@ def test_a_connecting_switch_is_cleared_then_sends_misses_up_through_a_meter():
     core = new_core()
     (_, clear), (_, old_meter), (_, meter), (_, probes), (_, miss) = core.switch_features(
         1, types.SimpleNamespace(ofproto=ofproto_v1_3, ofproto_parser=ofproto_v1_3_parser)).sends
-    assert (clear.command, clear.cookie) == (ofproto_v1_3.OFPFC_DELETE, forwarding.COOKIE)
+    assert (clear.command, clear.cookie, clear.cookie_mask) == (
+        ofproto_v1_3.OFPFC_DELETE, forwarding.COOKIE_BASE, forwarding.COOKIE_KIND_MASK)
     assert (old_meter.command, old_meter.meter_id) == (ofproto_v1_3.OFPMC_DELETE, forwarding.PACKET_IN_METER)
     assert (meter.command, meter.meter_id, meter.bands[0].rate) == (
         ofproto_v1_3.OFPMC_ADD, forwarding.PACKET_IN_METER, core_module.PACKET_IN_RATE_PPS)
@@ -221,7 +222,7 @@ def test_flow_stats_make_pairs_active_and_count_on_their_links():
 
     def stats(packets):
         match = ofproto_v1_3_parser.OFPMatch(eth_type=0x0800, ipv4_src=H1[0], ipv4_dst=H2[0])
-        return [types.SimpleNamespace(cookie=forwarding.COOKIE, priority=forwarding.PAIR_PRIORITY,
+        return [types.SimpleNamespace(cookie=forwarding.PAIR_COOKIE, priority=forwarding.PAIR_PRIORITY,
                                       packet_count=packets, match=match)]
 
     core.flow_stats(1, stats(10))
@@ -319,18 +320,37 @@ def test_edge_ports_are_asked_for_an_unknown_address_at_most_once_a_second():
     assert len(packet_outs(core.packet_in(2.5, 2, 2, arp_frame(arp_packet.ARP_REPLY, H2, "0.0.0.0")))) == 3
 
 
-def test_replan_keeps_entries_in_line_with_the_topology():
+def destination_mods(actions):
+    """(dpid, command, dst ip) of the flow mods by destination among the sends."""
+    return [(d, m.command, m.match["ipv4_dst"]) for d, m in actions.sends
+            if isinstance(m, ofproto_v1_3_parser.OFPFlowMod) and "ipv4_dst" in m.match]
+
+
+def test_replan_installs_one_entry_per_destination_and_then_only_what_changed():
     core = settled_core()
-    core.replan(1.0)
+    first = core.replan(1.0)
+    assert sorted(destination_mods(first)) == sorted(
+        [(dpid, ofproto_v1_3.OFPFC_ADD, ip) for dpid in (1, 2) for ip in (H1[0], H2[0], H3[0])])
+    punts = [(d, m.match["in_port"]) for d, m in first.sends if m.priority == forwarding.PUNT_PRIORITY]
+    assert sorted(punts) == [(1, 2), (1, 3), (2, 2)]  # the hosts' ports
+    assert core.entries_per_switch() == {1: 3 + 2 + 2, 2: 3 + 1 + 2}
+    assert core.replan(1.5).sends == []  # nothing changed, nothing sent
     core.link_deleted(2.0, (1, 1), (2, 1))  # one direction gone: s1 loses its hop toward s2
     one_way = core.replan(2.0)
-    assert [(d, m.command, m.match["ipv4_src"], m.match["ipv4_dst"]) for d, m in one_way.sends] == [
-        (1, ofproto_v1_3.OFPFC_DELETE_STRICT, H1[0], H2[0]), (1, ofproto_v1_3.OFPFC_DELETE_STRICT, H3[0], H2[0])]
-    core.link_deleted(2.0, (2, 1), (1, 1))
-    removed = [(d, m.command, m.match["ipv4_src"], m.match["ipv4_dst"]) for d, m in core.replan(2.0).sends]
-    assert sorted(removed) == sorted([(1, ofproto_v1_3.OFPFC_DELETE_STRICT, H2[0], src) for src in (H1[0], H3[0])]
-                                     + [(2, ofproto_v1_3.OFPFC_DELETE_STRICT, src, dst) for src, dst in
-                                        [(H1[0], H2[0]), (H3[0], H2[0]), (H2[0], H1[0]), (H2[0], H3[0])]])
+    # Its pair entries toward h2 (any), then its destination entry for h2.
+    assert destination_mods(one_way) == [(1, ofproto_v1_3.OFPFC_DELETE, H2[0]),
+                                         (1, ofproto_v1_3.OFPFC_DELETE_STRICT, H2[0])]
+
+
+def test_a_hosts_first_packet_of_a_pair_installs_its_counting_entry_at_the_ingress_only():
+    core = settled_core()
+    core.replan(1.0)
+    actions = core.packet_in(4.0, 1, 2, ipv4_frame(H1, H2))
+    (dpid, entry), (out_dpid, out) = actions.sends
+    assert (dpid, entry.cookie, entry.priority, entry.match["ipv4_src"], entry.match["ipv4_dst"]) == (
+        1, forwarding.PAIR_COOKIE, forwarding.PAIR_PRIORITY, H1[0], H2[0])
+    assert entry.instructions[0].actions[0].port == 1 and entry.idle_timeout == forwarding.PAIR_IDLE_S
+    assert (out_dpid, out.actions[0].port) == (1, 1)  # on toward s2 by the destination entries
 
 
 # -- generations and publication ---------------------------------------------------------------

@@ -219,41 +219,64 @@ def planned_topology():
     return topo, Plan(fabric)
 
 
-def test_desired_entries_follow_the_paths():
+def test_destination_entries_follow_the_paths_one_per_host_on_each_switch():
     topo, plan = planned_topology()
-    entries = forwarding.desired_entries(plan)
-    assert entries[1][("10.0.0.1", "10.0.0.2")] == 1  # toward s2
-    assert entries[2][("10.0.0.1", "10.0.0.2")] == 2  # to h2
-    assert entries[1][("10.0.0.2", "10.0.0.1")] == 2
-    assert entries[1][("10.0.0.1", "10.0.0.3")] == 3
-    assert ("10.0.0.1", "10.0.0.3") not in entries[2]
-    assert sum(len(e) for e in entries.values()) == 2 * 2 + 2 * 2 + 2 * 1
+    entries = forwarding.destination_entries(plan)
+    assert entries == {1: {"10.0.0.1": 2, "10.0.0.2": 1, "10.0.0.3": 3}, 2: {"10.0.0.1": 1, "10.0.0.2": 2,
+                                                                             "10.0.0.3": 1}}
 
 
-def test_sync_messages_add_change_and_remove():
+def test_destination_entries_on_a_fat_tree_are_what_every_pairs_path_needs():
+    """Per destination, each switch forwards every source's packets the way
+    that source's planned path goes: the per-pair entries, folded."""
+    from benchmarks.plan_scale import fat_tree_fabric
+
+    fabric = fat_tree_fabric(4)
+    for (u, v) in fabric.links:  # the live controller's egress ports, invented per directed link
+        if u in fabric.switches:
+            fabric.egress[(u, v)] = (fabric.switches.index(u) + 1, hash((u, v)) % 1000 + 1)
+    plan = Plan(fabric)
+    entries = forwarding.destination_entries(plan)
+    for k in range(len(plan)):
+        hops = plan.hops(k)
+        for hop in zip(hops[1:-1], hops[2:]):
+            dpid, port = fabric.egress[hop]
+            assert entries[dpid][fabric.hosts[hops[-1]]] == port
+    assert {len(e) for e in entries.values()} == {len(fabric.hosts)}  # one entry per host, every switch
+
+
+def test_sync_messages_add_change_and_remove_and_drop_stale_pair_entries():
     datapath = fake_datapath()
-    installed = {("10.0.0.1", "10.0.0.2"): 1, ("10.0.0.1", "10.0.0.3"): 3, ("10.0.0.9", "10.0.0.1"): 2}
-    desired = {("10.0.0.1", "10.0.0.2"): 1, ("10.0.0.1", "10.0.0.3"): 4, ("10.0.0.2", "10.0.0.1"): 2}
+    installed = {"10.0.0.1": 1, "10.0.0.2": 3, "10.0.0.9": 2}
+    desired = {"10.0.0.1": 1, "10.0.0.2": 4, "10.0.0.3": 2}
     messages = forwarding.sync_messages(datapath, installed, desired)
-    commands = [(m.command, m.match["ipv4_src"], m.match["ipv4_dst"]) for m in messages]
+    commands = [(m.command, m.cookie, m.priority, m.match["ipv4_dst"]) for m in messages]
     assert commands == [
-        (ofproto_v1_3.OFPFC_ADD, "10.0.0.1", "10.0.0.3"),
-        (ofproto_v1_3.OFPFC_ADD, "10.0.0.2", "10.0.0.1"),
-        (ofproto_v1_3.OFPFC_DELETE_STRICT, "10.0.0.9", "10.0.0.1"),
+        # the pair entries toward a moved or gone host, whatever their priority
+        (ofproto_v1_3.OFPFC_DELETE, forwarding.PAIR_COOKIE, ofproto_v1_3.OFP_DEFAULT_PRIORITY, "10.0.0.2"),
+        (ofproto_v1_3.OFPFC_DELETE, forwarding.PAIR_COOKIE, ofproto_v1_3.OFP_DEFAULT_PRIORITY, "10.0.0.9"),
+        (ofproto_v1_3.OFPFC_ADD, forwarding.COOKIE, forwarding.DESTINATION_PRIORITY, "10.0.0.2"),
+        (ofproto_v1_3.OFPFC_ADD, forwarding.COOKIE, forwarding.DESTINATION_PRIORITY, "10.0.0.3"),
+        (ofproto_v1_3.OFPFC_DELETE_STRICT, forwarding.COOKIE, forwarding.DESTINATION_PRIORITY, "10.0.0.9"),
     ]
-    assert messages[0].instructions[0].actions[0].port == 4
-    assert all(m.cookie == forwarding.COOKIE for m in messages)
+    assert messages[2].instructions[0].actions[0].port == 4
     assert forwarding.sync_messages(datapath, desired, desired) == []
+    punts = forwarding.punt_messages(datapath, {2, 3}, {3, 5})
+    assert [(m.command, m.match["in_port"]) for m in punts] == [(ofproto_v1_3.OFPFC_ADD, 5),
+                                                                 (ofproto_v1_3.OFPFC_DELETE_STRICT, 2)]
+    assert punts[0].instructions[0].meter_id == forwarding.PACKET_IN_METER
 
 
-def test_pair_counters_read_only_otcp_entries():
+def test_pair_counters_read_only_otcp_pair_entries():
     parser = ofproto_v1_3_parser
     ours = types.SimpleNamespace(
-        cookie=forwarding.COOKIE, priority=forwarding.PAIR_PRIORITY, packet_count=42,
+        cookie=forwarding.PAIR_COOKIE, priority=forwarding.PAIR_PRIORITY, packet_count=42,
         match=parser.OFPMatch(eth_type=0x0800, ipv4_src="10.0.0.1", ipv4_dst="10.0.0.2"),
     )
     miss = types.SimpleNamespace(cookie=0, priority=0, packet_count=7, match=parser.OFPMatch())
-    assert forwarding.pair_counters([ours, miss]) == [("10.0.0.1", "10.0.0.2", 42)]
+    destination = types.SimpleNamespace(cookie=forwarding.COOKIE, priority=forwarding.DESTINATION_PRIORITY,
+                                        packet_count=9, match=parser.OFPMatch(eth_type=0x0800, ipv4_dst="10.0.0.2"))
+    assert forwarding.pair_counters([ours, miss, destination]) == [("10.0.0.1", "10.0.0.2", 42)]
 
 
 def test_arp_reply_answers_the_request():
@@ -329,3 +352,26 @@ def test_store_keeps_generations_and_numbers_them_on(tmp_path):
     assert reopened.latest_link_measurements()[("s1", "s2")]["flows"] == 2
     assert reopened.acks() == {"10.0.0.1": 2}
     assert reopened.known_hosts() == [Host("10.0.0.1", "00:00:00:00:00:01", 1, 2)]
+
+
+def test_paths_are_shortest_symmetric_and_trees_toward_each_switch():
+    """What one entry per destination needs: a path's tail is the path from
+    where it is; and ACKs retrace the data path."""
+    import networkx as nx
+
+    from benchmarks.plan_scale import fat_tree_fabric
+    from ryu_app.paths import SwitchPaths
+
+    fabric = fat_tree_fabric(6)
+    paths = SwitchPaths(fabric.switches, fabric.switch_links())
+    graph = nx.Graph(fabric.switch_links())
+    for a in paths.switches:
+        for b in paths.switches:
+            path = paths.path(a, b)
+            assert path == paths.path(b, a)[::-1]
+            assert len(path) - 1 == nx.shortest_path_length(graph, a, b)
+            assert all(paths.path(middle, b) == path[i:] for i, middle in enumerate(path))
+    # Destinations spread over the cores: edge switch e1_1 reaches the other pods through more than one.
+    cores = {paths.path("e1_1", f"e{pod}_{i}")[2] for pod in range(2, 7) for i in (1, 2, 3)}
+    assert len(cores) > 1 and all(core.startswith("c") for core in cores)
+    assert SwitchPaths(["s1", "s2"], []).path("s1", "s2") is None
