@@ -31,6 +31,9 @@ from otcp_bpf.dctcp import ecn_sysctl_commands
 
 _counter = itertools.count()
 _RTM_GETQDISC, _NLMSG_DONE, _NLM_F_REQUEST, _NLM_F_DUMP = 38, 3, 0x1, 0x300
+# struct tcp_info (UAPI, append-only): tcpi_delivered and tcpi_delivered_ce
+# (segments delivered, and of them those acknowledged with an ECN-Echo).
+_TCPI_DELIVERED, _TCP_INFO_SIZE = 192, 232
 IFB = "otcpt-ifb"
 SENDER_IF = "otcpt-s"
 RECEIVER_IF = "otcpt-r"
@@ -199,8 +202,13 @@ def _source(args: argparse.Namespace) -> int:
     sent, end = 0, time.monotonic() + args.seconds
     while time.monotonic() < end:
         sent += sock.send(chunk)
+    # Wait until the receiver has everything and closes, so the counts are final.
+    sock.shutdown(socket.SHUT_WR)
+    sock.recv(1)
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_SIZE)
+    delivered, delivered_ce = struct.unpack_from("=II", info, _TCPI_DELIVERED)
     sock.close()
-    print(json.dumps({"sent": sent}), flush=True)
+    print(json.dumps({"sent": sent, "delivered": delivered, "delivered_ce": delivered_ce}), flush=True)
     return 0
 
 

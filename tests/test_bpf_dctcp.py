@@ -74,6 +74,10 @@ def test_dctcp_connection_negotiates_ecn_and_the_marker_counts_ce(cc, testbed):
     # ... and the receiver echoed them: the sender counted CE-echoed deliveries.
     delivered_ce = re.search(r"delivered_ce:(\d+)", info)
     assert delivered_ce and int(delivered_ce.group(1)) > 0, info
+    # The receiver echoed exactly the marked segments (DCTCP's ACK machine, not
+    # RFC 3168's echo-until-CWR): the sender's count of segments acknowledged
+    # with an ECN-Echo equals the marks, to within delayed-ACK edges.
+    assert abs(sent["delivered_ce"] - counters.marked) <= max(5, counters.marked // 50), (sent, counters)
     # The sender's DCTCP cut its window for those echoes and updated alpha.
     assert stats["cuts"] > 0 and stats["alpha_updates"] > 0, stats
 
