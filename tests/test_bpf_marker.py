@@ -2,7 +2,9 @@
 synthetic packets, and the otcp_bpf package's loading, layout and errors.
 Needs root and the BPF toolchain (scripts/bootstrap.sh); runs for real."""
 
+import itertools
 import json
+import os
 import struct
 import subprocess
 import time
@@ -18,6 +20,12 @@ ETH = b"\x02" * 6 + b"\x04" * 6
 NOT_ECT, ECT1, ECT0, CE = 0, 1, 2, 3
 FRAME = 1000  # bytes on the wire per synthetic packet
 SLOW = 8  # 1 byte/s: the virtual queue does not drain during a test
+_names = itertools.count()
+
+
+def unique(prefix):
+    """A pin or device name no other test process uses at the same time."""
+    return f"{prefix}{os.getpid()}-{next(_names)}"
 
 
 def checksum_ok(header):
@@ -61,7 +69,7 @@ def built():
 
 @pytest.fixture
 def marker():
-    m = Marker(MarkerConfig(rate_bps=SLOW, k_bytes=3 * FRAME), f"test-{id(object())}")
+    m = Marker(MarkerConfig(rate_bps=SLOW, k_bytes=3 * FRAME), unique("test-"))
     yield m
     m.close()
     assert not m.loaded.path.exists()
@@ -216,17 +224,18 @@ def test_rates_the_program_cannot_drain_are_refused():
 def test_a_kernel_refusal_carries_the_kernels_words():
     # The marker is a classifier; as a sock_ops program the verifier refuses it.
     with pytest.raises(otcp_bpf.BpfUnavailable) as refused:
-        load_pinned(object_path("otcp_mark"), f"test-refused-{id(object())}", "sockops")
+        load_pinned(object_path("otcp_mark"), unique("test-refused-"), "sockops")
     assert "loading otcp_mark.bpf.o failed" in str(refused.value)
     assert "libbpf" in refused.value.detail
-    assert not list(PIN_ROOT.glob("test-refused-*"))
+    assert not list(PIN_ROOT.glob(f"test-refused-{os.getpid()}-*"))
 
 
 def test_attaching_to_a_missing_device_says_so_and_leaves_nothing():
+    device = f"otcpt{os.getpid() % 100000}"  # 15 characters at most, absent
     with pytest.raises(otcp_bpf.BpfUnavailable) as refused:
-        otcp_bpf.attach_marker("otcpt-nodev", 100_000_000)
+        otcp_bpf.attach_marker(device, 100_000_000)
     assert "Cannot find device" in str(refused.value)
-    assert not list(PIN_ROOT.glob("mark-root-otcpt-nodev"))
+    assert not list(PIN_ROOT.glob(f"mark-root-{device}"))
 
 
 def test_ecn_sysctls_are_commands_to_run():
