@@ -1,5 +1,7 @@
 """``python -m otcp_bpf build [--force]``: compile the project's BPF programs
-into build/bpf/ (what scripts/bootstrap.sh runs at set-up)."""
+into build/bpf/ (what scripts/bootstrap.sh runs at set-up).
+``python -m otcp_bpf cleanup``: unpin what killed OTCP processes left under
+/sys/fs/bpf/otcp/."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import sys
 
 from otcp_bpf.build import build
 from otcp_bpf.errors import BpfUnavailable
+from otcp_bpf.objects import unpin_stale
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,7 +19,12 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     build_parser = commands.add_parser("build", help="compile bpf/*.bpf.c (skipped when up to date)")
     build_parser.add_argument("--force", action="store_true", help="rebuild everything")
+    commands.add_parser("cleanup", help="unpin what processes that are gone left under /sys/fs/bpf/otcp")
     args = parser.parse_args(argv)
+    if args.command == "cleanup":
+        for path in unpin_stale():
+            print(f"unpinned {path}")
+        return 0
     try:
         for path in build(force=args.force):
             print(path)

@@ -2,7 +2,7 @@
 an interface's egress in a namespace, read, detach.
 
 One marker instance per bottleneck port: its virtual queue is that port's.
-Pins live in ``/sys/fs/bpf/otcp/mark-<namespace>-<interface>/``; the filter
+Pins live in ``/sys/fs/bpf/otcp/mark-<namespace>-<interface>-pid<PID>/``; the filter
 is added at clsact egress with preference :data:`TC_PREF` and removed by the
 program id it carries, and a clsact qdisc is deleted only if this marker
 added it. Nothing else on the interface is touched.
@@ -114,7 +114,7 @@ class MarkerCounters:
 
 def _tag(netns: str | None, ifname: str) -> str:
     where = "root" if netns is None else netns.strip("/").replace("/", "_")
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"mark-{where}-{ifname}")
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"mark-{where}-{ifname}")
 
 
 class Marker:

@@ -58,10 +58,38 @@ def ensure_bpffs() -> None:
 
 
 def pin_dir(name: str) -> Path:
-    """The directory an object named ``name`` is pinned in (never outside PIN_ROOT)."""
-    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,200}", name) or name in (".", ".."):
+    """The directory an object named ``name`` is pinned in by this process:
+    ``PIN_ROOT/NAME-pidPID``, so that runs never collide and what a killed
+    run left behind can be found (:func:`unpin_stale`). bpffs refuses dots
+    in names."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,180}", name):
         raise ValueError(f"bad pin name {name!r}")
-    return PIN_ROOT / name
+    return PIN_ROOT / f"{name}-pid{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def unpin_stale() -> list[Path]:
+    """Unpin what processes that are gone (killed before their clean-up)
+    pinned under PIN_ROOT; return those directories. A program a stale pin
+    held stays attached where it was until its device goes."""
+    if not PIN_ROOT.is_dir():
+        return []
+    removed = []
+    for path in sorted(PIN_ROOT.iterdir()):
+        found = re.fullmatch(r".+-pid(\d+)", path.name)
+        if path.is_dir() and found and not _alive(int(found.group(1))):
+            unpin(path)
+            removed.append(path)
+    return removed
 
 
 def unpin(path: Path) -> None:
@@ -104,9 +132,11 @@ class LoadedObject:
 def load_pinned(obj: Path, name: str, prog_type: str) -> LoadedObject:
     """Load every program of ``obj`` as ``prog_type`` (bpftool's word:
     ``classifier``, ``sockops``, ...) and pin programs and maps under
-    ``PIN_ROOT/name``. Raises :class:`BpfUnavailable` with the verifier's
-    words when the kernel refuses, and when ``name`` is already pinned."""
+    ``PIN_ROOT/name-pidPID``. Raises :class:`BpfUnavailable` with the verifier's
+    words when the kernel refuses, and when this process pinned ``name``
+    already. Pins of processes that are gone are removed first."""
     ensure_bpffs()
+    unpin_stale()
     path = pin_dir(name)
     if path.exists():
         raise BpfUnavailable(f"{path} is already pinned (another run, or one that did not clean up)")

@@ -5,16 +5,19 @@ Needs root and the BPF toolchain (scripts/bootstrap.sh); runs for real."""
 import itertools
 import json
 import os
+import signal
 import struct
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 import otcp_bpf
 from otcp_bpf.build import object_path
 from otcp_bpf.marker import CONFIG, QUEUE, Marker, MarkerConfig, MarkerCounters
-from otcp_bpf.objects import BPF_F_LOCK, PIN_ROOT, load_pinned
+from otcp_bpf.objects import BPF_F_LOCK, PIN_ROOT, load_pinned, unpin_stale
 
 ETH = b"\x02" * 6 + b"\x04" * 6
 NOT_ECT, ECT1, ECT0, CE = 0, 1, 2, 3
@@ -235,7 +238,7 @@ def test_attaching_to_a_missing_device_says_so_and_leaves_nothing():
     with pytest.raises(otcp_bpf.BpfUnavailable) as refused:
         otcp_bpf.attach_marker(device, 100_000_000)
     assert "Cannot find device" in str(refused.value)
-    assert not list(PIN_ROOT.glob(f"mark-root-{device}"))
+    assert not list(PIN_ROOT.glob(f"mark-root-{device}-pid*"))
 
 
 def test_ecn_sysctls_are_commands_to_run():
@@ -243,3 +246,25 @@ def test_ecn_sysctls_are_commands_to_run():
     assert otcp_bpf.ecn_sysctl_commands() == [["sysctl", "-q", "-w", "net.ipv4.tcp_ecn=1"]]
     assert otcp_bpf.ecn_sysctl_commands("h1")[0][:2] == ["nsenter", "--net=/run/netns/h1"]
     assert otcp_bpf.ecn_sysctl_commands("/proc/42/ns/net")[0][:2] == ["nsenter", "--net=/proc/42/ns/net"]
+
+
+def test_pins_of_a_killed_process_are_found_and_removed():
+    mine = Marker(MarkerConfig(rate_bps=SLOW, k_bytes=FRAME), unique("test-live-"))
+    try:
+        loader = subprocess.Popen(
+            [sys.executable, "-c", "import time, otcp_bpf\n"
+             "m = otcp_bpf.Marker(otcp_bpf.MarkerConfig(8, 1000), 'stale-test')\n"
+             "print(m.loaded.path, flush=True)\n"
+             "time.sleep(120)\n"],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            path = Path(loader.stdout.readline().strip())
+            assert path.name == f"stale-test-pid{loader.pid}" and path.exists()
+        finally:
+            loader.send_signal(signal.SIGKILL)  # no clean-up runs
+            loader.wait()
+        assert path.exists()
+        assert path in unpin_stale()
+        assert not path.exists() and mine.loaded.path.exists()  # a live process's pins stay
+    finally:
+        mine.close()
