@@ -1,7 +1,7 @@
 """``python -m otcp_bpf build [--force]``: compile the project's BPF programs
 into build/bpf/ (what scripts/bootstrap.sh runs at set-up).
 ``python -m otcp_bpf cleanup``: unpin what killed OTCP processes left under
-/sys/fs/bpf/otcp/."""
+/sys/fs/bpf/otcp/, and unregister an otcp_dctcp that no OTCP process holds."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from otcp_bpf.build import build
+from otcp_bpf.dctcp import CC_NAME, unregister_leftover
 from otcp_bpf.errors import BpfUnavailable
 from otcp_bpf.objects import unpin_stale
 
@@ -19,11 +20,18 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     build_parser = commands.add_parser("build", help="compile bpf/*.bpf.c (skipped when up to date)")
     build_parser.add_argument("--force", action="store_true", help="rebuild everything")
-    commands.add_parser("cleanup", help="unpin what processes that are gone left under /sys/fs/bpf/otcp")
+    commands.add_parser("cleanup", help="unpin what processes that are gone left under /sys/fs/bpf/otcp, "
+                        f"and unregister a {CC_NAME} no OTCP process holds")
     args = parser.parse_args(argv)
     if args.command == "cleanup":
-        for path in unpin_stale():
-            print(f"unpinned {path}")
+        try:
+            for path in unpin_stale():
+                print(f"unpinned {path}")
+            for map_id in unregister_leftover():
+                print(f"unregistered {CC_NAME} (struct_ops id {map_id})")
+        except BpfUnavailable as error:
+            print(f"otcp_bpf: {error}", file=sys.stderr)
+            return 1
         return 0
     try:
         for path in build(force=args.force):

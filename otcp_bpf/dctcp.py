@@ -137,6 +137,24 @@ def register_dctcp(wait_s: float = 0.0) -> RegisteredCC:
     return RegisteredCC(int(found.group(1)), lock)
 
 
+def unregister_leftover() -> list[int]:
+    """Unregister an ``otcp_dctcp`` that no OTCP process holds (one killed
+    before its clean-up left it registered); return the struct_ops ids.
+    Does nothing while another OTCP process holds the name."""
+    try:
+        lock = _take_lock(0.0)
+    except BpfUnavailable:
+        return []
+    try:
+        shown = json.loads(run(["bpftool", "-j", "struct_ops", "show"], "listing struct_ops").stdout or "[]")
+        ids = [int(entry["id"]) for entry in shown if entry.get("name") == CC_NAME]
+        for map_id in ids:
+            run(["bpftool", "struct_ops", "unregister", "id", str(map_id)], f"unregistering {CC_NAME}")
+        return ids
+    finally:
+        lock.close()
+
+
 def ecn_sysctls() -> dict[str, str]:
     """What a namespace needs for DCTCP: ECN requested and accepted by TCP."""
     return {"net.ipv4.tcp_ecn": "1"}

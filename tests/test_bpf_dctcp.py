@@ -3,13 +3,15 @@ between two namespaces through a shaped bottleneck with the ECN marker on
 it. Needs root and the BPF toolchain (scripts/bootstrap.sh); nothing skips."""
 
 import re
+import signal
 import subprocess
+import sys
 import time
 
 import pytest
 
 import otcp_bpf
-from otcp_bpf.dctcp import available_congestion_controls
+from otcp_bpf.dctcp import available_congestion_controls, unregister_leftover
 from otcp_bpf.objects import PIN_ROOT
 from otcp_bpf.testbed import Testbed, finish
 
@@ -114,3 +116,23 @@ def test_marker_detach_leaves_the_interface_as_it_was(testbed):
     qdiscs = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "show", "dev", receiver_if],
                             capture_output=True, text=True, check=True).stdout
     assert "clsact" in qdiscs
+
+
+def test_a_registration_left_by_a_killed_process_is_cleaned_up_on_request():
+    killed = subprocess.Popen(
+        [sys.executable, "-c", "import time, otcp_bpf\n"
+         f"cc = otcp_bpf.register_dctcp(wait_s={WAIT_FOR_OTHERS_S})\n"
+         "print(cc.map_id, flush=True)\n"
+         "time.sleep(120)\n"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        map_id = int(killed.stdout.readline())
+        # While its owner lives, clean-up leaves it alone.
+        assert unregister_leftover() == []
+        assert otcp_bpf.CC_NAME in available_congestion_controls()
+    finally:
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+    assert otcp_bpf.CC_NAME in available_congestion_controls()
+    assert unregister_leftover() == [map_id]
+    assert otcp_bpf.CC_NAME not in available_congestion_controls()
