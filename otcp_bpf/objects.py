@@ -160,6 +160,7 @@ def _libbpf() -> ctypes.CDLL:
     lib.bpf_obj_get.argtypes = [ctypes.c_char_p]
     lib.bpf_map_lookup_elem_flags.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64]
     lib.bpf_map_update_elem.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64]
+    lib.bpf_map_delete_elem.argtypes = [ctypes.c_int, ctypes.c_void_p]
     return lib
 
 
@@ -167,36 +168,48 @@ _LIB: ctypes.CDLL | None = None
 
 
 class PinnedMap:
-    """A pinned array map with u32 keys, read and written through libbpf."""
+    """A pinned map, read and written through libbpf. Keys are a u32 index
+    (arrays) or the raw key bytes (hash maps, LPM tries: prefix length then
+    address, as the map's key struct lays them out)."""
 
-    def __init__(self, path: Path, value_size: int) -> None:
+    def __init__(self, path: Path, value_size: int, key_size: int = 4) -> None:
         global _LIB
         if _LIB is None:
             _LIB = _libbpf()
         self.lib = _LIB
         self.path = path
         self.value_size = value_size
+        self.key_size = key_size
         fd = self.lib.bpf_obj_get(str(path).encode())
         if fd < 0:
             raise BpfUnavailable(f"opening the pinned map {path}", os.strerror(ctypes.get_errno()))
         self.fd = fd
 
-    def lookup(self, key: int = 0, flags: int = 0) -> bytes:
+    def _key(self, key: int | bytes) -> ctypes.Array[ctypes.c_char]:
+        raw = key.to_bytes(4, "little") if isinstance(key, int) else key
+        if len(raw) != self.key_size:
+            raise ValueError(f"{self.path}: key of {len(raw)} bytes, the map's are {self.key_size}")
+        return ctypes.create_string_buffer(raw, self.key_size)
+
+    def lookup(self, key: int | bytes = 0, flags: int = 0) -> bytes:
         """The value at ``key`` (``BPF_F_LOCK`` copies it under its spin lock)."""
-        k = ctypes.c_uint32(key)
         value = ctypes.create_string_buffer(self.value_size)
-        if self.lib.bpf_map_lookup_elem_flags(self.fd, ctypes.byref(k), value, flags) != 0:
+        if self.lib.bpf_map_lookup_elem_flags(self.fd, self._key(key), value, flags) != 0:
             raise BpfUnavailable(f"reading {self.path}", os.strerror(ctypes.get_errno()))
         return value.raw
 
-    def update(self, value: bytes, key: int = 0, flags: int = 0) -> None:
-        """Replace the value at ``key``."""
+    def update(self, value: bytes, key: int | bytes = 0, flags: int = 0) -> None:
+        """Replace (or add) the value at ``key``."""
         if len(value) != self.value_size:
             raise ValueError(f"{self.path}: value of {len(value)} bytes, the map holds {self.value_size}")
-        k = ctypes.c_uint32(key)
         buffer = ctypes.create_string_buffer(value, self.value_size)
-        if self.lib.bpf_map_update_elem(self.fd, ctypes.byref(k), buffer, flags) != 0:
+        if self.lib.bpf_map_update_elem(self.fd, self._key(key), buffer, flags) != 0:
             raise BpfUnavailable(f"writing {self.path}", os.strerror(ctypes.get_errno()))
+
+    def delete(self, key: int | bytes) -> None:
+        """Remove ``key`` (hash maps and tries; arrays cannot delete)."""
+        if self.lib.bpf_map_delete_elem(self.fd, self._key(key)) != 0:
+            raise BpfUnavailable(f"deleting from {self.path}", os.strerror(ctypes.get_errno()))
 
     def close(self) -> None:
         """Close the map's file descriptor."""

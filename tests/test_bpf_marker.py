@@ -268,3 +268,13 @@ def test_pins_of_a_killed_process_are_found_and_removed():
         assert not path.exists() and mine.loaded.path.exists()  # a live process's pins stay
     finally:
         mine.close()
+
+
+def test_pinned_map_keys_and_refusals(marker):
+    assert marker.queue_map.lookup(bytes(4), flags=BPF_F_LOCK) == marker.queue_map.lookup(0, flags=BPF_F_LOCK)
+    with pytest.raises(otcp_bpf.BpfUnavailable, match="No such file"):
+        marker.cfg_map.lookup(1)  # the array has one entry
+    with pytest.raises(otcp_bpf.BpfUnavailable, match="Invalid argument"):
+        marker.cfg_map.delete(0)  # arrays cannot delete
+    with pytest.raises(ValueError):
+        marker.cfg_map.lookup(b"\0" * 8)
