@@ -68,12 +68,12 @@ class MarkerConfig:
 
     def pack(self) -> bytes:
         """``struct otcp_mark_config``, checked."""
-        rate = self.rate_bps // 8
+        rate = int(self.rate_bps) // 8
         if not 0 < rate < MAX_RATE_BYTES:
             raise ValueError(f"rate {self.rate_bps} b/s is outside 8 b/s .. 137 Gb/s")
         if min(self.k_bytes, self.limit_bytes, self.burst_bytes) < 0:
             raise ValueError("K, the limit and the burst are byte counts, not negative")
-        return CONFIG.pack(rate, self.k_bytes, self.limit_bytes, self.burst_bytes)
+        return CONFIG.pack(rate, int(self.k_bytes), int(self.limit_bytes), int(self.burst_bytes))
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ class Marker:
             raise
 
     def configure(self, config: MarkerConfig) -> None:
-        """Set rate, K and limit (takes effect from the next packet)."""
+        """Set rate, K, limit and burst (from the next packet on)."""
         self.cfg_map.update(config.pack())
         self.config = config
 

@@ -217,6 +217,10 @@ def test_default_k_follows_the_dctcp_guideline():
         otcp_bpf.default_k_bytes(0)
 
 
+def test_a_rate_given_as_a_float_packs_as_bytes_per_second():
+    assert CONFIG.unpack(MarkerConfig(rate_bps=100e6, k_bytes=9231.0).pack()) == (12_500_000, 9231, 0, 0)
+
+
 def test_rates_the_program_cannot_drain_are_refused():
     with pytest.raises(ValueError):
         MarkerConfig(rate_bps=8 * (1 << 34), k_bytes=1).pack()
