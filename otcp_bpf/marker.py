@@ -61,7 +61,7 @@ class MarkerConfig:
     """What the marker needs: the port's shaped rate, K, the buffer, and
     the shaper's burst (HTB's ``burst``; 0 for a plain phantom queue)."""
 
-    rate_bps: int
+    rate_bps: float
     k_bytes: int
     limit_bytes: int = 0
     burst_bytes: int = 0
@@ -246,7 +246,7 @@ class Marker:
         self.close()
 
 
-def attach_marker(ifname: str, rate_bps: int, k_bytes: int | None = None, limit_bytes: int = 0,
+def attach_marker(ifname: str, rate_bps: float, k_bytes: int | None = None, limit_bytes: int = 0,
                   netns: str | None = None, burst_bytes: int = 0) -> Marker:
     """Load a marker for the port ``ifname`` (in ``netns``) shaped to ``rate_bps``
     and attach it; K defaults to :func:`default_k_bytes`. ``close()`` the
