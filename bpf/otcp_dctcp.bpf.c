@@ -55,7 +55,7 @@ char _license[] SEC("license") = "Dual BSD/GPL";
 
 /* Counters the loader reads (otcp_bpf.dctcp.RegisteredCC.stats). */
 struct otcp_dctcp_stats {
-	__u64 cuts;              /* DCTCP window reductions (ECN) */
+	__u64 cuts;              /* ssthresh() calls: ECN cuts (a loss episode starts with one too) */
 	__u64 loss_halvings;     /* reductions for loss */
 	__u64 cuts_without_hook; /* reductions cong_control made because ssthresh() did not run */
 	__u64 ssthresh_repaired; /* kernel ssthresh values out of range, put back */
