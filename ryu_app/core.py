@@ -516,7 +516,7 @@ class ControllerCore:
     def _next_generation(self, plan: Plan, link_rows: list[LinkMeasurement]) -> tuple[Generation | None, list[str]]:
         """Number a new generation and publish the sets of the hosts whose
         routes changed; returns it and those hosts, (None, []) if none did."""
-        routes = {plan.fabric.hosts[host]: plan.routes_for(host) for host in plan.hosts}
+        routes = {plan.fabric.hosts[host]: host_routes for host, host_routes in plan.route_sets().items()}
         changed = {ip: host_routes for ip, host_routes in routes.items() if self.publications.changed(ip, host_routes)}
         if not changed:
             return None, []

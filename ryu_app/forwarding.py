@@ -16,6 +16,8 @@ and `ofproto_parser` (a datapath, or anything holding both); the caller
 sends them.
 """
 
+from functools import lru_cache
+
 import numpy as np
 
 from ryu_app.paths import UNREACHABLE
@@ -105,17 +107,28 @@ def _delete_strict(datapath, priority, match):
         priority=priority, out_port=ofproto.OFPP_ANY, out_group=ofproto.OFPG_ANY, match=match)
 
 
+# os-ken builds a match or an action list slowly (tens of microseconds) and
+# never changes one after: those of destination entries are made once per
+# parser and shared by every switch's messages.
+@lru_cache(maxsize=1 << 16)
+def _destination_match(parser, dst_ip):
+    return parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_dst=dst_ip)
+
+
+@lru_cache(maxsize=1 << 12)
+def _output_instructions(ofproto, parser, port):
+    return [parser.OFPInstructionActions(ofproto.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(port)])]
+
+
 def destination_entry(datapath, dst_ip, out_port):
     """Add (or overwrite) the entry forwarding everything to dst_ip out of out_port."""
-    parser = datapath.ofproto_parser
-    return _add(datapath, COOKIE, DESTINATION_PRIORITY, parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_dst=dst_ip),
-                _apply(datapath, [parser.OFPActionOutput(out_port)]))
+    return _add(datapath, COOKIE, DESTINATION_PRIORITY, _destination_match(datapath.ofproto_parser, dst_ip),
+                _output_instructions(datapath.ofproto, datapath.ofproto_parser, out_port))
 
 
 def remove_destination_entry(datapath, dst_ip):
     """Delete the entry forwarding to dst_ip."""
-    return _delete_strict(datapath, DESTINATION_PRIORITY,
-                          datapath.ofproto_parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_dst=dst_ip))
+    return _delete_strict(datapath, DESTINATION_PRIORITY, _destination_match(datapath.ofproto_parser, dst_ip))
 
 
 def punt_entry(datapath, port):
@@ -138,8 +151,7 @@ def remove_pair_entries_toward(datapath, dst_ip):
     ofproto, parser = datapath.ofproto, datapath.ofproto_parser
     return parser.OFPFlowMod(
         datapath=datapath, cookie=PAIR_COOKIE, cookie_mask=0xFFFF_FFFF_FFFF_FFFF, command=ofproto.OFPFC_DELETE,
-        out_port=ofproto.OFPP_ANY, out_group=ofproto.OFPG_ANY,
-        match=parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_dst=dst_ip))
+        out_port=ofproto.OFPP_ANY, out_group=ofproto.OFPG_ANY, match=_destination_match(parser, dst_ip))
 
 
 def remove_otcp_entries(datapath):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ryu_app import formulas
+from ryu_app.aggregate import PrefixTrie, aggregate
 from ryu_app.paths import UNREACHABLE, SwitchPaths
 
 #: Where a pair's RTT_prop came from, least trusted last among the link
@@ -293,3 +294,32 @@ class Plan:
                 }
             )
         return routes
+
+    def route_sets(self) -> dict[str, list[dict]]:
+        """{host: the routes of its parameter set}, aggregated: the fewest
+        prefixes under which longest-prefix match gives every reachable
+        destination exactly the parameters routes_for gives it
+        (ryu_app.aggregate, with its "don't care" addresses)."""
+        segment = self._segment_toward[self.dst, self.src]
+        advmss = np.where(segment >= self.bounds.mss_bytes, 0, segment + formulas.TIMESTAMP_OPTION_BYTES)
+        # One integer per parameter tuple: rto_min_ms < 2^11, initcwnd < 2^9, clamp and advmss < 2^17.
+        keys = ((self.rto_min_ms.astype(np.int64) << 43) | (self.initcwnd.astype(np.int64) << 34)
+                | (self.cwnd_clamp.astype(np.int64) << 17) | advmss.astype(np.int64))
+        values, label = np.unique(keys, return_inverse=True)
+        params = [{"rto_min_ms": int(v >> 43), "initcwnd": int(v >> 34 & 0x1FF),
+                   "cwnd_clamp": int(v >> 17 & 0x1FFFF) or None, "advmss": int(v & 0x1FFFF) or None,
+                   "quickack": True} for v in values]
+        sets: dict[str, list[dict]] = {host: [] for host in self.hosts}
+        for family in (False, True):  # IPv4, then IPv6
+            members = [i for i, host in enumerate(self.hosts) if (":" in self.fabric.hosts[host]) == family]
+            if not members:
+                continue
+            column = np.full(len(self.hosts), -1, dtype=np.int64)
+            column[members] = np.arange(len(members))
+            labels = np.full((len(self.hosts), len(members)), -1, dtype=np.int64)
+            in_family = column[self.dst] >= 0
+            labels[self.src[in_family], column[self.dst[in_family]]] = label[in_family]
+            trie = PrefixTrie.build([self.fabric.hosts[self.hosts[i]] for i in members])
+            for host, routes in zip(self.hosts, aggregate(trie, labels)):
+                sets[host] += [{"dst": prefix, **params[k]} for prefix, k in routes]
+        return sets
