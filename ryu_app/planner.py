@@ -272,8 +272,24 @@ class Plan:
         }
 
     def records(self):
-        """Every reachable pair's record, in pair order."""
-        return (self.record(k) for k in range(len(self)))
+        """Every reachable pair's record, in pair order: record(k) for every k,
+        built from whole columns (a million pairs in about a second)."""
+        hosts, ips = self.hosts, self.fabric.hosts
+        middles: dict[tuple[int, int], list[str]] = {}  # switch paths, shared by the pairs between two switches
+        attach = self._attach.tolist()
+        columns = zip(self.src.tolist(), self.dst.tolist(), np.round(self.min_rto_s * 1e6, 3).tolist(),
+                      self.rto_min_ms.tolist(), self.initcwnd.tolist(), self.cwnd_clamp.tolist(),
+                      self.segment.tolist(), np.round(self.rtt_prop_s * 1e6, 3).tolist(),
+                      np.round(self.rtt_spread_s * 1e6, 3).tolist(), self.rtt_source.tolist())
+        for s, d, min_rto_us, rto_min_ms, initcwnd, clamp, segment, rtt_us, spread_us, source in columns:
+            key = (attach[s], attach[d])
+            middle = middles.get(key)
+            if middle is None:
+                middle = middles[key] = self.switch_paths.path(self.attachment[hosts[s]], self.attachment[hosts[d]])
+            yield {"src": hosts[s], "dst": hosts[d], "dst_ip": ips[hosts[d]], "hops": [hosts[s], *middle, hosts[d]],
+                   "min_rto_us": min_rto_us, "rto_min_ms": rto_min_ms, "initcwnd": initcwnd,
+                   "cwnd_clamp": clamp or None, "segment_bytes": segment, "rtt_prop_us": rtt_us,
+                   "rtt_spread_us": spread_us, "rtt_source": DELAY_SOURCES[source], "quickack": True}
 
     def routes_for(self, host: str) -> list[dict]:
         """The routes of one host's parameter set: one per reachable
