@@ -44,6 +44,7 @@ class ControllerClient:
         self.server_name = server_name or host  # what the controller's certificate must name
         self.rtt_meter = rtt_meter or RttMeter()
         self.rtt_interval_s = rtt_interval_s
+        self._destinations: list[str] = []  # of the applied set, for the round-trip reporter
         self.connect_timeout = connect_timeout
         self.handshake_timeout = handshake_timeout
         self.backoff_initial = backoff_initial
@@ -102,6 +103,8 @@ class ControllerClient:
             sender = _Sender(sock, session)
             sender.send(hello)
             self.log.info("reported addresses %s", ", ".join(hello["addresses"]) or "(none)")
+            # The reporter thread must not touch the agent's state (SQLite is per thread): it reads this list.
+            self._destinations = self.agent.destinations()
             reporter = threading.Thread(target=self._report_rtts, args=(sender,), daemon=True)
             reporter.start()
             while True:
@@ -111,6 +114,7 @@ class ControllerClient:
                 message = session.open(body)
                 messages.check_message(message, "params")
                 sender.send(self._handle_params(message["set"]))
+                self._destinations = self.agent.destinations()
         finally:
             self.metrics.connected.set(0)
             if sender is not None:
@@ -121,7 +125,7 @@ class ControllerClient:
         """Every rtt_interval_s, measure the round trips to the applied set's
         destinations and report them, until the connection ends."""
         while not sender.closed.wait(self.rtt_interval_s):
-            destinations = self.agent.destinations()
+            destinations = self._destinations
             try:
                 self.rtt_meter.measure(destinations)
                 samples = self.rtt_meter.report(destinations)
