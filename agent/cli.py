@@ -84,6 +84,8 @@ def build_parser():
     run.add_argument("--secret-file", required=True, metavar="FILE")
     run.add_argument("--backoff-max", type=float, default=30.0, metavar="SECONDS",
                      help="longest wait between reconnection attempts (default 30)")
+    run.add_argument("--rtt-interval", type=float, default=5.0, metavar="SECONDS",
+                     help="how often to measure and report round trips to the set's destinations (default 5)")
     run.add_argument("--metrics", metavar="ADDRESS:PORT",
                      help="serve Prometheus metrics here (off by default)")
     run.add_argument("--tls-ca", metavar="FILE",
@@ -123,8 +125,11 @@ def cmd_run(args):
     except (ValueError, OSError, ssl.SSLError) as error:
         print(f"otcp-agent: {error}", file=sys.stderr)
         return 2
-    if args.backoff_max <= 0:
+    if not args.backoff_max > 0:
         print("otcp-agent: --backoff-max: must be above 0", file=sys.stderr)
+        return 2
+    if not 0 < args.rtt_interval < 3600:
+        print("otcp-agent: --rtt-interval: must be above 0 and below 3600", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _stop)
     with Agent(args.state, recover=True) as agent:
@@ -149,7 +154,7 @@ def cmd_run(args):
                 return 2
         client = ControllerClient(agent, host, port, secret, backoff_max=args.backoff_max,
                                   backoff_initial=min(0.5, args.backoff_max), metrics=metrics, tls=tls,
-                                  server_name=args.tls_server_name)
+                                  server_name=args.tls_server_name, rtt_interval_s=args.rtt_interval)
         try:
             client.run()
         except SystemExit:

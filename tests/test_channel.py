@@ -69,7 +69,7 @@ class Controller:
     """An AgentServer with its callbacks recorded."""
 
     def __init__(self, host="127.0.0.1", port=0, netns=None, **options):
-        self.acks, self.agents, self.rejects = [], [], []
+        self.acks, self.agents, self.rejects, self.rtts = [], [], [], []
         self.log = Recorder()
         logger = logging.getLogger(f"otcp.test.server.{id(self)}")
         logger.setLevel(logging.DEBUG)
@@ -79,6 +79,7 @@ class Controller:
         self.server = AgentServer(
             host, port, SECRET, self.publications, on_ack=lambda *a: self.acks.append(a),
             on_agent=lambda *a: self.agents.append(a), on_reject=lambda *a: self.rejects.append(a), logger=logger,
+            on_rtt=lambda *a: self.rtts.append(a),
             **options,
         )
         if netns is None:
@@ -274,6 +275,21 @@ def metric(page, name):
         if line.startswith(name + " "):
             return float(line.split()[1])
     return 0.0
+
+
+def test_agent_reports_round_trips_to_its_destinations(ns, tmp_path, cleanup):
+    ns.ip("addr", "add", "10.77.0.2/32", "dev", "v1")  # answers the agent's probe with a RST
+    controller = Controller(netns=ns.name)
+    cleanup.append(controller)
+    controller.publish("10.77.0.1", set_for(4, "10.77.0.2/32"))
+    agent = AgentProcess(ns, controller.port, tmp_path, extra=["--rtt-interval", "0.3"])
+    cleanup.append(agent)
+    wait_for(lambda: controller.rtts, "a round-trip report")
+    host_ip, samples = controller.rtts[0]
+    assert host_ip == "10.77.0.1"
+    assert [(s["dst"], s["source"]) for s in samples] == [("10.77.0.2", "probe")] and samples[0]["min_rtt_us"] > 0
+    wait_for(lambda: len(controller.rtts) >= 3, "reports to keep coming")
+    assert "Traceback" not in agent.log()
 
 
 def test_agent_state_defaults_to_one_file_per_namespace():
