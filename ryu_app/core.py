@@ -182,6 +182,7 @@ class ControllerCore:
         self._arp_probed_at: dict[str, float] = {}  # target ip -> when the edge ports were last asked
         self._link_heard: dict[tuple[SwitchPort, SwitchPort], float] = {}  # probed link -> its last probe
         self._link_seen_at: dict[SwitchPort, float] = {}  # port -> last time a link was there
+        self._last_plan: Plan | None = None  # what the next plan evaluates again only where inputs changed
 
     # -- switches ------------------------------------------------------------
 
@@ -440,12 +441,14 @@ class ControllerCore:
         return actions
 
     def _plan(self, now: float) -> tuple[Plan, dict[tuple[str, str], str]]:
-        """The plan of the fabric as measured now, inputs held still, and where each link's delay came from."""
+        """The plan of the fabric as measured now, inputs held still, and where each link's delay came from;
+        only the pairs whose inputs changed since the last plan are evaluated again."""
         link_delays = self.stable_delays.update({key: value for key, (value, _) in self.delays.delays().items()})
         flows = self.held_flows.update(now, self.flow_counter.active_pairs())
         fabric, delay_sources = self.topology.fabric(link_delays, flows, self.defaults, self.delays.spreads(),
                                                      self._stable_host_rtts(now))
-        return Plan(fabric, self.bounds, self.lossless), delay_sources
+        self._last_plan = Plan(fabric, self.bounds, self.lossless, previous=self._last_plan)
+        return self._last_plan, delay_sources
 
     def rtt_report(self, now: float, host_ip: str, samples: list) -> Actions:
         """An agent's round trips to its destinations: used from the next plan on."""

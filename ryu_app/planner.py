@@ -22,6 +22,18 @@ HOST = DELAY_SOURCES.index("host")
 
 # Elements per gathered (sources x destinations x links) array in one block.
 _BLOCK_ELEMENTS = 1 << 21
+# The per-pair arrays of a Plan, in the order _evaluate_block returns them.
+_PAIR_ARRAYS = ("src", "dst", "min_rto_s", "rto_min_ms", "initcwnd", "cwnd_clamp", "segment", "rtt_prop_s",
+                "rtt_spread_s", "rtt_source")
+
+
+def _differs(new, old, src, dst):
+    """Per pair, whether a matrix of measured round trips (None: none measured, NaN: not this pair) changed."""
+    if new is None and old is None:
+        return np.zeros(len(src), dtype=bool)
+    new_values = new[src, dst] if new is not None else np.full(len(src), np.nan)
+    old_values = old[src, dst] if old is not None else np.full(len(src), np.nan)
+    return ~((new_values == old_values) | (np.isnan(new_values) & np.isnan(old_values)))
 
 
 @dataclass
@@ -69,6 +81,14 @@ class _LinkTable:
             source=source,
         )
 
+    def state(self, link):
+        """Everything the formulas read of one directed link, or None if the table has no such link."""
+        i = self.index.get(link)
+        if i is None:
+            return None
+        return (self.capacity[i], self.delay[i], self.buffer[i], self.switch_egress[i], self.flows[i],
+                self.spread[i], self.source[i])
+
     @property
     def padding(self):
         return len(self.capacity) - 1
@@ -93,8 +113,18 @@ class Plan:
     rtt_spread_s: np.ndarray  # how unsure it is
     rtt_source: np.ndarray  # index into DELAY_SOURCES
 
-    def __init__(self, fabric, bounds=formulas.Bounds(), lossless: formulas.Lossless | None = None):
-        """Plan every pair; with lossless, by the otcp-lossless formulas, else the published ones."""
+    def __init__(self, fabric, bounds=formulas.Bounds(), lossless: formulas.Lossless | None = None,
+                 previous: "Plan | None" = None):
+        """Plan every pair; with lossless, by the otcp-lossless formulas, else the published ones.
+
+        With previous (the plan of the same fabric a moment ago), only the
+        pairs whose inputs changed are evaluated again: a moved path (either
+        way), a link of the round trip whose facts or flow count changed, the
+        pair's own flow or measured round trip. The rest is taken from
+        previous, and so are the route sets of the hosts none of whose
+        parameters changed. A change of hosts, switches, reachability or
+        bounds evaluates everything.
+        """
         self.fabric = fabric
         self.bounds = bounds
         self.lossless = lossless
@@ -106,7 +136,10 @@ class Plan:
         self._build_host_link_tables()
         self._host_rtts()
         self._count_flows()
-        self._evaluate()
+        self._route_sets: dict[str, list[dict]] | None = None
+        self._previous_sets: dict[str, list[dict]] = {}  # route sets still right, by host
+        if not self._evaluate_changes(previous):
+            self._evaluate()
 
     # -- paths ---------------------------------------------------------------
 
@@ -170,10 +203,13 @@ class Plan:
         width = self._segment_links.shape[-1] + 2
         block = max(1, _BLOCK_ELEMENTS // max(1, n * width))
         results = [self._evaluate_block(np.arange(start, min(n, start + block))) for start in range(0, n, block)]
-        names = ("src", "dst", "min_rto_s", "rto_min_ms", "initcwnd", "cwnd_clamp", "segment", "rtt_prop_s",
-                 "rtt_spread_s", "rtt_source")
-        for k, name in enumerate(names):
+        for k, name in enumerate(_PAIR_ARRAYS):
             setattr(self, name, np.concatenate([r[k] for r in results]) if results else np.zeros(0, dtype=np.int64))
+        self._finish()
+
+    def _finish(self):
+        """What follows from the pair arrays: the segment toward each host, the unreachable pairs."""
+        n = len(self.hosts)
         # The segment of the path *toward* a host is set on that host's route (advmss).
         self._segment_toward = np.full((n, n), self.bounds.mss_bytes, dtype=np.int64)
         self._segment_toward[self.src, self.dst] = self.segment
@@ -182,12 +218,53 @@ class Plan:
             no_path = self.switch_paths.hops[np.ix_(self._attach, self._attach)] == UNREACHABLE
             self.unreachable = [(self.hosts[s], self.hosts[d]) for s, d in zip(*np.nonzero(no_path))]
 
+    def _evaluate_changes(self, previous: "Plan | None") -> bool:
+        """Evaluate only what changed since previous (see __init__); False if it cannot."""
+        sp = self.switch_paths
+        if (previous is None or previous.hosts != self.hosts or previous.fabric.hosts != self.fabric.hosts
+                or previous.attachment != self.attachment or previous.switch_paths.switches != sp.switches
+                or previous.bounds != self.bounds or previous.lossless != self.lossless
+                or not np.array_equal(previous.switch_paths.hops >= 0, sp.hops >= 0)):
+            return False
+        width = max(previous.switch_paths.node_matrix.shape[-1], sp.node_matrix.shape[-1])
+        old_paths, new_paths = (np.pad(m, ((0, 0), (0, 0), (0, width - m.shape[-1])), constant_values=UNREACHABLE)
+                                for m in (previous.switch_paths.node_matrix, sp.node_matrix))
+        moved = (old_paths != new_paths).any(axis=-1)
+        touched = np.zeros(len(self._links.capacity), dtype=bool)
+        touched[[i for link, i in self._links.index.items()
+                 if self._links.state(link) != previous._links.state(link)]] = True
+        crossing = moved | touched[self._segment_links].any(axis=-1)  # switch pair -> its round trip changed
+        at_host = touched[self._uplink] | touched[self._downlink]
+        src, dst = previous.src, previous.dst
+        a_s, a_d = self._attach[src], self._attach[dst]
+        redo = (crossing[a_s, a_d] | crossing[a_d, a_s] | at_host[src] | at_host[dst]
+                | (self._active[src, dst] != previous._active[src, dst]) | _differs(self._rtt_low, previous._rtt_low,
+                                                                                    src, dst)
+                | _differs(self._rtt_high, previous._rtt_high, src, dst))
+        for name in _PAIR_ARRAYS:
+            setattr(self, name, getattr(previous, name).copy())
+        if redo.any():
+            for name, values in zip(_PAIR_ARRAYS[2:], self._evaluate_pairs(src[redo], dst[redo])):
+                getattr(self, name)[redo] = values
+        self._finish()
+        changed = ((self.rto_min_ms != previous.rto_min_ms) | (self.initcwnd != previous.initcwnd)
+                   | (self.cwnd_clamp != previous.cwnd_clamp))
+        moved_segment = self.segment != previous.segment
+        stale = {self.hosts[i] for i in np.union1d(src[changed], dst[moved_segment])}  # advmss is set toward dst
+        self._previous_sets = {host: routes for host, routes in (previous._route_sets or {}).items()
+                               if host not in stale}
+        return True
+
     def _evaluate_block(self, sources):
         n = len(self.hosts)
         src = np.repeat(sources, n)
         dst = np.tile(np.arange(n), len(sources))
         keep = (src != dst) & (self.switch_paths.hops[self._attach[src], self._attach[dst]] != UNREACHABLE)
         src, dst = src[keep], dst[keep]
+        return (src, dst, *self._evaluate_pairs(src, dst))
+
+    def _evaluate_pairs(self, src, dst):
+        """The formulas for the pairs src[i] -> dst[i]: the arrays of _PAIR_ARRAYS after src and dst."""
         t = self._links
         forward, reverse = self._path_links(src, dst), self._path_links(dst, src)
         round_trip = np.concatenate([forward, reverse], axis=-1)
@@ -213,8 +290,7 @@ class Plan:
             segment = formulas.segment_bytes(window, self.bounds, self.lossless)
             cwnd = formulas.lossless_cwnd_segments(window, segment, self.bounds)
             initcwnd = formulas.lossless_initcwnd_segments(cwnd, initcwnd, self.bounds)
-        return (src, dst, min_rto, formulas.rto_min_ms(min_rto, self.bounds), initcwnd, cwnd, segment, rtt, spread,
-                source)
+        return min_rto, formulas.rto_min_ms(min_rto, self.bounds), initcwnd, cwnd, segment, rtt, spread, source
 
     def _round_trips(self, src, dst, round_trip):
         """RTT_prop for the windows, its spread and source, and the RTT for minRTO, per pair.
@@ -315,27 +391,36 @@ class Plan:
         """{host: the routes of its parameter set}, aggregated: the fewest
         prefixes under which longest-prefix match gives every reachable
         destination exactly the parameters routes_for gives it
-        (ryu_app.aggregate, with its "don't care" addresses)."""
-        segment = self._segment_toward[self.dst, self.src]
+        (ryu_app.aggregate, with its "don't care" addresses). Computed once;
+        a host whose parameters did not change since the previous plan keeps its set."""
+        if self._route_sets is not None:
+            return self._route_sets
+        sources = np.array([i for i, host in enumerate(self.hosts) if host not in self._previous_sets], dtype=np.int64)
+        pairs = np.isin(self.src, sources)
+        segment = self._segment_toward[self.dst[pairs], self.src[pairs]]
         advmss = np.where(segment >= self.bounds.mss_bytes, 0, segment + formulas.TIMESTAMP_OPTION_BYTES)
         # One integer per parameter tuple: rto_min_ms < 2^11, initcwnd < 2^9, clamp and advmss < 2^17.
-        keys = ((self.rto_min_ms.astype(np.int64) << 43) | (self.initcwnd.astype(np.int64) << 34)
-                | (self.cwnd_clamp.astype(np.int64) << 17) | advmss.astype(np.int64))
+        keys = ((self.rto_min_ms[pairs].astype(np.int64) << 43) | (self.initcwnd[pairs].astype(np.int64) << 34)
+                | (self.cwnd_clamp[pairs].astype(np.int64) << 17) | advmss.astype(np.int64))
         values, label = np.unique(keys, return_inverse=True)
         params = [{"rto_min_ms": int(v >> 43), "initcwnd": int(v >> 34 & 0x1FF),
                    "cwnd_clamp": int(v >> 17 & 0x1FFFF) or None, "advmss": int(v & 0x1FFFF) or None,
                    "quickack": True} for v in values]
-        sets: dict[str, list[dict]] = {host: [] for host in self.hosts}
+        sets: dict[str, list[dict]] = {self.hosts[i]: [] for i in sources}
         for family in (False, True):  # IPv4, then IPv6
             members = [i for i, host in enumerate(self.hosts) if (":" in self.fabric.hosts[host]) == family]
             if not members:
                 continue
             column = np.full(len(self.hosts), -1, dtype=np.int64)
             column[members] = np.arange(len(members))
-            labels = np.full((len(self.hosts), len(members)), -1, dtype=np.int64)
-            in_family = column[self.dst] >= 0
-            labels[self.src[in_family], column[self.dst[in_family]]] = label[in_family]
+            row = np.full(len(self.hosts), -1, dtype=np.int64)
+            row[sources] = np.arange(len(sources))
+            labels = np.full((len(sources), len(members)), -1, dtype=np.int64)
+            src, dst = self.src[pairs], self.dst[pairs]
+            in_family = column[dst] >= 0
+            labels[row[src[in_family]], column[dst[in_family]]] = label[in_family]
             trie = PrefixTrie.build([self.fabric.hosts[self.hosts[i]] for i in members])
-            for host, routes in zip(self.hosts, aggregate(trie, labels)):
-                sets[host] += [{"dst": prefix, **params[k]} for prefix, k in routes]
-        return sets
+            for i, routes in zip(sources, aggregate(trie, labels)):
+                sets[self.hosts[i]] += [{"dst": prefix, **params[k]} for prefix, k in routes]
+        self._route_sets = {host: sets[host] if host in sets else self._previous_sets[host] for host in self.hosts}
+        return self._route_sets

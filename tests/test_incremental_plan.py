@@ -1,0 +1,71 @@
+"""Re-planning only what changed (Plan(fabric, previous=...)): every pair's
+parameters and every host's route set equal a full plan's, whatever changed."""
+
+import copy
+import random
+
+import numpy as np
+import pytest
+from test_aggregate import random_fabric
+
+from benchmarks.plan_scale import fat_tree_fabric
+from ryu_app.fabric import LinkFacts
+from ryu_app.planner import _PAIR_ARRAYS, Plan
+from ryu_app.rtt import PairRtt
+
+
+def assert_same(incremental, full):
+    for name in _PAIR_ARRAYS:
+        new, old = getattr(incremental, name), getattr(full, name)
+        if new.dtype.kind == "f":  # numpy may sum a block's columns in another order: last-bit differences
+            assert np.allclose(new, old, rtol=1e-12, atol=0), name
+        else:
+            assert np.array_equal(new, old), name
+    assert incremental.route_sets() == full.route_sets()
+    assert incremental.unreachable == full.unreachable
+
+
+def slower(fabric, link, factor):
+    facts = fabric.links[link]
+    fabric.links[link] = LinkFacts(facts.capacity_bytes_per_s, facts.delay_s * factor, facts.buffer_bytes,
+                                   facts.delay_source, facts.delay_spread_s)
+
+
+def without(fabric, a, b):
+    del fabric.links[(a, b)], fabric.links[(b, a)]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_changes_replan_like_a_full_plan(seed):
+    rng = random.Random(seed)
+    fabric = random_fabric(rng, hosts=30, switches=8, ipv6=seed % 3 == 0)
+    before = Plan(fabric)
+    before.route_sets()
+    after = copy.deepcopy(fabric)
+    switch_links = sorted(after.switch_links())
+    change = seed % 4
+    if change == 0:
+        slower(after, rng.choice(switch_links), 3.0)
+    elif change == 1:
+        without(after, *rng.choice(switch_links))
+    elif change == 2:
+        after.flows = {tuple(rng.sample(sorted(after.hosts), 2)): 1 for _ in range(10)}
+    else:
+        a, b = rng.sample(sorted(after.hosts), 2)
+        after.host_rtts = {(a, b): PairRtt(2e-4, 3e-4, "tcp")}
+    assert_same(Plan(after, previous=before), Plan(after))
+
+
+def test_a_failed_core_link_reevaluates_only_the_pairs_it_touches_and_keeps_other_sets():
+    fabric = fat_tree_fabric(4)
+    fabric.flows = {("h1", "h16"): 1, ("h5", "h9"): 1}
+    before = Plan(fabric)
+    before.route_sets()
+    after = copy.deepcopy(fabric)
+    without(after, "a1_1", "c1")
+    incremental = Plan(after, previous=before)
+    assert_same(incremental, Plan(after))
+    assert 0 < len(incremental._previous_sets) < len(after.hosts)  # some sets kept, some made again
+    unchanged = Plan(after, previous=incremental)
+    incremental.route_sets()
+    assert_same(unchanged, Plan(after))
