@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import ctypes.util
+import errno
 import json
 import os
 import re
@@ -137,7 +138,18 @@ def load_pinned(obj: Path, name: str, prog_type: str) -> LoadedObject:
     already. Pins of processes that are gone are removed first."""
     ensure_bpffs()
     unpin_stale()
-    path = pin_dir(name)
+    return load_pinned_at(obj, pin_dir(name), prog_type)
+
+
+def load_pinned_at(obj: Path, path: Path, prog_type: str) -> LoadedObject:
+    """Load every program of ``obj`` as ``prog_type`` and pin programs and
+    maps under ``path`` (a directory under PIN_ROOT that must not exist yet):
+    what :func:`load_pinned` does, for a pin shared between processes (the
+    sock_ops program every agent of a machine uses, otcp_bpf/sockops.py).
+    Nothing stays pinned when the kernel refuses."""
+    ensure_bpffs()
+    if PIN_ROOT not in path.parents:
+        raise ValueError(f"{path} is not under {PIN_ROOT}")
     if path.exists():
         raise BpfUnavailable(f"{path} is already pinned (another run, or one that did not clean up)")
     try:
@@ -161,6 +173,7 @@ def _libbpf() -> ctypes.CDLL:
     lib.bpf_map_lookup_elem_flags.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64]
     lib.bpf_map_update_elem.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64]
     lib.bpf_map_delete_elem.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    lib.bpf_map_get_next_key.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
     return lib
 
 
@@ -210,6 +223,21 @@ class PinnedMap:
         """Remove ``key`` (hash maps and tries; arrays cannot delete)."""
         if self.lib.bpf_map_delete_elem(self.fd, self._key(key)) != 0:
             raise BpfUnavailable(f"deleting from {self.path}", os.strerror(ctypes.get_errno()))
+
+    def keys(self) -> list[bytes]:
+        """Every key in the map now (hash maps and tries; raw key bytes).
+        Keys added or deleted meanwhile may or may not be seen."""
+        found: list[bytes] = []
+        current = None
+        following = ctypes.create_string_buffer(self.key_size)
+        while True:
+            if self.lib.bpf_map_get_next_key(self.fd, current, following) != 0:
+                error = ctypes.get_errno()
+                if error == errno.ENOENT:
+                    return found
+                raise BpfUnavailable(f"listing the keys of {self.path}", os.strerror(error))
+            found.append(following.raw)
+            current = ctypes.create_string_buffer(following.raw, self.key_size)
 
     def close(self) -> None:
         """Close the map's file descriptor."""

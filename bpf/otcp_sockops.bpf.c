@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * otcp_sockops: the agent's enforcement of OTCP's per-destination window,
+ * initial window, minimum RTO and pacing rate from the first segment of the
+ * first connection (route metrics reach TCP's window clamp only through the
+ * tcp_metrics cache: docs/design.md, "Kernel facts"; docs/enforcement.md).
+ *
+ * One instance serves every OTCP host of a machine: it is attached to the
+ * cgroup-v2 root, where every socket of every namespace is seen (Mininet's
+ * hosts share that cgroup). It acts only on a socket whose (network
+ * namespace cookie, remote address) has an entry:
+ *
+ *   otcp_so_slot:   netns cookie -> the slot (0 or 1) of that host's live set;
+ *                   a host without an entry is not OTCP's and is left alone;
+ *   otcp_so_params: LPM trie on (netns cookie, slot, remote address), the
+ *                   address as IPv6 (IPv4 as ::ffff:a.b.c.d, so a dual-stack
+ *                   socket's v4-mapped peer matches the same entry), the
+ *                   prefix length counting the cookie's 64 bits and the
+ *                   slot's 32 first.
+ *
+ * The loader (otcp_bpf/sockops.py) writes a host's new set into the slot
+ * that is not live and then flips the host's slot with one map write, so a
+ * connection sees either the whole old set or the whole new one.
+ *
+ * At BPF_SOCK_OPS_{ACTIVE,PASSIVE}_ESTABLISHED_CB, the callback the kernel
+ * makes in tcp_init_transfer() right after it set the initial window from
+ * the route and before any data segment leaves, the program sets, for each
+ * non-zero field of the entry:
+ *   - TCP_BPF_SNDCWND_CLAMP (snd_cwnd_clamp, and ssthresh to the same);
+ *   - TCP_BPF_IW (snd_cwnd; the kernel accepts it until data was sent);
+ *   - TCP_BPF_RTO_MIN (icsk_rto_min; the kernel accepts 2 jiffies..200 ms;
+ *     a locked route rto_min still takes precedence in tcp_rto_min());
+ *   - SO_MAX_PACING_RATE (bytes/s; TCP then paces internally, no fq needed).
+ * Outcomes are counted in otcp_so_cnt (per CPU); each entry counts the
+ * connections it was applied to.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+
+char _license[] SEC("license") = "Dual BSD/GPL";
+
+#define AF_INET 2
+#define AF_INET6 10
+#define SOL_SOCKET 1
+#define SOL_TCP 6
+#define SO_MAX_PACING_RATE 47
+
+struct otcp_so_key {
+	__u32 prefixlen;        /* bits of what follows that must match */
+	__u64 netns;            /* bpf_get_netns_cookie() of the host */
+	__u32 slot;             /* 0 or 1: which of the host's two sets */
+	__u8 addr[16];          /* remote address, IPv6 or ::ffff:IPv4 */
+} __attribute__((packed));
+
+struct otcp_so_params {
+	__u32 cwnd_clamp;       /* segments; 0: leave alone */
+	__u32 initcwnd;         /* segments; 0: leave alone */
+	__u32 rto_min_us;       /* 0: leave alone */
+	__u32 pad;
+	__u64 pacing_rate;      /* bytes/s (below 2^32); 0: leave alone */
+	__u64 applied;          /* connections this entry was applied to */
+};
+
+enum otcp_so_counter {
+	OTCP_SO_ESTABLISHED,    /* established callbacks seen (every socket of the machine) */
+	OTCP_SO_NOT_OTCP,       /* ... of a namespace without an OTCP set */
+	OTCP_SO_NO_ENTRY,       /* ... of an OTCP host, to a destination without an entry */
+	OTCP_SO_MATCHED,        /* ... that found an entry */
+	OTCP_SO_CLAMP_SET,
+	OTCP_SO_CLAMP_REFUSED,
+	OTCP_SO_IW_SET,
+	OTCP_SO_IW_REFUSED,
+	OTCP_SO_RTO_SET,
+	OTCP_SO_RTO_REFUSED,
+	OTCP_SO_PACING_SET,
+	OTCP_SO_PACING_REFUSED,
+	OTCP_SO_COUNTERS,
+};
+
+struct otcp_so_counters {
+	__u64 count[OTCP_SO_COUNTERS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u32);
+} otcp_so_slot SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 262144);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct otcp_so_key);
+	__type(value, struct otcp_so_params);
+} otcp_so_params SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct otcp_so_counters);
+} otcp_so_cnt SEC(".maps");
+
+static __always_inline void count(struct otcp_so_counters *c, int which)
+{
+	if (c && which >= 0 && which < OTCP_SO_COUNTERS)
+		c->count[which]++;
+}
+
+static __always_inline void outcome(struct otcp_so_counters *c, int err, int set, int refused)
+{
+	count(c, err ? refused : set);
+}
+
+SEC("sockops")
+int otcp_sockops(struct bpf_sock_ops *skops)
+{
+	struct otcp_so_counters *c;
+	struct otcp_so_params *p;
+	struct otcp_so_key key = {};
+	__u32 zero = 0, *slot;
+	__u64 netns;
+	int val, err;
+
+	if (skops->op != BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB && skops->op != BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB)
+		return 1;
+	c = bpf_map_lookup_elem(&otcp_so_cnt, &zero);
+	count(c, OTCP_SO_ESTABLISHED);
+
+	netns = bpf_get_netns_cookie(skops);
+	slot = bpf_map_lookup_elem(&otcp_so_slot, &netns);
+	if (!slot) {
+		count(c, OTCP_SO_NOT_OTCP);
+		return 1;
+	}
+	key.netns = netns;
+	key.slot = *slot;
+	if (skops->family == AF_INET) {
+		key.prefixlen = 64 + 32 + 128;
+		key.addr[10] = 0xff;
+		key.addr[11] = 0xff;
+		__builtin_memcpy(&key.addr[12], &skops->remote_ip4, 4);
+	} else if (skops->family == AF_INET6) {
+		key.prefixlen = 64 + 32 + 128;
+		__builtin_memcpy(&key.addr[0], &skops->remote_ip6[0], 4);
+		__builtin_memcpy(&key.addr[4], &skops->remote_ip6[1], 4);
+		__builtin_memcpy(&key.addr[8], &skops->remote_ip6[2], 4);
+		__builtin_memcpy(&key.addr[12], &skops->remote_ip6[3], 4);
+	} else {
+		count(c, OTCP_SO_NO_ENTRY);
+		return 1;
+	}
+	p = bpf_map_lookup_elem(&otcp_so_params, &key);
+	if (!p) {
+		count(c, OTCP_SO_NO_ENTRY);
+		return 1;
+	}
+	count(c, OTCP_SO_MATCHED);
+	__sync_fetch_and_add(&p->applied, 1);
+
+	if (p->cwnd_clamp) {
+		val = p->cwnd_clamp;
+		err = bpf_setsockopt(skops, SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &val, sizeof(val));
+		outcome(c, err, OTCP_SO_CLAMP_SET, OTCP_SO_CLAMP_REFUSED);
+	}
+	if (p->initcwnd) {
+		val = p->initcwnd;
+		err = bpf_setsockopt(skops, SOL_TCP, TCP_BPF_IW, &val, sizeof(val));
+		outcome(c, err, OTCP_SO_IW_SET, OTCP_SO_IW_REFUSED);
+	}
+	if (p->rto_min_us) {
+		val = p->rto_min_us;
+		err = bpf_setsockopt(skops, SOL_TCP, TCP_BPF_RTO_MIN, &val, sizeof(val));
+		outcome(c, err, OTCP_SO_RTO_SET, OTCP_SO_RTO_REFUSED);
+	}
+	if (p->pacing_rate) {
+		val = (int)(__u32)p->pacing_rate;
+		err = bpf_setsockopt(skops, SOL_SOCKET, SO_MAX_PACING_RATE, &val, sizeof(val));
+		outcome(c, err, OTCP_SO_PACING_SET, OTCP_SO_PACING_REFUSED);
+	}
+	return 1;
+}
