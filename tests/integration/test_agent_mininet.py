@@ -185,3 +185,20 @@ def test_wrong_secret_is_refused(network):
     assert "authentication failed: wrong secret" in controller.log()
     _, _, acks = computed(controller)
     assert set(acks) == {h.IP() for h in emulation.hosts}
+
+
+def test_host_measured_round_trips_are_within_3x_of_the_ping_minimum(network):
+    """Issue 14: the agents' round trips reach the plan, and h1 -> h4's RTT_prop is
+    within 3x of the minimum of 20 pings between the same hosts."""
+    emulation, controller, _, _ = network
+
+    def measured():
+        _, records, _ = computed(controller)
+        record = next((r for r in records if (r["src"], r["dst"]) == ("h1", "h4")), None)
+        return record if record is not None and record.get("rtt_source") == "host" else None
+
+    record = wait_for(measured, 90, interval=1, what="h1 -> h4 planned with the hosts' round trip")
+    output = emulation.run("h1", ["ping", "-c", "20", "-i", "0.05", emulation.host("h4").IP()])
+    ping_min_ms = float(re.search(r"= ([\d.]+)/", output).group(1))
+    ratio = record["rtt_prop_us"] / 1000 / ping_min_ms
+    assert 1 / 3 <= ratio <= 3, (record["rtt_prop_us"], ping_min_ms)
