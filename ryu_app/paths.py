@@ -81,7 +81,7 @@ class SwitchPaths:
             cost[:, :count][new] = value[new]
             before[new] = neighbour[np.nonzero(new)[1], best[new]]
             layers.append(new)
-        self.node_matrix = np.full((count, count, layer), UNREACHABLE, dtype=np.int32)
+        self.node_matrix = np.full((count, count, max(layer, 1)), UNREACHABLE, dtype=np.int32)
         self.node_matrix[np.arange(count), np.arange(count), 0] = np.arange(count)
         for hop, new in enumerate(layers, start=1):
             sources, targets = np.nonzero(new)

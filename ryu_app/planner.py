@@ -147,8 +147,8 @@ class Plan:
         links = self._links.index
         sp = self.switch_paths
         self._attach = np.array([sp.index[self.attachment[h]] for h in self.hosts], dtype=np.int64)
-        self._uplink = np.array([links[(h, self.attachment[h])] for h in self.hosts])
-        self._downlink = np.array([links[(self.attachment[h], h)] for h in self.hosts])
+        self._uplink = np.array([links[(h, self.attachment[h])] for h in self.hosts], dtype=np.int64)
+        self._downlink = np.array([links[(self.attachment[h], h)] for h in self.hosts], dtype=np.int64)
         # Switch-pair link matrix: column c is the link between the c-th and
         # (c+1)-th switch of the path, padding beyond its end.
         switch_count, _, longest_path = sp.node_matrix.shape

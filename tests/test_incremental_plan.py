@@ -9,7 +9,7 @@ import pytest
 from test_aggregate import random_fabric
 
 from benchmarks.plan_scale import fat_tree_fabric
-from ryu_app.fabric import LinkFacts
+from ryu_app.fabric import Fabric, LinkFacts
 from ryu_app.planner import _PAIR_ARRAYS, Plan
 from ryu_app.rtt import PairRtt
 
@@ -69,3 +69,10 @@ def test_a_failed_core_link_reevaluates_only_the_pairs_it_touches_and_keeps_othe
     unchanged = Plan(after, previous=incremental)
     incremental.route_sets()
     assert_same(unchanged, Plan(after))
+
+
+def test_fabrics_without_switches_or_hosts_plan_and_replan():
+    for fabric in (Fabric(switches=[], hosts={}), Fabric(switches=["s1", "s2"], hosts={})):
+        first = Plan(fabric)
+        assert len(first) == 0 and first.route_sets() == {}
+        assert len(Plan(fabric, previous=first)) == 0
