@@ -128,7 +128,7 @@ class ControllerClient:
             destinations = self._destinations
             try:
                 self.rtt_meter.measure(destinations)
-                samples = self.rtt_meter.report(destinations)
+                samples = self.rtt_meter.report()
                 if samples:
                     sender.send(messages.rtt_message(samples))
             except OSError as error:
@@ -168,7 +168,7 @@ class ControllerClient:
         for result in results:
             if result["status"] == "skipped":
                 self.log.info("  skipped %s: %s", result["dst"], result["reason"])
-        return messages.ack_message(validated["generation"], results)
+        return messages.ack_message(validated["generation"], results, self.agent.enforcement.report())
 
 
 class _Sender:

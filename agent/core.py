@@ -14,6 +14,7 @@ import signal
 import sqlite3
 
 from agent import facts
+from agent.enforcement import Enforcement, EnforcementError, shown_enforcement
 from agent.routes import ApplyError, RouteTable
 from agent.state import CorruptState, State, StateLock, move_aside
 from validation import ValidationError
@@ -27,11 +28,14 @@ class Agent:
 
     With recover=True a state file that cannot be used is moved aside (and
     `moved_aside` names where) so the agent starts with an empty state;
-    without it, CorruptState is raised.
+    without it, CorruptState is raised. `enforcement` (agent/enforcement.py)
+    is how the running agent enforces besides the routes; one-shot commands
+    use routes alone.
     """
 
-    def __init__(self, state_path, netns=None, recover=False):
+    def __init__(self, state_path, netns=None, recover=False, enforcement=None):
         self.state_path = state_path
+        self.enforcement = enforcement or Enforcement.one_shot(netns)
         self.moved_aside = None
         try:
             self.state = State(state_path)
@@ -44,7 +48,8 @@ class Agent:
         self.routes = RouteTable(netns)
 
     def close(self):
-        """Close the route socket and the state file."""
+        """Release the enforcement (its BPF entries go), close the route socket and the state file."""
+        self.enforcement.close()
         self.routes.close()
         self.state.close()
 
@@ -77,8 +82,17 @@ class Agent:
                 self.state.record(validated["generation"], source, "failed", str(error))
                 raise
             try:
+                undo_enforcement = self.enforcement.apply(validated["routes"], results)
+            except EnforcementError as error:
+                problems = self.routes.undo_last()
+                self.state.end()
+                detail = f"; rollback incomplete: {'; '.join(problems)}" if problems else "; routes rolled back"
+                self.state.record(validated["generation"], source, "failed", f"{error}{detail}")
+                raise ApplyError(f"{error}{detail}", rolled_back=not problems) from None
+            try:
                 self.state.save_applied(validated, results, source)
             except sqlite3.Error as error:
+                undo_enforcement()
                 problems = self.routes.undo_last()
                 detail = f"; rollback incomplete: {'; '.join(problems)}" if problems else "; routes rolled back"
                 raise ApplyError(f"could not save the state ({error}){detail}", rolled_back=not problems) from None
@@ -119,6 +133,7 @@ class Agent:
         """Remove every OTCP route; the generation is kept (older sets stay refused)."""
         with StateLock(self.state_path), _signals_deferred():
             removed = self.routes.revert()
+            self.enforcement.remove()
             self.state.end()
             self.state.mark_reverted(len(removed))
             return removed
@@ -136,19 +151,21 @@ class Agent:
             "routes": sorted(routes, key=lambda r: (r["table"], r["dst"])),
             "skipped": [] if applied is None or not applied.active else
             [r for r in applied.results if r["status"] == "skipped"],
+            "enforcement": shown_enforcement(self.state_path, self.routes.netns),
         }
 
     def destinations(self):
-        """The host addresses of the active applied set: what the round-trip meter measures."""
+        """The prefixes of the active applied set: where the round-trip meter measures."""
         applied = self.state.applied()
         if applied is None or not applied.active:
             return []
-        return [route["dst"].split("/")[0] for route in applied.param_set["routes"]
-                if route["dst"].endswith(("/32", "/128"))]
+        return [route["dst"] for route in applied.param_set["routes"]]
 
     def hello(self):
-        """The hello this agent sends the controller: addresses, MTU/MSS and the applied generation."""
-        return facts.hello(self.routes.netlink, self.state.applied_generation())
+        """The hello this agent sends the controller: addresses, MTU/MSS, the applied generation
+        and how it enforces."""
+        return dict(facts.hello(self.routes.netlink, self.state.applied_generation()),
+                    enforcement=self.enforcement.report())
 
 
 @contextlib.contextmanager

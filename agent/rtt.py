@@ -17,6 +17,7 @@ many there were and which source gave the minimum.
 """
 
 import errno
+import ipaddress
 import select
 import socket
 import time
@@ -51,14 +52,17 @@ class RttMeter:
         self._samples: dict[str, deque] = {}
         self._next_probe = 0
 
-    def measure(self, destinations):
-        """One round: read the kernel's TCP round trips, then probe the destinations that have none."""
-        wanted = set(destinations)
+    def measure(self, prefixes):
+        """One round: read the kernel's TCP round trips to addresses under the
+        set's prefixes, then probe the host routes' addresses that have none
+        (an aggregated prefix's hosts are measured by their connections only)."""
+        networks = [ipaddress.ip_network(prefix) for prefix in prefixes]
         now = self.clock()
         for dst, rtt in tcp_min_rtts().items():
-            if dst in wanted:
+            if any(ipaddress.ip_address(dst) in network for network in networks):
                 self.add(dst, Sample(now, rtt, "tcp"))
-        unmeasured = sorted(dst for dst in wanted if not self._recent(dst, now, "tcp"))
+        hosts = [str(n.network_address) for n in networks if n.prefixlen == n.max_prefixlen]
+        unmeasured = sorted(dst for dst in hosts if not self._recent(dst, now, "tcp"))
         for dst in self._rotation(unmeasured):
             rtt = syn_probe(dst, self.probe_timeout_s)
             if rtt is not None:
@@ -68,15 +72,16 @@ class RttMeter:
         """Keep one sample (also for tests and other sources)."""
         self._samples.setdefault(dst, deque(maxlen=1000)).append(sample)
 
-    def report(self, destinations):
-        """[{"dst", "min_rtt_us", "spread_us", "count", "source"}] for each destination with samples in the window."""
+    def report(self):
+        """[{"dst", "min_rtt_us", "spread_us", "count", "source"}] for each address with samples in the window."""
         now = self.clock()
         rows = []
-        for dst in sorted(set(destinations)):
-            samples = [s for s in self._samples.get(dst, ()) if now - s.at <= self.window_s]
-            self._samples[dst] = deque(samples, maxlen=1000)
+        for dst in sorted(self._samples):
+            samples = [s for s in self._samples[dst] if now - s.at <= self.window_s]
             if not samples:
+                del self._samples[dst]
                 continue
+            self._samples[dst] = deque(samples, maxlen=1000)
             ordered = sorted(samples, key=lambda s: s.rtt_s)
             p90 = ordered[int(0.9 * (len(ordered) - 1))].rtt_s
             rows.append({"dst": dst, "min_rtt_us": round(ordered[0].rtt_s * 1e6, 1),
