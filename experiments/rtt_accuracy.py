@@ -1,0 +1,173 @@
+"""How well the controller knows RTT_prop (issue 14): its value for every host
+pair next to the minimum of 20 pings between the same hosts.
+
+    python -m experiments.rtt_accuracy --topo fattree,4 [--load] --out DIR
+
+Builds the topology with the real controller (given the topology's own
+inventory: capacities and buffers, no delays) and an agent in every host,
+optionally with two iperf3 flows across the fabric, lets the agents report
+their round trips, then for every ordered pair compares the controller's
+RTT_prop with the ping minimum. It also reads the parameters the controller
+planned (initcwnd, rto_min) next to what the planner gives on the inventory
+alone (its default delays), and counts the generations made during a
+minute of steady traffic. Writes DIR/rtt_accuracy.json and prints a summary.
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+from experiments.emulation import EmulationError, emulate
+from experiments.otcp import Agents, controller_starter
+from experiments.progress import Progress
+from ryu_app import formulas, inventory, planner, store
+from topo.fabrics import topos
+
+PINGS = 20
+SETTLE_S = 30.0
+STEADY_S = 60.0
+INTERVALS = {"probe_s": 1.0, "flow_stats_s": 1.0, "recompute_s": 1.0}
+
+
+def build_topo(spec):
+    """A topology of topo/fabrics.py from "name,arg,arg", as mn's --topo takes it."""
+    name, *args = spec.split(",")
+    if name not in topos:
+        raise ValueError(f"--topo: unknown topology {name!r} (known: {', '.join(topos)})")
+    try:
+        return topos[name](*[int(a) for a in args])
+    except ValueError as error:
+        raise ValueError(f"--topo {spec}: {error}") from None
+
+
+def ping_minima(emulation, hosts, ips, progress):
+    """{(src, dst): ping minimum in ms}: every host pings every other, hosts in parallel."""
+    minima = {}
+    progress.start_run("pings")
+    for k, dst in enumerate(hosts):
+        running = {src: emulation.start(src, ["ping", "-n", "-q", "-c", str(PINGS), "-i", "0.05", ips[dst]],
+                                        stdout=subprocess.PIPE)
+                   for src in hosts if src != dst}
+        for src, process in running.items():
+            out, _ = process.communicate(timeout=60)
+            found = re.search(rb"= ([\d.]+)/", out)
+            if found:
+                minima[(src, dst)] = float(found.group(1))
+        progress.update(k + 1, len(hosts))
+    progress.finish_run()
+    return minima
+
+
+def latest_records(database):
+    """(generation, {(src, dst): record}) of the controller's newest generation."""
+    db = store.Store(database, readonly=True)
+    try:
+        latest = db.latest_generation()
+        if latest is None:
+            return 0, {}
+        return latest[0], {(r["src"], r["dst"]): r for r in latest[2]}
+    finally:
+        db.close()
+
+
+def generations_between(database, start, end):
+    """How many generations the controller made between start and end."""
+    db = store.Store(database, readonly=True)
+    try:
+        return db.generations_between(start, end)
+    finally:
+        db.close()
+
+
+def run(spec, load, out):
+    """Measure one topology; returns the result document."""
+    topo = build_topo(spec)
+    os.makedirs(out, exist_ok=True)
+    inventory_path = topo.write_inventory(os.path.join(out, "inventory.yaml"))
+    starter = controller_starter(out, inventory_path, with_agents=True, intervals=INTERVALS)
+    hosts = sorted(topo.hosts(), key=lambda name: int(name[1:]))
+    progress = Progress(1)
+    progress.message(f"{spec}: starting the network, the controller and the agents")
+    with emulate(topo, controller=starter, management=True) as emulation:
+        ips = {host: emulation.host(host).IP() for host in hosts}
+        emulation.net.pingAll(timeout=1)  # every host is learned
+        config = os.path.join(out, "controller.yaml")
+        with Agents(emulation, hosts, config, os.path.join(out, "agents")) as agents:
+            agents.wait_for_routes(ips)
+            flows = []
+            if load:
+                for src, dst in ((hosts[0], hosts[-1]), (hosts[1], hosts[-2])):
+                    flows.append(emulation.start(dst, ["iperf3", "-s", "-1"]))
+                    emulation.wait_listening(dst, 5201)
+                    flows.append(emulation.start(src, ["iperf3", "-c", ips[dst], "-t", "600", "-C", "cubic"]))
+            progress.message(f"letting the agents report for {SETTLE_S:.0f} s, then a steady minute")
+            time.sleep(SETTLE_S)
+            steady_start = time.time()
+            time.sleep(STEADY_S)
+            database = os.path.join(out, "controller.db")
+            generations_per_minute = generations_between(database, steady_start, time.time())
+            minima = ping_minima(emulation, hosts, ips, progress)
+            progress.close()
+            generation, records = latest_records(database)
+            for process in flows:
+                emulation.stop(process)
+    inv = inventory.load(inventory_path)
+    offline = {(r["src"], r["dst"]): r for r in planner.Plan(inv.fabric(), formulas.Bounds()).records()}
+    rows = []
+    for (src, dst), ping_ms in sorted(minima.items()):
+        record = records.get((src, dst))
+        truth = offline.get((src, dst))
+        if record is None:
+            continue
+        rows.append({"src": src, "dst": dst, "ping_min_ms": ping_ms, "rtt_prop_ms": record["rtt_prop_us"] / 1000,
+                     "ratio": record["rtt_prop_us"] / 1000 / ping_ms, "source": record["rtt_source"],
+                     "initcwnd": record["initcwnd"], "rto_min_ms": record["rto_min_ms"],
+                     "inventory_initcwnd": truth["initcwnd"] if truth else None,
+                     "inventory_rto_min_ms": truth["rto_min_ms"] if truth else None})
+    ratios = [row["ratio"] for row in rows]
+    return {
+        "topo": spec, "load": load, "generation": generation, "pairs": len(rows),
+        "median_ratio": statistics.median(ratios) if ratios else None,
+        "max_ratio": max(ratios) if ratios else None,
+        "pairs_over_3x": sum(1 for r in ratios if r > 3 or r < 1 / 3),
+        "sources": {s: sum(1 for row in rows if row["source"] == s) for s in {row["source"] for row in rows}},
+        "generations_in_a_steady_minute": generations_per_minute,
+        "rows": rows,
+    }
+
+
+def main(argv=None):
+    """Run the measurement; exit 0, or 2 on bad input, 1 if the network failed."""
+    parser = argparse.ArgumentParser(prog="python -m experiments.rtt_accuracy", description=__doc__.splitlines()[0])
+    parser.add_argument("--topo", required=True, help="a topology of topo/fabrics.py, e.g. fattree,4")
+    parser.add_argument("--load", action="store_true", help="two iperf3 flows across the fabric meanwhile")
+    parser.add_argument("--out", required=True, help="output directory")
+    args = parser.parse_args(argv)
+    try:
+        result = run(args.topo, args.load, args.out)
+    except ValueError as error:
+        print(f"rtt_accuracy: {error}", file=sys.stderr)
+        return 2
+    except EmulationError as error:
+        print(f"rtt_accuracy: {error}", file=sys.stderr)
+        return 1
+    with open(os.path.join(args.out, "rtt_accuracy.json"), "w", encoding="utf-8") as handle:
+        json.dump(result, handle, indent=1)
+    print(f"{result['topo']}{' under load' if result['load'] else ''}: {result['pairs']} pairs, RTT_prop / ping "
+          f"minimum median {result['median_ratio']:.2f}, max {result['max_ratio']:.2f}, "
+          f"{result['pairs_over_3x']} beyond 3x; sources {result['sources']}; "
+          f"{result['generations_in_a_steady_minute']} generations in a steady minute")
+    initcwnds = sorted({(row["initcwnd"], row["inventory_initcwnd"]) for row in result["rows"]})
+    rtos = sorted({(row["rto_min_ms"], row["inventory_rto_min_ms"]) for row in result["rows"]})
+    print(f"(initcwnd planned, with the inventory's default delays): {initcwnds}")
+    print(f"(rto_min ms planned, with the inventory's default delays): {rtos}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
