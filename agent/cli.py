@@ -1,6 +1,6 @@
 """``otcp-agent``: the host agent and its one-shot commands.
 
-    otcp-agent run --controller HOST:PORT --secret-file FILE [--state FILE]
+    otcp-agent run --controller HOST:PORT --secret-file FILE [--state FILE] [--enforce bpf|routes]
     otcp-agent apply FILE.json [--state FILE]     # FILE "-" reads stdin
     otcp-agent show [--json] [--state FILE]
     otcp-agent revert [--state FILE]
@@ -25,6 +25,7 @@ import sys
 
 from agent.client import ControllerClient, client_tls, parse_address
 from agent.core import Agent
+from agent.enforcement import MODES, Enforcement, status_path
 from agent.metrics import AgentMetrics
 from agent.routes import OTCP_PROTO, ApplyError, table_name
 from agent.state import CorruptState
@@ -92,6 +93,10 @@ def build_parser():
                      help="speak TLS to the controller and verify its certificate against this CA")
     run.add_argument("--tls-server-name", metavar="NAME",
                      help="the name the controller's certificate must carry (default: the --controller host)")
+    run.add_argument("--enforce", choices=MODES, default="bpf",
+                     help="bpf (default): also enforce the window, initial window, rto_min and pacing with the "
+                     "sock_ops program from the first connection, falling back to routes alone when BPF is "
+                     "unavailable; routes: route attributes alone (the published OTCP)")
     state_option(run)
     run.set_defaults(command=cmd_run)
 
@@ -132,7 +137,8 @@ def cmd_run(args):
         print("otcp-agent: --rtt-interval: must be above 0 and below 3600", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _stop)
-    with Agent(args.state, recover=True) as agent:
+    enforcing = Enforcement.start(args.enforce, status_path=status_path(args.state))
+    with Agent(args.state, recover=True, enforcement=enforcing) as agent:
         try:
             finished = agent.finish_interrupted()
             if finished:
@@ -158,7 +164,8 @@ def cmd_run(args):
         try:
             client.run()
         except SystemExit:
-            LOG.info("stopping; the applied routes stay")
+            LOG.info("stopping; the applied routes stay%s",
+                     "; the BPF enforcement goes" if enforcing.mode == "bpf" else "")
             return 0
 
 
@@ -230,7 +237,28 @@ def cmd_show(args):
         print("no OTCP routes in the kernel")
     for skipped in shown["skipped"]:
         print(f"skipped {skipped['dst']}: {skipped['reason']}")
+    _print_enforcement(shown["enforcement"])
     return 0
+
+
+def _print_enforcement(enforcement):
+    """The enforcement part of ``show``: mode, reason, the BPF entries and counters."""
+    reason = f" ({enforcement['reason']})" if enforcement["reason"] else ""
+    print(f"enforcement: {enforcement['mode']}{reason}")
+    if enforcement.get("error"):
+        print(f"  BPF entries unreadable: {enforcement['error']}")
+    rows = [("BPF DESTINATION", "CWND_CLAMP", "INITCWND", "RTO_MIN", "PACING", "CONNECTIONS")]
+    for e in enforcement["entries"]:
+        rows.append((e["dst"], str(e["cwnd_clamp"] or "-"), str(e["initcwnd"] or "-"),
+                     "-" if e["rto_min_us"] is None else f"{e['rto_min_us']}us",
+                     "-" if e["pacing_rate"] is None else f"{e['pacing_rate']}B/s", str(e["connections"])))
+    if len(rows) > 1:
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    if enforcement["counters"] is not None:
+        counts = ", ".join(f"{name} {value}" for name, value in enforcement["counters"].items() if value)
+        print(f"otcp_sockops on this machine: {counts or 'no connection seen yet'}")
 
 
 def cmd_revert(args):

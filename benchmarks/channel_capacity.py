@@ -65,7 +65,8 @@ class Peer:
         self.session = session.Session(SECRET, challenge["nonce"], nonce, "agent")
         hello = {"type": "hello", "hostname": "bench", "addresses": [address], "interfaces": [], "mtu": 1500,
                  "mss_bytes": 1448, "congestion_controls": ["cubic"], "congestion_control": "cubic",
-                 "tcp_rto_min_us": True, "applied_generation": None, "agent_version": limits.VERSION}
+                 "tcp_rto_min_us": True, "applied_generation": None, "agent_version": limits.VERSION,
+                 "enforcement": {"mode": "routes", "reason": None}}
         self.sock.sendall(self.session.seal(hello))
         return True
 
@@ -86,7 +87,8 @@ def push_to_ack(server, publications, good, pushes, first_generation):
             {"dst": "10.99.0.2/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "quickack": True}]}})
         server.deliver("10.99.0.1")
         message = good.session.open(good.read())
-        good.sock.sendall(good.session.seal(messages.ack_message(message["set"]["generation"], [])))
+        ack = messages.ack_message(message["set"]["generation"], [], {"mode": "routes", "reason": None})
+        good.sock.sendall(good.session.seal(ack))
         while server.acked.get("10.99.0.1") != generation:
             hub.sleep(0)
         latencies.append(time.perf_counter() - started)

@@ -293,6 +293,12 @@ class SockOpsEnforcer:
         if problems:
             raise BpfUnavailable("removing this process's sock_ops entries: " + "; ".join(problems))
 
+    def close_maps(self) -> None:
+        """Close the maps and release nothing (a reader such as ``otcp-agent show``)."""
+        self._closed = True
+        self._close_maps()
+        closed(self)
+
     def _close_maps(self) -> None:
         for pinned in (self.params_map, self.slot_map, self.counter_map):
             pinned.close()

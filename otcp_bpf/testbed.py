@@ -1,7 +1,8 @@
 """A two-namespace bottleneck for checking the BPF programs for real (the
 tests and ``python -m otcp_bpf.measure`` use it).
 
-Sender namespace ``otcpt<pid>s`` and receiver namespace ``otcpt<pid>r``,
+Sender namespace ``otcpt<pid>s`` and receiver namespace ``otcpt<pid>r``
+(another prefix than ``otcpt`` may be given),
 joined by a veth pair (offloads off, as on the experiment fabrics). The
 bottleneck is laid out as ``topo/fabrics.py`` lays out a switch's egress
 toward a host: what the receiver's interface receives is redirected into an
@@ -51,10 +52,10 @@ class Testbed:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, rate_mbit: float, buffer_bytes: int) -> None:
+    def __init__(self, rate_mbit: float, buffer_bytes: int, prefix: str = "otcpt") -> None:
         n = next(_counter)
-        self.sender = f"otcpt{os.getpid()}s{n}"
-        self.receiver = f"otcpt{os.getpid()}r{n}"
+        self.sender = f"{prefix}{os.getpid()}s{n}"
+        self.receiver = f"{prefix}{os.getpid()}r{n}"
         self.sender_ip, self.receiver_ip = "10.199.0.1", "10.199.0.2"
         self.rate_mbit = rate_mbit
         self.buffer_bytes = buffer_bytes

@@ -39,6 +39,7 @@ from ryu_app.publication import Publications
 from wire import framing, limits, messages, session
 
 SECRET = b"test-secret-0123456789abcdef"
+ROUTES_ONLY = {"mode": "routes", "reason": None}
 DEADLINE_S = 30
 
 
@@ -344,7 +345,8 @@ class GreenPeer:
         self.session = session.Session(secret, challenge["nonce"], nonce, "agent")
         hello = {"type": "hello", "hostname": "green", "addresses": list(addresses), "interfaces": [],
                  "mtu": 1500, "mss_bytes": 1448, "congestion_controls": ["cubic"], "congestion_control": "cubic",
-                 "tcp_rto_min_us": True, "applied_generation": None, "agent_version": limits.VERSION}
+                 "tcp_rto_min_us": True, "applied_generation": None, "agent_version": limits.VERSION,
+                 "enforcement": {"mode": "routes", "reason": None}}
         self.sock.sendall(self.session.seal(hello))
         return True
 
@@ -371,14 +373,14 @@ def good_agent(controller):
     controller.publish("10.9.0.100", set_for(1, "10.9.0.2/32"))
     message = peer.receive()
     assert message["type"] == "params" and message["set"]["generation"] == 1
-    peer.sock.sendall(peer.session.seal(messages.ack_message(1, [])))
+    peer.sock.sendall(peer.session.seal(messages.ack_message(1, [], ROUTES_ONLY)))
     wait_for(lambda: controller.acked(1), "the good agent's first ack")
     yield peer
     # Still connected and served after whatever the test did to the server.
     controller.publish("10.9.0.100", set_for(99, "10.9.0.2/32"))
     message = peer.receive()
     assert message is not None and message["set"]["generation"] == 99
-    peer.sock.sendall(peer.session.seal(messages.ack_message(99, [])))
+    peer.sock.sendall(peer.session.seal(messages.ack_message(99, [], ROUTES_ONLY)))
     wait_for(lambda: controller.acked(99), "the good agent's last ack")
     assert "10.9.0.100" in controller.server.connected_hosts()
     peer.close()
@@ -435,9 +437,9 @@ def sealed_raw(peer, body):
          "invalid JSON"),
         (lambda peer: peer.sock.sendall(framing.frame(b"\0" * 32 + b'{"type": "reject"}')), "bad MAC"),
         (lambda peer: peer.sock.sendall(peer.session.seal({"type": "shutdown"})), "expected ack or reject"),
-        (lambda peer: peer.sock.sendall(peer.session.seal(messages.ack_message(1, [{"dst": 5}]))),
+        (lambda peer: peer.sock.sendall(peer.session.seal(messages.ack_message(1, [{"dst": 5}], ROUTES_ONLY))),
          "results[0].dst: 5 is not a string"),
-        (lambda peer: peer.sock.sendall(peer.session.seal(messages.ack_message(42, []))),
+        (lambda peer: peer.sock.sendall(peer.session.seal(messages.ack_message(42, [], ROUTES_ONLY))),
          "ack for generation 42, which was not sent to it"),
         (lambda peer: peer.sock.sendall((limits.MAX_FRAME_BYTES + 1).to_bytes(4, "big")),
          "exceeds the 8388608-byte limit"),

@@ -11,6 +11,8 @@ from wire import framing, limits, messages, paramset, session
 from wire.framing import ProtocolError
 from wire.session import AuthenticationError
 
+ROUTES_ONLY = {"mode": "routes", "reason": "BPF enforcement turned off (otcp-agent run --enforce routes)"}
+
 
 def route(**overrides):
     base = {"dst": "10.0.0.2/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "advmss": None, "quickack": True}
@@ -161,16 +163,39 @@ def test_frame_refuses_to_build_oversized_message():
 # -- messages ----------------------------------------------------------------------
 
 
+def test_enforcement_is_reported_in_hello_and_ack_and_checked():
+    ack = messages.ack_message(3, [], {"mode": "bpf", "reason": None})
+    assert messages.check_message(ack, "ack") == "ack"
+    assert messages.check_message(messages.ack_message(3, [], ROUTES_ONLY), "ack") == "ack"
+    for bad, where in (({"mode": "ebpf", "reason": None}, "enforcement.mode"),
+                       ({"mode": "routes"}, "enforcement.reason: missing"),
+                       ({"mode": "bpf", "reason": None, "extra": 1}, "unknown key"),
+                       ({"mode": "routes", "reason": "x" * 4097}, "enforcement.reason"),
+                       ({"mode": "routes", "reason": 5}, "enforcement.reason")):
+        with pytest.raises(ProtocolError, match=where):
+            messages.check_message({**ack, "enforcement": bad}, "ack")
+    without = {key: value for key, value in ack.items() if key != "enforcement"}
+    with pytest.raises(ProtocolError, match="enforcement: missing"):
+        messages.check_message(without, "ack")
+    hello = {"type": "hello", "hostname": "h1", "addresses": [], "interfaces": [], "mtu": 1500, "mss_bytes": 1448,
+             "congestion_controls": ["cubic"], "congestion_control": "cubic", "tcp_rto_min_us": True,
+             "applied_generation": None, "agent_version": limits.VERSION, "enforcement": ROUTES_ONLY}
+    assert messages.check_message(hello, "hello") == "hello"
+    with pytest.raises(ProtocolError, match="enforcement: missing"):
+        messages.check_message({k: v for k, v in hello.items() if k != "enforcement"}, "hello")
+    assert limits.VERSION == 4
+
+
 def test_message_schemas_refuse_unknown_missing_and_mistyped_fields():
     good = messages.ack_message(3, [{"dst": "10.0.0.2/32", "status": "applied", "dev": "h1-eth0",
-                                     "gateway": None, "table": 254}])
+                                     "gateway": None, "table": 254}], {"mode": "bpf", "reason": None})
     assert messages.check_message(good, "ack") == "ack"
     with pytest.raises(ProtocolError, match="unknown key"):
         messages.check_message({**good, "extra": 1}, "ack")
     with pytest.raises(ProtocolError, match="generation: missing"):
         messages.check_message({"type": "ack", "results": []}, "ack")
     with pytest.raises(ProtocolError, match=r"results\[0\].status"):
-        messages.check_message(messages.ack_message(3, [{"dst": "x", "status": "maybe"}]), "ack")
+        messages.check_message(messages.ack_message(3, [{"dst": "x", "status": "maybe"}], ROUTES_ONLY), "ack")
     with pytest.raises(ProtocolError, match="expected params"):
         messages.check_message(good, "params")
     with pytest.raises(ProtocolError, match="expected a known message type"):

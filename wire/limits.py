@@ -1,8 +1,9 @@
 """Numbers both peers agree on: protocol version, frame sizes, parameter ranges."""
 
 #: 2 added `advmss` to every route of a parameter set; 3 the agent's `rtt`
-#: report of the round trips it measures.
-VERSION = 3
+#: report of the round trips it measures; 4 `enforcement` (BPF or routes
+#: alone, and why) in the hello and every ack.
+VERSION = 4
 
 #: Largest frame either side accepts once authenticated (a 10 000-route set is about 1 MB).
 MAX_FRAME_BYTES = 8 * 1024 * 1024

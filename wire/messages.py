@@ -3,8 +3,9 @@
 In order: the controller's ``challenge``; the agent's ``auth``; the
 controller's ``welcome``; the agent's ``hello`` (addresses, MTU/MSS,
 congestion controls, whether ``net.ipv4.tcp_rto_min_us`` exists, the
-generation it has applied); then ``params`` from the controller whenever the
-host's set changes, each answered by ``ack`` (per-route results) or
+generation it has applied, and how it enforces: BPF or routes alone); then
+``params`` from the controller whenever the host's set changes, each
+answered by ``ack`` (per-route results, and the enforcement again) or
 ``reject`` (the reason, naming the field); and, every few seconds, the
 agent's ``rtt`` report of the round trips it measured to its destinations.
 """
@@ -75,6 +76,14 @@ class Interface(Strict):
     addresses: Annotated[list[Address], Field(max_length=256)]
 
 
+class Enforcement(Strict):
+    """How the agent enforces the set: the sock_ops program alongside the
+    routes ("bpf"), or the routes alone ("routes"), with the reason."""
+
+    mode: Literal["bpf", "routes"]
+    reason: bounded_string(4096) | None  # type: ignore[valid-type]
+
+
 class Hello(Strict):
     """What the agent tells of its host once authenticated."""
 
@@ -89,6 +98,7 @@ class Hello(Strict):
     tcp_rto_min_us: bool
     applied_generation: Generation | None  # type: ignore[valid-type]
     agent_version: Version  # type: ignore[valid-type]
+    enforcement: Enforcement
 
 
 class Params(Strict):
@@ -115,6 +125,7 @@ class Ack(Strict):
     type: Literal["ack"]
     generation: Generation  # type: ignore[valid-type]
     results: Annotated[list[RouteResult], Field(max_length=1_000_000)]
+    enforcement: Enforcement
 
 
 class RttSample(Strict):
@@ -191,9 +202,10 @@ def params_message(param_set: dict) -> dict:
     return {"type": "params", "set": param_set}
 
 
-def ack_message(generation: int, results: list) -> dict:
-    """The agent's acknowledgement of an applied set."""
-    return {"type": "ack", "generation": generation, "results": results}
+def ack_message(generation: int, results: list, enforcement: dict) -> dict:
+    """The agent's acknowledgement of an applied set, with how it enforces it
+    (``{"mode": "bpf"|"routes", "reason": str|None}``)."""
+    return {"type": "ack", "generation": generation, "results": results, "enforcement": enforcement}
 
 
 def rtt_message(samples: list) -> dict:
