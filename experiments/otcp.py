@@ -23,6 +23,7 @@ import os
 import secrets
 import shutil
 import sys
+import tempfile
 import time
 
 from agent.routes import OTCP_PROTO
@@ -68,12 +69,17 @@ def controller_starter(workdir, inventory_path, with_agents, intervals=None):
                 raise ValueError("the agent channel needs the management network")
             secret = write_secret(os.path.join(workdir, "agent-secret"))
             settings["agents"] = {"host": management_ip, "port": free_port(), "secret_file": secret}
+        # The admin socket's path must fit a unix socket (107 bytes): a short
+        # directory of its own, not the output directory, which may be deep.
+        admin_dir = tempfile.mkdtemp(prefix="otcp-admin-")
+        settings["admin"] = {"socket": os.path.join(admin_dir, "controller.sock")}
         process = ControllerProcess(workdir, **settings)
-        process.start()
         try:
+            process.start()
             yield process.openflow_port
         finally:
             process.stop()
+            shutil.rmtree(admin_dir, ignore_errors=True)
 
     return start
 
