@@ -212,11 +212,11 @@ class SockOpsEnforcer:
     unpins the program when no live user is left; it also runs at exit.
     """
 
-    def __init__(self, user: str | None) -> None:
+    def __init__(self, user: str | None, pin: Path = PIN) -> None:
         self.user = user  # this holder's name in the registry (PID-N), or None for a visitor
-        self.params_map = PinnedMap(PIN / "maps" / "otcp_so_params", VALUE.size, KEY.size)
-        self.slot_map = PinnedMap(PIN / "maps" / "otcp_so_slot", SLOT_VALUE.size, 8)
-        self.counter_map = PinnedMap(PIN / "maps" / "otcp_so_cnt", 8 * len(COUNTERS) * possible_cpus())
+        self.params_map = PinnedMap(pin / "maps" / "otcp_so_params", VALUE.size, KEY.size)
+        self.slot_map = PinnedMap(pin / "maps" / "otcp_so_slot", SLOT_VALUE.size, 8)
+        self.counter_map = PinnedMap(pin / "maps" / "otcp_so_cnt", 8 * len(COUNTERS) * possible_cpus())
         # What this process knows each host holds: cookie -> slot -> {prefix: Enforced}.
         self._known: dict[int, dict[int, dict[str, Enforced]]] = {}
         self._written: set[int] = set()
