@@ -1,0 +1,344 @@
+"""How the controller core carries a large fat-tree, without os-ken or switches.
+
+It drives `ryu_app.core.ControllerCore` the way the glue does, with a
+simulated k-ary fat-tree (topo.fabrics.FatTreeTopo: k = 16 is 1 024 hosts
+and 320 switches): every switch connects and describes its ports; probe
+rounds discover the links (each probe the core sends out of a switch port
+is handed back as a packet-in at the port's peer); every host sends a
+gratuitous ARP; the first complete plan; every host starts flows to a few
+others (first packets at their edge switches, then two rounds of flow
+statistics) and the plan that follows; one aggregation-core link fails and
+the re-plan after it. It prints events handled per second, the time to the
+first complete plan, the re-plan time after the failure, OpenFlow entries
+per switch, routes per agent and the bytes of parameter sets pushed.
+
+Each figure stands next to the design before issue 15, measured in the same
+run on the same plan: one entry per host pair on every switch of its path
+(counted from the plan's paths), one route per destination host, every
+changed host's whole set pushed again.
+
+    .venv/bin/python benchmarks/controller_scale.py [--k 16] [--flows-per-host 4]
+
+With --parts-only it times the planning parts alone on the fabric's
+inventory, without the core (for k = 24, whose per-pair generation records
+do not fit in memory): the full plan, the re-plan after one link failure,
+the aggregated route sets, the destination entries and entries per switch.
+"""
+
+import argparse
+import json
+import random
+import sys
+import time
+import types
+
+import numpy as np
+from os_ken.lib.packet import arp as arp_packet
+from os_ken.lib.packet import ethernet, ipv4, packet
+from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
+
+from ryu_app import formulas, forwarding, inventory
+from ryu_app.core import ECHO_PAYLOAD, SETTLE_PROBE_ROUNDS, ControllerCore, PortInfo
+from ryu_app.planner import Plan
+from topo.fabrics import FatTreeTopo
+
+DEFAULTS = {"capacity_mbps": 100, "buffer_bytes": 85000, "host_link_delay_us": 10}
+PROBE_S = 1.0
+TARGETS = {"first plan s": 2.0, "re-plan s": 0.2, "core entries": 1100, "bytes share": 0.10}
+CODEC = types.SimpleNamespace(ofproto=ofproto_v1_3, ofproto_parser=ofproto_v1_3_parser)
+
+
+class Fabric:
+    """The simulated fat-tree: dpids, ports, who is at the other end of each port, and the hosts."""
+
+    def __init__(self, k: int) -> None:
+        topo = FatTreeTopo(k=k)
+        self.dpid = {name: int(topo.nodeInfo(name)["dpid"], 16) for name in topo.switches()}
+        self.role = {self.dpid[name]: {"c": "core", "a": "aggregation", "e": "edge"}[name[0]]
+                     for name in topo.switches()}
+        self.ports: dict[int, list[int]] = {dpid: [] for dpid in self.dpid.values()}
+        self.peer: dict[tuple[int, int], tuple[int, int]] = {}
+        self.hosts: list[tuple[str, str, int, int]] = []  # (ip, mac, dpid, port)
+        for a, b in topo.links(sort=True):
+            port_a, port_b = topo.port(a, b)
+            if a in self.dpid and b in self.dpid:
+                ends = (self.dpid[a], port_a), (self.dpid[b], port_b)
+                self.peer[ends[0]], self.peer[ends[1]] = ends[1], ends[0]
+                self.ports[ends[0][0]].append(port_a)
+                self.ports[ends[1][0]].append(port_b)
+            else:
+                host, switch, port = (a, b, port_b) if b in self.dpid else (b, a, port_a)
+                info = topo.nodeInfo(host)
+                self.hosts.append((info["ip"].split("/")[0], info["mac"], self.dpid[switch], port))
+                self.ports[self.dpid[switch]].append(port)
+
+
+def arp_announcement(ip: str, mac: str) -> bytes:
+    """A gratuitous ARP request from (ip, mac)."""
+    frame = packet.Packet()
+    frame.add_protocol(ethernet.ethernet(dst="ff:ff:ff:ff:ff:ff", src=mac, ethertype=0x0806))
+    frame.add_protocol(arp_packet.arp(opcode=arp_packet.ARP_REQUEST, src_mac=mac, src_ip=ip,
+                                      dst_mac="00:00:00:00:00:00", dst_ip=ip))
+    frame.serialize()
+    return bytes(frame.data)
+
+
+def udp_packet(src: tuple[str, str], dst: tuple[str, str]) -> bytes:
+    """An IPv4 packet from host src to host dst, each (ip, mac)."""
+    frame = packet.Packet()
+    frame.add_protocol(ethernet.ethernet(dst=dst[1], src=src[1], ethertype=0x0800))
+    frame.add_protocol(ipv4.ipv4(src=src[0], dst=dst[0], proto=17))
+    frame.serialize()
+    return bytes(frame.data)
+
+
+def pair_stat(src: str, dst: str, packets: int) -> types.SimpleNamespace:
+    """One pair entry's line of a flow statistics reply."""
+    return types.SimpleNamespace(cookie=forwarding.PAIR_COOKIE, priority=forwarding.PAIR_PRIORITY,
+                                 packet_count=packets, match={"ipv4_src": src, "ipv4_dst": dst})
+
+
+class Run:
+    """One benchmark run on one fabric: the core, a clock and what was measured."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        self.fabric = fabric
+        self.now = 0.0
+        self.core = ControllerCore(now=0.0, probe_interval_s=PROBE_S, delay_window=10, defaults=DEFAULTS,
+                                   bounds=formulas.Bounds())
+        self.rows: list[tuple[str, str, str, str]] = []
+
+    def row(self, what: str, now: str, before: str = "", note: str = "") -> None:
+        """One line of the table: this design, the design before issue 15, a remark."""
+        self.rows.append((what, now, before, note))
+        print(f"{what:<44} {now:>16} {before:>16}  {note}", flush=True)
+
+    def timed(self, events):
+        """Run a list of thunks; (events, seconds)."""
+        started = time.perf_counter()
+        for event in events:
+            event()
+        return len(events), time.perf_counter() - started
+
+    def connect(self) -> None:
+        """Every switch connects, is ready and describes its ports."""
+        for dpid, ports in self.fabric.ports.items():
+            self.core.switch_features(dpid, CODEC)
+            self.core.switch_ready(dpid)
+            self.core.port_description(self.now, dpid, [PortInfo(p, f"02:00:00:{dpid >> 8 & 255:02x}:"
+                                                                  f"{dpid & 255:02x}:{p:02x}", 100_000)
+                                                         for p in ports])
+
+    def probe_round(self) -> tuple[int, float]:
+        """One probe round: probes out, echoes back, each probe in at its peer; (packet-ins, seconds)."""
+        self.now += PROBE_S
+        arrivals = []
+        for dpid in self.core.ready_switches():
+            for out_dpid, message in self.core.probe_switch(self.now, dpid).sends:
+                if isinstance(message, ofproto_v1_3_parser.OFPPacketOut):
+                    peer = self.fabric.peer.get((out_dpid, message.actions[0].port))
+                    if peer is not None:
+                        arrivals.append((peer, message.data))
+        for dpid in self.core.ready_switches():
+            self.core.echo_reply(self.now + 0.0002, dpid, ECHO_PAYLOAD)
+        at = self.now + 0.0003
+        return self.timed([lambda p=peer, d=data: self.core.packet_in(at, p[0], p[1], d)
+                           for peer, data in arrivals])
+
+    def plan(self) -> tuple[float, object]:
+        """One re-plan as the plan loop runs it: (seconds, Actions)."""
+        started = time.perf_counter()
+        actions = self.core.replan(self.now)
+        return time.perf_counter() - started, actions
+
+    def pushed_bytes(self, hosts) -> int:
+        """Bytes of the parameter sets published for hosts, as JSON."""
+        return sum(len(json.dumps(self.core.publications.latest(ip), separators=(",", ":"))) for ip in hosts)
+
+
+def delta_bytes(acknowledged: dict, latest: dict) -> int:
+    """Bytes of what a delta from the acknowledged set to the latest would carry:
+    the routes added or changed and the prefixes removed, as JSON."""
+    before = {route["dst"]: route for route in acknowledged["routes"]}
+    after = {route["dst"]: route for route in latest["routes"]}
+    changed = [route for dst, route in after.items() if before.get(dst) != route]
+    return len(json.dumps({"base": acknowledged["generation"], "generation": latest["generation"], "routes": changed,
+                           "removed": sorted(set(before) - set(after))}, separators=(",", ":")))
+
+
+def per_host_bytes(plan: Plan, hosts, generation: int) -> int:
+    """The design before issue 15: bytes of hosts' sets with one route per destination host."""
+    return sum(len(json.dumps({"generation": generation, "routes": plan.routes_for(host)}, separators=(",", ":")))
+               for host in hosts)
+
+
+def breakdown(plan: Plan) -> str:
+    """Seconds of the parts of a first plan, each timed again on the same fabric."""
+    parts = []
+    for name, part in (("plan", lambda: Plan(plan.fabric, plan.bounds)), ("entries",
+                       lambda: forwarding.destination_entries(plan)), ("route sets", lambda: Plan(
+                           plan.fabric, plan.bounds).route_sets()), ("records", lambda: list(plan.records()))):
+        started = time.perf_counter()
+        part()
+        parts.append(f"{name} {time.perf_counter() - started:.2f}")
+    return ", ".join(parts)
+
+
+def per_pair_entries(plan: Plan, fabric: Fabric) -> dict[str, int]:
+    """The design before issue 15: {role: most entries on one switch}, one entry
+    per host pair on every switch of its path, counted from the plan's paths."""
+    paths = plan.switch_paths
+    hosts_behind = np.zeros(len(paths.switches), dtype=np.int64)
+    for host in plan.hosts:
+        hosts_behind[paths.index[plan.attachment[host]]] += 1
+    through = np.zeros(len(paths.switches), dtype=np.int64)
+    for a in np.nonzero(hosts_behind)[0]:
+        for b in np.nonzero(hosts_behind)[0]:
+            weight = hosts_behind[a] * hosts_behind[b] - (hosts_behind[a] if a == b else 0)
+            hops = paths.hops[a, b]
+            if hops >= 0 and weight:
+                through[paths.node_matrix[a, b, :hops + 1]] += weight
+    most: dict[str, int] = {}
+    for i, name in enumerate(paths.switches):  # the core names a switch s<dpid>
+        role = fabric.role[int(name[1:])]
+        most[role] = max(most.get(role, 0), int(through[i]))
+    return most
+
+
+def parts_only(k: int, flows_per_host: int) -> None:
+    """The planning parts on the inventory of a k-ary fat-tree, timed one by one."""
+    fabric = inventory.parse(FatTreeTopo(k=k).inventory(), f"fat-tree k={k}").fabric()
+    rng = random.Random(1)
+    names = sorted(fabric.hosts)
+    fabric.flows = {(h, d): 1 for h in names for d in rng.sample(names, flows_per_host) if d != h}
+    dpids = {name: i + 1 for i, name in enumerate(fabric.switches)}
+    for (u, v) in fabric.links:  # egress ports, as the live fabric carries them
+        if u in dpids:
+            fabric.egress[(u, v)] = (dpids[u], len(fabric.egress) % 64 + 1)
+    timings = {}
+
+    def timed(name, part):
+        started = time.perf_counter()
+        result = part()
+        timings[name] = time.perf_counter() - started
+        return result
+
+    plan = timed("full plan", lambda: Plan(fabric, formulas.Bounds()))
+    sets = timed("route sets", plan.route_sets)
+    entries = timed("destination entries", lambda: forwarding.destination_entries(plan))
+    loads = plan.link_flows()
+    failed = max((link for link in loads if link[0].startswith("a") and link[1].startswith("c")), key=loads.get)
+    del fabric.links[failed], fabric.links[failed[::-1]]
+    replan = timed("re-plan after a link failure", lambda: Plan(fabric, formulas.Bounds(), previous=plan))
+    timed("its route sets", replan.route_sets)
+    print(f"fat-tree k={k}: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts, {len(plan):,} pairs")
+    for name, seconds in timings.items():
+        print(f"  {name:<32} {seconds:8.2f} s")
+    print(f"  most entries on one switch       {max(len(e) for e in entries.values()):8,}")
+    print(f"  most routes on one host          {max(len(r) for r in sets.values()):8,}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--k", type=int, default=16, help="fat-tree arity (even)")
+    parser.add_argument("--flows-per-host", type=int, default=4, help="destinations each host sends to")
+    parser.add_argument("--parts-only", action="store_true", help="time the planning parts alone, without the core")
+    args = parser.parse_args(argv)
+    if args.parts_only:
+        parts_only(args.k, args.flows_per_host)
+        return 0
+    started = time.perf_counter()
+    fabric = Fabric(args.k)
+    run = Run(fabric)
+    print(f"fat-tree k={args.k}: {len(fabric.dpid)} switches, {len(fabric.hosts)} hosts, "
+          f"{len(fabric.peer) // 2} switch links (built in {time.perf_counter() - started:.1f} s)")
+    print(f"{'':<44} {'this design':>16} {'before':>16}")
+    run.connect()
+    events, seconds = 0, 0.0
+    for _ in range(2):
+        n, s = run.probe_round()
+        events, seconds = events + n, seconds + s
+    assert len(run.core.topology.links) == len(fabric.peer), "discovery incomplete"
+    run.row("discovery: probe packet-ins/s", f"{events / seconds:,.0f}", "", f"{events} probes, 2 rounds")
+    run.now += SETTLE_PROBE_ROUNDS * PROBE_S
+    n, s = run.timed([lambda h=h: run.core.packet_in(run.now, h[2], h[3], arp_announcement(h[0], h[1]))
+                      for h in fabric.hosts])
+    assert len(run.core.topology.hosts) == len(fabric.hosts), "hosts not all learned"
+    run.row("hosts arriving: ARP packet-ins/s", f"{n / s:,.0f}", "", f"{n} hosts")
+
+    run.now += SETTLE_PROBE_ROUNDS * PROBE_S
+    first_s, first = run.plan()
+    assert first.generation is not None and len(first.deliver) == len(fabric.hosts)
+    plan = run.core._last_plan
+    run.row("first complete plan (s)", f"{first_s:.2f}", "", f"target < {TARGETS['first plan s']} s; "
+            f"parts, s: {breakdown(plan)} (route sets include a plan)")
+    entries = run.core.entries_per_switch()
+    before = per_pair_entries(plan, fabric)
+    for role in ("core", "aggregation", "edge"):
+        ours = max(n for dpid, n in entries.items() if fabric.role[dpid] == role)
+        note = f"target <= {TARGETS['core entries']}" if role == "core" else ""
+        run.row(f"OpenFlow entries, most on one {role} switch", f"{ours:,}", f"{before[role]:,}", note)
+    routes = [len(run.core.publications.latest(h[0])["routes"]) for h in fabric.hosts]
+    edge_switches = sum(1 for role in fabric.role.values() if role == "edge")
+    run.row("routes per agent (max)", f"{max(routes):,}", f"{len(fabric.hosts) - 1:,}",
+            f"target <= {edge_switches} (one per edge switch)")
+    full_bytes = run.pushed_bytes([h[0] for h in fabric.hosts])
+    run.row("bytes pushed, first generation (all hosts)", f"{full_bytes:,}",
+            f"{per_host_bytes(plan, plan.hosts, first.generation.number):,}", "")
+
+    rng = random.Random(1)
+    by_ip = {h[0]: h for h in fabric.hosts}
+    pairs = [(h[0], d) for h in fabric.hosts for d in rng.sample(sorted(set(by_ip) - {h[0]}), args.flows_per_host)]
+    run.now += 0.5
+    n, s = run.timed([lambda p=p: run.core.packet_in(run.now, by_ip[p[0]][2], by_ip[p[0]][3],
+                                                     udp_packet(by_ip[p[0]][:2], by_ip[p[1]][:2])) for p in pairs])
+    run.row("first packets of pairs: packet-ins/s", f"{n / s:,.0f}", "", f"{n} pairs, pair entry at the ingress")
+    by_edge: dict[int, list[tuple[str, str]]] = {}
+    for src, dst in pairs:
+        by_edge.setdefault(by_ip[src][2], []).append((src, dst))
+    stats_events, stats_s = 0, 0.0
+    for packets in (10, 20):
+        n, s = run.timed([lambda d=d, ps=ps, k=packets: run.core.flow_stats(d, [pair_stat(a, b, k) for a, b in ps])
+                          for d, ps in by_edge.items()])
+        stats_events, stats_s = stats_events + n, stats_s + s
+    run.row("flow statistics replies/s", f"{stats_events / stats_s:,.0f}", "",
+            f"{len(pairs) // len(by_edge)} pairs per edge switch")
+    run.now += 1.0
+    flows_s, flows = run.plan()
+    run.row("re-plan with the flows (s)", f"{flows_s:.2f}", "", f"{len(flows.deliver)} hosts changed")
+    routes = [len(run.core.publications.latest(h[0])["routes"]) for h in fabric.hosts]
+    run.row("routes per agent with the flows (max)", f"{max(routes):,}", f"{len(fabric.hosts) - 1:,}",
+            f"mean {sum(routes) / len(routes):.0f}")
+
+    # The aggregation-core link that carries the most flows fails.
+    loads = run.core._last_plan.link_flows()
+    egress = run.core._last_plan.fabric.egress
+    src, dst = max(((egress[link], run.core.topology.links[egress[link]]) for link in loads
+                    if link in egress and fabric.role[egress[link][0]] == "aggregation"
+                    and fabric.role[run.core.topology.links[egress[link]][0]] == "core"),
+                   key=lambda ends: loads[next(link for link in loads if egress.get(link) == ends[0])])
+    acknowledged = {ip: run.core.publications.latest(ip) for ip in by_ip}
+    run.now += 1.0
+    run.core.link_deleted(run.now, src, dst)
+    run.core.link_deleted(run.now, dst, src)
+    run.now += SETTLE_PROBE_ROUNDS * PROBE_S
+    failure_s, failure = run.plan()
+    mods = sum(1 for _, m in failure.sends if isinstance(m, ofproto_v1_3_parser.OFPFlowMod))
+    run.row("re-plan after one link failure (s)", f"{failure_s:.2f}", "", f"target < {TARGETS['re-plan s']} s")
+    run.row("flow mods sent for the failure", f"{mods:,}", "", "only entries that changed")
+    pushed = run.pushed_bytes(failure.deliver)
+    number = failure.generation.number if failure.generation else 0
+    before_full = per_host_bytes(run.core._last_plan, run.core._last_plan.hosts, number)
+    before_pushed = per_host_bytes(run.core._last_plan, failure.deliver, number)
+    run.row("bytes pushed for the failure", f"{pushed:,}", f"{before_pushed:,}",
+            f"{len(failure.deliver)} hosts' whole sets: {pushed / max(1, run.pushed_bytes(by_ip)):.1%} of all sets "
+            f"(before {before_pushed / before_full:.1%}; target < {TARGETS['bytes share']:.0%})")
+    delta = sum(delta_bytes(acknowledged[ip], run.core.publications.latest(ip)) for ip in failure.deliver)
+    run.row("  of which routes that changed (a delta)", f"{delta:,}", "",
+            f"{delta / max(1, run.pushed_bytes(by_ip)):.1%} of all sets; deltas are not in the protocol yet")
+    print(f"total {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
