@@ -61,24 +61,20 @@ struct otcp_so_params {
 	__u64 applied;          /* connections this entry was applied to */
 };
 
-enum otcp_so_counter {
-	OTCP_SO_ESTABLISHED,    /* established callbacks seen (every socket of the machine) */
-	OTCP_SO_NOT_OTCP,       /* ... of a namespace without an OTCP set */
-	OTCP_SO_NO_ENTRY,       /* ... of an OTCP host, to a destination without an entry */
-	OTCP_SO_MATCHED,        /* ... that found an entry */
-	OTCP_SO_CLAMP_SET,
-	OTCP_SO_CLAMP_REFUSED,
-	OTCP_SO_IW_SET,
-	OTCP_SO_IW_REFUSED,
-	OTCP_SO_RTO_SET,
-	OTCP_SO_RTO_REFUSED,
-	OTCP_SO_PACING_SET,
-	OTCP_SO_PACING_REFUSED,
-	OTCP_SO_COUNTERS,
-};
-
+/* Counters, in the order otcp_bpf/sockops.py's COUNTERS names them. */
 struct otcp_so_counters {
-	__u64 count[OTCP_SO_COUNTERS];
+	__u64 established;      /* established callbacks seen (every socket of the machine) */
+	__u64 not_otcp;         /* ... of a namespace without an OTCP set */
+	__u64 no_entry;         /* ... of an OTCP host, to a destination without an entry */
+	__u64 matched;          /* ... that found an entry */
+	__u64 clamp_set;
+	__u64 clamp_refused;
+	__u64 iw_set;
+	__u64 iw_refused;
+	__u64 rto_set;
+	__u64 rto_refused;
+	__u64 pacing_set;
+	__u64 pacing_refused;
 };
 
 struct {
@@ -103,16 +99,8 @@ struct {
 	__type(value, struct otcp_so_counters);
 } otcp_so_cnt SEC(".maps");
 
-static __always_inline void count(struct otcp_so_counters *c, int which)
-{
-	if (c && which >= 0 && which < OTCP_SO_COUNTERS)
-		c->count[which]++;
-}
-
-static __always_inline void outcome(struct otcp_so_counters *c, int err, int set, int refused)
-{
-	count(c, err ? refused : set);
-}
+#define COUNT(field) do { if (c) c->field++; } while (0)
+#define OUTCOME(err, set, refused) do { if (err) COUNT(refused); else COUNT(set); } while (0)
 
 SEC("sockops")
 int otcp_sockops(struct bpf_sock_ops *skops)
@@ -127,12 +115,12 @@ int otcp_sockops(struct bpf_sock_ops *skops)
 	if (skops->op != BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB && skops->op != BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB)
 		return 1;
 	c = bpf_map_lookup_elem(&otcp_so_cnt, &zero);
-	count(c, OTCP_SO_ESTABLISHED);
+	COUNT(established);
 
 	netns = bpf_get_netns_cookie(skops);
 	slot = bpf_map_lookup_elem(&otcp_so_slot, &netns);
 	if (!slot) {
-		count(c, OTCP_SO_NOT_OTCP);
+		COUNT(not_otcp);
 		return 1;
 	}
 	key.netns = netns;
@@ -149,36 +137,36 @@ int otcp_sockops(struct bpf_sock_ops *skops)
 		__builtin_memcpy(&key.addr[8], &skops->remote_ip6[2], 4);
 		__builtin_memcpy(&key.addr[12], &skops->remote_ip6[3], 4);
 	} else {
-		count(c, OTCP_SO_NO_ENTRY);
+		COUNT(no_entry);
 		return 1;
 	}
 	p = bpf_map_lookup_elem(&otcp_so_params, &key);
 	if (!p) {
-		count(c, OTCP_SO_NO_ENTRY);
+		COUNT(no_entry);
 		return 1;
 	}
-	count(c, OTCP_SO_MATCHED);
+	COUNT(matched);
 	__sync_fetch_and_add(&p->applied, 1);
 
 	if (p->cwnd_clamp) {
 		val = p->cwnd_clamp;
 		err = bpf_setsockopt(skops, SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &val, sizeof(val));
-		outcome(c, err, OTCP_SO_CLAMP_SET, OTCP_SO_CLAMP_REFUSED);
+		OUTCOME(err, clamp_set, clamp_refused);
 	}
 	if (p->initcwnd) {
 		val = p->initcwnd;
 		err = bpf_setsockopt(skops, SOL_TCP, TCP_BPF_IW, &val, sizeof(val));
-		outcome(c, err, OTCP_SO_IW_SET, OTCP_SO_IW_REFUSED);
+		OUTCOME(err, iw_set, iw_refused);
 	}
 	if (p->rto_min_us) {
 		val = p->rto_min_us;
 		err = bpf_setsockopt(skops, SOL_TCP, TCP_BPF_RTO_MIN, &val, sizeof(val));
-		outcome(c, err, OTCP_SO_RTO_SET, OTCP_SO_RTO_REFUSED);
+		OUTCOME(err, rto_set, rto_refused);
 	}
 	if (p->pacing_rate) {
 		val = (int)(__u32)p->pacing_rate;
 		err = bpf_setsockopt(skops, SOL_SOCKET, SO_MAX_PACING_RATE, &val, sizeof(val));
-		outcome(c, err, OTCP_SO_PACING_SET, OTCP_SO_PACING_REFUSED);
+		OUTCOME(err, pacing_set, pacing_refused);
 	}
 	return 1;
 }

@@ -212,8 +212,9 @@ class SockOpsEnforcer:
     unpins the program when no live user is left; it also runs at exit.
     """
 
-    def __init__(self, user: str | None, pin: Path = PIN) -> None:
+    def __init__(self, user: str | None, pin: Path | None = None) -> None:
         self.user = user  # this holder's name in the registry (PID-N), or None for a visitor
+        pin = PIN if pin is None else pin
         self.params_map = PinnedMap(pin / "maps" / "otcp_so_params", VALUE.size, KEY.size)
         self.slot_map = PinnedMap(pin / "maps" / "otcp_so_slot", SLOT_VALUE.size, 8)
         self.counter_map = PinnedMap(pin / "maps" / "otcp_so_cnt", 8 * len(COUNTERS) * possible_cpus())

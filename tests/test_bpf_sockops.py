@@ -1,0 +1,413 @@
+"""The sock_ops enforcer (bpf/otcp_sockops.bpf.c, otcp_bpf/sockops.py,
+agent/enforcement.py): the map encoding, the kernel's longest-prefix match
+on it, atomic set switching, the agent's transaction, the machine-wide
+registry, and real connections between two namespaces through a shaped
+bottleneck. Needs root and the BPF toolchain (scripts/bootstrap.sh); runs for
+real, nothing skips. Namespaces are named otcps*."""
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_agent_routes import RacedRouteTable, route
+
+import otcp_bpf
+from agent.core import Agent
+from agent.enforcement import Enforcement, status_path
+from agent.routes import ApplyError, RouteTable
+from otcp_bpf import sockops
+from otcp_bpf.build import object_path
+from otcp_bpf.firstconn import PREFIX, one_connection, receiver_set, sender_set
+from otcp_bpf.objects import load_pinned
+from otcp_bpf.sockops import (
+    COUNTERS,
+    KEY,
+    VALUE,
+    Enforced,
+    SockOpsEnforcer,
+    decode_key,
+    encode_key,
+    enforced_for,
+    netns_cookie,
+)
+from otcp_bpf.testbed import Testbed
+
+RATE_MBIT = 20
+BUFFER = 85000
+CLAMP = 3
+ADVMSS = 1000
+SECONDS = 2.0
+_names = itertools.count()
+
+
+def unique(prefix):
+    return f"{prefix}{os.getpid()}-{next(_names)}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built():
+    otcp_bpf.build()
+
+
+# -- the encoding --------------------------------------------------------------------
+
+
+def test_ipv4_keys_are_v4_mapped_and_count_the_host_bits():
+    raw = encode_key(0x1122334455667788, 1, "10.1.0.0/16")
+    assert len(raw) == KEY.size == 32
+    bits, cookie, slot, address = KEY.unpack(raw)
+    assert bits == 64 + 32 + 96 + 16
+    assert (cookie, slot) == (0x1122334455667788, 1)
+    assert address == bytes(10) + b"\xff\xff" + bytes([10, 1, 0, 0])
+    assert decode_key(raw) == (0x1122334455667788, 1, "10.1.0.0/16")
+
+
+def test_ipv6_keys_round_trip_and_a_host_is_a_full_prefix():
+    raw = encode_key(7, 0, "2001:db8::5/128")
+    assert KEY.unpack(raw)[0] == 64 + 32 + 128
+    assert decode_key(raw) == (7, 0, "2001:db8::5/128")
+    assert decode_key(encode_key(7, 0, "2001:db8::/32")) == (7, 0, "2001:db8::/32")
+    assert decode_key(encode_key(7, 0, "::/0")) == (7, 0, "::/0")
+    assert decode_key(encode_key(7, 0, "0.0.0.0/0")) == (7, 0, "0.0.0.0/0")
+
+
+def test_bad_slots_cookies_and_prefixes_are_refused():
+    with pytest.raises(ValueError):
+        encode_key(1, 2, "10.0.0.0/8")
+    with pytest.raises(ValueError):
+        encode_key(-1, 0, "10.0.0.0/8")
+    with pytest.raises(ValueError):
+        encode_key(1, 0, "10.0.0.1/8")  # host bits
+
+
+def test_values_pack_and_refuse_what_the_program_cannot_hold():
+    raw = Enforced(cwnd_clamp=3, initcwnd=3, rto_min_us=10_000, pacing_rate=1_250_000).pack(applied=5)
+    assert len(raw) == VALUE.size == 32
+    assert VALUE.unpack(raw) == (3, 3, 10_000, 0, 1_250_000, 5)
+    assert Enforced.unpack(raw) == (Enforced(3, 3, 10_000, 1_250_000), 5)
+    for bad in (Enforced(cwnd_clamp=-1), Enforced(pacing_rate=2**32 - 1), Enforced(initcwnd=2**31),
+                Enforced(rto_min_us=True)):
+        with pytest.raises(ValueError):
+            bad.pack()
+
+
+def test_a_route_becomes_what_the_program_sets():
+    assert enforced_for(route("10.0.0.2/32", rto_min_ms=14, initcwnd=1, cwnd_clamp=3)) == Enforced(3, 1, 14_000, 0)
+    # The initial window is capped at the clamp, as the kernel caps a route's initcwnd.
+    assert enforced_for(route("10.0.0.2/32", initcwnd=10, cwnd_clamp=4)) == Enforced(4, 4, 14_000, 0)
+    # No clamp: the window is left alone, the initial window still set.
+    assert enforced_for(route("10.0.0.2/32", initcwnd=10, cwnd_clamp=None)) == Enforced(0, 10, 14_000, 0)
+    # A pacing rate (bytes/s) where the set carries one.
+    assert enforced_for({**route("10.0.0.2/32"), "pacing_rate": 3_000_000}).pacing_rate == 3_000_000
+
+
+def btf_struct(obj, name):
+    dumped = json.loads(subprocess.run(["bpftool", "-j", "btf", "dump", "file", str(obj)], capture_output=True,
+                                       text=True, check=True).stdout)
+    for entry in dumped["types"]:
+        if entry.get("kind") == "STRUCT" and entry.get("name") == name:
+            return entry
+    raise AssertionError(f"{name} not in {obj}")
+
+
+def test_python_layouts_match_the_programs_btf():
+    obj = object_path("otcp_sockops")
+    key = btf_struct(obj, "otcp_so_key")
+    assert key["size"] == KEY.size
+    assert [(m["name"], m["bits_offset"] // 8) for m in key["members"]] == [
+        ("prefixlen", 0), ("netns", 4), ("slot", 12), ("addr", 16)]
+    value = btf_struct(obj, "otcp_so_params")
+    assert value["size"] == VALUE.size
+    assert [m["name"] for m in value["members"]] == ["cwnd_clamp", "initcwnd", "rto_min_us", "pad", "pacing_rate",
+                                                     "applied"]
+    counters = btf_struct(obj, "otcp_so_counters")
+    assert counters["size"] == 8 * len(COUNTERS)
+    assert [m["name"] for m in counters["members"]] == list(COUNTERS)
+
+
+# -- the maps in the kernel (a private, unattached copy) -------------------------------------
+
+
+@pytest.fixture
+def private():
+    """The program's maps loaded under a pin of this test's own, never attached."""
+    loaded = load_pinned(object_path("otcp_sockops"), unique("test-sockops-"), "sockops")
+    enforcer = SockOpsEnforcer(user=None, pin=loaded.path)
+    yield enforcer
+    enforcer.close_maps()
+    loaded.unpin()
+    assert not loaded.path.exists()
+
+
+def lookup(enforcer, cookie, address):
+    """What the kernel's longest-prefix match finds for a connection to address, as the program looks it up."""
+    slot = enforcer.live_slot(cookie)
+    if slot is None:
+        return None
+    prefix = f"{address}/{128 if ':' in address else 32}"
+    try:
+        return Enforced.unpack(enforcer.params_map.lookup(encode_key(cookie, slot, prefix)))[0]
+    except otcp_bpf.BpfUnavailable:
+        return None
+
+
+def test_the_kernel_finds_the_longest_prefix_of_the_right_host(private):
+    private.update(11, {"10.0.0.0/8": Enforced(cwnd_clamp=8), "10.1.0.0/16": Enforced(cwnd_clamp=16),
+                        "2001:db8::/32": Enforced(cwnd_clamp=32)})
+    private.update(12, {"10.1.0.0/16": Enforced(cwnd_clamp=99)})
+    assert lookup(private, 11, "10.1.2.3").cwnd_clamp == 16
+    assert lookup(private, 11, "10.2.0.1").cwnd_clamp == 8
+    assert lookup(private, 11, "11.0.0.1") is None
+    assert lookup(private, 11, "2001:db8::7").cwnd_clamp == 32
+    # A dual-stack socket's v4-mapped peer is the IPv4 entry.
+    assert lookup(private, 11, "::ffff:10.1.2.3").cwnd_clamp == 16
+    assert lookup(private, 12, "10.1.2.3").cwnd_clamp == 99
+    assert lookup(private, 12, "10.2.0.1") is None
+    assert lookup(private, 13, "10.1.2.3") is None  # a namespace with no set
+
+
+def test_an_update_switches_the_whole_set_and_undo_puts_it_back(private):
+    first = {"10.0.0.1/32": Enforced(3, 3), "10.0.0.2/32": Enforced(4, 4)}
+    assert private.update(21, first).previous is None
+    slot = private.live_slot(21)
+    undo = private.update(21, {"10.0.0.2/32": Enforced(5, 5), "10.0.0.3/32": Enforced(6, 6)})
+    assert private.live_slot(21) == 1 - slot
+    assert {p: e for p, (e, _) in private.entries(21).items()} == {"10.0.0.2/32": Enforced(5, 5),
+                                                                   "10.0.0.3/32": Enforced(6, 6)}
+    # The old slot's entries are gone from the kernel, not just hidden.
+    assert not [k for k in private.params_map.keys() if decode_key(k)[:2] == (21, slot)]
+    undo()
+    assert {p: e for p, (e, _) in private.entries(21).items()} == first
+    # The same set again writes nothing (the per-entry connection counts stay).
+    live = private.live_slot(21)
+    private.update(21, first)
+    assert private.live_slot(21) == live
+    private.remove(21)
+    assert private.live_slot(21) is None and private.entries(21) == {}
+    assert not [k for k in private.params_map.keys() if decode_key(k)[0] == 21]
+
+
+def test_a_refused_write_leaves_the_live_set(private):
+    private.update(31, {"10.0.0.1/32": Enforced(3, 3)})
+    before = private.entries(31)
+    with pytest.raises(ValueError):
+        private.update(31, {"10.0.0.1/32": Enforced(3, 3), "10.0.0.2/32": Enforced(pacing_rate=2**40)})
+    assert private.entries(31) == before
+    # A map the kernel refuses to write (its descriptor closed).
+    private.params_map.close()
+    with pytest.raises(otcp_bpf.BpfUnavailable, match="writing"):
+        private.update(31, {"10.0.0.9/32": Enforced(9, 9)})
+    assert private.live_slot(31) is not None
+    private.params_map = sockops.PinnedMap(private.params_map.path, VALUE.size, KEY.size)
+    assert private.entries(31) == before
+
+
+# -- the agent's transaction (a namespace of our own; the machine's program) ----------------
+
+
+@pytest.fixture
+def host():
+    name = unique(f"{PREFIX}h")
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        for command in (["link", "set", "lo", "up"], ["link", "add", "v0", "type", "veth", "peer", "name", "v1"],
+                        ["link", "set", "v0", "up"], ["link", "set", "v1", "up"],
+                        ["addr", "add", "10.77.0.1/16", "dev", "v0"]):
+            subprocess.run(["ip", "-n", name, *command], check=True, capture_output=True)
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+def test_the_agent_switches_routes_and_entries_together(host, tmp_path):
+    enforcing = Enforcement.start("bpf", netns=host)
+    assert enforcing.report() == {"mode": "bpf", "reason": None}
+    cookie = netns_cookie(host)
+    with Agent(str(tmp_path / "state.db"), netns=host, enforcement=enforcing) as agent:
+        assert agent.hello()["enforcement"] == {"mode": "bpf", "reason": None}
+        agent.apply({"generation": 1, "routes": [route("10.77.0.2/32"), route("10.77.0.3/32", cwnd_clamp=5)]}, "t")
+        first = enforcing.enforcer.entries(cookie)
+        assert {p: e for p, (e, _) in first.items()} == {"10.77.0.2/32": Enforced(3, 1, 14_000),
+                                                         "10.77.0.3/32": Enforced(5, 1, 14_000)}
+        # The kernel refuses a route: the routes and the entries both stay as they were.
+        agent.routes.close()
+        agent.routes = RacedRouteTable(host, _Ip(host), "10.77.0.12/32")
+        with pytest.raises(ApplyError, match="previous routes were restored"):
+            agent.apply({"generation": 2, "routes": [route("10.77.0.2/32", cwnd_clamp=7), route("10.77.0.12/32")]},
+                        "t")
+        assert enforcing.enforcer.entries(cookie) == first
+        agent.routes.close()
+        agent.routes = RouteTable(host)
+        # The map refuses: the routes are rolled back as well.
+        routes_before = _otcp_routes(host)
+        enforcing.enforcer.params_map.close()
+        with pytest.raises(ApplyError, match="sock_ops map refused.*routes rolled back"):
+            agent.apply({"generation": 3, "routes": [route("10.77.0.2/32", cwnd_clamp=9)]}, "t")
+        assert _otcp_routes(host) == routes_before
+        assert agent.state.applied_generation() == 1
+        enforcing.enforcer.params_map = sockops.PinnedMap(enforcing.enforcer.params_map.path, VALUE.size, KEY.size)
+        # Skipped destinations get no entry: the routes stay the record.
+        _, results = agent.apply({"generation": 4, "routes": [route("10.77.0.2/32"), route("10.99.0.1/32")]}, "t")
+        assert [r["status"] for r in results] == ["applied", "skipped"]
+        assert list(enforcing.enforcer.entries(cookie)) == ["10.77.0.2/32"]
+        agent.revert()
+        assert enforcing.enforcer.entries(cookie) == {} and enforcing.enforcer.live_slot(cookie) is None
+    assert enforcing.enforcer is None
+
+
+class _Ip:
+    """What RacedRouteTable needs of a namespace: ``ip`` in it."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def ip(self, *args):
+        return subprocess.run(["ip", "-n", self.name, *args], check=True, capture_output=True, text=True).stdout
+
+
+def _otcp_routes(ns):
+    return subprocess.run(["ip", "-n", ns, "route", "show", "proto", "79"], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_without_bpf_the_agent_says_why_and_uses_routes(host, tmp_path, monkeypatch):
+    # The verifier refuses the classifier as a sock_ops program: a real refusal, in the kernel's words.
+    monkeypatch.setattr(sockops, "object_path", lambda name: object_path("otcp_mark"))
+    monkeypatch.setattr(sockops, "PIN", sockops.PIN_ROOT / unique("test-refused-sockops-"))
+    monkeypatch.setattr(sockops, "STATE_DIR", Path(str(tmp_path / "registry")))
+    state = str(tmp_path / "state.db")
+    enforcing = Enforcement.start("bpf", netns=host, status_path=status_path(state))
+    assert enforcing.mode == "routes" and enforcing.reason.startswith("BPF unavailable: loading otcp_mark.bpf.o")
+    assert not sockops.PIN.exists()
+    with Agent(state, netns=host, enforcement=enforcing) as agent:
+        assert agent.hello()["enforcement"] == enforcing.report()
+        _, results = agent.apply({"generation": 1, "routes": [route("10.77.0.2/32")]}, "t")
+        assert results[0]["status"] == "applied" and "cwnd lock 3" in _otcp_routes(host)
+        shown = show(host, state)
+        assert "enforcement: routes (BPF unavailable: loading otcp_mark.bpf.o failed" in shown
+    assert not os.path.exists(status_path(state))
+    off = Enforcement.start("routes")
+    assert off.report() == {"mode": "routes", "reason": "BPF enforcement turned off (otcp-agent run --enforce routes)"}
+
+
+def test_a_killed_user_is_pruned_with_its_entries(host):
+    code = ("import sys, time\n"
+            "from otcp_bpf.sockops import SockOpsEnforcer, Enforced, netns_cookie\n"
+            "e = SockOpsEnforcer.attach()\n"
+            "e.update(netns_cookie(sys.argv[1]), {'10.0.0.0/8': Enforced(3, 3)})\n"
+            "print(e.user, flush=True)\n"
+            "time.sleep(120)\n")
+    holder = subprocess.Popen([sys.executable, "-c", code, host], stdout=subprocess.PIPE, text=True,
+                              cwd=str(Path(__file__).resolve().parent.parent))
+    try:
+        user = holder.stdout.readline().strip()
+        assert user.startswith(f"{holder.pid}-")
+        assert sockops.attached()
+    finally:
+        holder.send_signal(signal.SIGKILL)  # no clean-up runs
+        holder.wait()
+    cookie = netns_cookie(host)
+    visitor = SockOpsEnforcer.open_pinned()
+    assert visitor is not None and visitor.live_slot(cookie) is not None
+    visitor.close_maps()
+    assert user in sockops.cleanup_leftover()
+    visitor = SockOpsEnforcer.open_pinned()
+    if visitor is not None:  # other OTCP processes of this machine still hold the program
+        assert sockops._live_users() and visitor.live_slot(cookie) is None and visitor.entries(cookie) == {}
+        visitor.close_maps()
+    else:
+        assert not sockops.attached() and not sockops.PIN.exists()
+
+
+# -- real connections -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def bed():
+    testbed = Testbed(RATE_MBIT, BUFFER, prefix=PREFIX)
+    yield testbed
+    testbed.delete()
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    assert testbed.sender not in names and testbed.receiver not in names
+
+
+def agents(bed, tmp_path, mode):
+    sender = Agent(str(tmp_path / f"{mode}-s.db"), netns=bed.sender, enforcement=Enforcement.start(mode,
+                                                                                                     netns=bed.sender))
+    receiver = Agent(str(tmp_path / f"{mode}-r.db"), netns=bed.receiver,
+                     enforcement=Enforcement.start(mode, netns=bed.receiver))
+    receiver.apply(receiver_set(bed, 1, ADVMSS), "test")
+    sender.apply(sender_set(bed, 1, CLAMP), "test")
+    return sender, receiver
+
+
+def test_with_routes_alone_the_first_connection_is_not_clamped(bed, tmp_path):
+    sender, receiver = agents(bed, tmp_path, "routes")
+    try:
+        assert "cwnd lock 3" in _otcp_routes(bed.sender)
+        first = one_connection(bed, SECONDS)
+    finally:
+        sender.close()
+        receiver.close()
+    assert first["samples"] > 10
+    assert first["max_cwnd"] > CLAMP, first  # the clamp reaches TCP only through the metrics cache
+    assert first["mss"] == [ADVMSS - 12], first  # advmss on the receiver's route holds from the first
+
+
+def test_with_bpf_the_very_first_connection_is_held_and_revert_removes_it(bed, tmp_path):
+    sender, receiver = agents(bed, tmp_path, "bpf")
+    cookie = sender.enforcement.cookie
+    try:
+        assert sender.enforcement.mode == "bpf" and sockops.attached()
+        before = sender.enforcement.enforcer.counters()
+        first = one_connection(bed, SECONDS)
+        entries = sender.enforcement.enforcer.entries(cookie)
+        after = sender.enforcement.enforcer.counters()
+        sender.revert()
+        assert sender.enforcement.enforcer.entries(cookie) == {}
+        reverted = one_connection(bed, SECONDS)
+    finally:
+        sender.close()
+        receiver.close()
+    assert first["samples"] > 10 and first["bytes"] > 0
+    assert first["max_cwnd"] == CLAMP, first  # from the first segment: the initial window is the clamp
+    assert first["max_unacked"] <= CLAMP, first
+    assert first["mss"] == [ADVMSS - 12], first
+    assert entries[f"{bed.receiver_ip}/32"] == (Enforced(CLAMP, CLAMP, 10_000), 1)
+    assert after["clamp_set"] - before["clamp_set"] >= 1 and after["iw_set"] - before["iw_set"] >= 2
+    assert after["clamp_refused"] == before["clamp_refused"] and after["iw_refused"] == before["iw_refused"]
+    assert reverted["max_cwnd"] > CLAMP, reverted  # no route, no entry: nothing holds it
+    # Closing the last agents unregistered them; with no other OTCP user the program is gone.
+    if not sockops._live_users():
+        assert not sockops.attached() and not sockops.PIN.exists()
+
+
+def show(ns, state):
+    """``otcp-agent --netns NS show`` in a process of its own (it enters the namespace)."""
+    done = subprocess.run([sys.executable, "-m", "agent.cli", "--netns", ns, "show", "--state", state],
+                          capture_output=True, text=True, cwd=str(Path(__file__).resolve().parent.parent))
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_show_reads_the_entries_back_from_the_kernel(bed, tmp_path):
+    state = str(tmp_path / "s.db")
+    enforcing = Enforcement.start("bpf", netns=bed.sender, status_path=status_path(state))
+    with Agent(state, netns=bed.sender, enforcement=enforcing) as agent:
+        agent.apply(sender_set(bed, 1, CLAMP), "test")
+        shown = show(bed.sender, state)
+        assert "enforcement: bpf\n" in shown
+        assert [f"{bed.receiver_ip}/32", "3", "3", "10000us", "-", "0"] in [line.split() for line in shown.splitlines()]
+        assert "otcp_sockops on this machine: " in shown
+        assert agent.show()["enforcement"]["entries"] == [
+            {"dst": f"{bed.receiver_ip}/32", "cwnd_clamp": 3, "initcwnd": 3, "rto_min_us": 10_000,
+             "pacing_rate": None, "connections": 0}]
+    shown = show(bed.sender, state)
+    assert "enforcement: routes (no otcp-agent run is enforcing in this namespace)" in shown
+    assert f"{bed.receiver_ip}/32" in shown  # the route stays after the agent's exit ...
+    assert "BPF DESTINATION" not in shown  # ... its entries went with it
