@@ -6,6 +6,9 @@
   congestion control (struct_ops) and says which sysctls ECN needs;
 - :mod:`otcp_bpf.marker` loads the tc ECN marker, attaches it to an
   interface's egress in a namespace, and reads its counters;
+- :mod:`otcp_bpf.sockops` holds the machine's sock_ops program (one,
+  shared by every agent, at the cgroup-v2 root) and switches a host's
+  per-destination window clamp, initial window, rto_min and pacing rate;
 - :mod:`otcp_bpf.objects` loads an object with its maps pinned under
   ``/sys/fs/bpf/otcp/`` and unpins it, for every program type.
 
@@ -17,19 +20,23 @@ from otcp_bpf.build import build, object_path
 from otcp_bpf.dctcp import CC_NAME, RegisteredCC, ecn_sysctl_commands, ecn_sysctls, register_dctcp
 from otcp_bpf.errors import BpfUnavailable
 from otcp_bpf.marker import Marker, MarkerConfig, MarkerCounters, attach_marker, default_k_bytes
+from otcp_bpf.sockops import Enforced, SockOpsEnforcer, netns_cookie
 
 __all__ = [
     "CC_NAME",
     "BpfUnavailable",
+    "Enforced",
     "Marker",
     "MarkerConfig",
     "MarkerCounters",
     "RegisteredCC",
+    "SockOpsEnforcer",
     "attach_marker",
     "build",
     "default_k_bytes",
     "ecn_sysctl_commands",
     "ecn_sysctls",
     "object_path",
+    "netns_cookie",
     "register_dctcp",
 ]

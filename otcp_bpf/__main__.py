@@ -1,7 +1,9 @@
 """``python -m otcp_bpf build [--force]``: compile the project's BPF programs
 into build/bpf/ (what scripts/bootstrap.sh runs at set-up).
 ``python -m otcp_bpf cleanup``: unpin what killed OTCP processes left under
-/sys/fs/bpf/otcp/, and unregister an otcp_dctcp that no OTCP process holds."""
+/sys/fs/bpf/otcp/, unregister an otcp_dctcp that no OTCP process holds, and
+remove the sock_ops entries of killed agents (detaching the program when no
+live agent uses it)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from otcp_bpf.build import build
 from otcp_bpf.dctcp import CC_NAME, unregister_leftover
 from otcp_bpf.errors import BpfUnavailable
 from otcp_bpf.objects import unpin_stale
+from otcp_bpf.sockops import PIN as SOCKOPS_PIN
+from otcp_bpf.sockops import cleanup_leftover as cleanup_sockops
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     build_parser = commands.add_parser("build", help="compile bpf/*.bpf.c (skipped when up to date)")
     build_parser.add_argument("--force", action="store_true", help="rebuild everything")
     commands.add_parser("cleanup", help="unpin what processes that are gone left under /sys/fs/bpf/otcp, "
-                        f"and unregister a {CC_NAME} no OTCP process holds")
+                        f"unregister a {CC_NAME} no OTCP process holds, and release otcp_sockops from agents "
+                        "that are gone")
     args = parser.parse_args(argv)
     if args.command == "cleanup":
         try:
@@ -29,6 +34,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"unpinned {path}")
             for map_id in unregister_leftover():
                 print(f"unregistered {CC_NAME} (struct_ops id {map_id})")
+            pinned = SOCKOPS_PIN.exists()
+            for user in cleanup_sockops():
+                print(f"removed the sock_ops entries of agent {user} (gone)")
+            if pinned and not SOCKOPS_PIN.exists():
+                print(f"detached otcp_sockops and unpinned {SOCKOPS_PIN}")
         except BpfUnavailable as error:
             print(f"otcp_bpf: {error}", file=sys.stderr)
             return 1
