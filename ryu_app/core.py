@@ -41,7 +41,9 @@ ETH_TYPE_IPV4 = 0x0800
 # Discovery has settled once this many probe rounds passed without a change;
 # a port that carried a link stays out of host learning for as long.
 SETTLE_PROBE_ROUNDS = 3
-# A link none of whose probes arrived for this many probe rounds is gone.
+# A link is gone once this many probes in a row left its source port and
+# none arrived. Counted in probe rounds sent, not in time: a controller that
+# stalled (busy, starved of CPU) sent no probes, and forgets no link for it.
 LINK_TIMEOUT_ROUNDS = 5
 # An ARP request for a host nobody answers for is forgotten after this long.
 ARP_PENDING_S = 5.0
@@ -180,7 +182,8 @@ class ControllerCore:
         self._switches: dict[int, _Switch] = {}
         self._pending_arp: dict[str, list[_PendingArp]] = {}  # target ip -> requests awaiting an answer
         self._arp_probed_at: dict[str, float] = {}  # target ip -> when the edge ports were last asked
-        self._link_heard: dict[tuple[SwitchPort, SwitchPort], float] = {}  # probed link -> its last probe
+        self._probed_links: set[tuple[SwitchPort, SwitchPort]] = set()  # links found by probes
+        self._unanswered: dict[SwitchPort, int] = {}  # port -> probes sent out of it since one arrived
         self._link_seen_at: dict[SwitchPort, float] = {}  # port -> last time a link was there
         self._last_plan: Plan | None = None  # what the next plan evaluates again only where inputs changed
 
@@ -208,7 +211,8 @@ class ControllerCore:
         """The switch disconnected: forget it and what was measured through it."""
         self._switches.pop(dpid, None)
         self.delays.forget_switch(dpid)
-        self._link_heard = {link: at for link, at in self._link_heard.items() if dpid not in (link[0][0], link[1][0])}
+        self._probed_links = {link for link in self._probed_links if dpid not in (link[0][0], link[1][0])}
+        self._unanswered = {port: count for port, count in self._unanswered.items() if port[0] != dpid}
         self.flow_counter.forget_switch(dpid)
         return self._changed(now) if self.topology.remove_switch(dpid) else Actions()
 
@@ -240,7 +244,7 @@ class ControllerCore:
 
     def link_deleted(self, now: float, src: SwitchPort, dst: SwitchPort) -> Actions:
         """A link went away: forget it and its delay samples."""
-        self._link_heard.pop((src, dst), None)
+        self._probed_links.discard((src, dst))
         if not self.topology.remove_link(src, dst):
             return Actions()
         self._link_seen_at[src] = self._link_seen_at[dst] = now
@@ -257,10 +261,10 @@ class ControllerCore:
         return Actions(replan=True)
 
     def expire_links(self, now: float) -> Actions:
-        """Forget the probed links none of whose probes arrived for LINK_TIMEOUT_ROUNDS rounds."""
-        limit = LINK_TIMEOUT_ROUNDS * self.probe_interval_s
+        """Forget the probed links of whose last LINK_TIMEOUT_ROUNDS probes none arrived."""
         actions = Actions()
-        for (src, dst) in [link for link, heard in self._link_heard.items() if now - heard > limit]:
+        silent = sorted(link for link in self._probed_links if self._unanswered.get(link[0], 0) >= LINK_TIMEOUT_ROUNDS)
+        for (src, dst) in silent:
             actions.replan |= self.link_deleted(now, src, dst).replan
         return actions
 
@@ -330,7 +334,8 @@ class ControllerCore:
         if self.topology.host_port(*src) or self.topology.host_port(*dst):
             return Actions()  # a host replaying a probe: no link, no sample
         self.delays.probe_received(probe, dpid, in_port, now)
-        self._link_heard[(src, dst)] = now
+        self._probed_links.add((src, dst))
+        self._unanswered[src] = 0
         return self.link_added(now, src, dst)
 
     def _deliver_missed(self, dpid: int, in_port: int, pair: Pair, data: bytes) -> list[Send]:
@@ -405,6 +410,7 @@ class ControllerCore:
             if self.topology.host_port(dpid, port):
                 continue
             sequence = self.delays.next_probe(dpid, port, now)
+            self._unanswered[(dpid, port)] = self._unanswered.get((dpid, port), 0) + 1
             frame = delay.probe_frame(dpid, port, hw_addr, sequence)
             sends.append((dpid, forwarding.packet_out(switch.codec, port, frame)))
         return Actions(sends)
