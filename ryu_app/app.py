@@ -13,11 +13,11 @@ from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_D
 from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
 
-from ryu_app import inventory, metrics, store
-from ryu_app.admin import AdminServer
-from ryu_app.agent_server import AgentServer, read_secret, server_tls
+from ryu_app import inventory, store
+from ryu_app.agent_server import AgentServer
 from ryu_app.core import Actions, ControllerCore, PortInfo
 from ryu_app.live import LiveView
+from ryu_app.services import start_services
 
 RESTART_BACKOFF_S = 1.0  # a loop whose step raised waits this long before running again
 # Set by ryu_app.launcher before os-ken loads this app.
@@ -51,23 +51,10 @@ class OTCPController(app_manager.OSKenApp):
     def start(self):
         """os-ken's start hook: the agent channel, the admin socket, the metrics and the four loops."""
         super().start()
-        agents, intervals = self.config["agents"], self.config["intervals"]
-        if agents["secret_file"] is None:
-            self.logger.info("agent channel off: no agents.secret_file configured")
-        else:
-            tls = agents["tls"] and server_tls(agents["tls"]["cert_file"], agents["tls"]["key_file"])
-            self.agent_server = AgentServer(agents["host"], agents["port"], read_secret(agents["secret_file"]),
-                                            self.core.publications, on_ack=self.store.save_ack,
-                                            on_agent=self._agent_arrived, logger=self.logger, tls=tls,
-                                            on_rtt=lambda ip, samples: self.core.rtt_report(time.time(), ip, samples))
-            self.agent_server.start()
-            self.live.agent_server = self.agent_server
-        self.threads.append(AdminServer(self.config["admin"]["socket"], self.live.status, self.logger).start())
-        if self.config["metrics"] is not None:
-            address = self.config["metrics"]["host"], self.config["metrics"]["port"]
-            self.threads.append(metrics.serve(*address, metrics.registry_for(self.live, self.config["database"])))
-            self.logger.info("Prometheus metrics at http://%s:%d/metrics", *address)
-        retention = self.config["retention"]
+        services = start_services(self.config, self.core, self.store, self.live, self.logger, self._agent_arrived)
+        self.agent_server = services.agent_server
+        self.threads.extend(services.threads)
+        intervals, retention = self.config["intervals"], self.config["retention"]
         for step, wait in ((self._probe, lambda: hub.sleep(intervals["probe_s"])),
                            (self._poll_stats, lambda: hub.sleep(intervals["flow_stats_s"])),
                            (self._replan, lambda: self.replan.wait(timeout=intervals["recompute_s"])),
