@@ -87,6 +87,7 @@ def generations_between(database, start, end):
 def run(spec, load, out):
     """Measure one topology; returns the result document."""
     topo = build_topo(spec)
+    out = os.path.abspath(out)
     os.makedirs(out, exist_ok=True)
     inventory_path = topo.write_inventory(os.path.join(out, "inventory.yaml"))
     starter = controller_starter(out, inventory_path, with_agents=True, intervals=INTERVALS)
@@ -153,7 +154,7 @@ def main(argv=None):
     except ValueError as error:
         print(f"rtt_accuracy: {error}", file=sys.stderr)
         return 2
-    except EmulationError as error:
+    except (EmulationError, RuntimeError, TimeoutError) as error:
         print(f"rtt_accuracy: {error}", file=sys.stderr)
         return 1
     with open(os.path.join(args.out, "rtt_accuracy.json"), "w", encoding="utf-8") as handle:
