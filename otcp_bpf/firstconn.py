@@ -3,7 +3,7 @@ window, and does it use the smaller segment? For docs/enforcement.md and
 tests/test_bpf_sockops.py.
 
 ``python -m otcp_bpf.firstconn [--rate-mbit 20] [--buffer 85000] [--clamp 3] [--advmss 1000] [--seconds 3]
-[--json FILE]``
+[--pacing-rate 1000000] [--json FILE]``
 
 On a :class:`~otcp_bpf.testbed.Testbed` (namespaces ``otcps<pid>s<n>`` and
 ``otcps<pid>r<n>``, the bottleneck shaped by HTB), for each enforcement mode
@@ -13,14 +13,17 @@ uses) applies a set: the sender's route toward the receiver carries
 ``cwnd lock CLAMP``, ``initcwnd CLAMP``, ``rto_min``; the receiver's route
 toward the sender carries ``advmss ADVMSS``. Then the very first connection
 sends for a few seconds while ``ss -tin`` in the sender's namespace is
-sampled; then a second one; then the sender's agent reverts and a third one
-runs. Reported per connection: the largest ``cwnd`` and ``unacked`` seen,
-the ``mss``, the samples taken, and the program's counters.
+sampled; then a second one; with BPF, one more with a pacing rate added to
+the sender's entry (``--pacing-rate``, issue 13); then the sender's agent
+reverts and a last one runs. Reported per connection: the largest ``cwnd``
+and ``unacked`` seen, the ``mss``, ``max_pacing_rate``, the goodput, the
+samples taken; and the program's counters.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import subprocess
@@ -39,9 +42,14 @@ _FIELDS = {"cwnd": re.compile(r"\bcwnd:(\d+)"), "unacked": re.compile(r"\bunacke
            "mss": re.compile(r"\bmss:(\d+)"), "ssthresh": re.compile(r"\bssthresh:(\d+)")}
 
 
+_MAX_PACING = re.compile(r"\bmax_pacing_rate ([0-9.]+)([KMG]?)bps")
+_UNITS = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}
+
+
 def ss_sample(ns: str, peer: str, port: int) -> dict[str, int] | None:
     """One ``ss -tin`` reading in ``ns`` of the established connection to
-    peer:port: its cwnd, unacked, mss and ssthresh (those shown), or None."""
+    peer:port: its cwnd, unacked, mss and ssthresh, and max_pacing_rate in
+    bit/s (those shown), or None."""
     shown = subprocess.run(["nsenter", f"--net=/run/netns/{ns}", "ss", "-tinH", "state", "established",
                             "dst", f"{peer}:{port}"], capture_output=True, text=True, check=True).stdout
     lines = [line for line in shown.splitlines() if line.strip()]
@@ -49,6 +57,9 @@ def ss_sample(ns: str, peer: str, port: int) -> dict[str, int] | None:
         if f"{peer}:{port}" in line:
             info = lines[i + 1]
             found = {name: int(m.group(1)) for name, pattern in _FIELDS.items() if (m := pattern.search(info))}
+            pacing = _MAX_PACING.search(info)
+            if pacing:
+                found["max_pacing_rate_bps"] = round(float(pacing.group(1)) * _UNITS[pacing.group(2)])
             return found or None
     return None
 
@@ -83,9 +94,17 @@ def one_connection(bed: Testbed, seconds: float, port: int = PORT) -> dict[str, 
         "max_unacked": max((s.get("unacked", 0) for s in samples), default=None),
         "mss": sorted({s["mss"] for s in samples if "mss" in s}),
         "max_ssthresh": max((s["ssthresh"] for s in samples if "ssthresh" in s), default=None),
+        "max_pacing_rate_bps": sorted({s["max_pacing_rate_bps"] for s in samples if "max_pacing_rate_bps" in s}),
         "bytes": received["flows"][0]["bytes"],
+        "goodput_mbps": _goodput(received["flows"][0]),
         "sent": sent["sent"],
     }
+
+
+def _goodput(flow: dict[str, Any]) -> float | None:
+    if not flow["first"] or not flow["last"] or flow["last"] <= flow["first"]:
+        return None
+    return round(flow["bytes"] * 8 / (flow["last"] - flow["first"]) / 1e6, 2)
 
 
 def sender_set(bed: Testbed, generation: int, clamp: int, rto_min_ms: int = 10) -> dict:
@@ -102,8 +121,10 @@ def receiver_set(bed: Testbed, generation: int, advmss: int) -> dict:
          "advmss": advmss, "quickack": True}]}
 
 
-def measure(rate_mbit: float, buffer_bytes: int, clamp: int, advmss: int, seconds: float) -> dict[str, Any]:
-    """Both modes on fresh testbeds; every figure."""
+def measure(rate_mbit: float, buffer_bytes: int, clamp: int, advmss: int, seconds: float,
+            pacing_rate: int) -> dict[str, Any]:
+    """Both modes on fresh testbeds; every figure. With BPF, a connection
+    paced at ``pacing_rate`` bytes/s (in the same entry) is measured too."""
     from agent.core import Agent
     from agent.enforcement import Enforcement
 
@@ -123,10 +144,18 @@ def measure(rate_mbit: float, buffer_bytes: int, clamp: int, advmss: int, second
                     result: dict[str, Any] = {"enforcement": sender.enforcement.report()}
                     result["first"] = one_connection(bed, seconds)
                     result["second"] = one_connection(bed, seconds)
-                    if sender.enforcement.enforcer is not None:
-                        result["counters"] = sender.enforcement.enforcer.counters()
-                        result["entries"] = {prefix: [enforced.__dict__, applied] for prefix, (enforced, applied)
-                                             in sender.enforcement.enforcer.entries(sender.enforcement.cookie).items()}
+                    enforcer = sender.enforcement.enforcer
+                    if enforcer is not None:
+                        # A pacing rate (issue 13) in the same entry, written as the agent will.
+                        entries = {p: e for p, (e, _) in enforcer.entries(sender.enforcement.cookie).items()}
+                        paced = {p: dataclasses.replace(e, pacing_rate=pacing_rate) for p, e in entries.items()}
+                        undo = enforcer.update(sender.enforcement.cookie, paced)
+                        result["paced"] = dict(one_connection(bed, seconds), pacing_rate_bytes=pacing_rate)
+                        undo()
+                        result["counters"] = enforcer.counters()
+                        result["entries"] = {prefix: [dataclasses.asdict(enforced), applied]
+                                             for prefix, (enforced, applied)
+                                             in enforcer.entries(sender.enforcement.cookie).items()}
                     sender.revert()
                     result["after_revert"] = one_connection(bed, seconds)
                     report[mode] = result
@@ -147,9 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clamp", type=int, default=3, help="cwnd clamp and initial window (segments)")
     parser.add_argument("--advmss", type=int, default=1000, help="advmss on the receiver's route (bytes)")
     parser.add_argument("--seconds", type=float, default=3.0, help="how long each connection sends")
+    parser.add_argument("--pacing-rate", type=int, default=1_000_000,
+                        help="bytes/s for the paced connection of the BPF run (default 8 Mb/s)")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
-    report = measure(args.rate_mbit, args.buffer, args.clamp, args.advmss, args.seconds)
+    report = measure(args.rate_mbit, args.buffer, args.clamp, args.advmss, args.seconds, args.pacing_rate)
     text = json.dumps(report, indent=2, sort_keys=True)
     if args.json:
         Path(args.json).write_text(text + "\n")
