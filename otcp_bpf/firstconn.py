@@ -42,7 +42,8 @@ _FIELDS = {"cwnd": re.compile(r"\bcwnd:(\d+)"), "unacked": re.compile(r"\bunacke
            "mss": re.compile(r"\bmss:(\d+)"), "ssthresh": re.compile(r"\bssthresh:(\d+)")}
 
 
-_MAX_PACING = re.compile(r"\bmax_pacing_rate ([0-9.]+)([KMG]?)bps")
+# ss prints "pacing_rate RATE/MAX" when a maximum pacing rate is set.
+_MAX_PACING = re.compile(r"\bpacing_rate [0-9.]+[KMG]?bps/([0-9.]+)([KMG]?)bps")
 _UNITS = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}
 
 

@@ -414,3 +414,22 @@ def test_show_reads_the_entries_back_from_the_kernel(bed, tmp_path):
     assert "enforcement: routes (no otcp-agent run is enforcing in this namespace)" in shown
     assert f"{bed.receiver_ip}/32" in shown  # the route stays after the agent's exit ...
     assert "BPF DESTINATION" not in shown  # ... its entries went with it
+
+
+def test_a_pacing_rate_in_the_entry_is_the_first_connections_maximum(bed, tmp_path):
+    sender, receiver = agents(bed, tmp_path, "bpf")
+    enforcer, cookie = sender.enforcement.enforcer, sender.enforcement.cookie
+    try:
+        # The pacing rate of issue 13 (bytes/s) in the same entry; rto_min 1 ms is below what
+        # TCP_BPF_RTO_MIN accepts (2 jiffies), so the kernel refuses that one and the rest still holds.
+        enforcer.update(cookie, {f"{bed.receiver_ip}/32": Enforced(CLAMP, CLAMP, 1_000, 1_000_000)})
+        before = enforcer.counters()
+        paced = one_connection(bed, SECONDS)
+        after = enforcer.counters()
+    finally:
+        sender.close()
+        receiver.close()
+    assert paced["max_pacing_rate_bps"] == [8_000_000], paced
+    assert paced["max_cwnd"] == CLAMP, paced
+    assert after["pacing_set"] - before["pacing_set"] == 1 and after["pacing_refused"] == before["pacing_refused"]
+    assert after["rto_refused"] - before["rto_refused"] == 1
