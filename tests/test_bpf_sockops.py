@@ -17,6 +17,7 @@ import pytest
 from test_agent_routes import RacedRouteTable, route
 
 import otcp_bpf
+from agent.client import ControllerClient
 from agent.core import Agent
 from agent.enforcement import Enforcement, status_path
 from agent.routes import ApplyError, RouteTable
@@ -36,6 +37,7 @@ from otcp_bpf.sockops import (
     netns_cookie,
 )
 from otcp_bpf.testbed import Testbed
+from wire import messages
 
 RATE_MBIT = 20
 BUFFER = 85000
@@ -255,6 +257,12 @@ def test_the_agent_switches_routes_and_entries_together(host, tmp_path):
         _, results = agent.apply({"generation": 4, "routes": [route("10.77.0.2/32"), route("10.99.0.1/32")]}, "t")
         assert [r["status"] for r in results] == ["applied", "skipped"]
         assert list(enforcing.enforcer.entries(cookie)) == ["10.77.0.2/32"]
+        # The ack the running agent sends says how it enforces.
+        ack = ControllerClient(agent, "127.0.0.1", 9, b"secret")._handle_params(
+            {"generation": 5, "routes": [route("10.77.0.2/32", cwnd_clamp=6)]})
+        assert messages.check_message(ack, "ack") == "ack"
+        assert ack["enforcement"] == {"mode": "bpf", "reason": None}
+        assert enforcing.enforcer.entries(cookie)["10.77.0.2/32"][0].cwnd_clamp == 6
         agent.revert()
         assert enforcing.enforcer.entries(cookie) == {} and enforcing.enforcer.live_slot(cookie) is None
     assert enforcing.enforcer is None
@@ -433,3 +441,43 @@ def test_a_pacing_rate_in_the_entry_is_the_first_connections_maximum(bed, tmp_pa
     assert paced["max_cwnd"] == CLAMP, paced
     assert after["pacing_set"] - before["pacing_set"] == 1 and after["pacing_refused"] == before["pacing_refused"]
     assert after["rto_refused"] - before["rto_refused"] == 1
+
+
+# -- otcp-agent run, for real, against the controller's agent server --------------------------
+
+
+def test_the_running_agent_reports_its_enforcement_and_cleans_up_on_sigterm(host, tmp_path):
+    from test_channel import AgentProcess, Controller, wait_for
+
+    controller = Controller(netns=host)
+    agents_run = []
+    try:
+        controller.publish("10.77.0.1", {"generation": 1, "routes": [route("10.77.0.2/32")]})
+        agent = AgentProcess(_Ip(host), controller.port, tmp_path)  # --enforce bpf, the default
+        agents_run.append(agent)
+        wait_for(lambda: controller.acked(1), "the ack of generation 1")  # the server checked its enforcement
+        (_, hello), = controller.agents
+        assert hello["enforcement"] == {"mode": "bpf", "reason": None}
+        shown = show(host, str(agent.state))
+        assert "enforcement: bpf\n" in shown
+        assert ["10.77.0.2/32", "3", "1", "14000us", "-", "0"] in [line.split() for line in shown.splitlines()]
+        assert agent.stop() == 0
+        assert "the BPF enforcement goes" in agent.log()
+        visitor = SockOpsEnforcer.open_pinned()
+        if visitor is not None:  # other OTCP processes hold the program
+            assert visitor.entries(netns_cookie(host)) == {}
+            visitor.close_maps()
+        assert not os.path.exists(status_path(str(agent.state)))
+        assert "cwnd lock 3" in _otcp_routes(host)  # the routes stay, as before
+
+        controller.publish("10.77.0.1", {"generation": 2, "routes": [route("10.77.0.3/32")]})
+        routes_only = AgentProcess(_Ip(host), controller.port, tmp_path, name="routes", extra=["--enforce", "routes"])
+        agents_run.append(routes_only)
+        wait_for(lambda: controller.acked(2), "the ack of generation 2")
+        assert controller.agents[1][1]["enforcement"] == {
+            "mode": "routes", "reason": "BPF enforcement turned off (otcp-agent run --enforce routes)"}
+        assert "enforcement: routes (BPF enforcement turned off" in show(host, str(routes_only.state))
+    finally:
+        for process in agents_run:
+            process.stop()
+        controller.stop()
