@@ -1,7 +1,7 @@
 """Start and tear down the Mininet network an experiment runs on.
 
 ``emulate(topo, ...)`` is a context manager around one Mininet network built
-the way this machine needs it (design note section 5):
+the way this machine needs it (docs/experiments.md):
 
 - Open vSwitch switches with the userspace datapath (``datapath='user'``),
   OpenFlow 1.3, connected to a RemoteController on 127.0.0.1:<port> (the OTCP

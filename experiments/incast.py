@@ -313,7 +313,7 @@ def flush_tcp_metrics(emulation, hosts):
     connection reads it from the cache entry for its destination, which is
     created, with the route's values at that moment, when an earlier
     connection to that destination closes, and then kept for an hour
-    whatever the route says later (see experiments/README-section.md).
+    whatever the route says later (docs/experiments.md, "Why packets are lost even under a window clamp").
     """
     for host in hosts:
         emulation.run(host, ["ip", "tcp_metrics", "flush", "all"])

@@ -1,7 +1,7 @@
 """Mininet topologies for OTCP experiments: star, leaf-spine and fat-tree.
 
 Every topology here is an ordinary Mininet ``Topo`` that can also describe
-itself as an OTCP inventory (design note section 4), so the controller and
+itself as an OTCP inventory (docs/controller.md), so the controller and
 the offline planner read the same capacities and buffers that the emulation
 enforces.
 
@@ -350,7 +350,7 @@ class FabricTopo(Topo):
         return self.addSwitch(name, dpid=f"{dpid:016x}")
 
     def inventory(self, delay_enforced=False):
-        """The inventory (design note section 4) that describes this topology.
+        """The inventory (docs/controller.md) that describes this topology.
 
         delay_us is only written where the emulation really enforces it: with
         no sch_netem (this project's machines) the links have no added delay,
