@@ -1,9 +1,9 @@
 """Active host-pair flows from OpenFlow flow statistics (docs/design.md, "Measurement").
 
-Each host pair has its own forwarding entry on every switch of its path. A
-pair is active when the packet counter of its entry grew between the last two
-polls of a switch; an active pair counts as one flow on every link of its
-path (the planner does that part).
+Each host pair that sends has a pair entry at its ingress edge switch
+(ryu_app.forwarding). A pair is active when the packet counter of its entry
+grew between the last two polls of that switch; an active pair counts as one
+flow on every link of its path (the planner does that part).
 """
 
 

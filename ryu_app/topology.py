@@ -1,7 +1,8 @@
 """What the live controller knows of the network, and the Fabric it implies.
 
-Switches and links come from os-ken's topology service, hosts from the first
-packets they send on edge ports. A port that carries a discovered link is a
+Switches come from their OpenFlow connection and port description, links
+from the controller's own probes (ryu_app.core), hosts from the first packets
+they send on confirmed edge ports. A port that carries a discovered link is a
 link port; any other port is an edge (host-facing) port. LLDP arriving on a
 port where a host lives is ignored, so a host cannot invent links.
 """
