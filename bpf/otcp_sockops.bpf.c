@@ -8,7 +8,8 @@
  * One instance serves every OTCP host of a machine: it is attached to the
  * cgroup-v2 root, where every socket of every namespace is seen (Mininet's
  * hosts share that cgroup). It acts only on a socket whose (network
- * namespace cookie, remote address) has an entry:
+ * namespace cookie, remote address) has an entry, and never on a connection
+ * to the host's own address (a set's prefix may cover it: issue 15):
  *
  *   otcp_so_slot:   netns cookie -> the slot (0 or 1) of that host's live set;
  *                   a host without an entry is not OTCP's and is left alone;
@@ -66,6 +67,7 @@ struct otcp_so_counters {
 	__u64 established;      /* established callbacks seen (every socket of the machine) */
 	__u64 not_otcp;         /* ... of a namespace without an OTCP set */
 	__u64 no_entry;         /* ... of an OTCP host, to a destination without an entry */
+	__u64 own_address;      /* ... of an OTCP host to one of its own addresses (never crosses the fabric) */
 	__u64 matched;          /* ... that found an entry */
 	__u64 clamp_set;
 	__u64 clamp_refused;
@@ -126,16 +128,33 @@ int otcp_sockops(struct bpf_sock_ops *skops)
 	key.netns = netns;
 	key.slot = *slot;
 	if (skops->family == AF_INET) {
+		__u32 remote = skops->remote_ip4, local = skops->local_ip4;
+
+		if (local == remote) {
+			COUNT(own_address);
+			return 1;
+		}
 		key.prefixlen = 64 + 32 + 128;
 		key.addr[10] = 0xff;
 		key.addr[11] = 0xff;
-		__builtin_memcpy(&key.addr[12], &skops->remote_ip4, 4);
+		__builtin_memcpy(&key.addr[12], &remote, 4);
 	} else if (skops->family == AF_INET6) {
+		/* One load per context field: the verifier refuses a context
+		 * pointer the compiler has offset. */
+		__u32 r0 = skops->remote_ip6[0], r1 = skops->remote_ip6[1];
+		__u32 r2 = skops->remote_ip6[2], r3 = skops->remote_ip6[3];
+		__u32 l0 = skops->local_ip6[0], l1 = skops->local_ip6[1];
+		__u32 l2 = skops->local_ip6[2], l3 = skops->local_ip6[3];
+
+		if (l0 == r0 && l1 == r1 && l2 == r2 && l3 == r3) {
+			COUNT(own_address);
+			return 1;
+		}
 		key.prefixlen = 64 + 32 + 128;
-		__builtin_memcpy(&key.addr[0], &skops->remote_ip6[0], 4);
-		__builtin_memcpy(&key.addr[4], &skops->remote_ip6[1], 4);
-		__builtin_memcpy(&key.addr[8], &skops->remote_ip6[2], 4);
-		__builtin_memcpy(&key.addr[12], &skops->remote_ip6[3], 4);
+		__builtin_memcpy(&key.addr[0], &r0, 4);
+		__builtin_memcpy(&key.addr[4], &r1, 4);
+		__builtin_memcpy(&key.addr[8], &r2, 4);
+		__builtin_memcpy(&key.addr[12], &r3, 4);
 	} else {
 		COUNT(no_entry);
 		return 1;

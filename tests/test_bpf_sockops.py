@@ -481,3 +481,94 @@ def test_the_running_agent_reports_its_enforcement_and_cleans_up_on_sigterm(host
         for process in agents_run:
             process.stop()
         controller.stop()
+
+
+SELF_CONNECT = """
+import socket, sys
+listener = socket.socket(); listener.bind((sys.argv[1], 5402)); listener.listen(1)
+client = socket.create_connection((sys.argv[1], 5402)); server, _ = listener.accept()
+client.sendall(b"x" * 100000); client.close()
+while server.recv(65536): pass
+"""
+
+
+def test_a_prefix_covering_the_host_itself_leaves_its_own_connections_alone(bed, tmp_path):
+    sender, receiver = agents(bed, tmp_path, "bpf")
+    enforcer, cookie = sender.enforcement.enforcer, sender.enforcement.cookie
+    try:
+        enforcer.update(cookie, {"10.199.0.0/24": Enforced(CLAMP, CLAMP)})  # covers the sender's own 10.199.0.1
+        before = enforcer.counters()
+        subprocess.run(["nsenter", f"--net=/run/netns/{bed.sender}", sys.executable, "-c", SELF_CONNECT,
+                        bed.sender_ip], check=True, timeout=60)
+        after_self = enforcer.counters()
+        assert enforcer.entries(cookie)["10.199.0.0/24"][1] == 0
+        peer = one_connection(bed, SECONDS)
+        assert enforcer.entries(cookie)["10.199.0.0/24"][1] == 1
+    finally:
+        sender.close()
+        receiver.close()
+    assert after_self["own_address"] - before["own_address"] >= 2  # both ends of the connection to itself
+    assert peer["max_cwnd"] == CLAMP, peer
+
+
+DUAL_STACK_SINK = """
+import socket
+listener = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+listener.bind(("::", 5403)); listener.listen(2)
+print("ready", flush=True)
+for _ in range(2):
+    conn, _ = listener.accept()
+    while conn.recv(1 << 16): pass
+    conn.close()
+"""
+
+SENDER = """
+import json, socket, struct, sys, time
+family = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
+sock = socket.socket(family, socket.SOCK_STREAM)
+sock.connect((sys.argv[1], 5403))
+largest, end = 0, time.monotonic() + 1.5
+while time.monotonic() < end:
+    sock.send(b"x" * 65536)
+    largest = max(largest, struct.unpack_from("=I", sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104), 80)[0])
+sock.close()
+print(json.dumps({"max_cwnd": largest}))
+"""
+
+
+def test_ipv6_and_v4_mapped_peers_are_matched(bed, tmp_path):
+    for ns, address in ((bed.sender, "fd00:199::1/64"), (bed.receiver, "fd00:199::2/64")):
+        dev = "otcpt-s" if ns == bed.sender else "otcpt-r"
+        subprocess.run(["ip", "-n", ns, "addr", "add", address, "dev", dev, "nodad"], check=True)
+    sender, receiver = agents(bed, tmp_path, "bpf")
+    try:
+        s_cookie, r_cookie = sender.enforcement.cookie, receiver.enforcement.cookie
+        sender.enforcement.enforcer.update(s_cookie, {"fd00:199::/64": Enforced(CLAMP, CLAMP),
+                                                      f"{bed.receiver_ip}/32": Enforced(CLAMP, CLAMP)})
+        # The receiver's dual-stack listener accepts the IPv4 connection as ::ffff:10.199.0.1.
+        receiver.enforcement.enforcer.update(r_cookie, {f"{bed.sender_ip}/32": Enforced(7, 7),
+                                                        "fd00:199::1/128": Enforced(9, 9)})
+        sink = subprocess.Popen(["nsenter", f"--net=/run/netns/{bed.receiver}", sys.executable, "-c",
+                                 DUAL_STACK_SINK], stdout=subprocess.PIPE, text=True)
+        try:
+            assert sink.stdout.readline().strip() == "ready"
+            sent = {}
+            for peer in ("fd00:199::2", bed.receiver_ip):
+                done = subprocess.run(["nsenter", f"--net=/run/netns/{bed.sender}", sys.executable, "-c", SENDER,
+                                       peer], capture_output=True, text=True, check=True, timeout=60)
+                sent[peer] = json.loads(done.stdout)
+            sink.wait(timeout=60)
+        finally:
+            if sink.poll() is None:
+                sink.kill()
+            sink.wait()
+        sender_entries = sender.enforcement.enforcer.entries(s_cookie)
+        receiver_entries = receiver.enforcement.enforcer.entries(r_cookie)
+    finally:
+        sender.close()
+        receiver.close()
+    assert sent == {"fd00:199::2": {"max_cwnd": CLAMP}, bed.receiver_ip: {"max_cwnd": CLAMP}}
+    assert sender_entries["fd00:199::/64"][1] == 1 and sender_entries[f"{bed.receiver_ip}/32"][1] == 1
+    assert receiver_entries["fd00:199::1/128"][1] == 1
+    assert receiver_entries[f"{bed.sender_ip}/32"][1] == 1  # the v4-mapped peer
