@@ -572,3 +572,49 @@ def test_ipv6_and_v4_mapped_peers_are_matched(bed, tmp_path):
     assert sender_entries["fd00:199::/64"][1] == 1 and sender_entries[f"{bed.receiver_ip}/32"][1] == 1
     assert receiver_entries["fd00:199::1/128"][1] == 1
     assert receiver_entries[f"{bed.sender_ip}/32"][1] == 1  # the v4-mapped peer
+
+
+CWND_AT_CONNECT = """
+import socket, struct, sys
+sock = socket.create_connection((sys.argv[1], 5404))
+print(struct.unpack_from("=I", sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104), 80)[0])
+sock.close()
+"""
+
+ACCEPT_ONE = """
+import socket
+listener = socket.socket(); listener.bind(("0.0.0.0", 5404)); listener.listen(1)
+print("ready", flush=True)
+conn, _ = listener.accept()
+while conn.recv(65536): pass
+"""
+
+
+def cwnd_at_connect(bed):
+    """The sender's congestion window right after connect() returns, before any data: the initial window."""
+    sink = subprocess.Popen(["nsenter", f"--net=/run/netns/{bed.receiver}", sys.executable, "-c", ACCEPT_ONE],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert sink.stdout.readline().strip() == "ready"
+        done = subprocess.run(["nsenter", f"--net=/run/netns/{bed.sender}", sys.executable, "-c", CWND_AT_CONNECT,
+                               bed.receiver_ip], capture_output=True, text=True, check=True, timeout=60)
+        sink.wait(timeout=60)
+    finally:
+        if sink.poll() is None:
+            sink.kill()
+        sink.wait()
+    return int(done.stdout)
+
+
+def test_the_initial_window_is_the_entrys_not_the_routes(bed, tmp_path):
+    sender, receiver = agents(bed, tmp_path, "bpf")
+    try:
+        sender.apply({"generation": 2, "routes": [
+            route(f"{bed.receiver_ip}/32", rto_min_ms=10, initcwnd=10, cwnd_clamp=None)]}, "test")
+        assert "initcwnd 10" in _otcp_routes(bed.sender)
+        assert cwnd_at_connect(bed) == 10  # the entry says the same as the route
+        sender.enforcement.enforcer.update(sender.enforcement.cookie, {f"{bed.receiver_ip}/32": Enforced(0, 2)})
+        assert cwnd_at_connect(bed) == 2  # TCP_BPF_IW at ESTABLISHED, after the route's initcwnd was set
+    finally:
+        sender.close()
+        receiver.close()
