@@ -618,3 +618,35 @@ def test_the_initial_window_is_the_entrys_not_the_routes(bed, tmp_path):
     finally:
         sender.close()
         receiver.close()
+
+
+def test_revert_removes_what_a_killed_agent_left(host, tmp_path):
+    from test_channel import AgentProcess, Controller, wait_for
+
+    controller = Controller(netns=host)
+    agent = None
+    try:
+        controller.publish("10.77.0.1", {"generation": 1, "routes": [route("10.77.0.2/32")]})
+        agent = AgentProcess(_Ip(host), controller.port, tmp_path)
+        wait_for(lambda: controller.acked(1), "the ack of generation 1")
+        agent.process.send_signal(signal.SIGKILL)  # no clean-up runs
+        agent.process.wait()
+        cookie = netns_cookie(host)
+        visitor = SockOpsEnforcer.open_pinned()
+        assert visitor is not None and list(visitor.entries(cookie)) == ["10.77.0.2/32"]
+        visitor.close_maps()
+        assert "enforcement: routes (the otcp-agent run that enforced (pid" in show(host, str(agent.state))
+        reverted = subprocess.run([sys.executable, "-m", "agent.cli", "--netns", host, "revert", "--state",
+                                   str(agent.state)], capture_output=True, text=True,
+                                  cwd=str(Path(__file__).resolve().parent.parent))
+        assert reverted.returncode == 0, reverted.stderr
+        assert _otcp_routes(host) == ""
+        visitor = SockOpsEnforcer.open_pinned()
+        if visitor is not None:  # other OTCP processes hold the program
+            assert visitor.live_slot(cookie) is None and visitor.entries(cookie) == {}
+            visitor.close_maps()
+        assert not [user for user in sockops._users() if user.startswith(f"{agent.process.pid}-")]
+    finally:
+        if agent is not None:
+            agent.stop()
+        controller.stop()
