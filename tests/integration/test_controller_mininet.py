@@ -184,22 +184,24 @@ def test_link_down_and_up_replans(network):
     assert direct["min_rto_us"] < detour["min_rto_us"]
 
 
-FORGE_LLDP = """
+FORGE_PROBE = """
 import socket, sys
-from os_ken.topology.switches import LLDPPacket
-frame = LLDPPacket.lldp_packet(int(sys.argv[2]), int(sys.argv[3]), "00:00:00:00:00:99", 120)
+from ryu_app.delay import probe_frame
 sender = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 sender.bind((sys.argv[1], 0))
-for _ in range(3):
-    sender.send(frame)
+for sequence in range(1, 5001):
+    sender.send(probe_frame(int(sys.argv[2]), int(sys.argv[3]), "00:00:00:00:00:99", sequence))
 """
 
 
-def test_lldp_forged_by_a_host_is_ignored(network):
+def test_probes_forged_by_a_host_are_ignored(network):
     topo, emulation, controller, _ = network
     wait_for(lambda: up_links(controller) == mininet_switch_links(topo), 30, what="the real links")
     assert emulation.net.pingAll(timeout=2) == 0  # every host known, so its port is host-facing
-    # h2 claims, in os-ken's own LLDP format, to be s2's port 1 (a real link port).
-    emulation.run("h2", [sys.executable, "-c", FORGE_LLDP, "h2-eth0", "2", "1"])
-    wait_for(lambda: "ignoring LLDP link on a host port" in controller.log(), 10, what="the forged link refused")
+    # h2 claims, in the controller's own probe format, to be s2's port 1 (a real link port),
+    # with every sequence number a probe of this run may have carried.
+    emulation.run("h2", [sys.executable, "-c", FORGE_PROBE, "h2-eth0", "2", "1"])
+    h2_port = topo.port("h2", "s1")[1]
+    time.sleep(3 * FAST["probe_s"])  # three probe rounds: a forged link would be known and planned by now
+    assert f"-> s1:{h2_port} up" not in controller.log()
     assert up_links(controller) == mininet_switch_links(topo)
