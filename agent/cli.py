@@ -44,6 +44,7 @@ def main(argv=None):
         stream=sys.stderr, level=getattr(logging, args.log_level.upper()),
         format="%(asctime)s otcp-agent %(levelname)s %(message)s",
     )
+    logging.getLogger("pyroute2").setLevel(logging.WARNING)  # its debug lines are every netlink message
     if args.netns:
         try:
             _enter_netns(args.netns)

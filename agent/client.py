@@ -45,6 +45,7 @@ class ControllerClient:
         self.rtt_meter = rtt_meter or RttMeter()
         self.rtt_interval_s = rtt_interval_s
         self._destinations: list[str] = []  # of the applied set, for the round-trip reporter
+        self._peers: list[str] = []  # the hosts the controller knows, to probe
         self.connect_timeout = connect_timeout
         self.handshake_timeout = handshake_timeout
         self.backoff_initial = backoff_initial
@@ -115,6 +116,7 @@ class ControllerClient:
                 messages.check_message(message, "params")
                 sender.send(self._handle_params(message["set"]))
                 self._destinations = self.agent.destinations()
+                self._peers = message.get("peers", [])
         finally:
             self.metrics.connected.set(0)
             if sender is not None:
@@ -127,7 +129,7 @@ class ControllerClient:
         while not sender.closed.wait(self.rtt_interval_s):
             destinations = self._destinations
             try:
-                self.rtt_meter.measure(destinations)
+                self.rtt_meter.measure(destinations, self._peers)
                 samples = self.rtt_meter.report()
                 if samples:
                     sender.send(messages.rtt_message(samples))

@@ -52,16 +52,21 @@ class RttMeter:
         self._samples: dict[str, deque] = {}
         self._next_probe = 0
 
-    def measure(self, prefixes):
+    def measure(self, prefixes, peers=()):
         """One round: read the kernel's TCP round trips to addresses under the
-        set's prefixes, then probe the host routes' addresses that have none
-        (an aggregated prefix's hosts are measured by their connections only)."""
+        set's prefixes, then probe those that have none: the host routes'
+        addresses and the peers (hosts the controller knows) under a prefix."""
         networks = [ipaddress.ip_network(prefix) for prefix in prefixes]
         now = self.clock()
+
+        def covered(address):
+            return any(ipaddress.ip_address(address) in network for network in networks)
+
         for dst, rtt in tcp_min_rtts().items():
-            if any(ipaddress.ip_address(dst) in network for network in networks):
+            if covered(dst):
                 self.add(dst, Sample(now, rtt, "tcp"))
-        hosts = [str(n.network_address) for n in networks if n.prefixlen == n.max_prefixlen]
+        hosts = {str(n.network_address) for n in networks if n.prefixlen == n.max_prefixlen}
+        hosts |= {peer for peer in peers if covered(peer)}
         unmeasured = sorted(dst for dst in hosts if not self._recent(dst, now, "tcp"))
         for dst in self._rotation(unmeasured):
             rtt = syn_probe(dst, self.probe_timeout_s)

@@ -317,7 +317,8 @@ class AgentServer:
                 while connection.pending is not None:
                     param_set, connection.pending = connection.pending, None
                     connection.sent.add(param_set["generation"])
-                    data = connection.session.seal(messages.params_message(param_set))
+                    peers = [ip for ip in self.publications.peers if ip not in connection.addresses]
+                    data = connection.session.seal(messages.params_message(param_set, peers))
                     try:
                         with hub.Timeout(self.write_timeout):
                             connection.sock.sendall(data)

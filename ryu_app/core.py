@@ -526,6 +526,8 @@ class ControllerCore:
         """Number a new generation and publish the sets of the hosts whose
         routes changed; returns it and those hosts, (None, []) if none did."""
         routes = {plan.fabric.hosts[host]: host_routes for host, host_routes in plan.route_sets().items()}
+        # The hosts' addresses, for the agents' round-trip probes (an aggregated prefix hides them).
+        self.publications.peers = sorted(plan.fabric.hosts.values())
         changed = {ip: host_routes for ip, host_routes in routes.items() if self.publications.changed(ip, host_routes)}
         if not changed:
             return None, []

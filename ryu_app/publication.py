@@ -22,6 +22,7 @@ class Publications:
     """{host ip: validated parameter set}, written only with valid sets."""
 
     def __init__(self) -> None:
+        self.peers: list[str] = []  # every planned host's address, sent along for round-trip probes
         self._sets: dict[str, dict] = {}
 
     def publish(self, sets: dict[str, dict]) -> None:

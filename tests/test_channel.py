@@ -293,6 +293,20 @@ def test_agent_reports_round_trips_to_its_destinations(ns, tmp_path, cleanup):
     assert "Traceback" not in agent.log()
 
 
+def test_agent_probes_the_peers_under_an_aggregated_prefix(ns, tmp_path, cleanup):
+    """The set names only 10.77.0.0/30; the controller's peer list tells the agent whom to probe."""
+    controller = Controller(netns=ns.name)
+    cleanup.append(controller)
+    controller.publications.peers = ["10.77.0.1", "10.77.0.2"]  # the agent's own address is left out for it
+    controller.publish("10.77.0.1", set_for(4, "10.77.0.0/30"))
+    agent = AgentProcess(ns, controller.port, tmp_path, extra=["--rtt-interval", "0.3"])
+    cleanup.append(agent)
+    wait_for(lambda: controller.acked(4), "the set to be applied")
+    ns.ip("addr", "add", "10.77.0.2/32", "dev", "v1")  # the peer appears (after the hello), answers with a RST
+    wait_for(lambda: controller.rtts, "a round-trip report")
+    assert [sample["dst"] for sample in controller.rtts[-1][1]] == ["10.77.0.2"]
+
+
 def test_agent_state_defaults_to_one_file_per_namespace():
     from agent.cli import default_state_path
 

@@ -102,10 +102,13 @@ class Hello(Strict):
 
 
 class Params(Strict):
-    """A parameter set for the host (checked by wire.paramset)."""
+    """A parameter set for the host (checked by wire.paramset), and the other
+    hosts' addresses, which the agent probes for round trips (its routes may
+    be aggregated prefixes that do not name them)."""
 
     type: Literal["params"]
     set: dict[str, Any]
+    peers: Annotated[list[Address], Field(max_length=100_000)] = []
 
 
 class RouteResult(Strict):
@@ -197,9 +200,9 @@ def welcome_message(secret: bytes, agent_nonce: str, controller_nonce: str) -> d
     return {"type": "welcome", "mac": controller_mac(secret, agent_nonce, controller_nonce)}
 
 
-def params_message(param_set: dict) -> dict:
-    """A parameter set on its way to an agent."""
-    return {"type": "params", "set": param_set}
+def params_message(param_set: dict, peers: list | tuple = ()) -> dict:
+    """A parameter set on its way to an agent, with the addresses it may probe."""
+    return {"type": "params", "set": param_set, "peers": list(peers)}
 
 
 def ack_message(generation: int, results: list, enforcement: dict) -> dict:
