@@ -4,6 +4,7 @@
         --rounds 50 --schemes default,fine-rto,small-packets,otcp --out results/NAME
     otcp-experiment incast --quick      # the README's main job: a few minutes, the headline plot
     otcp-experiment calibrate --buffer-bytes 32000,85000,512000 --packet-bytes 1500,750 --out DIR
+    otcp-experiment shell --topo leafspine,2,2,4 [--script FILE]    # Mininet's CLI with OTCP in place
 
 Bad arguments get a message naming the option and exit status 2; a sweep in
 which some run failed exits 1 (the others are still written); Ctrl-C or
@@ -16,7 +17,7 @@ import shutil
 import subprocess
 import sys
 
-from experiments import calibrate, incast, results, schemes
+from experiments import calibrate, incast, results, schemes, shell
 from experiments.emulation import EmulationError
 from experiments.progress import Progress
 from topo.fabrics import MAX_BW_MBPS
@@ -56,7 +57,7 @@ def positive_int_list(text, what, high=None):
 
 
 def build_parser():
-    """The otcp-experiment argument parser: incast and calibrate."""
+    """The otcp-experiment argument parser: incast, calibrate and shell."""
     parser = argparse.ArgumentParser(prog="otcp-experiment", description="OTCP's Mininet experiments.")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("incast", help="TCP incast under each scheme (synchronized reads on a star)",
@@ -106,6 +107,12 @@ def build_parser():
                      help="how long each burst keeps the buffer full after filling it (default 200)")
     cal.add_argument("--forwarding", choices=["controller", "standalone"], default="controller",
                      help="the OTCP controller forwards (default), or a standalone learning bridge")
+    mininet_shell = commands.add_parser("shell", help="a network with the controller and agents, then Mininet's CLI",
+                                        description=shell.__doc__.split("\n")[0])
+    mininet_shell.add_argument("--topo", required=True, metavar="NAME[,ARG...]",
+                               help=f"an mn-style topology of topo/fabrics.py ({', '.join(shell.fabrics.topos)}), "
+                                    "e.g. leafspine,2,2,4")
+    mininet_shell.add_argument("--script", metavar="FILE", help="run the CLI commands in FILE instead of a prompt")
     return parser
 
 
@@ -207,6 +214,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.command == "calibrate":
         return main_calibrate(calibration_config_from_args(args, parser))
+    if args.command == "shell":
+        return main_shell(args)
     config = config_from_args(args, parser)
     problem = environment_problem()
     if problem:
@@ -239,6 +248,24 @@ def main(argv=None):
     if summary:
         print(f"results: {summary}, {os.path.join(config.out, 'results.db')}, plots in {config.out}")
     return 1 if sweep.failures or not sweep.runs else 0
+
+
+def main_shell(args):
+    """otcp-experiment shell: 0 after the CLI ends, 1 if the network or OTCP did not come up, 2 bad input."""
+    try:
+        topo = shell.build_topology(args.topo)
+    except ValueError as exc:
+        print(f"otcp-experiment: {exc}", file=sys.stderr)
+        return 2
+    problem = environment_problem()
+    if problem:
+        print(f"otcp-experiment: {problem}", file=sys.stderr)
+        return 2
+    try:
+        return shell.run(topo, args.script)
+    except (EmulationError, TimeoutError, RuntimeError) as exc:
+        print(f"otcp-experiment: {exc}", file=sys.stderr)
+        return 1
 
 
 def main_calibrate(config):
