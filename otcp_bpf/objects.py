@@ -93,11 +93,12 @@ def unpin_stale() -> list[Path]:
     return removed
 
 
-def unpin(path: Path) -> None:
+def unpin(path: Path, root: Path = PIN_ROOT) -> None:
     """Remove a pin directory of ours and everything in it (the objects go
-    when nothing else holds them). Paths outside PIN_ROOT are refused."""
-    if PIN_ROOT not in path.parents:
-        raise ValueError(f"{path} is not under {PIN_ROOT}")
+    when nothing else holds them). Paths outside ``root`` (PIN_ROOT, or the
+    same directory seen from another mount namespace) are refused."""
+    if root not in path.parents:
+        raise ValueError(f"{path} is not under {root}")
     if not path.exists():
         return
     for child in sorted(path.rglob("*"), key=lambda p: len(p.parts), reverse=True):
@@ -107,7 +108,7 @@ def unpin(path: Path) -> None:
             child.unlink()
     path.rmdir()
     try:
-        PIN_ROOT.rmdir()  # only when empty: other pins of ours may live there
+        root.rmdir()  # only when empty: other pins of ours may live there
     except OSError:
         pass
 
@@ -141,15 +142,17 @@ def load_pinned(obj: Path, name: str, prog_type: str) -> LoadedObject:
     return load_pinned_at(obj, pin_dir(name), prog_type)
 
 
-def load_pinned_at(obj: Path, path: Path, prog_type: str) -> LoadedObject:
+def load_pinned_at(obj: Path, path: Path, prog_type: str, root: Path = PIN_ROOT) -> LoadedObject:
     """Load every program of ``obj`` as ``prog_type`` and pin programs and
     maps under ``path`` (a directory under PIN_ROOT that must not exist yet):
     what :func:`load_pinned` does, for a pin shared between processes (the
     sock_ops program every agent of a machine uses, otcp_bpf/sockops.py).
-    Nothing stays pinned when the kernel refuses."""
-    ensure_bpffs()
-    if PIN_ROOT not in path.parents:
-        raise ValueError(f"{path} is not under {PIN_ROOT}")
+    Nothing stays pinned when the kernel refuses. ``root`` is PIN_ROOT, or
+    PIN_ROOT as another mount namespace sees it (otcp_bpf/sockops.py)."""
+    if root == PIN_ROOT:
+        ensure_bpffs()
+    if root not in path.parents:
+        raise ValueError(f"{path} is not under {root}")
     if path.exists():
         raise BpfUnavailable(f"{path} is already pinned (another run, or one that did not clean up)")
     try:
@@ -157,7 +160,7 @@ def load_pinned_at(obj: Path, path: Path, prog_type: str) -> LoadedObject:
         run(["bpftool", "prog", "loadall", str(obj), str(path / "progs"), "type", prog_type,
              "pinmaps", str(path / "maps")], f"loading {obj.name}")
     except BaseException:
-        unpin(path)
+        unpin(path, root)
         raise
     loaded = LoadedObject(path)
     loaded.programs = {p.name: p for p in sorted((path / "progs").iterdir())}

@@ -56,6 +56,8 @@ PIN = PIN_ROOT / "sockops"
 STATE_DIR = Path("/run/otcp-bpf/sockops")
 LOCK_PATH = Path("/run/otcp-bpf/sockops.lock")
 SO_NETNS_COOKIE = 71  # include/uapi/asm-generic/socket.h
+BPF_FS_MAGIC = 0xCAFE4A11
+CGROUP2_SUPER_MAGIC = 0x63677270
 CLONE_NEWNET = 0x40000000
 
 #: struct otcp_so_key (packed): prefix length, netns cookie, slot, address (IPv6 or ::ffff:IPv4).
@@ -167,13 +169,58 @@ def netns_cookie(netns: str | None = None) -> int:
     return int(result["cookie"])
 
 
+def _fs_type(path: str | Path) -> int | None:
+    """statfs's f_type of path, or None when it cannot be read."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    buffer = ctypes.create_string_buffer(256)
+    if libc.statfs(str(path).encode(), buffer) != 0:
+        return None
+    return int(struct.unpack_from("l", buffer.raw)[0]) & 0xFFFFFFFF
+
+
+_VIEW: list[Path] = []
+
+
+def _view() -> Path:
+    """Where this process sees the machine's mount tree from: "/", or, in a
+    mount namespace that covers /sys with a sysfs of its own (a Mininet host:
+    mnexec; ``ip netns exec``), the root of the nearest ancestor process
+    whose /sys/fs/bpf is the BPF filesystem, held open (/proc/PID/fd/N)."""
+    if not _VIEW:
+        view = Path("/")
+        if _fs_type("/sys/fs/bpf") != BPF_FS_MAGIC:
+            pid = os.getppid()
+            for _ in range(64):
+                if pid <= 1:
+                    break
+                try:
+                    if _fs_type(f"/proc/{pid}/root/sys/fs/bpf") == BPF_FS_MAGIC:
+                        fd = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY)
+                        view = Path(f"/proc/{os.getpid()}/fd/{fd}")
+                        break
+                    pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                except (OSError, ValueError, IndexError):
+                    break
+        _VIEW.append(view)
+    return _VIEW[0]
+
+
+def _outer(path: Path) -> Path:
+    """An absolute path as the machine's mount tree has it (see :func:`_view`)."""
+    view = _view()
+    return path if view == Path("/") else view / path.relative_to("/")
+
+
 def cgroup2_root() -> Path:
-    """Where the cgroup-v2 hierarchy is mounted (its root cgroup)."""
+    """Where the cgroup-v2 hierarchy is mounted (its root cgroup), as this process can reach it."""
     with open("/proc/self/mounts") as mounts:
         for line in mounts:
             fields = line.split()
             if len(fields) > 2 and fields[2] == "cgroup2":
-                return Path(fields[1])
+                here = Path(fields[1])
+                if _fs_type(here) != CGROUP2_SUPER_MAGIC and _fs_type(_outer(here)) == CGROUP2_SUPER_MAGIC:
+                    return _outer(here)
+                return here
     raise BpfUnavailable("no cgroup-v2 hierarchy is mounted (a sock_ops program attaches to a cgroup-v2 cgroup)")
 
 
@@ -214,7 +261,7 @@ class SockOpsEnforcer:
 
     def __init__(self, user: str | None, pin: Path | None = None) -> None:
         self.user = user  # this holder's name in the registry (PID-N), or None for a visitor
-        pin = PIN if pin is None else pin
+        pin = _outer(PIN) if pin is None else pin
         self.params_map = PinnedMap(pin / "maps" / "otcp_so_params", VALUE.size, KEY.size)
         self.slot_map = PinnedMap(pin / "maps" / "otcp_so_slot", SLOT_VALUE.size, 8)
         self.counter_map = PinnedMap(pin / "maps" / "otcp_so_cnt", 8 * len(COUNTERS) * possible_cpus())
@@ -237,13 +284,13 @@ class SockOpsEnforcer:
             _prune_dead_users()
             digest = hashlib.sha256(object_path(OBJECT).read_bytes()).hexdigest()
             stamp = STATE_DIR / "object.sha256"
-            if PIN.exists() and (not stamp.exists() or stamp.read_text().strip() != digest):
+            if _outer(PIN).exists() and (not stamp.exists() or stamp.read_text().strip() != digest):
                 if _live_users():
                     raise BpfUnavailable(
                         f"another build of {OBJECT} is attached and used by OTCP process(es) "
                         f"{', '.join(_live_users())} (PID-N); it is reused only by the same build")
                 _detach_and_unpin()
-            if not PIN.exists():
+            if not _outer(PIN).exists():
                 _load_and_attach()
                 STATE_DIR.mkdir(parents=True, exist_ok=True)
                 stamp.write_text(digest + "\n")
@@ -262,7 +309,7 @@ class SockOpsEnforcer:
     @classmethod
     def open_pinned(cls) -> SockOpsEnforcer | None:
         """The program's maps if the program is pinned, without becoming a user; else None."""
-        if not (PIN / "maps" / "otcp_so_params").exists():
+        if not (_outer(PIN) / "maps" / "otcp_so_params").exists():
             return None
         return cls(user=None)
 
@@ -284,7 +331,7 @@ class SockOpsEnforcer:
                         except BpfUnavailable as error:
                             problems.append(str(error))
                 _prune_dead_users(self)
-                if not _live_users() and PIN.exists():
+                if not _live_users() and _outer(PIN).exists():
                     self._close_maps()
                     _detach_and_unpin()
         finally:
@@ -506,7 +553,7 @@ def _prune_dead_users(enforcer: SockOpsEnforcer | None = None) -> list[str]:
         return []
     shared = {c for user in _live_users() for c in _user_cookies(user)}
     orphaned = {c for user in dead for c in _user_cookies(user)} - shared
-    if orphaned and (PIN / "maps" / "otcp_so_params").exists():
+    if orphaned and (_outer(PIN) / "maps" / "otcp_so_params").exists():
         opened = enforcer if enforcer is not None and not enforcer._closed else None
         visitor = opened or SockOpsEnforcer(user=None)
         try:
@@ -523,7 +570,8 @@ def _prune_dead_users(enforcer: SockOpsEnforcer | None = None) -> list[str]:
 
 
 def _program_id() -> int:
-    shown = run(["bpftool", "-j", "prog", "show", "pinned", str(PIN / "progs" / PROGRAM)], "reading a program id")
+    shown = run(["bpftool", "-j", "prog", "show", "pinned", str(_outer(PIN) / "progs" / PROGRAM)],
+                "reading a program id")
     return int(json.loads(shown.stdout)["id"])
 
 
@@ -541,7 +589,7 @@ def _attach(prog_id: int) -> None:
 
 
 def _load_and_attach() -> None:
-    loaded = load_pinned_at(object_path(OBJECT), PIN, "sockops")
+    loaded = load_pinned_at(object_path(OBJECT), _outer(PIN), "sockops", root=_outer(PIN_ROOT))
     try:
         _attach(loaded.program_id(PROGRAM))
     except BaseException:
@@ -551,17 +599,17 @@ def _load_and_attach() -> None:
 
 def _detach_and_unpin() -> None:
     """Detach our program (by id) from the root cgroup and unpin it."""
-    if (PIN / "progs" / PROGRAM).exists():
+    if (_outer(PIN) / "progs" / PROGRAM).exists():
         for prog_id in _attached_ids():
             run(["bpftool", "cgroup", "detach", str(cgroup2_root()), "sock_ops", "id", str(prog_id)],
                 f"detaching {PROGRAM} from {cgroup2_root()}")
-    unpin(PIN)
+    unpin(_outer(PIN), root=_outer(PIN_ROOT))
     (STATE_DIR / "object.sha256").unlink(missing_ok=True)
 
 
 def attached() -> bool:
     """Whether the machine's otcp_sockops program is pinned and attached."""
-    return (PIN / "progs" / PROGRAM).exists() and bool(_attached_ids())
+    return (_outer(PIN) / "progs" / PROGRAM).exists() and bool(_attached_ids())
 
 
 def cleanup_leftover() -> list[str]:
@@ -570,6 +618,6 @@ def cleanup_leftover() -> list[str]:
     users, PID-N (``python -m otcp_bpf cleanup``)."""
     with _Lock(60.0):
         dead = _prune_dead_users()
-        if not _live_users() and PIN.exists():
+        if not _live_users() and _outer(PIN).exists():
             _detach_and_unpin()
         return dead
