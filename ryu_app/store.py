@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS generation_flows (generation INTEGER, src TEXT, dst T
 CREATE TABLE IF NOT EXISTS parameters (
     generation INTEGER, src TEXT, dst TEXT, dst_ip TEXT, hops TEXT, min_rto_us REAL,
     rto_min_ms INTEGER, initcwnd INTEGER, cwnd_clamp INTEGER, quickack INTEGER,
+    segment_bytes INTEGER, rtt_prop_us REAL, rtt_spread_us REAL, rtt_source TEXT,
     PRIMARY KEY (generation, src, dst));
 CREATE TABLE IF NOT EXISTS acks (host_ip TEXT PRIMARY KEY, generation INTEGER, acked_at REAL, results TEXT);
 CREATE TABLE IF NOT EXISTS agents (host_ip TEXT PRIMARY KEY, seen_at REAL, hello TEXT);
@@ -105,6 +106,13 @@ class Pruned:
     generations: int
 
 
+# Per-path columns added after the first version (segment size, where RTT_prop came from).
+_LATER_PARAMETER_COLUMNS = (("segment_bytes", "INTEGER"), ("rtt_prop_us", "REAL"), ("rtt_spread_us", "REAL"),
+                            ("rtt_source", "TEXT"))
+_PARAMETER_COLUMNS = ("src", "dst", "dst_ip", "hops", "min_rto_us", "rto_min_ms", "initcwnd", "cwnd_clamp",
+                      "quickack", "segment_bytes", "rtt_prop_us", "rtt_spread_us", "rtt_source")
+
+
 class Store:
     """Read and write the controller state in one SQLite file.
 
@@ -120,7 +128,15 @@ class Store:
             self.db = sqlite3.connect(path)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.executescript(_SCHEMA)
+            self._add_missing_columns()
             self.db.commit()
+
+    def _add_missing_columns(self):
+        """A database made by an earlier version gets the per-path columns added since."""
+        present = {row[1] for row in self.db.execute("PRAGMA table_info(parameters)")}
+        for name, kind in _LATER_PARAMETER_COLUMNS:
+            if name not in present:
+                self.db.execute(f"ALTER TABLE parameters ADD COLUMN {name} {kind}")
 
     def close(self):
         """Close the database."""
@@ -193,11 +209,13 @@ class Store:
                 [(number, src, dst, count) for (src, dst), count in generation.flows.items()],
             )
             self.db.executemany(
-                "INSERT INTO parameters VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO parameters (generation, {', '.join(_PARAMETER_COLUMNS)}) "
+                f"VALUES (?{', ?' * len(_PARAMETER_COLUMNS)})",
                 [
                     (
                         number, r["src"], r["dst"], r["dst_ip"], json.dumps(r["hops"]), r["min_rto_us"],
-                        r["rto_min_ms"], r["initcwnd"], r["cwnd_clamp"], int(r["quickack"]),
+                        r["rto_min_ms"], r["initcwnd"], r["cwnd_clamp"], int(r["quickack"]), r.get("segment_bytes"),
+                        r.get("rtt_prop_us"), r.get("rtt_spread_us"), r.get("rtt_source"),
                     )
                     for r in generation.records
                 ],
@@ -215,17 +233,14 @@ class Store:
         if row is None:
             return None
         cursor = self.db.execute(
-            "SELECT src, dst, dst_ip, hops, min_rto_us, rto_min_ms, initcwnd, cwnd_clamp, quickack "
-            "FROM parameters WHERE generation = ? ORDER BY src, dst",
+            f"SELECT {', '.join(_PARAMETER_COLUMNS)} FROM parameters WHERE generation = ? ORDER BY src, dst",
             (row[0],),
         )
-        records = [
-            {
-                "src": src, "dst": dst, "dst_ip": dst_ip, "hops": json.loads(hops), "min_rto_us": min_rto_us,
-                "rto_min_ms": rto_min_ms, "initcwnd": initcwnd, "cwnd_clamp": cwnd_clamp, "quickack": bool(quickack),
-            }
-            for src, dst, dst_ip, hops, min_rto_us, rto_min_ms, initcwnd, cwnd_clamp, quickack in cursor
-        ]
+        records = []
+        for values in cursor:
+            record = dict(zip(_PARAMETER_COLUMNS, values))
+            record["hops"], record["quickack"] = json.loads(record["hops"]), bool(record["quickack"])
+            records.append(record)
         return row[0], row[1], records
 
     def generation_inputs(self, generation):

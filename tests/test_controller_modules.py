@@ -337,7 +337,8 @@ def test_store_keeps_generations_and_numbers_them_on(tmp_path):
     assert state.last_generation_number() == 0 and state.latest_generation() is None
     record = {
         "src": "h1", "dst": "h2", "dst_ip": "10.0.0.2", "hops": ["h1", "s1", "h2"], "min_rto_us": 13700.0,
-        "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "quickack": True,
+        "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "quickack": True, "segment_bytes": 1448,
+        "rtt_prop_us": 100.0, "rtt_spread_us": 0.0, "rtt_source": "inventory",
     }
     state.save_generation(store.Generation(1, [record], [], {}))
     state.save_generation(store.Generation(2, [{**record, "cwnd_clamp": None}], [], {}))
@@ -375,3 +376,18 @@ def test_paths_are_shortest_symmetric_and_trees_toward_each_switch():
     cores = {paths.path("e1_1", f"e{pod}_{i}")[2] for pod in range(2, 7) for i in (1, 2, 3)}
     assert len(cores) > 1 and all(core.startswith("c") for core in cores)
     assert SwitchPaths(["s1", "s2"], []).path("s1", "s2") is None
+
+
+def test_a_database_of_the_first_version_gets_the_new_columns(tmp_path):
+    import sqlite3
+
+    path = str(tmp_path / "old.db")
+    old = sqlite3.connect(path)
+    old.execute("CREATE TABLE parameters (generation INTEGER, src TEXT, dst TEXT, dst_ip TEXT, hops TEXT, "
+                "min_rto_us REAL, rto_min_ms INTEGER, initcwnd INTEGER, cwnd_clamp INTEGER, quickack INTEGER, "
+                "PRIMARY KEY (generation, src, dst))")
+    old.commit()
+    old.close()
+    store.Store(path).close()
+    columns = [row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(parameters)")]
+    assert columns[-4:] == ["segment_bytes", "rtt_prop_us", "rtt_spread_us", "rtt_source"]

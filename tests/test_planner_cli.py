@@ -147,7 +147,8 @@ def test_show_prints_the_last_generation_its_inputs_and_acks(tmp_path, capsys):
     state = store.Store(path)
     record = {
         "src": "h2", "dst": "h1", "dst_ip": "10.0.0.1", "hops": ["h2", "s1", "h1"], "min_rto_us": 13700.0,
-        "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "quickack": True,
+        "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "quickack": True, "segment_bytes": 1448,
+        "rtt_prop_us": 100.0, "rtt_spread_us": 0.0, "rtt_source": "inventory",
     }
     link = store.LinkMeasurement("s1", "h1", 25e-6, "measured", 4, 12.5e6, 85000.0, 16)
     state.save_generation(store.Generation(3, [record], [link], {("h2", "h1"): 1}))
