@@ -71,6 +71,13 @@ def value(page, name, **labels):
     return page.get((name, tuple(sorted(labels.items()))))
 
 
+def delay_series(page, src, dst):
+    """The sources with which the s -> d link's delay is exported (measured, or the default when the
+    controller refused its samples: docs/design.md, "Measurement")."""
+    return {dict(labels)["source"] for name, labels in page
+            if name == "otcp_controller_link_delay_seconds" and dict(labels)["src"] == src and dict(labels)["dst"] == dst}
+
+
 def settled(emulation, port):
     """The controller's page once all four agents acknowledged their newest sets, else None."""
     if emulation.net.pingAll(timeout=1) != 0:  # hosts must speak to be learned and planned
@@ -94,7 +101,7 @@ def test_metrics_endpoints_show_live_values_that_follow_a_link_going_down(networ
     emulation, controller, port = network
     before = wait_for(lambda: settled(emulation, port), 90, interval=1, what="every agent to acknowledge")
     h1 = emulation.host("h1").IP()
-    assert value(before, "otcp_controller_link_delay_seconds", src="s1", dst="s3", source="measured") is not None
+    assert len(delay_series(before, "s1", "s3")) == 1 and delay_series(before, "s1", "s3") <= {"measured", "default"}
     # A host link cannot be probed; the triangle's inventory gives no delay, so it is the default.
     assert value(before, "otcp_controller_link_delay_seconds", src="h1", dst="s1", source="default") == pytest.approx(10e-6)
     assert value(before, "otcp_controller_link_capacity_bytes_per_second", src="s1", dst="s3") == 100e6 / 8
@@ -104,19 +111,20 @@ def test_metrics_endpoints_show_live_values_that_follow_a_link_going_down(networ
     applied = value(agent_before, "otcp_agent_applied_generation")
     assert applied == value(before, "otcp_controller_agent_acknowledged_generation", host=h1)
     assert value(agent_before, "otcp_agent_connected") == 1
-    assert value(agent_before, "otcp_agent_routes", status="applied") == 3
+    # One route per destination or per prefix (the controller publishes the fewest): at least one, none skipped.
+    assert value(agent_before, "otcp_agent_routes", status="applied") >= 1
+    assert value(agent_before, "otcp_agent_routes", status="skipped") == 0
 
     emulation.net.configLinkStatus("s1", "s3", "down")
     try:
         def link_gone():
             page = controller_metrics(port)
-            gone = not any(name == "otcp_controller_link_delay_seconds" and ("src", "s1") in labels
-                           and ("dst", "s3") in labels for name, labels in page)
+            gone = not delay_series(page, "s1", "s3")
             return page if gone and value(page, "otcp_controller_generation") > value(before, "otcp_controller_generation") \
                 else None
 
         after = wait_for(link_gone, 60, interval=1, what="the controller's metrics to lose s1 -> s3")
-        assert value(after, "otcp_controller_link_delay_seconds", src="s1", dst="s2", source="measured") is not None
+        assert delay_series(after, "s1", "s2")
         # h1's route to h4 detours over s2: its agent applies a newer generation.
         wait_for(lambda: (value(agent_metrics(emulation, "h1"), "otcp_agent_applied_generation") or 0) > applied, 60,
                  interval=1, what="h1's agent to apply the detour's generation")
@@ -137,7 +145,8 @@ def test_status_shows_the_live_topology_parameters_and_agents(network):
     live = status(controller)
     links = {(link["src"], link["dst"]): link for link in live["links"]}
     assert {"s1", "s2", "s3"} == {s["name"] for s in live["switches"]}
-    assert links[("s1", "s2")]["delay_source"] == "measured" and links[("s1", "s2")]["samples"] >= 1
+    assert links[("s1", "s2")]["delay_source"] in ("measured", "default")
+    assert links[("s1", "s2")]["capacity_bytes_per_s"] == 100e6 / 8 and links[("s1", "s2")]["buffer_bytes"] == 85000
     assert links[("h1", "s1")]["delay_source"] == "default"
     assert len(live["paths"]) == 12 and live["paths_generation"] <= live["generation"]
     agents = {agent["host_ip"]: agent for agent in live["agents"]}
@@ -148,5 +157,5 @@ def test_status_shows_the_live_topology_parameters_and_agents(network):
         assert agent["acknowledged_generation"] == agent["published_generation"]
     done = subprocess.run([sys.executable, "-m", "ryu_app.cli", "status", "--config", controller.config_path],
                           cwd=ROOT, capture_output=True, text=True, check=True)
-    assert "  s1 -> s2: delay " in done.stdout and "(measured, " in done.stdout
+    assert "  s1 -> s2: delay " in done.stdout and "Mb/s, buffer 85000 B" in done.stdout
     assert f"  {emulation.host('h1').IP()} (" in done.stdout and "lag 0" in done.stdout
