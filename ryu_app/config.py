@@ -12,7 +12,7 @@
     bounds:    {mss_bytes: 1448, rto_min_ms: [1, 200], initcwnd: [1, 64], cwnd: [1, 65535]}
     parameters: {formulas: published, queue_target_fraction: 0.25, mss_floor_bytes: 256}
                                                   # or formulas: lossless (otcp-lossless)
-    stability: {delay_step_us: 20, delay_tolerance: 0.5, flow_hold_s: 5.0}
+    stability: {delay_step_us: 20, delay_tolerance: 0.5, flow_hold_s: 5.0, min_flow_packets: 3}
     measurement: {max_link_delay_us: 100, host_rtt_max_age_s: 60}
     log_level: info
     metrics:   null                               # {host: 127.0.0.1, port: 9640}: Prometheus
@@ -128,6 +128,7 @@ class StabilitySection(Strict):
     delay_step_us: number_at_least(0) = 20  # type: ignore[valid-type]
     delay_tolerance: Annotated[float, Field(ge=0, le=10)] = 0.5
     flow_hold_s: number_at_least(0) = 5.0  # type: ignore[valid-type]
+    min_flow_packets: int_range(1, 1_000_000) = 3  # type: ignore[valid-type]
 
 
 class MeasurementSection(Strict):

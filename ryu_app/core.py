@@ -37,6 +37,7 @@ from ryu_app.topology import Host, SwitchPort, Topology
 from wire.limits import GENERATION
 
 ETH_TYPE_LLDP = 0x88CC
+RTT_HIGH_STEP_S = 1e-3
 ETH_TYPE_IPV4 = 0x0800
 # Discovery has settled once this many probe rounds passed without a change;
 # a port that carried a link stays out of host learning for as long.
@@ -168,14 +169,18 @@ class ControllerCore:
         self.host_rtts = HostRtts(measurement["host_rtt_max_age_s"])
         # The hosts' round trips are held still like the links' delays, each bound on its own.
         self.stable_rtt_low = StableDelays(stability["delay_step_us"] * 1e-6, stability["delay_tolerance"])
-        self.stable_rtt_high = StableDelays(stability["delay_step_us"] * 1e-6, stability["delay_tolerance"])
+        # The top of an estimate (minimum + spread) feeds minRTO in whole milliseconds: a coarser grid.
+        self.stable_rtt_high = StableDelays(max(stability["delay_step_us"] * 1e-6, RTT_HIGH_STEP_S),
+                                            stability["delay_tolerance"])
         self.topology = Topology(inventory)
         # Where hosts were before a restart: hints, so the first plans are complete.
         for host in known_hosts:
             self.topology.add_hint(host)
         bound = measurement["max_link_delay_us"]
         self.delays = delay.DelayEstimator(window=delay_window, max_delay_s=None if bound is None else bound * 1e-6)
-        self.flow_counter = FlowCounter()
+        # A pair that sent fewer packets than this in a poll is not a flow: the agents'
+        # round-trip probes (a SYN and its RST) and a ping must not change the windows.
+        self.flow_counter = FlowCounter(stability.get("min_flow_packets", 1))
         self.publications = Publications()
         self.generation = generation
         self.changed_at = now

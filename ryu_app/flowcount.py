@@ -10,7 +10,9 @@ flow on every link of its path (the planner does that part).
 class FlowCounter:
     """Remembers per-switch counters and tells which pairs are active."""
 
-    def __init__(self):
+    def __init__(self, min_packets=1):
+        """min_packets: how many packets a pair must have sent since the previous poll to count as a flow."""
+        self.min_packets = min_packets
         self._counters = {}  # dpid -> {(src_ip, dst_ip): packet_count}
         self._active = {}  # dpid -> set of (src_ip, dst_ip)
 
@@ -22,7 +24,8 @@ class FlowCounter:
         if previous is None:
             self._active[dpid] = set()
             return
-        self._active[dpid] = {pair for pair, packets in current.items() if packets > previous.get(pair, 0)}
+        self._active[dpid] = {pair for pair, packets in current.items()
+                              if packets - previous.get(pair, 0) >= self.min_packets}
 
     def forget_switch(self, dpid):
         """Drop the counters of a switch that went away."""

@@ -44,7 +44,9 @@ def make_controller(tmp_path, clock, **settings):
     """The app with both fake switches connected, the link up and h1, h2, h3 learned."""
     (tmp_path / "secret").write_bytes(b"operations-test-secret-0123456789")
     settings = {"database": "state.db", "intervals": {"probe_s": 1.0, "flow_stats_s": 1.0, "recompute_s": 1.0},
-                "agents": {"port": free_port(), "secret_file": "secret"}, **settings}
+                "agents": {"port": free_port(), "secret_file": "secret"},
+                # h3_sends below adds one packet a poll: that is a flow here.
+                "stability": {"min_flow_packets": 1}, **settings}
     (tmp_path / "controller.yaml").write_text(yaml.safe_dump(settings))
     app.CONFIG = config.load(str(tmp_path / "controller.yaml"))
     try:
@@ -77,7 +79,7 @@ def count(controller, table):
 def test_history_stays_under_the_retention_bound_for_ten_minutes_at_one_second_intervals(tmp_path, clock):
     retention = {"measurements_s": 60, "generations": 10, "prune_interval_s": 10}
     # No flow hold: the pauses below must end flows, so that generations keep coming.
-    controller = make_controller(tmp_path, clock, retention=retention, stability={"flow_hold_s": 0})
+    controller = make_controller(tmp_path, clock, retention=retention, stability={"flow_hold_s": 0, "min_flow_packets": 1})
     packets, generations = 0, set()
     for second in range(600):
         clock.now += 1.0
