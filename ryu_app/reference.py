@@ -40,21 +40,31 @@ class ReferencePlanner:
         rtt = sum(facts[link].delay_s for link in round_trip)
         return rtt, rtt + sum(facts[link].delay_spread_s for link in round_trip)
 
-    def pair(self, src, dst):
-        """(min_rto_s, rto_min_ms, initcwnd, cwnd_clamp) or None if no path."""
+    def _links_of(self, src, dst):
+        """(forward links, round-trip links, the RTT for windows, the RTT for minRTO), or None if no path."""
         path = self.host_path(src, dst)
         if path is None:
             return None
         forward = list(zip(path, path[1:]))
         round_trip = forward + [(v, u) for (u, v) in reversed(forward)]
+        return (forward, round_trip, *self.round_trip(src, dst, round_trip))
+
+    def _sharing(self, src, dst, link):
+        """N_l: the flows on link counting the pair (src, dst) once."""
+        flows = self.flows_on.get(link, 0)
+        return flows if self.fabric.flows.get((src, dst), 0) > 0 else flows + 1
+
+    def pair(self, src, dst):
+        """(min_rto_s, rto_min_ms, initcwnd, cwnd_clamp) or None if no path."""
+        found = self._links_of(src, dst)
+        if found is None:
+            return None
+        forward, round_trip, rtt, rtt_for_rto = found
         facts = self.fabric.links
-        rtt, rtt_for_rto = self.round_trip(src, dst, round_trip)
         queueing = sum(facts[link].buffer_bytes / facts[link].capacity_bytes_per_s for link in round_trip)
-        own = self.fabric.flows.get((src, dst), 0) > 0
         shares, maxima = [], []
         for link in forward:
-            flows = self.flows_on.get(link, 0)
-            sharing = flows if own else flows + 1
+            sharing = self._sharing(src, dst, link)
             shares.append(facts[link].capacity_bytes_per_s / sharing)
             if link[0] not in self.fabric.hosts:
                 maxima.append((facts[link].capacity_bytes_per_s * rtt + facts[link].buffer_bytes) / sharing)
@@ -68,20 +78,16 @@ class ReferencePlanner:
 
     def lossless_pair(self, src, dst):
         """(initcwnd, cwnd_clamp, segment_bytes) by the otcp-lossless formulas, or None if no path."""
-        path = self.host_path(src, dst)
-        if path is None:
+        found = self._links_of(src, dst)
+        if found is None:
             return None
-        forward = list(zip(path, path[1:]))
-        round_trip = forward + [(v, u) for (u, v) in reversed(forward)]
+        forward, _, rtt, _ = found
         facts = self.fabric.links
-        rtt, _ = self.round_trip(src, dst, round_trip)
-        own = self.fabric.flows.get((src, dst), 0) > 0
         windows = []
         for link in forward:
             if link[0] in self.fabric.hosts:
                 continue
-            flows = self.flows_on.get(link, 0)
-            sharing = flows if own else flows + 1
+            sharing = self._sharing(src, dst, link)
             target = facts[link].buffer_bytes * self.lossless.queue_target_fraction
             windows.append((facts[link].capacity_bytes_per_s * rtt + target) / sharing)
         mss = self.bounds.mss_bytes
