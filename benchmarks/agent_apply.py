@@ -65,7 +65,8 @@ def destinations(count):
 
 def param_set(generation, dsts, initcwnd):
     return {"generation": generation, "routes": [
-        {"dst": d, "rto_min_ms": 14, "initcwnd": initcwnd, "cwnd_clamp": 3, "advmss": None, "quickack": True}
+        {"dst": d, "rto_min_ms": 14, "initcwnd": initcwnd, "cwnd_clamp": 3, "advmss": None, "pacing_rate": None,
+         "quickack": True}
         for d in dsts]}
 
 

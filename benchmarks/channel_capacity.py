@@ -85,7 +85,7 @@ def push_to_ack(server, publications, good, pushes, first_generation):
         started = time.perf_counter()
         publications.publish({"10.99.0.1": {"generation": generation, "routes": [
             {"dst": "10.99.0.2/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "advmss": None,
-             "quickack": True}]}})
+             "pacing_rate": None, "quickack": True}]}})
         server.deliver("10.99.0.1")
         message = good.session.open(good.read())
         ack = messages.ack_message(message["set"]["generation"], [], {"mode": "routes", "reason": None})

@@ -112,14 +112,14 @@ def sender_set(bed: Testbed, generation: int, clamp: int, rto_min_ms: int = 10) 
     """The sender's set: its route toward the receiver, clamped, the initial window the clamp."""
     return {"generation": generation, "routes": [
         {"dst": f"{bed.receiver_ip}/32", "rto_min_ms": rto_min_ms, "initcwnd": clamp, "cwnd_clamp": clamp,
-         "advmss": None, "quickack": True}]}
+         "advmss": None, "pacing_rate": None, "quickack": True}]}
 
 
 def receiver_set(bed: Testbed, generation: int, advmss: int) -> dict:
     """The receiver's set: its route toward the sender advertises ``advmss``."""
     return {"generation": generation, "routes": [
         {"dst": f"{bed.sender_ip}/32", "rto_min_ms": 10, "initcwnd": 10, "cwnd_clamp": None,
-         "advmss": advmss, "quickack": True}]}
+         "advmss": advmss, "pacing_rate": None, "quickack": True}]}
 
 
 def measure(rate_mbit: float, buffer_bytes: int, clamp: int, advmss: int, seconds: float,

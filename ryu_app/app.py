@@ -39,6 +39,7 @@ class OTCPController(app_manager.OSKenApp):
         self.core = ControllerCore(
             now=time.time(), probe_interval_s=config["intervals"]["probe_s"], delay_window=config["delay_window"],
             defaults=config["defaults"], bounds=config["bounds"], lossless=config["lossless"],
+            pacing=config["pacing"],
             stability=config["stability"], measurement=config["measurement"], logger=self.logger,
             inventory=inventory.load(config["inventory"]) if config["inventory"] else None,
             known_hosts=self.store.known_hosts(), generation=self.store.last_generation_number())

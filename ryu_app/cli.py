@@ -20,6 +20,7 @@ _TABLE_COLUMNS = (
     ("initcwnd", "initcwnd"),
     ("cwnd_clamp", "cwnd_clamp"),
     ("segment_bytes", "segment_B"),
+    ("pacing_rate", "pacing_Bps"),
     ("rtt_prop_us", "RTTprop_us"),
     ("rtt_source", "rtt_from"),
 )
@@ -48,7 +49,12 @@ def command_plan(args):
     if args.lossless:
         chosen = {"queue_target_fraction": args.queue_target_fraction, "mss_floor_bytes": args.mss_floor}
         lossless = formulas.Lossless(**{key: value for key, value in chosen.items() if value is not None})
-    plan = planner.Plan(inv.fabric(), formulas.Bounds(mss_bytes=inv.mss_bytes), lossless)
+    if args.pacing_headroom is not None and not args.pacing:
+        raise ValueError("--pacing-headroom needs --pacing")
+    pacing = None
+    if args.pacing:
+        pacing = formulas.Pacing() if args.pacing_headroom is None else formulas.Pacing(args.pacing_headroom)
+    plan = planner.Plan(inv.fabric(), formulas.Bounds(mss_bytes=inv.mss_bytes), lossless, pacing)
     for src, dst in plan.unreachable:
         print(f"otcp-controller plan: no path from {src} to {dst}; pair left out", file=sys.stderr)
     if args.json:
@@ -189,6 +195,10 @@ def build_parser():
                       help="otcp-lossless: the standing queue per switch egress, as a share of its buffer")
     plan.add_argument("--mss-floor", type=int, metavar="BYTES",
                       help="otcp-lossless: the smallest segment payload a path may get")
+    plan.add_argument("--pacing", action="store_true",
+                      help="otcp-paced: each pair also gets a pacing rate, its fair share at the bottleneck")
+    plan.add_argument("--pacing-headroom", type=float, metavar="H",
+                      help="otcp-paced: the rate is the fair share x (1 + H), 0 <= H <= 1 (default 0.05)")
     plan.set_defaults(handler=command_plan)
     show = commands.add_parser("show", help="print the last parameters a controller stored")
     show.add_argument("--database", required=True, help="the controller's SQLite file")

@@ -10,8 +10,11 @@
     delay_window: 10                              # probe samples kept per link
     defaults:  {capacity_mbps: 1000, buffer_bytes: 131072, host_link_delay_us: 10}
     bounds:    {mss_bytes: 1448, rto_min_ms: [1, 200], initcwnd: [1, 64], cwnd: [1, 65535]}
-    parameters: {formulas: published, queue_target_fraction: 0.25, mss_floor_bytes: 256}
-                                                  # or formulas: lossless (otcp-lossless)
+    parameters: {formulas: published, queue_target_fraction: 0.25, mss_floor_bytes: 256,
+                 pacing: false, pacing_headroom: 0.05}
+                                                  # or formulas: lossless (otcp-lossless);
+                                                  # pacing: true adds each pair's fair-share
+                                                  # pacing rate (otcp-paced)
     stability: {delay_step_us: 20, delay_tolerance: 0.5, flow_hold_s: 5.0, min_flow_packets: 3}
     measurement: {max_link_delay_us: 100, host_rtt_max_age_s: 60}
     log_level: info
@@ -31,7 +34,7 @@ from pydantic import Field
 
 import validation
 from ryu_app import formulas
-from ryu_app.formulas import Bounds, Lossless
+from ryu_app.formulas import Bounds, Lossless, Pacing
 from validation import Strict, int_range, number_at_least, positive_number
 from wire.limits import CWND_CLAMP, INITCWND, RTO_MIN_MS
 
@@ -115,11 +118,14 @@ class BoundsSection(Strict):
 
 
 class ParametersSection(Strict):
-    """Which formulas the controller evaluates: the published ones, or otcp-lossless's."""
+    """Which formulas the controller evaluates: the published ones, or otcp-lossless's;
+    and whether each route also carries a fair-share pacing rate (otcp-paced), with which headroom."""
 
     formulas: Literal["published", "lossless"] = "published"
     queue_target_fraction: Annotated[float, Field(gt=0, le=1)] = Lossless.queue_target_fraction
     mss_floor_bytes: int_range(64, 65535) = Lossless.mss_floor_bytes  # type: ignore[valid-type]
+    pacing: bool = False
+    pacing_headroom: Annotated[float, Field(ge=0, le=1)] = Pacing.headroom
 
 
 class StabilitySection(Strict):
@@ -185,6 +191,7 @@ def validate(document: Any, path: str = "<config>") -> dict:
         parameters = config["parameters"]
         config["lossless"] = (Lossless(parameters["queue_target_fraction"], parameters["mss_floor_bytes"])
                               if parameters["formulas"] == "lossless" else None)
+        config["pacing"] = Pacing(parameters["pacing_headroom"]) if parameters["pacing"] else None
     except validation.ValidationError as error:
         raise ConfigError(f"{path}: {error}") from None
     base = os.path.dirname(os.path.abspath(path)) if path != "<config>" else os.getcwd()

@@ -150,6 +150,7 @@ class ControllerCore:
         defaults: dict,
         bounds: formulas.Bounds,
         lossless: formulas.Lossless | None = None,
+        pacing: formulas.Pacing | None = None,
         stability: dict | None = None,
         measurement: dict | None = None,
         inventory: Any = None,
@@ -162,6 +163,7 @@ class ControllerCore:
         self.defaults = defaults
         self.bounds = bounds
         self.lossless = lossless
+        self.pacing = pacing
         stability = stability or {"delay_step_us": 0, "delay_tolerance": 0.0, "flow_hold_s": 0.0}
         measurement = measurement or {"max_link_delay_us": None, "host_rtt_max_age_s": 60.0}
         self.stable_delays = StableDelays(stability["delay_step_us"] * 1e-6, stability["delay_tolerance"])
@@ -458,7 +460,7 @@ class ControllerCore:
         flows = self.held_flows.update(now, self.flow_counter.active_pairs())
         fabric, delay_sources = self.topology.fabric(link_delays, flows, self.defaults, self.delays.spreads(),
                                                      self._stable_host_rtts(now))
-        self._last_plan = Plan(fabric, self.bounds, self.lossless, previous=self._last_plan)
+        self._last_plan = Plan(fabric, self.bounds, self.lossless, self.pacing, previous=self._last_plan)
         return self._last_plan, delay_sources
 
     def rtt_report(self, now: float, host_ip: str, samples: list) -> Actions:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wire.limits import PACING_RATE
+
 #: Defaults, defined here once: the segment size, and the facts of a link
 #: neither the inventory nor a measurement describes.
 DEFAULT_MSS_BYTES = 1448
@@ -65,6 +67,19 @@ class Lossless:
             raise ValueError(f"queue_target_fraction must be in (0, 1], got {self.queue_target_fraction}")
         if not 64 <= self.mss_floor_bytes:
             raise ValueError(f"mss_floor_bytes must be at least 64, got {self.mss_floor_bytes}")
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """The otcp-paced setting (docs/design.md, "Pacing"): how far above the
+    fair share at the path's bottleneck each flow may be paced, as a fraction."""
+
+    headroom: float = 0.05
+
+    def __post_init__(self):
+        if isinstance(self.headroom, bool) or not isinstance(self.headroom, int | float) \
+                or not 0 <= self.headroom <= 1:
+            raise ValueError(f"pacing headroom must be a number in [0, 1], got {self.headroom!r}")
 
 
 def capacity_bytes_per_s(capacity_mbps):
@@ -176,6 +191,31 @@ def advmss_bytes(segment, bounds=Bounds()):
     when the segment is the configured MSS (the kernel's own choice stands)."""
     segment = int(segment)
     return None if segment >= bounds.mss_bytes else segment + TIMESTAMP_OPTION_BYTES
+
+
+#: The largest pacing rate a route may carry (bytes/s): what SO_MAX_PACING_RATE
+#: takes from BPF (wire.limits.PACING_RATE; otcp_bpf.sockops.MAX_PACING_RATE).
+MAX_PACING_RATE_BYTES_PER_S = PACING_RATE[1]
+
+
+def pacing_rate_bytes_per_s(fair_share_bytes_per_s, pacing=Pacing()):
+    """otcp-paced: each flow paced at its fair share of the path's bottleneck, plus headroom.
+
+    fair_share_bytes_per_s is ``min over the path's links l of cap_l / N_l``,
+    the same share the initial window uses: N_l flows (this one counted) on
+    a link of capacity cap_l each get cap_l / N_l if it is split evenly, and
+    a flow can go no faster than its share at the tightest link of its path.
+    The rate is that times (1 + headroom), in whole bytes/s (rounded down:
+    the larger rate is the side that queues), at least 1 and at most
+    MAX_PACING_RATE_BYTES_PER_S. The headroom keeps the N paced flows' sum
+    just above the link's capacity, so the bottleneck stays busy when a
+    pacer runs a little slow; what the sum adds beyond the capacity stands
+    in the queue, bounded there by the window clamp.
+    """
+    rate = np.asarray(fair_share_bytes_per_s, dtype=float) * (1 + pacing.headroom)
+    # Shares are around 1e6..1e10 bytes/s: a float product lands a few ulps (< 1e-5) beside a whole number.
+    whole = np.floor(np.minimum(rate, MAX_PACING_RATE_BYTES_PER_S) + 1e-6)
+    return np.clip(whole, PACING_RATE[0], MAX_PACING_RATE_BYTES_PER_S).astype(np.int64)
 
 
 def seconds_to_us(seconds):

@@ -23,8 +23,8 @@ HOST = DELAY_SOURCES.index("host")
 # Elements per gathered (sources x destinations x links) array in one block.
 _BLOCK_ELEMENTS = 1 << 21
 # The per-pair arrays of a Plan, in the order _evaluate_block returns them.
-_PAIR_ARRAYS = ("src", "dst", "min_rto_s", "rto_min_ms", "initcwnd", "cwnd_clamp", "segment", "rtt_prop_s",
-                "rtt_spread_s", "rtt_source")
+_PAIR_ARRAYS = ("src", "dst", "min_rto_s", "rto_min_ms", "initcwnd", "cwnd_clamp", "segment", "pacing_rate",
+                "rtt_prop_s", "rtt_spread_s", "rtt_source")
 
 
 def _differs(new, old, src, dst):
@@ -98,7 +98,8 @@ class Plan:
     """The parameters for every reachable ordered host pair of a fabric.
 
     Arrays are aligned: pair k goes from hosts[src[k]] to hosts[dst[k]].
-    cwnd_clamp 0 means "no clamp" (a path with no switch buffer).
+    cwnd_clamp 0 means "no clamp" (a path with no switch buffer); pacing_rate
+    0 means "not paced" (pacing off).
     """
 
     # Per pair, set by _evaluate.
@@ -109,13 +110,15 @@ class Plan:
     initcwnd: np.ndarray
     cwnd_clamp: np.ndarray
     segment: np.ndarray  # payload bytes per segment on the pair's data path
+    pacing_rate: np.ndarray  # bytes/s, 0: not paced
     rtt_prop_s: np.ndarray  # the round trip the windows were sized with
     rtt_spread_s: np.ndarray  # how unsure it is
     rtt_source: np.ndarray  # index into DELAY_SOURCES
 
     def __init__(self, fabric, bounds=formulas.Bounds(), lossless: formulas.Lossless | None = None,
-                 previous: "Plan | None" = None):
-        """Plan every pair; with lossless, by the otcp-lossless formulas, else the published ones.
+                 pacing: formulas.Pacing | None = None, previous: "Plan | None" = None):
+        """Plan every pair; with lossless, by the otcp-lossless formulas, else the published ones;
+        with pacing, each pair also gets its fair-share pacing rate (otcp-paced).
 
         With previous (the plan of the same fabric a moment ago), only the
         pairs whose inputs changed are evaluated again: a moved path (either
@@ -128,6 +131,7 @@ class Plan:
         self.fabric = fabric
         self.bounds = bounds
         self.lossless = lossless
+        self.pacing = pacing
         self.hosts = sorted(fabric.hosts)
         self.host_index = {name: i for i, name in enumerate(self.hosts)}
         self.attachment = fabric.attachments()
@@ -224,6 +228,7 @@ class Plan:
         if (previous is None or previous.hosts != self.hosts or previous.fabric.hosts != self.fabric.hosts
                 or previous.attachment != self.attachment or previous.switch_paths.switches != sp.switches
                 or previous.bounds != self.bounds or previous.lossless != self.lossless
+                or previous.pacing != self.pacing
                 or not np.array_equal(previous.switch_paths.hops >= 0, sp.hops >= 0)):
             return False
         width = max(previous.switch_paths.node_matrix.shape[-1], sp.node_matrix.shape[-1])
@@ -248,7 +253,7 @@ class Plan:
                 getattr(self, name)[redo] = values
         self._finish()
         changed = ((self.rto_min_ms != previous.rto_min_ms) | (self.initcwnd != previous.initcwnd)
-                   | (self.cwnd_clamp != previous.cwnd_clamp))
+                   | (self.cwnd_clamp != previous.cwnd_clamp) | (self.pacing_rate != previous.pacing_rate))
         moved_segment = self.segment != previous.segment
         stale = {self.hosts[i] for i in np.union1d(src[changed], dst[moved_segment])}  # advmss is set toward dst
         self._previous_sets = {host: routes for host, routes in (previous._route_sets or {}).items()
@@ -290,7 +295,10 @@ class Plan:
             segment = formulas.segment_bytes(window, self.bounds, self.lossless)
             cwnd = formulas.lossless_cwnd_segments(window, segment, self.bounds)
             initcwnd = formulas.lossless_initcwnd_segments(cwnd, initcwnd, self.bounds)
-        return min_rto, formulas.rto_min_ms(min_rto, self.bounds), initcwnd, cwnd, segment, rtt, spread, source
+        pacing = (np.zeros(len(src), dtype=np.int64) if self.pacing is None
+                  else formulas.pacing_rate_bytes_per_s(fair_share, self.pacing))
+        return (min_rto, formulas.rto_min_ms(min_rto, self.bounds), initcwnd, cwnd, segment, pacing, rtt, spread,
+                source)
 
     def _round_trips(self, src, dst, round_trip):
         """RTT_prop for the windows, its spread and source, and the RTT for minRTO, per pair.
@@ -341,6 +349,7 @@ class Plan:
             "initcwnd": int(self.initcwnd[k]),
             "cwnd_clamp": clamp or None,
             "segment_bytes": int(self.segment[k]),
+            "pacing_rate": int(self.pacing_rate[k]) or None,
             "rtt_prop_us": formulas.seconds_to_us(self.rtt_prop_s[k]),
             "rtt_spread_us": formulas.seconds_to_us(self.rtt_spread_s[k]),
             "rtt_source": DELAY_SOURCES[int(self.rtt_source[k])],
@@ -355,16 +364,17 @@ class Plan:
         attach = self._attach.tolist()
         columns = zip(self.src.tolist(), self.dst.tolist(), np.round(self.min_rto_s * 1e6, 3).tolist(),
                       self.rto_min_ms.tolist(), self.initcwnd.tolist(), self.cwnd_clamp.tolist(),
-                      self.segment.tolist(), np.round(self.rtt_prop_s * 1e6, 3).tolist(),
+                      self.segment.tolist(), self.pacing_rate.tolist(), np.round(self.rtt_prop_s * 1e6, 3).tolist(),
                       np.round(self.rtt_spread_s * 1e6, 3).tolist(), self.rtt_source.tolist())
-        for s, d, min_rto_us, rto_min_ms, initcwnd, clamp, segment, rtt_us, spread_us, source in columns:
+        for s, d, min_rto_us, rto_min_ms, initcwnd, clamp, segment, pacing, rtt_us, spread_us, source in columns:
             key = (attach[s], attach[d])
             middle = middles.get(key)
             if middle is None:
                 middle = middles[key] = self.switch_paths.path(self.attachment[hosts[s]], self.attachment[hosts[d]])
             yield {"src": hosts[s], "dst": hosts[d], "dst_ip": ips[hosts[d]], "hops": [hosts[s], *middle, hosts[d]],
                    "min_rto_us": min_rto_us, "rto_min_ms": rto_min_ms, "initcwnd": initcwnd,
-                   "cwnd_clamp": clamp or None, "segment_bytes": segment, "rtt_prop_us": rtt_us,
+                   "cwnd_clamp": clamp or None, "segment_bytes": segment, "pacing_rate": pacing or None,
+                   "rtt_prop_us": rtt_us,
                    "rtt_spread_us": spread_us, "rtt_source": DELAY_SOURCES[source], "quickack": True}
 
     def routes_for(self, host: str) -> list[dict]:
@@ -382,6 +392,7 @@ class Plan:
                     "initcwnd": int(self.initcwnd[k]),
                     "cwnd_clamp": clamp or None,
                     "advmss": formulas.advmss_bytes(self._segment_toward[self.dst[k], source], self.bounds),
+                    "pacing_rate": int(self.pacing_rate[k]) or None,
                     "quickack": True,
                 }
             )
@@ -399,13 +410,20 @@ class Plan:
         pairs = np.isin(self.src, sources)
         segment = self._segment_toward[self.dst[pairs], self.src[pairs]]
         advmss = np.where(segment >= self.bounds.mss_bytes, 0, segment + formulas.TIMESTAMP_OPTION_BYTES)
-        # One integer per parameter tuple: rto_min_ms < 2^11, initcwnd < 2^9, clamp and advmss < 2^17.
-        keys = ((self.rto_min_ms[pairs].astype(np.int64) << 43) | (self.initcwnd[pairs].astype(np.int64) << 34)
-                | (self.cwnd_clamp[pairs].astype(np.int64) << 17) | advmss.astype(np.int64))
-        values, label = np.unique(keys, return_inverse=True)
+        # One integer per window tuple: rto_min_ms < 2^11, initcwnd < 2^9, clamp and advmss < 2^17.
+        windows = ((self.rto_min_ms[pairs].astype(np.int64) << 43) | (self.initcwnd[pairs].astype(np.int64) << 34)
+                   | (self.cwnd_clamp[pairs].astype(np.int64) << 17) | advmss.astype(np.int64))
+        # The pacing rate (< 2^32) does not fit beside them: number the distinct window tuples and the
+        # distinct rates, and key each pair by the two numbers (unique: rate_number < len(rates)).
+        window_values, window_number = np.unique(windows, return_inverse=True)
+        rate_values, rate_number = np.unique(self.pacing_rate[pairs], return_inverse=True)
+        combined, label = np.unique(window_number.reshape(-1) * len(rate_values) + rate_number.reshape(-1),
+                                    return_inverse=True)
+        label = label.reshape(-1)
         params = [{"rto_min_ms": int(v >> 43), "initcwnd": int(v >> 34 & 0x1FF),
                    "cwnd_clamp": int(v >> 17 & 0x1FFFF) or None, "advmss": int(v & 0x1FFFF) or None,
-                   "quickack": True} for v in values]
+                   "pacing_rate": int(rate_values[c % len(rate_values)]) or None, "quickack": True}
+                  for c in combined.tolist() for v in (int(window_values[c // len(rate_values)]),)]
         sets: dict[str, list[dict]] = {self.hosts[i]: [] for i in sources}
         for family in (False, True):  # IPv4, then IPv6
             members = [i for i, host in enumerate(self.hosts) if (":" in self.fabric.hosts[host]) == family]

@@ -13,10 +13,11 @@ from ryu_app.paths import SwitchPaths
 class ReferencePlanner:
     """Per-pair evaluation over the same forwarding paths the planner uses."""
 
-    def __init__(self, fabric, bounds=formulas.Bounds(), lossless=formulas.Lossless()):
+    def __init__(self, fabric, bounds=formulas.Bounds(), lossless=formulas.Lossless(), pacing=formulas.Pacing()):
         self.fabric = fabric
         self.bounds = bounds
         self.lossless = lossless
+        self.pacing = pacing
         self.switch_paths = SwitchPaths(fabric.switches, fabric.switch_links())
         self.attachment = fabric.attachments()
         self.flows_on = {}
@@ -101,3 +102,14 @@ class ReferencePlanner:
         cwnd = max(self.bounds.cwnd_low, min(self.bounds.cwnd_high, frames))
         initcwnd = max(self.bounds.initcwnd_low, min(self.bounds.initcwnd_high, cwnd))
         return initcwnd, cwnd, segment
+
+    def pacing_rate(self, src, dst):
+        """otcp-paced: the fair share at the path's bottleneck, min over its links of cap_l / N_l,
+        times (1 + headroom), in whole bytes/s within 1..MAX_PACING_RATE_BYTES_PER_S; None if no path."""
+        found = self._links_of(src, dst)
+        if found is None:
+            return None
+        facts = self.fabric.links
+        share = min(facts[link].capacity_bytes_per_s / self._sharing(src, dst, link) for link in found[0])
+        rate = math.floor(min(share * (1 + self.pacing.headroom), formulas.MAX_PACING_RATE_BYTES_PER_S) + 1e-6)
+        return max(1, min(formulas.MAX_PACING_RATE_BYTES_PER_S, rate))

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from benchmarks.plan_scale import fat_tree_fabric
+from ryu_app import formulas
 from ryu_app.aggregate import PrefixTrie, aggregate
 from ryu_app.fabric import Fabric
 from ryu_app.planner import Plan
@@ -61,6 +62,21 @@ def test_random_fabrics_with_flows_and_mixed_families_keep_every_destinations_pa
     rng = random.Random(seed)
     plan = Plan(random_fabric(rng, hosts=40, switches=8, ipv6=seed % 2 == 1))
     assert_same_as_host_routes(plan)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pacing_rates_are_kept_apart_by_aggregation(seed):
+    """With otcp-paced, routes alike in every window but the pacing rate are not merged, and
+    every destination keeps its rate (the key is no longer one packed integer)."""
+    rng = random.Random(100 + seed)
+    fabric = random_fabric(rng, hosts=40, switches=8, ipv6=seed % 2 == 1)
+    plan = Plan(fabric, formulas.Bounds(), formulas.Lossless() if seed % 2 else None, formulas.Pacing(0.05))
+    sets = assert_same_as_host_routes(plan)
+    rates = {r["pacing_rate"] for routes in sets.values() for r in routes}
+    assert None not in rates and len(rates) > 1
+    # The same windows without pacing need no more routes than with it.
+    unpaced = Plan(fabric, formulas.Bounds(), formulas.Lossless() if seed % 2 else None).route_sets()
+    assert sum(map(len, unpaced.values())) <= sum(map(len, sets.values()))
 
 
 def test_more_than_64_labels_and_dont_care_addresses():

@@ -419,7 +419,7 @@ def test_an_agent_absurdly_far_ahead_is_not_followed(caplog):
 def test_publications_keep_only_valid_sets_and_tell_what_changed():
     publications = Publications()
     route = {"dst": "10.0.0.2/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": None, "advmss": None,
-             "quickack": True}
+             "pacing_rate": None, "quickack": True}
     publications.publish({"10.0.0.1": {"generation": 1, "routes": [route]}})
     assert not publications.changed("10.0.0.1", [route])
     assert publications.changed("10.0.0.1", [{**route, "initcwnd": 2}])

@@ -4,10 +4,10 @@ flow counting, topology, forwarding messages, configuration and state."""
 import types
 
 import pytest
-from helpers import write_inventory
+from helpers import star, write_inventory
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
-from ryu_app import arp, config, delay, forwarding, store
+from ryu_app import arp, config, delay, formulas, forwarding, inventory, store
 from ryu_app.flowcount import FlowCounter
 from ryu_app.planner import Plan
 from ryu_app.topology import Host, Topology
@@ -305,6 +305,19 @@ def test_config_defaults_and_relative_paths(tmp_path):
     assert loaded["database"] == str(tmp_path / "state.db")
     assert loaded["intervals"]["probe_s"] == 1.0
     assert loaded["bounds"].rto_min_ms_high == 200
+    assert loaded["pacing"] is None and loaded["lossless"] is None
+
+
+@pytest.mark.parametrize("text, pacing", [
+    ("parameters: {pacing: true}\n", formulas.Pacing(0.05)),
+    ("parameters: {formulas: lossless, pacing: true, pacing_headroom: 0}\n", formulas.Pacing(0.0)),
+    ("parameters: {pacing: true, pacing_headroom: 1}\n", formulas.Pacing(1.0)),
+    ("parameters: {pacing: false, pacing_headroom: 0.2}\n", None),
+])
+def test_config_pacing(tmp_path, text, pacing):
+    path = tmp_path / "controller.yaml"
+    path.write_text(text)
+    assert config.load(str(path))["pacing"] == pacing
 
 
 @pytest.mark.parametrize(
@@ -321,6 +334,14 @@ def test_config_defaults_and_relative_paths(tmp_path):
         ("inventory: nowhere.yaml\n", "nowhere.yaml: no such file"),
         ("colour: blue\n", "colour: unknown key"),
         ("log_level: loud\n", "log_level: \"loud\" is not one of"),
+        ("parameters: {pacing: 1}\n", "parameters.pacing: 1 is not true or false"),
+        ("parameters: {pacing: fair-share}\n", "parameters.pacing: \"fair-share\" is not true or false"),
+        ("parameters: {pacing: true, pacing_headroom: .nan}\n", "parameters.pacing_headroom: NaN is not a finite"),
+        ("parameters: {pacing: true, pacing_headroom: .inf}\n", "parameters.pacing_headroom: Infinity is not a"),
+        ("parameters: {pacing: true, pacing_headroom: true}\n", "parameters.pacing_headroom: true is not a number"),
+        ("parameters: {pacing: true, pacing_headroom: -0.01}\n", "parameters.pacing_headroom: -0.01 is below"),
+        ("parameters: {pacing: true, pacing_headroom: 1.5}\n", "parameters.pacing_headroom: 1.5 is above"),
+        ("parameters: {pacing: true, pacing_headroom: \"0.1\"}\n", "parameters.pacing_headroom: \"0.1\" is not a"),
     ],
 )
 def test_config_errors_name_the_key(tmp_path, text, message):
@@ -338,7 +359,7 @@ def test_store_keeps_generations_and_numbers_them_on(tmp_path):
     record = {
         "src": "h1", "dst": "h2", "dst_ip": "10.0.0.2", "hops": ["h1", "s1", "h2"], "min_rto_us": 13700.0,
         "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "quickack": True, "segment_bytes": 1448,
-        "rtt_prop_us": 100.0, "rtt_spread_us": 0.0, "rtt_source": "inventory",
+        "rtt_prop_us": 100.0, "rtt_spread_us": 0.0, "rtt_source": "inventory", "pacing_rate": 3281250,
     }
     state.save_generation(store.Generation(1, [record], [], {}))
     state.save_generation(store.Generation(2, [{**record, "cwnd_clamp": None}], [], {}))
@@ -390,4 +411,16 @@ def test_a_database_of_the_first_version_gets_the_new_columns(tmp_path):
     old.close()
     store.Store(path).close()
     columns = [row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(parameters)")]
-    assert columns[-4:] == ["segment_bytes", "rtt_prop_us", "rtt_spread_us", "rtt_source"]
+    assert columns[-5:] == ["segment_bytes", "rtt_prop_us", "rtt_spread_us", "rtt_source", "pacing_rate"]
+
+
+def test_a_generation_keeps_its_pacing_rates(tmp_path):
+    document = star(3)
+    fabric = inventory.parse(document).fabric()
+    plan = Plan(fabric, formulas.Bounds(), formulas.Lossless(), formulas.Pacing(0.05))
+    state = store.Store(str(tmp_path / "paced.db"))
+    state.save_generation(store.Generation(1, list(plan.records()), [], {}))
+    _, _, records = state.latest_generation()
+    state.close()
+    assert records and {r["pacing_rate"] for r in records} == {r["pacing_rate"] for r in plan.records()}
+    assert all(isinstance(r["pacing_rate"], int) and r["pacing_rate"] > 0 for r in records)

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 from helpers import star
 
@@ -151,7 +152,8 @@ def test_routes_for_one_host():
     plan = plan_of(star(2))
     routes = plan.routes_for("h2")
     assert [r["dst"] for r in routes] == ["10.0.0.1/32", "10.0.0.3/32"]
-    assert set(routes[0]) == {"dst", "rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "quickack"}
+    assert set(routes[0]) == {"dst", "rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "pacing_rate",
+                              "quickack"}
     assert routes[0]["advmss"] is None  # the published formulas keep the configured MSS
 
 
@@ -209,3 +211,59 @@ def test_segment_and_window_functions_on_their_edges():
     assert formulas.lossless_initcwnd_segments(0, 7, bounds).tolist() == 7  # nothing clamps: published iw
     assert formulas.lossless_initcwnd_segments(100, 7, bounds).tolist() == 64  # bounded by initcwnd_high
     assert formulas.advmss_bytes(1448, bounds) is None and formulas.advmss_bytes(500, bounds) == 512
+
+
+# -- otcp-paced: the fair-share pacing rate ----------------------------------------------
+
+
+def paced_plan_of(document, headroom=0.05, lossless=True):
+    inv = inventory.parse(document)
+    return Plan(inv.fabric(), formulas.Bounds(mss_bytes=inv.mss_bytes), formulas.Lossless() if lossless else None,
+                formulas.Pacing(headroom))
+
+
+def test_pacing_rate_is_the_fair_share_at_the_bottleneck_plus_headroom():
+    # Star, 100 Mb/s = 12.5e6 B/s everywhere. 4 senders -> h1: s1 -> h1 carries N = 4 flows, each sender's own
+    # uplink 1: the bottleneck share is 12.5e6 / 4 = 3 125 000 B/s; x 1.05 = 3 281 250 B/s.
+    plan = paced_plan_of(star(4))
+    assert pair(plan, "h2", "h1")["pacing_rate"] == 3_281_250
+    # 16 senders: 12.5e6 / 16 = 781 250; x 1.05 = 820 312.5 -> 820 312 (rounded down).
+    assert pair(paced_plan_of(star(16)), "h2", "h1")["pacing_rate"] == 820_312
+    # Headroom 0: exactly the share; the published formulas pace the same way.
+    assert pair(paced_plan_of(star(16), headroom=0, lossless=False), "h2", "h1")["pacing_rate"] == 781_250
+    # h1 -> h2 is not active: N = 0 + 1 on both its links, the whole link: 12.5e6 x 1.05.
+    assert pair(plan, "h1", "h2")["pacing_rate"] == 13_125_000
+    # Three senders: 12.5e6 / 3 x 1.05 = 4 375 000 exactly, not a hair below.
+    assert pair(paced_plan_of(star(3)), "h2", "h1")["pacing_rate"] == 4_375_000
+
+
+def test_pacing_rate_takes_the_tightest_link_of_the_path():
+    # h1 -1000-> s1 -100-> s2 -1000-> h2 with 2 flows h3 -> h2 on s1 -> s2 too: s1 -> s2 has N = 3,
+    # 12.5e6 / 3 = 4 166 666.67 beats 125e6 / 3 on s2 -> h2 and 125e6 / 1 on h1 -> s1; x 1.1 = 4 583 333.
+    fast = {"capacity_mbps": 1000, "delay_us": 10, "buffer_bytes": 85000}
+    document = {
+        "switches": ["s1", "s2"],
+        "hosts": {"h1": {"ip": "10.0.0.1"}, "h2": {"ip": "10.0.0.2"}, "h3": {"ip": "10.0.0.3"}},
+        "links": [{"a": "h1", "b": "s1", **fast}, {"a": "h3", "b": "s1", **fast},
+                  {"a": "s1", "b": "s2", **fast, "capacity_mbps": 100}, {"a": "s2", "b": "h2", **fast}],
+        "flows": [{"src": "h3", "dst": "h2", "count": 2}],
+    }
+    plan = paced_plan_of(document, headroom=0.1)
+    assert pair(plan, "h1", "h2")["pacing_rate"] == 4_583_333
+    # The route toward h2 carries it; without pacing the field is null.
+    assert next(r for r in plan.routes_for("h1") if r["dst"] == "10.0.0.2/32")["pacing_rate"] == 4_583_333
+    assert all(r["pacing_rate"] is None for r in plan_of(document).routes_for("h1"))
+    assert pair(plan_of(document), "h1", "h2")["pacing_rate"] is None
+
+
+def test_pacing_rate_function_rounds_down_and_caps():
+    rates = formulas.pacing_rate_bytes_per_s(np.array([1e6, 1e6 / 3, 0.1, 5e9, math.inf]), formulas.Pacing(0.5))
+    assert rates.tolist() == [1_500_000, 500_000, 1, 2**32 - 2, 2**32 - 2]
+    assert formulas.pacing_rate_bytes_per_s(12.5e6 / 4).tolist() == 3_281_250  # the default headroom is 5 %
+    assert formulas.MAX_PACING_RATE_BYTES_PER_S == 2**32 - 2
+
+
+@pytest.mark.parametrize("headroom", [-0.01, 1.01, math.nan, math.inf, True, "0.1"])
+def test_pacing_headroom_is_a_number_in_0_1(headroom):
+    with pytest.raises(ValueError, match="pacing headroom"):
+        formulas.Pacing(headroom)

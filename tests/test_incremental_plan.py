@@ -9,6 +9,7 @@ import pytest
 from test_aggregate import random_fabric
 
 from benchmarks.plan_scale import fat_tree_fabric
+from ryu_app import formulas
 from ryu_app.fabric import Fabric, LinkFacts
 from ryu_app.planner import _PAIR_ARRAYS, Plan
 from ryu_app.rtt import PairRtt
@@ -54,6 +55,24 @@ def test_random_changes_replan_like_a_full_plan(seed):
         a, b = rng.sample(sorted(after.hosts), 2)
         after.host_rtts = {(a, b): PairRtt(2e-4, 3e-4, "tcp")}
     assert_same(Plan(after, previous=before), Plan(after))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_flows_coming_and_going_replan_the_pacing_rates_like_a_full_plan(seed):
+    """otcp-paced: a flow's arrival or departure moves the rates of the pairs sharing its links."""
+    rng = random.Random(50 + seed)
+    fabric = random_fabric(rng, hosts=30, switches=8, ipv6=seed % 2 == 1)
+    pacing, lossless = formulas.Pacing(0.05), formulas.Lossless()
+    before = Plan(fabric, formulas.Bounds(), lossless, pacing)
+    before.route_sets()
+    after = copy.deepcopy(fabric)
+    after.flows = {tuple(rng.sample(sorted(after.hosts), 2)): rng.randint(1, 4) for _ in range(12)}
+    incremental = Plan(after, formulas.Bounds(), lossless, pacing, previous=before)
+    assert_same(incremental, Plan(after, formulas.Bounds(), lossless, pacing))
+    assert not np.array_equal(incremental.pacing_rate, before.pacing_rate)
+    # Another headroom is another plan altogether, never a copy of the previous one's rates.
+    other = Plan(after, formulas.Bounds(), lossless, formulas.Pacing(0.1), previous=incremental)
+    assert_same(other, Plan(after, formulas.Bounds(), lossless, formulas.Pacing(0.1)))
 
 
 def test_a_failed_core_link_reevaluates_only_the_pairs_it_touches_and_keeps_other_sets():

@@ -25,7 +25,7 @@ def test_json_output_has_every_ordered_pair(tmp_path, capsys):
     assert len(paths) == 4 * 3
     h2_h1 = next(p for p in paths if (p["src"], p["dst"]) == ("h2", "h1"))
     assert set(h2_h1) == {"src", "dst", "dst_ip", "hops", "min_rto_us", "rto_min_ms", "initcwnd", "cwnd_clamp",
-                          "segment_bytes", "rtt_prop_us", "rtt_spread_us", "rtt_source", "quickack"}
+                          "segment_bytes", "pacing_rate", "rtt_prop_us", "rtt_spread_us", "rtt_source", "quickack"}
     assert (h2_h1["rtt_prop_us"], h2_h1["rtt_source"]) == (100.0, "inventory")
     assert h2_h1["dst_ip"] == "10.0.0.1" and h2_h1["rto_min_ms"] == 14
 
@@ -35,7 +35,7 @@ def test_table_output(tmp_path, capsys):
     lines = out.splitlines()
     assert status == 0
     assert lines[0].split() == ["src", "dst", "dst_ip", "minRTO_us", "rto_min_ms", "initcwnd", "cwnd_clamp", "segment_B",
-                                 "RTTprop_us", "rtt_from", "path"]
+                                 "pacing_Bps", "RTTprop_us", "rtt_from", "path"]
     assert len(lines) == 1 + 3 * 2
     assert any(line.split()[:2] == ["h2", "h1"] and line.endswith("h2 s1 h1") for line in lines)
 
@@ -148,7 +148,7 @@ def test_show_prints_the_last_generation_its_inputs_and_acks(tmp_path, capsys):
     record = {
         "src": "h2", "dst": "h1", "dst_ip": "10.0.0.1", "hops": ["h2", "s1", "h1"], "min_rto_us": 13700.0,
         "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "quickack": True, "segment_bytes": 1448,
-        "rtt_prop_us": 100.0, "rtt_spread_us": 0.0, "rtt_source": "inventory",
+        "rtt_prop_us": 100.0, "rtt_spread_us": 0.0, "rtt_source": "inventory", "pacing_rate": None,
     }
     link = store.LinkMeasurement("s1", "h1", 25e-6, "measured", 4, 12.5e6, 85000.0, 16)
     state.save_generation(store.Generation(3, [record], [link], {("h2", "h1"): 1}))
@@ -183,6 +183,29 @@ def test_plan_shows_the_lossless_fields(tmp_path, capsys):
     assert (h2_h1["segment_bytes"], h2_h1["cwnd_clamp"], h2_h1["initcwnd"]) == (1340, 1, 1)
     status, out, _ = run_plan(capsys, path, "--lossless")
     assert "segment_B" in out.splitlines()[0]
+
+
+def test_plan_shows_the_pacing_rate(tmp_path, capsys):
+    path = write_inventory(tmp_path, star(4))
+    status, out, _ = run_plan(capsys, path, "--lossless", "--pacing", "--json")
+    assert status == 0
+    h2_h1 = next(p for p in json.loads(out)["paths"] if (p["src"], p["dst"]) == ("h2", "h1"))
+    assert h2_h1["pacing_rate"] == 3_281_250  # 12.5e6 B/s / 4 flows x 1.05
+    status, out, _ = run_plan(capsys, path, "--pacing", "--pacing-headroom", "0", "--json")
+    h2_h1 = next(p for p in json.loads(out)["paths"] if (p["src"], p["dst"]) == ("h2", "h1"))
+    assert h2_h1["pacing_rate"] == 3_125_000
+    status, out, _ = run_plan(capsys, path, "--pacing")
+    header, *rows = out.splitlines()
+    assert "pacing_Bps" in header and any("3281250" in row.split() for row in rows)
+    status, out, _ = run_plan(capsys, path, "--json")
+    assert all(p["pacing_rate"] is None for p in json.loads(out)["paths"])
+
+
+@pytest.mark.parametrize("options", [("--pacing", "--pacing-headroom", "nan"), ("--pacing", "--pacing-headroom", "-1"),
+                                     ("--pacing", "--pacing-headroom", "2"), ("--pacing-headroom", "0.1")])
+def test_plan_refuses_bad_pacing_settings(tmp_path, capsys, options):
+    status, out, err = run_plan(capsys, write_inventory(tmp_path, star(2)), *options)
+    assert status == 2 and out == "" and len(err.strip().splitlines()) == 1 and "pacing" in err
 
 
 @pytest.mark.parametrize("option, value", [("--queue-target-fraction", "nan"), ("--queue-target-fraction", "1.5"),

@@ -84,6 +84,30 @@ def test_lossless_planner_matches_reference(seed):
             assert route["advmss"] == (None if segment == 1448 else segment + 12)
 
 
+@pytest.mark.parametrize("seed", range(25))
+def test_pacing_rates_match_reference(seed):
+    """otcp-paced: every pair's rate, in the records and in the host's routes, is the reference's."""
+    inv = inventory.parse(random_inventory(seed))
+    bounds = formulas.Bounds(mss_bytes=1448)
+    pacing = formulas.Pacing(headroom=[0.0, 0.05, 0.2, 1.0][seed % 4])
+    lossless = formulas.Lossless() if seed % 2 else None
+    fabric = inv.fabric()
+    plan, reference = Plan(fabric, bounds, lossless, pacing), ReferencePlanner(fabric, bounds, pacing=pacing)
+    planned = {(r["src"], r["dst"]): r for r in plan.records()}
+    for src in fabric.hosts:
+        for dst in fabric.hosts:
+            if src != dst:
+                expected = reference.pacing_rate(src, dst)
+                assert (planned[(src, dst)]["pacing_rate"] if (src, dst) in planned else None) == expected
+    for host in fabric.hosts:
+        for route in plan.routes_for(host):
+            peer = next(name for name, ip in fabric.hosts.items() if route["dst"] == f"{ip}/32")
+            assert route["pacing_rate"] == reference.pacing_rate(host, peer)
+    # The windows are those of the same formulas without pacing.
+    unpaced = {(r["src"], r["dst"]): r for r in Plan(fabric, bounds, lossless).records()}
+    assert {k: {**r, "pacing_rate": None} for k, r in planned.items()} == unpaced
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_planner_matches_reference_with_host_measured_round_trips(seed):
     """Some pairs measured by their hosts (in one order or both), some links with a spread."""

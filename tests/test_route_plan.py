@@ -13,7 +13,7 @@ LAN = KernelRoute(family=socket.AF_INET, table=MAIN, dst="10.0.0.0/8", proto=2, 
 
 def wanted(dst, rto_min_ms=14, initcwnd=1, cwnd_clamp=3, advmss=None):
     return {"dst": dst, "rto_min_ms": rto_min_ms, "initcwnd": initcwnd, "cwnd_clamp": cwnd_clamp, "advmss": advmss,
-            "quickack": True}
+            "pacing_rate": None, "quickack": True}
 
 
 def owned(dst, oif=3, **params):

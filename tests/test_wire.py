@@ -15,7 +15,8 @@ ROUTES_ONLY = {"mode": "routes", "reason": "BPF enforcement turned off (otcp-age
 
 
 def route(**overrides):
-    base = {"dst": "10.0.0.2/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "advmss": None, "quickack": True}
+    base = {"dst": "10.0.0.2/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "advmss": None, "pacing_rate": None,
+            "quickack": True}
     base.update(overrides)
     return base
 
@@ -47,7 +48,18 @@ def test_empty_route_list_is_a_valid_set():
 
 
 def test_lowest_bounds_are_accepted():
-    paramset.validate_param_set(param_set(route(rto_min_ms=1, initcwnd=1, cwnd_clamp=1)))
+    paramset.validate_param_set(param_set(route(rto_min_ms=1, initcwnd=1, cwnd_clamp=1, pacing_rate=1)))
+
+
+def test_pacing_rate_is_bytes_per_second_or_null():
+    top = 2**32 - 2
+    checked = paramset.validate_param_set(param_set(route(pacing_rate=2_000_000), route(dst="10.0.0.3", pacing_rate=top)))
+    assert [r["pacing_rate"] for r in checked["routes"]] == [2_000_000, top]
+    assert paramset.validate_param_set(param_set(route()))["routes"][0]["pacing_rate"] is None
+    # The wire's top is what the sock_ops program can hand SO_MAX_PACING_RATE, and what the planner caps at.
+    from otcp_bpf.sockops import MAX_PACING_RATE
+    from ryu_app import formulas
+    assert limits.PACING_RATE[1] == MAX_PACING_RATE == formulas.MAX_PACING_RATE_BYTES_PER_S == top
 
 
 # -- every class of bad input ----------------------------------------------------
@@ -61,6 +73,10 @@ def test_lowest_bounds_are_accepted():
         (param_set(route(initcwnd=3.0)), "routes[0].initcwnd: 3.0 is not an integer"),
         (param_set(route(rto_min_ms=True)), "routes[0].rto_min_ms: true is not an integer"),
         (param_set(route(cwnd_clamp=[3])), "routes[0].cwnd_clamp: [3] is not an integer"),
+        (param_set(route(pacing_rate=True)), "routes[0].pacing_rate: true is not an integer"),
+        (param_set(route(pacing_rate=2e6)), "routes[0].pacing_rate: 2000000.0 is not an integer"),
+        (param_set(route(pacing_rate="2000000")), 'routes[0].pacing_rate: "2000000" is not an integer'),
+        (param_set(route(pacing_rate=float("nan"))), "routes[0].pacing_rate: NaN is not an integer"),
         (param_set(route(quickack=1)), "routes[0].quickack: 1 is not true or false"),
         (param_set(route(dst=167772162)), "routes[0].dst: 167772162 is not a string"),
         ({"generation": "7", "routes": []}, 'generation: "7" is not an integer'),
@@ -74,6 +90,9 @@ def test_lowest_bounds_are_accepted():
         (param_set(route(rto_min_ms=1001)), "routes[0].rto_min_ms: 1001 is out of range 1..1000"),
         (param_set(route(cwnd_clamp=0)), "routes[0].cwnd_clamp: 0 is out of range 1..65535"),
         (param_set(route(cwnd_clamp=65536)), "routes[0].cwnd_clamp: 65536 is out of range 1..65535"),
+        (param_set(route(pacing_rate=0)), "routes[0].pacing_rate: 0 is out of range 1..4294967294"),
+        (param_set(route(pacing_rate=-1)), "routes[0].pacing_rate: -1 is out of range 1..4294967294"),
+        (param_set(route(pacing_rate=2**32 - 1)), "routes[0].pacing_rate: 4294967295 is out of range 1..4294967294"),
         (param_set(generation=0), "generation: 0 is out of range 1..9223372036854775807"),
         # unknown and missing keys
         ({**param_set(), "comment": "x"}, "comment: unknown key"),
@@ -81,6 +100,7 @@ def test_lowest_bounds_are_accepted():
         ({"routes": []}, "generation: missing"),
         ({"generation": 3}, "routes: missing"),
         (param_set({k: v for k, v in route().items() if k != "quickack"}), "routes[0].quickack: missing"),
+        (param_set({k: v for k, v in route().items() if k != "pacing_rate"}), "routes[0].pacing_rate: missing"),
         # destinations
         (param_set(route(dst="10.0.0.1/24")), 'routes[0].dst: "10.0.0.1/24" has host bits set'),
         (param_set(route(dst="10.0.0.300")), 'routes[0].dst: "10.0.0.300" is not an IPv4 or IPv6 prefix'),
@@ -183,7 +203,7 @@ def test_enforcement_is_reported_in_hello_and_ack_and_checked():
     assert messages.check_message(hello, "hello") == "hello"
     with pytest.raises(ProtocolError, match="enforcement: missing"):
         messages.check_message({k: v for k, v in hello.items() if k != "enforcement"}, "hello")
-    assert limits.VERSION == 4
+    assert limits.VERSION == 5
 
 
 def test_message_schemas_refuse_unknown_missing_and_mistyped_fields():

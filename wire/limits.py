@@ -2,8 +2,9 @@
 
 #: 2 added `advmss` to every route of a parameter set; 3 the agent's `rtt`
 #: report of the round trips it measures; 4 `enforcement` (BPF or routes
-#: alone, and why) in the hello and every ack.
-VERSION = 4
+#: alone, and why) in the hello and every ack; 5 `pacing_rate` (bytes/s or
+#: null) in every route of a parameter set.
+VERSION = 5
 
 #: Largest frame either side accepts once authenticated (a 10 000-route set is about 1 MB).
 MAX_FRAME_BYTES = 8 * 1024 * 1024
@@ -20,4 +21,7 @@ RTO_MIN_MS = (1, 1000)
 INITCWND = (1, 256)
 CWND_CLAMP = (1, 65535)
 ADVMSS = (64, 65535)
+#: bytes/s. The top is what the sock_ops program can hand SO_MAX_PACING_RATE
+#: (an int from BPF; 2^32 - 1 would mean "unlimited"): about 34 Gb/s.
+PACING_RATE = (1, 2**32 - 2)
 GENERATION = (1, 2**63 - 1)

@@ -4,9 +4,9 @@ The format (docs/design.md, "Parameter set")::
 
     {"generation": 7,
      "routes": [{"dst": "10.0.0.1/32", "rto_min_ms": 14, "initcwnd": 1,
-                 "cwnd_clamp": 3, "advmss": null, "quickack": true}]}
+                 "cwnd_clamp": 3, "advmss": null, "pacing_rate": null, "quickack": true}]}
 
-Every key is required (``cwnd_clamp`` and ``advmss`` may be null). Destinations come back
+Every key is required (``cwnd_clamp``, ``advmss`` and ``pacing_rate`` may be null). Destinations come back
 as canonical prefixes; a destination without a prefix length is a host
 route. `check_generation` is the one generation rule both peers use.
 """
@@ -18,9 +18,9 @@ from pydantic import AfterValidator
 
 import validation
 from validation import Strict, ValidationError, int_range
-from wire.limits import ADVMSS, CWND_CLAMP, GENERATION, INITCWND, MAX_FRAME_BYTES, RTO_MIN_MS
+from wire.limits import ADVMSS, CWND_CLAMP, GENERATION, INITCWND, MAX_FRAME_BYTES, PACING_RATE, RTO_MIN_MS
 
-ROUTE_KEYS = ("dst", "rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "quickack")
+ROUTE_KEYS = ("dst", "rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "pacing_rate", "quickack")
 
 
 def canonical_prefix(value: str) -> str:
@@ -47,6 +47,7 @@ class RouteParams(Strict):
     initcwnd: int_range(*INITCWND)  # type: ignore[valid-type]
     cwnd_clamp: int_range(*CWND_CLAMP) | None  # type: ignore[valid-type]
     advmss: int_range(*ADVMSS) | None  # type: ignore[valid-type]
+    pacing_rate: int_range(*PACING_RATE) | None  # type: ignore[valid-type]  # bytes/s; null: not paced
     quickack: bool
 
 
