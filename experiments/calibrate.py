@@ -122,7 +122,7 @@ def run_calibration(config, progress):
         controller = None
         if config.forwarding == "controller":
             inventory = topo.write_inventory(os.path.join(workdir, "inventory.yaml"))
-            controller = otcp.controller_starter(workdir, inventory, False)
+            controller = otcp.Controller(workdir, inventory, False)
         progress.message(f"building the calibration network: {buffer_bytes} B buffer, bottleneck "
                          f"{config.bw_mbps:g} Mb/s, sender link {config.overload * config.bw_mbps:g} Mb/s")
         with emulate(topo, controller=controller) as emulation:

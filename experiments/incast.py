@@ -25,13 +25,16 @@ sample and the spread. Results go to OUT/results.db,
 OUT/summary.json, OUT/routes/ and the PNG plots.
 """
 
+import contextlib
 import dataclasses
+import ipaddress
 import json
 import os
 import subprocess
 import sys
 import time
 
+import otcp_bpf
 from experiments import measure, otcp, plots, results, schemes, stats
 from experiments.emulation import delay_report, emulate
 from experiments.schemes import DEFAULT_FINE_RTO_MS
@@ -39,6 +42,8 @@ from topo.fabrics import StarTopo
 
 WORKLOAD_PORT = 5001
 ETHERNET_MTU = 1500
+# What an IP packet carries beyond the MSS the receiver advertises (IP and TCP headers; options come out of the MSS).
+TCP_IP_HEADER_BYTES = 40
 # Backlog sampling during a run: a netlink dump every 10 ms (cheap enough on 2 cores).
 RUN_BACKLOG_INTERVAL_S = 0.01
 
@@ -104,7 +109,8 @@ def run_sweep(config, progress):
     """Run the whole sweep; return (summary path or None, SweepResult)."""
     os.makedirs(config.out, exist_ok=True)
     catalogue = schemes.catalogue(config.fine_rto_ms)
-    runnable, unavailable = plan_schemes(config, catalogue)
+    registered = contextlib.ExitStack()
+    runnable, unavailable = plan_schemes(config, catalogue, registered)
     store = results.ResultStore(os.path.join(config.out, "results.db"), dataclasses.asdict(config))
     for name, reason in unavailable:
         store.add_unavailable(name, reason)
@@ -116,6 +122,7 @@ def run_sweep(config, progress):
             for senders in config.senders:
                 run_network(config, store, progress, sweep, buffer_bytes, senders, runnable)
     finally:
+        registered.close()
         store.close()
         summary = None
         if sweep.ceilings:
@@ -126,20 +133,52 @@ def run_sweep(config, progress):
     return summary, sweep
 
 
-def packet_bytes_of(scheme):
-    """The IP packet size a scheme's hosts send: their MTU."""
+def packet_bytes_of(scheme, advmss=None):
+    """The IP packet size a scheme's senders send: their MTU, or the
+    receiver's advmss (the segment the OTCP controller chose) plus the IP
+    and TCP headers, when the receiver's routes carry one."""
+    if advmss is not None:
+        return advmss + TCP_IP_HEADER_BYTES
     return scheme.mtu or ETHERNET_MTU
 
 
-def plan_schemes(config, catalogue):
-    """(schemes to run, [(scheme, reason it cannot run here)])."""
+def receiver_advmss(emulation, receiver, senders, data_ips):
+    """The advmss on the receiver's routes to the senders (the most common
+    one; the star's paths are alike), or None when they carry none."""
+    routes = json.loads(emulation.run(receiver, ["ip", "-j", "route", "show"]) or "[]")
+    found = []
+    for sender in senders:
+        address = ipaddress.ip_address(data_ips[sender])
+        matching = [r for r in routes if r.get("dst") not in (None, "default")
+                    and address in ipaddress.ip_network(r["dst"], strict=False)]
+        if matching:
+            best = max(matching, key=lambda r: ipaddress.ip_network(r["dst"], strict=False).prefixlen)
+            metrics = {key: value for entry in best.get("metrics", []) for key, value in entry.items()}
+            found.append(metrics.get("advmss"))
+    values = [v for v in found if v is not None]
+    return max(set(values), key=values.count) if values else None
+
+
+def plan_schemes(config, catalogue, registered):
+    """(schemes to run in the catalogue's order, [(scheme, reason it cannot run here)]).
+
+    Registers the BPF DCTCP congestion control if a scheme needs it, on the
+    ExitStack registered (which unregisters it); the kernel's refusal is the
+    reason those schemes cannot run.
+    """
     runnable, unavailable = [], []
-    for name in config.schemes:
+    dctcp_refused = None
+    if any(catalogue[name].congestion_control == schemes.DCTCP_CC for name in config.schemes):
+        try:
+            registered.enter_context(otcp_bpf.register_dctcp(wait_s=60.0))
+        except otcp_bpf.BpfUnavailable as exc:
+            dctcp_refused = f"the kernel refused the BPF congestion control {schemes.DCTCP_CC}: {exc}"
+    for name in sorted(config.schemes, key=list(catalogue).index):
         scheme = catalogue[name]
         reason = None
-        if scheme.kind == "dctcp":
-            reason = schemes.dctcp_unavailable_reason()
-        elif scheme.kind == "otcp":
+        if scheme.congestion_control == schemes.DCTCP_CC and dctcp_refused:
+            reason = dctcp_refused
+        if reason is None and scheme.kind == "otcp":
             if config.forwarding != "controller":
                 reason = "needs the OTCP controller (--forwarding controller)"
             else:
@@ -160,7 +199,8 @@ def run_network(config, store, progress, sweep, buffer_bytes, senders, runnable)
     with_agents = any(s.kind == "otcp" for s in runnable)
     controller = None
     if config.forwarding == "controller":
-        controller = otcp.controller_starter(workdir, inventory, with_agents)
+        controller = otcp.Controller(workdir, inventory, with_agents)
+    network = Network(config, topo, workdir, controller)
     progress.message(f"building a star: {senders} senders, {buffer_bytes} B buffers, {config.bw_mbps:g} Mb/s links, "
                      f"forwarding by {'the OTCP controller' if controller else 'standalone bridges'}")
     with emulate(topo, controller=controller, management=with_agents) as emulation:
@@ -169,37 +209,21 @@ def run_network(config, store, progress, sweep, buffer_bytes, senders, runnable)
         sweep.note(progress, delay_note)
         if enforced:
             topo.write_inventory(inventory, delay_enforced=True)
-        data_ips = {h.name: h.IP() for h in emulation.hosts}
-        receiver_ip = data_ips[topo.receiver]
-        ensure_connectivity(emulation, topo.senders + [topo.probe], receiver_ip)
+        network.emulation = emulation
+        network.data_ips = {h.name: h.IP() for h in emulation.hosts}
+        ensure_connectivity(emulation, topo.senders + [topo.probe], network.data_ips[topo.receiver])
         sizes = sorted({packet_bytes_of(s) for s in runnable} | {ETHERNET_MTU}, reverse=True)
         for packet_bytes in sizes:
-            for repeat in range(config.ceiling_repeats):
-                progress.message(f"measuring the single-flow ceiling, {packet_bytes} B packets "
-                                 f"({repeat + 1}/{config.ceiling_repeats}, {config.ceiling_seconds} s of iperf3)")
-                cpu_before = measure.read_cpu_times()
-                mbps = measure.single_flow_ceiling(emulation, topo.senders[0], topo.receiver, receiver_ip,
-                                                   seconds=config.ceiling_seconds, packet_bytes=packet_bytes)
-                cpu, _ = stats.cpu_busy(cpu_before, measure.read_cpu_times())
-                sample = results.CeilingSample(senders, buffer_bytes, packet_bytes, mbps, cpu)
-                sweep.ceilings.append(sample)
-                store.add_ceiling(sample, sweep.ceiling())
-            median = results.network_ceiling(sweep.ceilings, senders, buffer_bytes, packet_bytes)
-            values = [c.mbps for c in sweep.ceilings
-                      if (c.senders, c.buffer_bytes, c.packet_bytes) == (senders, buffer_bytes, packet_bytes)]
-            progress.message(f"single-flow ceiling, {packet_bytes} B packets: median {median:.1f} Mb/s "
-                             f"({', '.join(f'{v:.1f}' for v in values)})")
-        for sender in topo.senders:
-            emulation.start(sender, [sys.executable, "-m", "experiments.incast_server",
-                                     "--port", str(WORKLOAD_PORT), "--cc", "cubic"])
-        for sender in topo.senders:
-            emulation.wait_listening(sender, WORKLOAD_PORT)
+            measure_ceiling(network, store, progress, sweep, buffer_bytes, packet_bytes)
         for scheme in runnable:
             label = f"{scheme.name} n={senders} buf={buffer_bytes}"
             progress.start_run(label)
             try:
-                run, detail = run_scheme(config, emulation, topo, scheme, buffer_bytes, workdir, data_ips, progress)
-            except (RunError, TimeoutError, RuntimeError) as exc:
+                run, detail = run_scheme(network, scheme, buffer_bytes, progress)
+                if not any((c.senders, c.buffer_bytes, c.packet_bytes) == (senders, buffer_bytes, run.packet_bytes)
+                           for c in sweep.ceilings):
+                    measure_ceiling(network, store, progress, sweep, buffer_bytes, run.packet_bytes)
+            except (RunError, TimeoutError, RuntimeError, otcp_bpf.BpfUnavailable) as exc:
                 sweep.failures.append(f"{label}: {exc}")
                 progress.message(f"run failed: {label}: {exc}")
             else:
@@ -212,18 +236,86 @@ def run_network(config, store, progress, sweep, buffer_bytes, senders, runnable)
             progress.finish_run()
 
 
-def run_scheme(config, emulation, topo, scheme, buffer_bytes, workdir, data_ips, progress):
+@dataclasses.dataclass
+class Network:
+    """One star and what runs on it: the emulation, the controller, and the
+    workload servers (restarted when a scheme needs another congestion control)."""
+
+    config: IncastConfig
+    topo: StarTopo
+    workdir: str
+    controller: otcp.Controller | None
+    emulation: object = None
+    data_ips: dict = dataclasses.field(default_factory=dict)
+    servers: list = dataclasses.field(default_factory=list)
+    servers_cc: str | None = None
+
+    def serve(self, cc):
+        """Have the storage servers in every sender running with congestion control cc."""
+        if cc == self.servers_cc:
+            return
+        for process in self.servers:
+            self.emulation.stop(process)
+        self.servers = [self.emulation.start(sender, [sys.executable, "-m", "experiments.incast_server",
+                                                      "--port", str(WORKLOAD_PORT), "--cc", cc])
+                        for sender in self.topo.senders]
+        for sender in self.topo.senders:
+            self.emulation.wait_listening(sender, WORKLOAD_PORT)
+        self.servers_cc = cc
+
+
+def measure_ceiling(network, store, progress, sweep, buffer_bytes, packet_bytes):
+    """The single-flow ceiling of network at packet_bytes, config.ceiling_repeats times, into sweep and store."""
+    config, topo, senders = network.config, network.topo, len(network.topo.senders)
+    for repeat in range(config.ceiling_repeats):
+        progress.message(f"measuring the single-flow ceiling, {packet_bytes} B packets "
+                         f"({repeat + 1}/{config.ceiling_repeats}, {config.ceiling_seconds} s of iperf3)")
+        cpu_before = measure.read_cpu_times()
+        mbps = measure.single_flow_ceiling(network.emulation, topo.senders[0], topo.receiver,
+                                           network.data_ips[topo.receiver], seconds=config.ceiling_seconds,
+                                           packet_bytes=packet_bytes)
+        cpu, _ = stats.cpu_busy(cpu_before, measure.read_cpu_times())
+        sample = results.CeilingSample(senders, buffer_bytes, packet_bytes, mbps, cpu)
+        sweep.ceilings.append(sample)
+        store.add_ceiling(sample, sweep.ceiling())
+    median = results.network_ceiling(sweep.ceilings, senders, buffer_bytes, packet_bytes)
+    values = [c.mbps for c in sweep.ceilings
+              if (c.senders, c.buffer_bytes, c.packet_bytes) == (senders, buffer_bytes, packet_bytes)]
+    progress.message(f"single-flow ceiling, {packet_bytes} B packets: median {median:.1f} Mb/s "
+                     f"({', '.join(f'{v:.1f}' for v in values)})")
+
+
+def scheme_settings(network, scheme, buffer_bytes, hosts):
+    """The context managers that put scheme on the network's hosts, in order of entry."""
+    config, emulation = network.config, network.emulation
+    settings = []
+    if scheme.kind == "otcp":
+        if network.controller.use_formulas(scheme.formulas):
+            ensure_connectivity(emulation, network.topo.senders + [network.topo.probe],
+                                network.data_ips[network.topo.receiver], timeout=60.0)
+        settings.append(otcp.Agents(emulation, hosts, os.path.join(network.workdir, "controller.yaml"),
+                                    os.path.join(network.workdir, "agents", scheme.name),
+                                    timeout=config.agent_timeout_s, enforce=scheme.enforce))
+    else:
+        settings.append(schemes.RouteSettings(emulation, hosts, scheme))
+    if scheme.ecn:
+        settings.append(schemes.EcnSettings(emulation, hosts, network.topo.receiver, config.bw_mbps * 1e6,
+                                            buffer_bytes))
+    return settings
+
+
+def run_scheme(network, scheme, buffer_bytes, progress):
     """One scheme on a running network; returns (RunRecord, RunDetail)."""
+    config, emulation, topo, data_ips = network.config, network.emulation, network.topo, network.data_ips
     hosts = [topo.receiver] + topo.senders + [topo.probe]
     heading = f"senders={len(topo.senders)} buffer_bytes={buffer_bytes}"
-    if scheme.kind == "otcp":
-        setting = otcp.Agents(emulation, hosts, os.path.join(workdir, "controller.yaml"),
-                              os.path.join(workdir, "agents"), timeout=config.agent_timeout_s)
-    else:
-        setting = schemes.RouteSettings(emulation, hosts, scheme)
-    with setting:
+    cc = scheme.congestion_control
+    network.serve(cc)
+    with contextlib.ExitStack() as applied:
+        settings = [applied.enter_context(setting) for setting in scheme_settings(network, scheme, buffer_bytes, hosts)]
         if scheme.kind == "otcp":
-            setting.wait_for_routes(data_ips)
+            settings[0].wait_for_routes(data_ips)
+        marker = settings[-1].marker if scheme.ecn else None
         record_routes(config.out, emulation, scheme.name, hosts, f"{heading}: before traffic")
         block = config.block_bytes(len(topo.senders))
         servers = [data_ips[s] for s in topo.senders]
@@ -233,7 +325,7 @@ def run_scheme(config, emulation, topo, scheme, buffer_bytes, workdir, data_ips,
         flush_tcp_metrics(emulation, hosts)
         if config.warmup_seconds:
             run_client(config, emulation, topo.receiver, servers, block, ["--seconds", str(config.warmup_seconds)],
-                       lambda done: progress.update(0, config.rounds))
+                       lambda done: progress.update(0, config.rounds), cc)
         receiver_intf = emulation.host(topo.receiver).defaultIntf()
         interfaces = switch_ports(topo) + [(h, schemes.data_interface(emulation, h)) for h in hosts] \
             + [(h, emulation.host(h).defaultIntf().buffer_device) for h in hosts]
@@ -242,32 +334,35 @@ def run_scheme(config, emulation, topo, scheme, buffer_bytes, workdir, data_ips,
         before_counters = {h: measure.tcp_counters(emulation, h) for h in hosts}
         before_path = measure.path_counters(emulation, interfaces)
         before_queues = measure.link_queues(emulation, hosts)
+        marks_before = marker.counters().marked if marker else None
         cpu_before = measure.read_cpu_times()
         with measure.Probe(emulation, topo.probe, data_ips[topo.receiver], config.probe_interval_s) as probe, \
                 measure.BacklogSampler(emulation, topo.receiver, receiver_intf.buffer_device,
                                        interval=RUN_BACKLOG_INTERVAL_S) as backlog:
             rounds = run_client(config, emulation, topo.receiver, servers, block, ["--rounds", str(config.rounds)],
-                                lambda done: progress.update(done, config.rounds))
+                                lambda done: progress.update(done, config.rounds), cc)
             rtts, sent = probe.stop()
         cpu_mean, cpu_busiest = stats.cpu_busy(cpu_before, measure.read_cpu_times())
         measure.wait_empty(emulation, topo.receiver, receiver_intf.buffer_device)
+        ce_marks = marker.counters().marked - marks_before if marker else None
         after_queues = measure.link_queues(emulation, hosts)
         after_path = measure.path_counters(emulation, interfaces)
         after_counters = {h: measure.tcp_counters(emulation, h) for h in hosts}
         record_routes(config.out, emulation, scheme.name, hosts, f"{heading}: after the measured rounds")
+        packet_bytes = packet_bytes_of(scheme, receiver_advmss(emulation, topo.receiver, topo.senders, data_ips))
     counters = {h: stats.counter_deltas(before_counters[h], after_counters[h], measure.TCP_COUNTERS) for h in hosts}
     path = {place: stats.counter_deltas(before_path[place], after_path[place], after_path[place])
             for place in after_path}
     account = stats.loss_account(before_queues, after_queues, topo.receiver)
     head = {"scheme": scheme.name, "senders": len(topo.senders), "buffer_bytes": buffer_bytes, "sru_bytes": block,
-            "rounds": len(rounds), "persistent": int(config.persistent), "packet_bytes": packet_bytes_of(scheme),
+            "rounds": len(rounds), "persistent": int(config.persistent), "packet_bytes": packet_bytes,
             "ceiling_mbps": 0.0}
     run = results.RunRecord.build(
         head, stats.summarize_rounds(rounds), account, stats.summarize_probe(rtts, sent),
         peak_backlog_bytes=backlog.peak,
         timeouts=sum(c["TcpExtTCPTimeouts"] for c in counters.values()),
         retransmissions=sum(c["TcpRetransSegs"] for c in counters.values()),
-        cpu_busy_pct=cpu_mean, cpu_busiest_pct=cpu_busiest)
+        cpu_busy_pct=cpu_mean, cpu_busiest_pct=cpu_busiest, ce_marks=ce_marks)
     queues = {h: {"egress": {"sent_packets": after_queues[h].egress.sent_packets - before_queues[h].egress.sent_packets,
                              "drops": after_queues[h].egress.drops - before_queues[h].egress.drops},
                   "buffer": {"sent_packets": after_queues[h].buffer.sent_packets - before_queues[h].buffer.sent_packets,
@@ -283,12 +378,12 @@ def switch_ports(topo):
     return [topo.switch_port(host) for host in topo.hosts()]
 
 
-def run_client(config, emulation, receiver, servers, block, count, on_round):
+def run_client(config, emulation, receiver, servers, block, count, on_round, cc):
     """Run the workload client in receiver for count (["--rounds", N] or
     ["--seconds", S]); return its round records."""
     argv = [sys.executable, "-m", "experiments.incast_client", "--servers", ",".join(servers),
             "--port", str(WORKLOAD_PORT), "--block-bytes", str(block), *count,
-            "--cc", "cubic", "--round-timeout", str(config.round_timeout_s)]
+            "--cc", cc, "--round-timeout", str(config.round_timeout_s)]
     if config.persistent:
         argv.append("--persistent")
     process = emulation.start(receiver, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -1,12 +1,12 @@
 """The OTCP side of an experiment: the real controller and the real agents.
 
-- ``controller_starter(...)`` returns what ``experiments.emulation.emulate``
-  needs to start ``otcp-controller run --config FILE`` (through
+- ``Controller(...)`` is what ``experiments.emulation.emulate`` needs to
+  start ``otcp-controller run --config FILE`` (through
   ``ryu_app.process.ControllerProcess``, stopped by PID): OpenFlow on
   127.0.0.1, the agent channel on the management network's root address
   with a secret made for this run, the inventory the topology wrote, and
   its own SQLite database. The controller forwards traffic for every
-  scheme.
+  scheme, and is restarted with another formula set between OTCP schemes.
 - ``Agents`` starts ``otcp-agent run`` in every host, waits until every host
   has its per-destination routes, and afterwards stops the agents and
   removes their routes with ``otcp-agent revert``.
@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 
+from agent.enforcement import status_path
 from agent.routes import OTCP_PROTO
 from ryu_app.process import ControllerProcess, free_port
 
@@ -52,36 +53,62 @@ def write_secret(path):
     return path
 
 
-def controller_starter(workdir, inventory_path, with_agents, intervals=None):
-    """A callable for emulate(controller=...): starts the OTCP controller.
+class Controller:
+    """The OTCP controller of one network, for emulate(controller=...).
 
-    with_agents: open the agent channel on the management address (needs
-    emulate(management=True)).
+    Calling it with the root namespace's management address (None without a
+    management network) starts ``otcp-controller run`` and returns a context
+    manager whose value is the OpenFlow port. with_agents opens the agent
+    channel on the management address. ``use_formulas`` restarts it on the
+    same ports and database with another formula set (the OTCP schemes
+    differ in it); the switches reconnect and the hosts it knew are restored
+    from its database.
     """
 
+    def __init__(self, workdir, inventory_path, with_agents, intervals=None):
+        self.workdir = workdir
+        self.inventory_path = inventory_path
+        self.with_agents = with_agents
+        self.intervals = intervals
+        self.process = None
+
     @contextlib.contextmanager
-    def start(management_ip):
-        settings = {"inventory": os.path.abspath(inventory_path), "log_level": "info"}
-        if intervals:
-            settings["intervals"] = dict(intervals)
-        if with_agents:
+    def __call__(self, management_ip):
+        """Start the controller (see the class docstring); the value is its OpenFlow port."""
+        settings = {"inventory": os.path.abspath(self.inventory_path), "log_level": "info",
+                    "parameters": {"formulas": "published"}}
+        if self.intervals:
+            settings["intervals"] = dict(self.intervals)
+        if self.with_agents:
             if management_ip is None:
                 raise ValueError("the agent channel needs the management network")
-            secret = write_secret(os.path.join(workdir, "agent-secret"))
+            secret = write_secret(os.path.join(self.workdir, "agent-secret"))
             settings["agents"] = {"host": management_ip, "port": free_port(), "secret_file": secret}
         # The admin socket's path must fit a unix socket (107 bytes): a short
         # directory of its own, not the output directory, which may be deep.
         admin_dir = tempfile.mkdtemp(prefix="otcp-admin-")
         settings["admin"] = {"socket": os.path.join(admin_dir, "controller.sock")}
-        process = ControllerProcess(workdir, **settings)
+        self.process = ControllerProcess(self.workdir, **settings)
         try:
-            process.start()
-            yield process.openflow_port
+            self.process.start()
+            yield self.process.openflow_port
         finally:
-            process.stop()
+            self.process.stop()
             shutil.rmtree(admin_dir, ignore_errors=True)
 
-    return start
+    @property
+    def formulas(self):
+        """The formula set the running controller evaluates."""
+        return self.process.settings["parameters"]["formulas"]
+
+    def use_formulas(self, formulas):
+        """Restart with formulas ('published' or 'lossless') unless already so; True if it restarted."""
+        if formulas == self.formulas:
+            return False
+        self.process.stop()
+        self.process.settings["parameters"]["formulas"] = formulas
+        self.process.start()
+        return True
 
 
 def agent_endpoint(workdir_config):
@@ -96,8 +123,9 @@ def agent_endpoint(workdir_config):
 class Agents:
     """otcp-agent in every host, for one scheme's run."""
 
-    def __init__(self, emulation, hosts, controller_config, workdir, timeout=60.0):
+    def __init__(self, emulation, hosts, controller_config, workdir, timeout=60.0, enforce="routes"):
         self.emulation = emulation
+        self.enforce = enforce
         self.hosts = list(hosts)
         self.host_address, self.port, self.secret_file = agent_endpoint(controller_config)
         self.workdir = workdir
@@ -112,9 +140,7 @@ class Agents:
             log = open(os.path.join(self.workdir, f"agent-{host}.log"), "ab")
             self.processes[host] = self.emulation.start(host, [
                 self.command, "run", "--controller", f"{self.host_address}:{self.port}",
-                "--secret-file", self.secret_file, "--state", os.path.join(self.workdir, f"agent-{host}.db"),
-                # The otcp scheme is the published reproduction: route attributes only (docs/enforcement.md).
-                "--enforce", "routes",
+                "--secret-file", self.secret_file, "--state", self.state_path(host), "--enforce", self.enforce,
             ], stdout=log, stderr=log)
             log.close()
 
@@ -136,18 +162,33 @@ class Agents:
                 if uncovered:
                     missing[host] = uncovered
             if not missing:
+                self.check_enforcement()
                 return
             time.sleep(0.5)
         sample = ", ".join(f"{h} lacks {v[0]}" for h, v in list(missing.items())[:3])
         raise TimeoutError(f"agents did not install routes within {self.timeout:.0f} s ({sample})")
+
+    def state_path(self, host):
+        """The agent's state database in host."""
+        return os.path.join(self.workdir, f"agent-{host}.db")
+
+    def check_enforcement(self):
+        """Raise if an agent enforces less than asked: an agent that cannot
+        load BPF falls back to routes and says why, and a scheme that needs
+        BPF must not run silently without it."""
+        for host in self.hosts:
+            with open(status_path(self.state_path(host)), encoding="utf-8") as handle:
+                status = json.load(handle)
+            if status["mode"] != self.enforce:
+                raise RuntimeError(f"otcp-agent in {host} enforces by {status['mode']}, not {self.enforce}: "
+                                   f"{status['reason']}")
 
     def stop(self):
         """Stop every agent (by PID), then remove the routes it created."""
         for process in self.processes.values():
             self.emulation.stop(process)
         for host in self.processes:
-            self.emulation.run(host, [self.command, "revert", "--state",
-                                      os.path.join(self.workdir, f"agent-{host}.db")], check=False)
+            self.emulation.run(host, [self.command, "revert", "--state", self.state_path(host)], check=False)
         self.processes.clear()
 
     def __enter__(self):

@@ -11,7 +11,8 @@ The summary's schema (issues 4 and 8)::
                "packet_bytes", "ceiling_mbps",          # the run's packet size and its network's ceiling at it
                "sent", "delivered", "drops_other_buffers", "sender_queue_drops",
                "unexplained",                           # the loss account (experiments.stats.LossAccount)
-               "peak_backlog_bytes", "cpu_busy_pct", "cpu_busiest_pct"}],
+               "peak_backlog_bytes", "cpu_busy_pct", "cpu_busiest_pct",
+               "ce_marks"}],                           # CE marks at the bottleneck (null without ECN)
      "unexplained_losses": [{"scheme", "senders", "buffer_bytes", "unexplained"}],  # runs that lost packets
                                                                                    # no counter names
      "unavailable": [{"scheme", "reason"}],   # schemes that could not run here
@@ -55,6 +56,7 @@ RUN_FIELDS = {
     "peak_backlog_bytes": int,
     "cpu_busy_pct": float,
     "cpu_busiest_pct": float,
+    "ce_marks": (int, type(None)),
 }
 # May be negative: more packets delivered than sent means the switch made copies.
 SIGNED_FIELDS = {"unexplained"}
@@ -92,6 +94,7 @@ class RunRecord:
     probe_lost: float | None
     cpu_busy_pct: float
     cpu_busiest_pct: float
+    ce_marks: int | None = None  # packets the bottleneck's ECN marker marked CE (None: no marker)
 
     @classmethod
     def build(cls, head, rounds_summary, account, probe_summary, **rest):

@@ -23,7 +23,7 @@ import sys
 import time
 
 from experiments.emulation import EmulationError, emulate
-from experiments.otcp import Agents, controller_starter
+from experiments.otcp import Agents, Controller
 from experiments.progress import Progress
 from ryu_app import formulas, inventory, planner, store
 from topo.fabrics import topos
@@ -90,7 +90,7 @@ def run(spec, load, out):
     out = os.path.abspath(out)
     os.makedirs(out, exist_ok=True)
     inventory_path = topo.write_inventory(os.path.join(out, "inventory.yaml"))
-    starter = controller_starter(out, inventory_path, with_agents=True, intervals=INTERVALS)
+    starter = Controller(out, inventory_path, with_agents=True, intervals=INTERVALS)
     hosts = sorted(topo.hosts(), key=lambda name: int(name[1:]))
     progress = Progress(1)
     progress.message(f"{spec}: starting the network, the controller and the agents")

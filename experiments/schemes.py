@@ -3,14 +3,19 @@
 Route-attribute schemes change every host's data route(s) in the host's
 namespace (``ip route replace ... rto_min``) and, for small packets, the MTU
 of the hosts' data interfaces; they put the original routes and MTU back
-afterwards. The ``otcp`` scheme is driven by the real controller and agents
-(see ``experiments.otcp``); ``dctcp`` needs kernel support this machine does
-not have and is reported as unavailable with the reason.
+afterwards. The OTCP schemes are driven by the real controller and agents
+(see ``experiments.otcp``): ``otcp`` with the published formulas and route
+attributes only, ``otcp-lossless`` with the lossless formulas and the
+agents' BPF enforcement. The DCTCP schemes use the project's BPF
+congestion control (``otcp_dctcp``, registered once per sweep), ECN on in
+every host and the ECN marker on the bottleneck port (``EcnSettings``).
 """
 
 import dataclasses
 import json
-import os
+
+from otcp_bpf import CC_NAME as DCTCP_CC
+from otcp_bpf import attach_marker, ecn_sysctls
 
 # Ge et al. (seed 002) compare 750 B packets against 1500 B ones.
 SMALL_PACKET_MTU = 750
@@ -18,15 +23,30 @@ SMALL_PACKET_MTU = 750
 DEFAULT_FINE_RTO_MS = 1
 
 
+# The burst the marker models: the binding bucket of topo/fabrics.py's HTB class (cburst, docs/dctcp.md).
+HTB_CBURST_BYTES = 1600
+
+
 @dataclasses.dataclass(frozen=True)
 class Scheme:
-    """One named setting. kind is 'routes', 'otcp' or 'dctcp'."""
+    """One named setting.
+
+    kind: 'routes' (static route attributes and MTU, applied by the runner)
+    or 'otcp' (the controller and an agent in every host). formulas: the
+    controller's parameter formulas for an otcp scheme; enforce: the agents'
+    --enforce. congestion_control: every workload socket's; ecn: ECN on in
+    every host and CE marking at the bottleneck.
+    """
 
     name: str
     kind: str
     description: str
     rto_min_ms: int | None = None
     mtu: int | None = None
+    formulas: str = "published"
+    enforce: str = "routes"
+    congestion_control: str = "cubic"
+    ecn: bool = False
 
 
 def catalogue(fine_rto_ms=DEFAULT_FINE_RTO_MS):
@@ -43,39 +63,62 @@ def catalogue(fine_rto_ms=DEFAULT_FINE_RTO_MS):
                rto_min_ms=fine_rto_ms, mtu=SMALL_PACKET_MTU),
         Scheme("otcp", "otcp", "the OTCP controller's per-path rto_min, initcwnd, cwnd lock and quickack, "
                "applied by the real agent in every host"),
-        Scheme("dctcp", "dctcp", "DCTCP with ECN marking at the switch"),
+        Scheme("dctcp", "routes", f"DCTCP ({DCTCP_CC}, BPF) senders and receivers, ECN marking at the bottleneck, "
+               "kernel-default rto_min", congestion_control=DCTCP_CC, ecn=True),
+        Scheme("otcp+dctcp", "otcp", "otcp's route parameters with DCTCP and ECN marking",
+               congestion_control=DCTCP_CC, ecn=True),
+        Scheme("otcp-lossless", "otcp", "the lossless formulas: windows of the fair share of BDP plus a queue "
+               "target, per-path segment size (advmss), enforced from the first packet by the agents' BPF",
+               formulas="lossless", enforce="bpf"),
     ]
     return {scheme.name: scheme for scheme in schemes}
 
 
-def dctcp_unavailable_reason():
-    """Why DCTCP cannot run here, or None if the kernel has what it needs."""
-    available = _read("/proc/sys/net/ipv4/tcp_available_congestion_control").split()
-    missing = []
-    if "dctcp" not in available:
-        missing.append(f"no tcp_dctcp in the kernel (available: {' '.join(available) or 'unknown'})")
-    if not _kernel_has_qdisc("red"):
-        missing.append("no ECN-marking qdisc (sch_red)")
-    if missing:
-        return "; ".join(missing)
-    return "DCTCP is available in this kernel, but the runner does not implement the dctcp scheme yet"
+class EcnSettings:
+    """ECN for one run: tcp_ecn=1 in every host and the CE marker on the
+    bottleneck's egress (the receiver's IFB, in the receiver's namespace);
+    revert() puts back each host's tcp_ecn and removes the marker."""
 
+    def __init__(self, emulation, hosts, receiver, rate_bps, buffer_bytes):
+        self.emulation = emulation
+        self.hosts = list(hosts)
+        self.receiver = receiver
+        self.rate_bps = rate_bps
+        self.buffer_bytes = buffer_bytes
+        self.marker = None
+        self._saved = {}
 
-def _kernel_has_qdisc(kind):
-    """Best effort: sch_<kind> built in or loadable, per the kernel's module lists."""
-    release = os.uname().release
-    for path in (f"/lib/modules/{release}/modules.builtin", f"/lib/modules/{release}/modules.dep"):
-        if f"sch_{kind}.ko" in _read(path):
-            return True
-    return False
+    def apply(self):
+        """Turn ECN on, then attach the marker (raises otcp_bpf.BpfUnavailable with the kernel's words)."""
+        for host in self.hosts:
+            for key, value in ecn_sysctls().items():
+                self._saved.setdefault(host, {})[key] = self.emulation.run(host, ["sysctl", "-n", key]).strip()
+                self.emulation.run(host, ["sysctl", "-q", "-w", f"{key}={value}"])
+        receiver = self.emulation.host(self.receiver)
+        self.marker = attach_marker(receiver.defaultIntf().buffer_device, self.rate_bps,
+                                    limit_bytes=self.buffer_bytes, netns=f"/proc/{receiver.pid}/ns/net",
+                                    burst_bytes=HTB_CBURST_BYTES)
 
+    def revert(self):
+        """Remove the marker and put back every host's sysctls."""
+        if self.marker is not None:
+            self.marker.close()
+            self.marker = None
+        for host, saved in self._saved.items():
+            for key, value in saved.items():
+                self.emulation.run(host, ["sysctl", "-q", "-w", f"{key}={value}"])
+        self._saved.clear()
 
-def _read(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except OSError:
-        return ""
+    def __enter__(self):
+        try:
+            self.apply()
+        except BaseException:
+            self.revert()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.revert()
 
 
 class RouteSettings:

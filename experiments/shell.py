@@ -86,7 +86,7 @@ def run(topo, script=None):
     """Start topo with OTCP, run the CLI (interactive, or script's commands); returns 0."""
     workdir = tempfile.mkdtemp(prefix="otcp-shell-")
     inventory = topo.write_inventory(f"{workdir}/inventory.yaml")
-    starter = otcp.controller_starter(workdir, inventory, with_agents=True)
+    starter = otcp.Controller(workdir, inventory, with_agents=True)
     with emulate(topo, controller=starter, management=True, log_level="output") as emulation:
         data_ips = {host.name: host.IP() for host in emulation.hosts}
         with otcp.Agents(emulation, list(data_ips), f"{workdir}/controller.yaml", f"{workdir}/agents"):

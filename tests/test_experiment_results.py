@@ -181,14 +181,6 @@ def test_block_modes():
     assert split.block_bytes(4) == 250 and split.block_bytes(16) == 62
 
 
-def test_dctcp_is_unavailable_here_with_a_reason():
-    reason = schemes.dctcp_unavailable_reason()
-    available = open("/proc/sys/net/ipv4/tcp_available_congestion_control").read().split()
-    assert reason
-    if "dctcp" not in available:
-        assert "tcp_dctcp" in reason
-
-
 @pytest.mark.parametrize("argv, message", [
     (["--senders", "4,x"], "--senders"),
     (["--senders", "0"], "--senders"),
