@@ -20,6 +20,7 @@ import sys
 from experiments import calibrate, incast, results, schemes, shell
 from experiments.emulation import EmulationError
 from experiments.progress import Progress
+from ryu_app.formulas import Lossless
 from topo.fabrics import MAX_BW_MBPS
 
 SCHEME_NAMES = list(schemes.catalogue())
@@ -81,6 +82,9 @@ def build_parser():
     run.add_argument("--out", help=f"output directory (default {FULL['out']}, or {QUICK['out']} with --quick)")
     run.add_argument("--bw-mbps", type=float, default=100.0, help="link rate in Mb/s (default 100)")
     run.add_argument("--delay-us", type=float, help="one-way delay per link (needs sch_netem)")
+    run.add_argument("--queue-target-fraction", type=float, default=Lossless.queue_target_fraction,
+                     help="otcp-lossless: the standing queue its windows aim for, as a share of the buffer "
+                          f"(0 < F <= 1, default {Lossless.queue_target_fraction:g})")
     run.add_argument("--fine-rto-ms", type=int, default=schemes.DEFAULT_FINE_RTO_MS,
                      help=f"the fine-rto schemes' rto_min in ms (default {schemes.DEFAULT_FINE_RTO_MS})")
     run.add_argument("--persistent", action="store_true", help="one connection per server for the whole run")
@@ -170,6 +174,7 @@ def config_from_args(args, parser):
               ("--sru-bytes", args.sru_bytes, 1, 1 << 30), ("--total-bytes", args.total_bytes, 1, 1 << 34),
               ("--bw-mbps", args.bw_mbps, 0.001, MAX_BW_MBPS), ("--delay-us", args.delay_us, 0, 1e6),
               ("--fine-rto-ms", args.fine_rto_ms, 1, 200), ("--probe-interval-ms", args.probe_interval_ms, 2, 1000),
+              ("--queue-target-fraction", args.queue_target_fraction, 1e-6, 1),
               ("--ceiling-seconds", args.ceiling_seconds, 1, 600), ("--ceiling-repeats", args.ceiling_repeats, 1, 50),
               ("--round-timeout", args.round_timeout, 1, 3600)]
     for option, value, low, high in checks:
@@ -186,7 +191,8 @@ def config_from_args(args, parser):
         total_bytes=args.total_bytes, rounds=pick("rounds"), warmup_seconds=pick("warmup_seconds"),
         persistent=args.persistent, bw_mbps=args.bw_mbps, delay_us=args.delay_us, fine_rto_ms=args.fine_rto_ms,
         forwarding=args.forwarding, probe_interval_s=args.probe_interval_ms / 1000.0,
-        ceiling_seconds=args.ceiling_seconds, ceiling_repeats=args.ceiling_repeats, round_timeout_s=args.round_timeout)
+        ceiling_seconds=args.ceiling_seconds, ceiling_repeats=args.ceiling_repeats, round_timeout_s=args.round_timeout,
+        queue_target_fraction=args.queue_target_fraction)
 
 
 def environment_problem():

@@ -38,6 +38,7 @@ import otcp_bpf
 from experiments import measure, otcp, plots, results, schemes, stats
 from experiments.emulation import delay_report, emulate
 from experiments.schemes import DEFAULT_FINE_RTO_MS
+from ryu_app.formulas import Lossless
 from topo.fabrics import StarTopo
 
 WORKLOAD_PORT = 5001
@@ -70,6 +71,7 @@ class IncastConfig:
     ceiling_repeats: int = 3
     round_timeout_s: float = 60.0
     agent_timeout_s: float = 120.0
+    queue_target_fraction: float = Lossless.queue_target_fraction
 
     def block_bytes(self, senders):
         """Bytes each server sends per round: the SRU, or the fixed total split over the servers."""
@@ -199,7 +201,8 @@ def run_network(config, store, progress, sweep, buffer_bytes, senders, runnable)
     with_agents = any(s.kind == "otcp" for s in runnable)
     controller = None
     if config.forwarding == "controller":
-        controller = otcp.Controller(workdir, inventory, with_agents)
+        controller = otcp.Controller(workdir, inventory, with_agents,
+                                     parameters={"queue_target_fraction": config.queue_target_fraction})
     network = Network(config, topo, workdir, controller)
     progress.message(f"building a star: {senders} senders, {buffer_bytes} B buffers, {config.bw_mbps:g} Mb/s links, "
                      f"forwarding by {'the OTCP controller' if controller else 'standalone bridges'}")

@@ -65,8 +65,9 @@ class Controller:
     from its database.
     """
 
-    def __init__(self, workdir, inventory_path, with_agents, intervals=None):
+    def __init__(self, workdir, inventory_path, with_agents, intervals=None, parameters=None):
         self.workdir = workdir
+        self.parameters = {"formulas": "published", **(parameters or {})}
         self.inventory_path = inventory_path
         self.with_agents = with_agents
         self.intervals = intervals
@@ -76,7 +77,7 @@ class Controller:
     def __call__(self, management_ip):
         """Start the controller (see the class docstring); the value is its OpenFlow port."""
         settings = {"inventory": os.path.abspath(self.inventory_path), "log_level": "info",
-                    "parameters": {"formulas": "published"}}
+                    "parameters": dict(self.parameters)}
         if self.intervals:
             settings["intervals"] = dict(self.intervals)
         if self.with_agents:
