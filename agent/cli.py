@@ -199,6 +199,8 @@ def cmd_apply(args):
     for result in results:
         if result["status"] == "skipped":
             print(f"  skipped {result['dst']}: {result['reason']}")
+        elif result.get("reason"):
+            print(f"  applied {result['dst']}, but {result['reason']}")
     return 0
 
 
@@ -238,6 +240,8 @@ def cmd_show(args):
         print("no OTCP routes in the kernel")
     for skipped in shown["skipped"]:
         print(f"skipped {skipped['dst']}: {skipped['reason']}")
+    for unenforced in shown["unenforced"]:
+        print(f"applied {unenforced['dst']}, but {unenforced['reason']}")
     _print_enforcement(shown["enforcement"])
     return 0
 

@@ -89,6 +89,7 @@ class Agent:
                 detail = f"; rollback incomplete: {'; '.join(problems)}" if problems else "; routes rolled back"
                 self.state.record(validated["generation"], source, "failed", f"{error}{detail}")
                 raise ApplyError(f"{error}{detail}", rolled_back=not problems) from None
+            self.enforcement.note_unenforced(validated["routes"], results)
             try:
                 self.state.save_applied(validated, results, source)
             except sqlite3.Error as error:
@@ -151,6 +152,8 @@ class Agent:
             "routes": sorted(routes, key=lambda r: (r["table"], r["dst"])),
             "skipped": [] if applied is None or not applied.active else
             [r for r in applied.results if r["status"] == "skipped"],
+            "unenforced": [] if applied is None or not applied.active else
+            [r for r in applied.results if r["status"] == "applied" and r.get("reason")],
             "enforcement": shown_enforcement(self.state_path, self.routes.netns),
         }
 

@@ -93,6 +93,21 @@ class Enforcement:
             raise EnforcementError(f"the sock_ops map refused the set: {error}") from None
         return undo
 
+    def note_unenforced(self, routes, results):
+        """Say, in the result of each applied route that carries a pacing
+        rate, that routes alone cannot pace (a route has no pacing attribute:
+        only the sock_ops program sets SO_MAX_PACING_RATE). The result stays
+        "applied" (its route is) and gains a ``reason``; the ack, the state
+        and ``show`` carry it. With BPF, nothing to say."""
+        if self.enforcer is not None:
+            return
+        paced = {route["dst"]: route["pacing_rate"] for route in routes if route.get("pacing_rate")}
+        for result in results:
+            rate = paced.get(result["dst"])
+            if rate is not None and result["status"] == "applied":
+                result["reason"] = (f"pacing_rate {rate} B/s not enforced: pacing needs the sock_ops program, "
+                                    f"and this agent enforces with routes alone ({self.reason})")
+
     def remove(self):
         """Remove this host's entries from the program (``revert``): this
         agent's own, or, for a one-shot command, whatever the namespace's

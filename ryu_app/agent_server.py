@@ -338,8 +338,9 @@ class AgentServer:
         connection.sent.discard(generation)
         self.acked[connection.host_ip] = generation
         skipped = sum(1 for result in message["results"] if result["status"] == "skipped")
-        self.log.info("agent %s acknowledged generation %d for %s (%d skipped)", connection.peer, generation,
-                      connection.host_ip, skipped)
+        unenforced = sum(1 for result in message["results"] if result["status"] == "applied" and result.get("reason"))
+        self.log.info("agent %s acknowledged generation %d for %s (%d skipped, %d not fully enforced)", connection.peer,
+                      generation, connection.host_ip, skipped, unenforced)
         self._callback(self.on_ack, connection.host_ip, generation, message["results"])
 
     def _rejected(self, connection, message):

@@ -17,6 +17,7 @@ import time
 import pytest
 
 from agent.core import Agent
+from agent.enforcement import OFF_REASON, ONE_SHOT_REASON, Enforcement
 from agent.routes import OTCP_PROTO, ApplyError, RouteTable
 from validation import ValidationError
 from wire import limits, messages, paramset
@@ -108,9 +109,9 @@ def expected(dev="v0", via=None, rto_min_ms=14, initcwnd=1, cwnd_lock=3, quickac
             "cwnd_lock": cwnd_lock, "quickack": quickack}
 
 
-def route(dst, rto_min_ms=14, initcwnd=1, cwnd_clamp=3, quickack=True, advmss=None):
+def route(dst, rto_min_ms=14, initcwnd=1, cwnd_clamp=3, quickack=True, advmss=None, pacing_rate=None):
     return {"dst": dst, "rto_min_ms": rto_min_ms, "initcwnd": initcwnd, "cwnd_clamp": cwnd_clamp, "advmss": advmss,
-            "quickack": quickack}
+            "pacing_rate": pacing_rate, "quickack": quickack}
 
 
 @pytest.fixture
@@ -151,6 +152,25 @@ def test_apply_show_revert(ns, agent):
     assert ns.otcp_routes() == {}
     assert ns.other_routes() == untouched
     assert agent.show()["active"] is False
+
+
+def test_a_pacing_rate_that_routes_alone_cannot_apply_is_reported(ns, agent):
+    """Routes alone (a one-shot command, or otcp-agent run --enforce routes) have no pacing
+    attribute: the route is applied and its result says that the rate is not enforced."""
+    _, results = agent.apply({"generation": 1, "routes": [route("10.77.0.2/32", pacing_rate=2_000_000),
+                                                          route("10.77.0.3/32")]}, "test")
+    paced, unpaced = results
+    assert paced["status"] == "applied" and "reason" not in unpaced
+    assert paced["reason"].startswith("pacing_rate 2000000 B/s not enforced: pacing needs the sock_ops program")
+    assert ONE_SHOT_REASON in paced["reason"]
+    assert ns.otcp_routes() == {"10.77.0.2/32": expected(), "10.77.0.3/32": expected()}
+    shown = agent.show()
+    assert [r["dst"] for r in shown["unenforced"]] == ["10.77.0.2/32"] and shown["skipped"] == []
+    messages.check_message(messages.ack_message(1, results, agent.enforcement.report()), "ack")  # the ack says so
+    routes_only = Enforcement.start("routes")
+    agent.enforcement = routes_only
+    _, results = agent.apply({"generation": 2, "routes": [route("10.77.0.2/32", pacing_rate=3_000_000)]}, "test")
+    assert OFF_REASON in results[0]["reason"]
 
 
 def test_new_generation_replaces_changed_adds_new_and_removes_dropped(ns, agent):
