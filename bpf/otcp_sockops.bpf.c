@@ -34,6 +34,18 @@
  *   - SO_MAX_PACING_RATE (bytes/s; TCP then paces internally, no fq needed).
  * Outcomes are counted in otcp_so_cnt (per CPU); each entry counts the
  * connections it was applied to.
+ *
+ * A matched connection also asks for BPF_SOCK_OPS_RTT_CB (one callback per
+ * ACK that gives a round-trip sample, under the socket lock, where
+ * bpf_setsockopt is allowed) and remembers in otcp_so_sk (socket storage)
+ * the pacing rate it was given. At each RTT callback the program looks the
+ * connection's entry up again; when the live set's rate differs from the
+ * one remembered (the controller's flow counts moved, and a new set was
+ * switched in), it sets SO_MAX_PACING_RATE again: the new rate, or no
+ * maximum (~0) when the entry is gone or has none. So established
+ * connections follow the set within one round trip of its switch. Only the
+ * pacing rate follows: the window clamp, initial window and rto_min stay
+ * those of the connection's start (docs/enforcement.md, "Limits").
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -77,6 +89,13 @@ struct otcp_so_counters {
 	__u64 rto_refused;
 	__u64 pacing_set;
 	__u64 pacing_refused;
+	__u64 pacing_updated;   /* an established connection's rate set again (RTT callback) */
+	__u64 pacing_update_refused;
+};
+
+/* What the program set on one connection, kept with the socket. */
+struct otcp_so_sk {
+	__u64 pacing_rate;      /* bytes/s last set; 0: none set */
 };
 
 struct {
@@ -101,29 +120,30 @@ struct {
 	__type(value, struct otcp_so_counters);
 } otcp_so_cnt SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct otcp_so_sk);
+} otcp_so_sk SEC(".maps");
+
 #define COUNT(field) do { if (c) c->field++; } while (0)
 #define OUTCOME(err, set, refused) do { if (err) COUNT(refused); else COUNT(set); } while (0)
 
-SEC("sockops")
-int otcp_sockops(struct bpf_sock_ops *skops)
+/* The live entry for the connection's (namespace, remote address), or NULL;
+ * c (may be NULL) counts why not. */
+static __always_inline struct otcp_so_params *entry_of(struct bpf_sock_ops *skops, struct otcp_so_counters *c)
 {
-	struct otcp_so_counters *c;
 	struct otcp_so_params *p;
 	struct otcp_so_key key = {};
-	__u32 zero = 0, *slot;
+	__u32 *slot;
 	__u64 netns;
-	int val, err;
-
-	if (skops->op != BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB && skops->op != BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB)
-		return 1;
-	c = bpf_map_lookup_elem(&otcp_so_cnt, &zero);
-	COUNT(established);
 
 	netns = bpf_get_netns_cookie(skops);
 	slot = bpf_map_lookup_elem(&otcp_so_slot, &netns);
 	if (!slot) {
 		COUNT(not_otcp);
-		return 1;
+		return NULL;
 	}
 	key.netns = netns;
 	key.slot = *slot;
@@ -132,7 +152,7 @@ int otcp_sockops(struct bpf_sock_ops *skops)
 
 		if (local == remote) {
 			COUNT(own_address);
-			return 1;
+			return NULL;
 		}
 		key.prefixlen = 64 + 32 + 128;
 		key.addr[10] = 0xff;
@@ -148,7 +168,7 @@ int otcp_sockops(struct bpf_sock_ops *skops)
 
 		if (l0 == r0 && l1 == r1 && l2 == r2 && l3 == r3) {
 			COUNT(own_address);
-			return 1;
+			return NULL;
 		}
 		key.prefixlen = 64 + 32 + 128;
 		__builtin_memcpy(&key.addr[0], &r0, 4);
@@ -157,13 +177,68 @@ int otcp_sockops(struct bpf_sock_ops *skops)
 		__builtin_memcpy(&key.addr[12], &r3, 4);
 	} else {
 		COUNT(no_entry);
-		return 1;
+		return NULL;
 	}
 	p = bpf_map_lookup_elem(&otcp_so_params, &key);
-	if (!p) {
+	if (!p)
 		COUNT(no_entry);
+	return p;
+}
+
+/* An established connection at an RTT callback: its pacing rate follows the live set. */
+static __always_inline void follow_pacing(struct bpf_sock_ops *skops)
+{
+	struct otcp_so_counters *c;
+	struct otcp_so_params *p;
+	struct otcp_so_sk *mine;
+	struct bpf_sock *sk;
+	__u32 zero = 0;
+	__u64 rate;
+	int val, err;
+
+	sk = skops->sk;
+	if (!sk)
+		return;
+	mine = bpf_sk_storage_get(&otcp_so_sk, sk, 0, 0);
+	if (!mine)
+		return;
+	p = entry_of(skops, NULL);
+	rate = p ? p->pacing_rate : 0;
+	if (rate == mine->pacing_rate)
+		return;
+	/* 0 in the entry: no maximum (the kernel reads ~0U as unlimited). */
+	val = rate ? (int)(__u32)rate : -1;
+	err = bpf_setsockopt(skops, SOL_SOCKET, SO_MAX_PACING_RATE, &val, sizeof(val));
+	c = bpf_map_lookup_elem(&otcp_so_cnt, &zero);
+	if (err) {
+		COUNT(pacing_update_refused);
+		return;
+	}
+	COUNT(pacing_updated);
+	mine->pacing_rate = rate;
+}
+
+SEC("sockops")
+int otcp_sockops(struct bpf_sock_ops *skops)
+{
+	struct otcp_so_counters *c;
+	struct otcp_so_params *p;
+	struct otcp_so_sk *mine;
+	struct bpf_sock *sk;
+	__u32 zero = 0;
+	int val, err;
+
+	if (skops->op == BPF_SOCK_OPS_RTT_CB) {
+		follow_pacing(skops);
 		return 1;
 	}
+	if (skops->op != BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB && skops->op != BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB)
+		return 1;
+	c = bpf_map_lookup_elem(&otcp_so_cnt, &zero);
+	COUNT(established);
+	p = entry_of(skops, c);
+	if (!p)
+		return 1;
 	COUNT(matched);
 	__sync_fetch_and_add(&p->applied, 1);
 
@@ -186,6 +261,17 @@ int otcp_sockops(struct bpf_sock_ops *skops)
 		val = (int)(__u32)p->pacing_rate;
 		err = bpf_setsockopt(skops, SOL_SOCKET, SO_MAX_PACING_RATE, &val, sizeof(val));
 		OUTCOME(err, pacing_set, pacing_refused);
+	} else {
+		err = 0;
+	}
+	/* Remember the rate, and ask for RTT callbacks so that it follows later sets. */
+	sk = skops->sk;
+	if (sk) {
+		mine = bpf_sk_storage_get(&otcp_so_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		if (mine) {
+			mine->pacing_rate = err ? 0 : p->pacing_rate;
+			bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_RTT_CB_FLAG);
+		}
 	}
 	return 1;
 }

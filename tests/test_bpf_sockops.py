@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from agent.enforcement import Enforcement, status_path
 from agent.routes import ApplyError, RouteTable
 from otcp_bpf import sockops
 from otcp_bpf.build import object_path
-from otcp_bpf.firstconn import PREFIX, one_connection, receiver_set, sender_set
+from otcp_bpf.firstconn import PORT, PREFIX, one_connection, receiver_set, sender_set, ss_sample
 from otcp_bpf.objects import load_pinned
 from otcp_bpf.sockops import (
     COUNTERS,
@@ -441,6 +442,76 @@ def test_a_pacing_rate_in_the_entry_is_the_first_connections_maximum(bed, tmp_pa
     assert paced["max_cwnd"] == CLAMP, paced
     assert after["pacing_set"] - before["pacing_set"] == 1 and after["pacing_refused"] == before["pacing_refused"]
     assert after["rto_refused"] - before["rto_refused"] == 1
+
+
+# -- otcp-paced (issue 13): the pacing rate of a parameter set, for real --------------------------
+
+PACED_RATE_MBIT = 100
+PACING_RATE = 2_000_000  # bytes/s: 16 Mb/s on a 100 Mb/s bottleneck
+
+
+@pytest.fixture
+def fast_bed():
+    testbed = Testbed(PACED_RATE_MBIT, BUFFER, prefix=PREFIX)
+    yield testbed
+    testbed.delete()
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    assert testbed.sender not in names and testbed.receiver not in names
+
+
+def paced_set(bed, generation, pacing_rate):
+    """The sender's set as the controller sends it with pacing on: no clamp, the rate in bytes/s."""
+    return {"generation": generation, "routes": [
+        {"dst": f"{bed.receiver_ip}/32", "rto_min_ms": 10, "initcwnd": 10, "cwnd_clamp": None, "advmss": None,
+         "pacing_rate": pacing_rate, "quickack": True}]}
+
+
+def test_a_paced_connection_carries_the_sets_pacing_rate(fast_bed, tmp_path):
+    """The whole path: a validated set with pacing_rate -> the agent -> the sock_ops entry -> SO_MAX_PACING_RATE;
+    the receiver's bytes over the connection's time are within 10 % of the configured rate."""
+    state = str(tmp_path / "paced-s.db")
+    sender = Agent(state, netns=fast_bed.sender, enforcement=Enforcement.start("bpf", netns=fast_bed.sender))
+    try:
+        assert sender.enforcement.mode == "bpf", sender.enforcement.reason
+        _, results = sender.apply(paced_set(fast_bed, 1, PACING_RATE), "test")
+        assert results[0]["status"] == "applied" and "reason" not in results[0]
+        entries = sender.enforcement.enforcer.entries(sender.enforcement.cookie)
+        assert entries[f"{fast_bed.receiver_ip}/32"][0].pacing_rate == PACING_RATE
+        assert f"{PACING_RATE}B/s" in show(fast_bed.sender, state)
+        paced = one_connection(fast_bed, 3.0)
+    finally:
+        sender.close()
+    measured = paced["goodput_mbps"] * 1e6 / 8
+    assert abs(measured - PACING_RATE) <= 0.10 * PACING_RATE, paced
+    assert paced["max_pacing_rate_bps"] == [PACING_RATE * 8], paced
+
+
+def test_an_established_connection_follows_a_new_pacing_rate(fast_bed, tmp_path):
+    """The program re-reads the entry at RTT callbacks: a connection already sending when the agent
+    applies a new rate is paced at the new one (ss shows both maxima; the counter says it was set again)."""
+    sender = Agent(str(tmp_path / "follow-s.db"), netns=fast_bed.sender,
+                   enforcement=Enforcement.start("bpf", netns=fast_bed.sender))
+    enforcer = sender.enforcement.enforcer
+    result = {}
+    try:
+        sender.apply(paced_set(fast_bed, 1, PACING_RATE), "test")
+        before = enforcer.counters()
+        running = threading.Thread(target=lambda: result.update(one_connection(fast_bed, 4.0)))
+        running.start()
+        try:
+            while running.is_alive():  # wait for the connection, paced at the first rate, then change the set
+                reading = ss_sample(fast_bed.sender, fast_bed.receiver_ip, PORT)
+                if reading and reading.get("max_pacing_rate_bps") == PACING_RATE * 8:
+                    sender.apply(paced_set(fast_bed, 2, PACING_RATE // 2), "test")
+                    break
+        finally:
+            running.join()
+        after = enforcer.counters()
+    finally:
+        sender.close()
+    assert result["max_pacing_rate_bps"] == [PACING_RATE * 4, PACING_RATE * 8], result
+    assert after["pacing_updated"] - before["pacing_updated"] >= 1
+    assert after["pacing_update_refused"] == before["pacing_update_refused"]
 
 
 # -- otcp-agent run, for real, against the controller's agent server --------------------------
