@@ -8,7 +8,9 @@ reference evaluation (ryu_app.reference) over a sample of pairs.
 
 Target: k = 16 (1024 hosts, about a million pairs) in under 10 s.
 
-    .venv/bin/python benchmarks/plan_scale.py [--k 4,8,16,24] [--sample 2000]
+    .venv/bin/python benchmarks/plan_scale.py [--k 4,8,16,24] [--sample 2000] [--pacing]
+
+--pacing plans with otcp-paced's pacing rate as well (and the lossless windows).
 """
 
 import argparse
@@ -41,14 +43,14 @@ def fat_tree_fabric(k):
     return inventory.parse(document, f"fat-tree k={k}").fabric()
 
 
-def measure(k, sample_size, rng):
+def measure(k, sample_size, rng, pacing=False):
     fabric = fat_tree_fabric(k)
     hosts = len(fabric.hosts)
     started = time.perf_counter()
     SwitchPaths(fabric.switches, fabric.switch_links())
     paths_seconds = time.perf_counter() - started
     started = time.perf_counter()
-    plan = Plan(fabric, formulas.Bounds())
+    plan = Plan(fabric, formulas.Bounds(), *((formulas.Lossless(), formulas.Pacing()) if pacing else ()))
     seconds = time.perf_counter() - started
     reference = ReferencePlanner(fabric, formulas.Bounds())
     names = sorted(fabric.hosts)
@@ -64,6 +66,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--k", default="4,8,16,24", help="fat-tree sizes, comma-separated even numbers")
     parser.add_argument("--sample", type=int, default=2000, help="pairs the baseline evaluates per size")
+    parser.add_argument("--pacing", action="store_true", help="plan otcp-paced: lossless windows and pacing rates")
     args = parser.parse_args(argv)
     try:
         sizes = [int(k) for k in args.k.split(",")]
@@ -79,7 +82,7 @@ def main(argv=None):
             print(f"{k:>3} skipped: about {pairs_needed * BYTES_PER_PAIR / 2**30:.1f} GiB needed, "
                   f"{available_memory() / 2**30:.1f} GiB available")
             continue
-        hosts, pairs, seconds, paths_seconds, baseline_rate = measure(k, args.sample, rng)
+        hosts, pairs, seconds, paths_seconds, baseline_rate = measure(k, args.sample, rng, args.pacing)
         rate = pairs / seconds
         results[k] = seconds
         print(f"{k:>3} {hosts:>6} {pairs:>10} {seconds:>8.2f} {rate:>11.0f} {paths_seconds:>8.2f} "
