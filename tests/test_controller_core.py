@@ -1,6 +1,7 @@
 """The controller core with an explicit `now`: what it learns from each event
 and what it asks the glue to do (ryu_app/core.py)."""
 
+import ipaddress
 import types
 
 import pytest
@@ -22,7 +23,7 @@ from os_ken.lib.packet import arp as arp_packet
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
 from ryu_app import core as core_module
-from ryu_app import delay, forwarding
+from ryu_app import delay, formulas, forwarding
 from ryu_app.arp import probe_frame as arp_probe_frame
 from ryu_app.core import ARP_PENDING_S, ECHO_PAYLOAD, MAX_GENERATION_LEAP
 from ryu_app.publication import Publications
@@ -384,6 +385,27 @@ def test_a_generation_publishes_only_the_hosts_whose_routes_changed():
     assert second.generation.flows == {(H2[0], H1[0]): 1}
     assert core.publications.latest(H1[0])["generation"] == 1
     assert core.publications.latest(H2[0])["generation"] == 2
+
+
+def test_paced_generations_carry_each_routes_rate_and_follow_the_flows():
+    """otcp-paced: with pacing, every route of a published set carries the fair-share rate, and a new
+    flow into h1 halves the rate of the other sender's route toward h1 (s1 -> h1 shared by two)."""
+    core = connected_core(lossless=formulas.Lossless(), pacing=formulas.Pacing(0.05))
+    learn_hosts(core, 0.0, *HOSTS)
+    core.replan(3.0)
+
+    def rate(host, toward):  # the rate longest-prefix match gives toward (the sets are aggregated)
+        routes = [r for r in core.publications.latest(host)["routes"]
+                  if ipaddress.ip_address(toward) in ipaddress.ip_network(r["dst"])]
+        return max(routes, key=lambda r: ipaddress.ip_network(r["dst"]).prefixlen)["pacing_rate"]
+
+    before = rate(H3[0], H1[0])
+    assert isinstance(before, int) and before > 0
+    assert all(isinstance(r["pacing_rate"], int) for r in core.publications.latest(H1[0])["routes"])
+    core.flow_counter.update(2, [(H2[0], H1[0], 1)])
+    core.flow_counter.update(2, [(H2[0], H1[0], 5)])
+    assert core.replan(5.0).generation.number == 2
+    assert abs(2 * rate(H3[0], H1[0]) - before) <= 1
 
 
 def test_generations_continue_from_the_stored_number():
