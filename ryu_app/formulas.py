@@ -149,15 +149,21 @@ def queue_target_bytes(buffer_bytes, lossless=Lossless()):
 
 
 def segment_bytes(window_wire_bytes, bounds=Bounds(), lossless=Lossless()):
-    """Payload per segment on a path: the configured MSS, unless one frame of
-    it is more than the flow's window, then what fits, never below the floor.
+    """Payload per segment on a path: the largest at which a whole number of
+    frames fills the flow's window.
 
+    k = ceil(window / full frame) frames (at most cwnd_high), each window / k
+    bytes on the wire: the window is used to within k bytes, where full
+    segments would leave up to one frame of it unused (a quarter of the
+    window at 4 frames). Never below the floor nor above the configured MSS.
     window_wire_bytes counts frames as a switch queue does; an unbounded
     window (no switch egress) keeps the configured MSS.
     """
     window = np.asarray(window_wire_bytes, dtype=float)
     finite = np.where(np.isfinite(window), window, 0.0)
-    fitting = np.floor(finite + _ROUNDING_SLACK) - FRAME_OVERHEAD_BYTES
+    full_frame = bounds.mss_bytes + FRAME_OVERHEAD_BYTES
+    frames = np.clip(np.ceil(finite / full_frame - _ROUNDING_SLACK), 1, bounds.cwnd_high)
+    fitting = np.floor(finite / frames + _ROUNDING_SLACK) - FRAME_OVERHEAD_BYTES
     segment = np.clip(fitting, lossless.mss_floor_bytes, bounds.mss_bytes)
     return np.where(np.isfinite(window), segment, bounds.mss_bytes).astype(np.int64)
 

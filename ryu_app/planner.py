@@ -19,6 +19,7 @@ from ryu_app.paths import UNREACHABLE, SwitchPaths
 #: end to end by the agents and preferred.
 DELAY_SOURCES = ("inventory", "measured", "default", "host")
 HOST = DELAY_SOURCES.index("host")
+KNOWN = DELAY_SOURCES.index("measured")  # this and lower: a link delay that is not a guess
 
 # Elements per gathered (sources x destinations x links) array in one block.
 _BLOCK_ELEMENTS = 1 << 21
@@ -305,7 +306,8 @@ class Plan:
 
         The safe side of an estimate differs by parameter: windows grow
         with the round trip, so they take the smallest (the hosts' measured
-        minimum where there is one, else the links' minima); minRTO shrinks
+        minimum, or the links' sum where it is smaller and no link's delay is
+        a default); minRTO shrinks
         with it, so it takes the top of the estimate (plus the spread).
         """
         t = self._links
@@ -316,8 +318,15 @@ class Plan:
             return rtt, spread, source, rtt + spread
         low, high = self._rtt_low[src, dst], self._rtt_high[src, dst]
         measured = ~np.isnan(low)
-        return (np.where(measured, low, rtt), np.where(measured, high - low, spread),
-                np.where(measured, HOST, source), np.where(measured, high, rtt + spread))
+        # Where every link's delay is known (measured or declared), both are upper
+        # bounds of the propagation round trip (a loaded host measures its queues
+        # too), so the windows take the smaller: pairs sharing a bottleneck then
+        # get alike windows, whichever of them a host measured busy.
+        known = source <= KNOWN
+        host = measured & ~(known & (rtt <= low))
+        window_rtt = np.where(host, low, rtt)
+        return (window_rtt, np.where(measured, high - window_rtt, spread), np.where(host, HOST, source),
+                np.where(measured, high, rtt + spread))
 
     # -- views ---------------------------------------------------------------
 

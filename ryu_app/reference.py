@@ -32,13 +32,15 @@ class ReferencePlanner:
         return None if middle is None else [src, *middle, dst]
 
     def round_trip(self, src, dst, round_trip):
-        """(RTT for the windows, RTT for minRTO): the hosts' measured minimum and top
-        where they measured one, else the sum of the links' delays and that plus their spreads."""
-        measured = self.fabric.host_rtts.get((src, dst))
-        if measured is not None:
-            return measured.low_s, measured.high_s
+        """(RTT for the windows, RTT for minRTO): where the hosts measured one, their
+        minimum (or the sum of the links' delays if smaller and none of them is a
+        default) and their top; else that sum, and it plus the links' spreads."""
         facts = self.fabric.links
         rtt = sum(facts[link].delay_s for link in round_trip)
+        measured = self.fabric.host_rtts.get((src, dst))
+        if measured is not None:
+            known = all(facts[link].delay_source in ("inventory", "measured") for link in round_trip)
+            return (min(measured.low_s, rtt) if known else measured.low_s), measured.high_s
         return rtt, rtt + sum(facts[link].delay_spread_s for link in round_trip)
 
     def _links_of(self, src, dst):
@@ -97,7 +99,8 @@ class ReferencePlanner:
             return published_initcwnd, 0, mss
         window = min(windows)
         overhead = formulas.FRAME_OVERHEAD_BYTES
-        segment = max(self.lossless.mss_floor_bytes, min(mss, math.floor(window + 1e-9) - overhead))
+        frames = min(self.bounds.cwnd_high, max(1, math.ceil(window / (mss + overhead) - 1e-9)))
+        segment = max(self.lossless.mss_floor_bytes, min(mss, math.floor(window / frames + 1e-9) - overhead))
         frames = math.floor(window / (segment + overhead) + 1e-9)
         cwnd = max(self.bounds.cwnd_low, min(self.bounds.cwnd_high, frames))
         initcwnd = max(self.bounds.initcwnd_low, min(self.bounds.initcwnd_high, cwnd))

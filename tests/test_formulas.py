@@ -174,14 +174,16 @@ def test_lossless_16_senders_shrink_the_segment_to_fit_one_frame_each():
     # The receiver advertises it: h1's route toward h2 carries advmss 1340 + 12 (timestamps).
     toward_h2 = next(r for r in plan.routes_for("h1") if r["dst"] == "10.0.0.2/32")
     assert toward_h2["advmss"] == 1352
-    # h2 sends nothing to itself through h1's path: its own route toward h1 keeps the kernel's MSS.
-    assert next(r for r in plan.routes_for("h2") if r["dst"] == "10.0.0.1/32")["advmss"] is None
+    # h2's route toward h1 sets what h1 sends to h2, a path no other flow shares: window 22 500 B is
+    # 14.9 full frames, so 15 frames of 1500 B: segment 1434 B, advmss 1446.
+    assert next(r for r in plan.routes_for("h2") if r["dst"] == "10.0.0.1/32")["advmss"] == 1446
 
 
 def test_lossless_4_senders_send_their_whole_share_at_once():
-    # window = 22500 / 4 = 5625 B: 3 full frames of 1448 + 66 = 1514 B (4 would be 6056 B).
+    # window = 22500 / 4 = 5625 B: 3.7 full frames of 1448 + 66 = 1514 B, so 4 frames of 5625 / 4 = 1406 B:
+    # segment 1406 - 66 = 1340 B fills 5624 B of it (3 full frames would leave 1083 B unused).
     record = pair(lossless_plan_of(star(4)), "h2", "h1")
-    assert (record["segment_bytes"], record["cwnd_clamp"], record["initcwnd"]) == (1448, 3, 3)
+    assert (record["segment_bytes"], record["cwnd_clamp"], record["initcwnd"]) == (1340, 4, 4)
 
 
 def test_lossless_64_senders_and_the_floor():
@@ -195,9 +197,10 @@ def test_lossless_64_senders_and_the_floor():
 
 
 def test_lossless_queue_target_is_a_share_of_the_buffer():
-    # Target the whole buffer: window = (1250 + 85000) / 16 = 5390.6 B -> 3 frames of 1514 B.
+    # Target the whole buffer: window = (1250 + 85000) / 16 = 5390.6 B -> 3.56 full frames, so 4 of
+    # 1347 B: segment 1281 B.
     record = pair(lossless_plan_of(star(16), fraction=1.0), "h2", "h1")
-    assert (record["segment_bytes"], record["cwnd_clamp"]) == (1448, 3)
+    assert (record["segment_bytes"], record["cwnd_clamp"]) == (1281, 4)
     with pytest.raises(ValueError, match="queue_target_fraction"):
         formulas.Lossless(queue_target_fraction=0.0)
     with pytest.raises(ValueError, match="mss_floor_bytes"):
@@ -211,6 +214,9 @@ def test_segment_and_window_functions_on_their_edges():
     assert formulas.lossless_initcwnd_segments(0, 7, bounds).tolist() == 7  # nothing clamps: published iw
     assert formulas.lossless_initcwnd_segments(100, 7, bounds).tolist() == 64  # bounded by initcwnd_high
     assert formulas.advmss_bytes(1448, bounds) is None and formulas.advmss_bytes(500, bounds) == 512
+    # Whole full frames keep the MSS; past cwnd_high frames the MSS stands (the clamp binds instead).
+    assert formulas.segment_bytes(3 * 1514, bounds).tolist() == 1448
+    assert formulas.segment_bytes(10 * bounds.cwnd_high * 1514, bounds).tolist() == 1448
 
 
 # -- otcp-paced: the fair-share pacing rate ----------------------------------------------
