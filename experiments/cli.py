@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 
-from experiments import calibrate, incast, results, schemes, shell
+from experiments import calibrate, fairness, incast, results, schemes, shell
 from experiments.emulation import EmulationError
 from experiments.progress import Progress
 from ryu_app.formulas import Lossless
@@ -33,6 +33,7 @@ FULL = {"senders": "4,8,16,32,64", "buffer_bytes": "85000,512000", "sru_bytes": 
 QUICK = {"senders": "4,8,16,32", "buffer_bytes": "85000", "sru_bytes": 65536, "rounds": 10,
          "warmup_seconds": 5.0,
          "schemes": "default,fine-rto,small-packets,otcp,dctcp", "out": "results/quick"}
+FAIRNESS_SCHEMES = "default,otcp,dctcp,otcp-lossless"
 CALIBRATE = {"buffer_bytes": "32000,85000,512000", "packet_bytes": "1500,750", "out": "results/calibration"}
 # IP packet sizes a calibration burst may use: a UDP header and the burst's own, up to the hosts' MTU.
 MIN_PACKET_BYTES = 64
@@ -58,7 +59,7 @@ def positive_int_list(text, what, high=None):
 
 
 def build_parser():
-    """The otcp-experiment argument parser: incast, calibrate and shell."""
+    """The otcp-experiment argument parser: incast, calibrate, shell and fairness."""
     parser = argparse.ArgumentParser(prog="otcp-experiment", description="OTCP's Mininet experiments.")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("incast", help="TCP incast under each scheme (synchronized reads on a star)",
@@ -117,7 +118,57 @@ def build_parser():
                                help=f"an mn-style topology of topo/fabrics.py ({', '.join(shell.fabrics.topos)}), "
                                     "e.g. leafspine,2,2,4")
     mininet_shell.add_argument("--script", metavar="FILE", help="run the CLI commands in FILE instead of a prompt")
+    fair = commands.add_parser("fairness", help="long flows into one receiver, together or staggered: rates, "
+                               "Jain's index, convergence and the queue per scheme",
+                               description=fairness.__doc__.split("\n")[0])
+    fair.add_argument("--flows", type=int, default=4, help="long flows, one per sender (default 4)")
+    fair.add_argument("--stagger-seconds", type=float, default=0.0,
+                      help="seconds between flow starts (default 0: all together)")
+    fair.add_argument("--hold-seconds", type=float, default=10.0,
+                      help="seconds every flow runs after the last one started (default 10)")
+    fair.add_argument("--schemes", default=FAIRNESS_SCHEMES, help=f"comma-separated (default {FAIRNESS_SCHEMES})")
+    fair.add_argument("--buffer-bytes", type=int, default=85000)
+    fair.add_argument("--bw-mbps", type=float, default=100)
+    fair.add_argument("--queue-target-fraction", type=float, default=Lossless.queue_target_fraction)
+    fair.add_argument("--ceiling-seconds", type=int, default=3)
+    fair.add_argument("--ceiling-repeats", type=int, default=3)
+    fair.add_argument("--out", default="results/fairness")
     return parser
+
+
+def fairness_config_from_args(args, parser):
+    """Validate the fairness arguments; parser.error (exit 2) names the bad option."""
+    names = scheme_names(args.schemes, parser)
+    checks = [("--flows", args.flows, 1, MAX_SENDERS), ("--stagger-seconds", args.stagger_seconds, 0, 600),
+              ("--hold-seconds", args.hold_seconds, 1, 3600),
+              ("--buffer-bytes", args.buffer_bytes, 1, MAX_BUFFER_BYTES),
+              ("--bw-mbps", args.bw_mbps, 0.001, MAX_BW_MBPS),
+              ("--queue-target-fraction", args.queue_target_fraction, 1e-6, 1),
+              ("--ceiling-seconds", args.ceiling_seconds, 1, 600), ("--ceiling-repeats", args.ceiling_repeats, 1, 50)]
+    check_ranges(checks, parser)
+    return fairness.FairnessConfig(
+        out=os.path.abspath(args.out), flows=args.flows, stagger_s=args.stagger_seconds, hold_s=args.hold_seconds,
+        schemes=names, buffer_bytes=args.buffer_bytes, bw_mbps=args.bw_mbps, ceiling_seconds=args.ceiling_seconds,
+        ceiling_repeats=args.ceiling_repeats, queue_target_fraction=args.queue_target_fraction)
+
+
+def scheme_names(text, parser):
+    """The scheme names of a --schemes value, each known and listed once."""
+    names = [n for n in text.split(",") if n]
+    unknown = [n for n in names if n not in SCHEME_NAMES]
+    if unknown or not names:
+        parser.error(f"--schemes: unknown scheme(s) {', '.join(unknown) or '(none given)'}; "
+                     f"known: {', '.join(SCHEME_NAMES)}")
+    if len(set(names)) != len(names):
+        parser.error(f"--schemes: {text} lists a scheme twice")
+    return names
+
+
+def check_ranges(checks, parser):
+    """parser.error for the first (option, value, low, high) whose value is out of range (NaN is)."""
+    for option, value, low, high in checks:
+        if value is not None and not (low <= value and (high is None or value <= high)):
+            parser.error(f"{option}: {value} is out of range ({low}..{high if high is not None else 'any'})")
 
 
 def calibration_config_from_args(args, parser):
@@ -163,13 +214,7 @@ def config_from_args(args, parser):
         buffers = positive_int_list(pick("buffer_bytes"), "--buffer-bytes", MAX_BUFFER_BYTES)
     except ValueError as exc:
         parser.error(str(exc))
-    names = [n for n in pick("schemes").split(",") if n]
-    unknown = [n for n in names if n not in SCHEME_NAMES]
-    if unknown or not names:
-        parser.error(f"--schemes: unknown scheme(s) {', '.join(unknown) or '(none given)'}; "
-                     f"known: {', '.join(SCHEME_NAMES)}")
-    if len(set(names)) != len(names):
-        parser.error(f"--schemes: {pick('schemes')} lists a scheme twice")
+    names = scheme_names(pick("schemes"), parser)
     checks = [("--rounds", pick("rounds"), 1, None), ("--warmup-seconds", pick("warmup_seconds"), 0, 600),
               ("--sru-bytes", args.sru_bytes, 1, 1 << 30), ("--total-bytes", args.total_bytes, 1, 1 << 34),
               ("--bw-mbps", args.bw_mbps, 0.001, MAX_BW_MBPS), ("--delay-us", args.delay_us, 0, 1e6),
@@ -177,9 +222,7 @@ def config_from_args(args, parser):
               ("--queue-target-fraction", args.queue_target_fraction, 1e-6, 1),
               ("--ceiling-seconds", args.ceiling_seconds, 1, 600), ("--ceiling-repeats", args.ceiling_repeats, 1, 50),
               ("--round-timeout", args.round_timeout, 1, 3600)]
-    for option, value, low, high in checks:
-        if value is not None and not (low <= value and (high is None or value <= high)):
-            parser.error(f"{option}: {value} is out of range ({low}..{high if high is not None else 'any'})")
+    check_ranges(checks, parser)
     if args.total_bytes is not None and args.total_bytes < max(senders):
         parser.error(f"--total-bytes: {args.total_bytes} is less than one byte per server at {max(senders)} senders")
     out = os.path.abspath(pick("out"))
@@ -222,6 +265,8 @@ def main(argv=None):
         return main_calibrate(calibration_config_from_args(args, parser))
     if args.command == "shell":
         return main_shell(args)
+    if args.command == "fairness":
+        return main_fairness(fairness_config_from_args(args, parser))
     config = config_from_args(args, parser)
     problem = environment_problem()
     if problem:
@@ -272,6 +317,32 @@ def main_shell(args):
     except (EmulationError, TimeoutError, RuntimeError) as exc:
         print(f"otcp-experiment: {exc}", file=sys.stderr)
         return 1
+
+
+def main_fairness(config):
+    """otcp-experiment fairness: 0 when every scheme ran, 1 if any failed, 2 bad input or environment."""
+    problem = environment_problem()
+    if problem:
+        print(f"otcp-experiment: {problem}", file=sys.stderr)
+        return 2
+    shutil.rmtree(os.path.join(config.out, "work"), ignore_errors=True)
+    progress = Progress(total=1)
+    try:
+        document = fairness.run_fairness(config, progress)
+    except KeyboardInterrupt:
+        progress.close()
+        print("otcp-experiment: interrupted; the network is torn down", file=sys.stderr)
+        return 130
+    except (EmulationError, incast.RunError, TimeoutError) as exc:
+        progress.close()
+        print(f"otcp-experiment: {exc}", file=sys.stderr)
+        return 1
+    progress.close()
+    print(fairness.summary_table(document))
+    for failure in document["failures"]:
+        print(f"failed: {failure}", file=sys.stderr)
+    print(f"results: {os.path.join(config.out, 'fairness.json')}, plots in {config.out}")
+    return 1 if document["failures"] or not document["runs"] else 0
 
 
 def main_calibrate(config):

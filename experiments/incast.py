@@ -267,9 +267,11 @@ class Network:
         self.servers_cc = cc
 
 
-def measure_ceiling(network, store, progress, sweep, buffer_bytes, packet_bytes):
-    """The single-flow ceiling of network at packet_bytes, config.ceiling_repeats times, into sweep and store."""
-    config, topo, senders = network.config, network.topo, len(network.topo.senders)
+def ceiling_samples(network, packet_bytes, progress):
+    """The single-flow ceiling of network at packet_bytes, config.ceiling_repeats
+    times: [(Mb/s, both cores' busy share while it ran)]."""
+    config, topo = network.config, network.topo
+    samples = []
     for repeat in range(config.ceiling_repeats):
         progress.message(f"measuring the single-flow ceiling, {packet_bytes} B packets "
                          f"({repeat + 1}/{config.ceiling_repeats}, {config.ceiling_seconds} s of iperf3)")
@@ -277,15 +279,19 @@ def measure_ceiling(network, store, progress, sweep, buffer_bytes, packet_bytes)
         mbps = measure.single_flow_ceiling(network.emulation, topo.senders[0], topo.receiver,
                                            network.data_ips[topo.receiver], seconds=config.ceiling_seconds,
                                            packet_bytes=packet_bytes)
-        cpu, _ = stats.cpu_busy(cpu_before, measure.read_cpu_times())
-        sample = results.CeilingSample(senders, buffer_bytes, packet_bytes, mbps, cpu)
+        samples.append((mbps, stats.cpu_busy(cpu_before, measure.read_cpu_times())[0]))
+    progress.message(f"single-flow ceiling, {packet_bytes} B packets: median "
+                     f"{stats.Spread(tuple(m for m, _ in samples)).median:.1f} Mb/s "
+                     f"({', '.join(f'{m:.1f}' for m, _ in samples)})")
+    return samples
+
+
+def measure_ceiling(network, store, progress, sweep, buffer_bytes, packet_bytes):
+    """ceiling_samples, kept in sweep and store."""
+    for mbps, cpu in ceiling_samples(network, packet_bytes, progress):
+        sample = results.CeilingSample(len(network.topo.senders), buffer_bytes, packet_bytes, mbps, cpu)
         sweep.ceilings.append(sample)
         store.add_ceiling(sample, sweep.ceiling())
-    median = results.network_ceiling(sweep.ceilings, senders, buffer_bytes, packet_bytes)
-    values = [c.mbps for c in sweep.ceilings
-              if (c.senders, c.buffer_bytes, c.packet_bytes) == (senders, buffer_bytes, packet_bytes)]
-    progress.message(f"single-flow ceiling, {packet_bytes} B packets: median {median:.1f} Mb/s "
-                     f"({', '.join(f'{v:.1f}' for v in values)})")
 
 
 def scheme_settings(network, scheme, buffer_bytes, hosts):
@@ -329,6 +335,8 @@ def run_scheme(network, scheme, buffer_bytes, progress):
         if config.warmup_seconds:
             run_client(config, emulation, topo.receiver, servers, block, ["--seconds", str(config.warmup_seconds)],
                        lambda done: progress.update(0, config.rounds), cc)
+        if scheme.kind == "otcp":
+            warm_until_flows_applied(network, servers, block, progress, cc)
         receiver_intf = emulation.host(topo.receiver).defaultIntf()
         interfaces = switch_ports(topo) + [(h, schemes.data_interface(emulation, h)) for h in hosts] \
             + [(h, emulation.host(h).defaultIntf().buffer_device) for h in hosts]
@@ -374,6 +382,20 @@ def run_scheme(network, scheme, buffer_bytes, progress):
     detail = results.RunDetail(rounds=rounds, servers=topo.senders, host_counters=counters, probe_rtts=rtts,
                                path_counters=path, queues=queues)
     return run, detail
+
+
+def warm_until_flows_applied(network, servers, block, progress, cc):
+    """More warm-up rounds until the agents hold parameters the controller
+    computed with every sender's flow to the receiver active."""
+    config, topo = network.config, network.topo
+    pairs = [(sender, topo.receiver) for sender in topo.senders]
+    deadline = time.monotonic() + config.agent_timeout_s
+    while not network.controller.flows_applied(pairs):
+        if time.monotonic() > deadline:
+            raise RunError(f"the agents did not get parameters for the senders' flows within "
+                           f"{config.agent_timeout_s:.0f} s of warm-up")
+        run_client(config, network.emulation, topo.receiver, servers, block, ["--seconds", "1"],
+                   lambda done: progress.update(0, config.rounds), cc)
 
 
 def switch_ports(topo):

@@ -226,15 +226,18 @@ class BacklogSampler:
     device in node's namespace, while the context lasts: a sampler process
     in that namespace (experiments.backlog_probe, a netlink dump every half
     millisecond). peak is the largest backlog seen: the buffer the port
-    really offered; samples how many were taken."""
+    really offered; samples how many were taken; mean their mean; with
+    series, every sample as (CLOCK_MONOTONIC seconds, bytes)."""
 
-    def __init__(self, emulation, node, device, handle=DATA_QUEUE_HANDLE, interval=0.0005):
+    def __init__(self, emulation, node, device, handle=DATA_QUEUE_HANDLE, interval=0.0005, series=False):
         self.emulation = emulation
         self.node = node
         self.argv = [sys.executable, "-m", "experiments.backlog_probe", "--dev", device, "--handle", handle,
-                     "--interval", str(interval)]
+                     "--interval", str(interval)] + (["--series"] if series else [])
         self.peak = 0
         self.samples = 0
+        self.mean = 0.0
+        self.series = []
         self.process = None
 
     def __enter__(self):
@@ -252,6 +255,7 @@ class BacklogSampler:
             if self.process.returncode != 0:
                 raise RuntimeError(f"{self.node}: the backlog sampler failed: {err.decode(errors='replace').strip()}")
             result = json.loads(out)
-            self.peak, self.samples = result["peak"], result["samples"]
+            self.peak, self.samples, self.mean = result["peak"], result["samples"], result["mean"]
+            self.series = [tuple(sample) for sample in result.get("series", [])]
         finally:
             self.emulation.stop(self.process)

@@ -22,12 +22,14 @@ import json
 import os
 import secrets
 import shutil
+import sqlite3
 import sys
 import tempfile
 import time
 
 from agent.enforcement import status_path
 from agent.routes import OTCP_PROTO
+from ryu_app.admin import read_status
 from ryu_app.process import ControllerProcess, free_port
 
 
@@ -101,6 +103,21 @@ class Controller:
     def formulas(self):
         """The formula set the running controller evaluates."""
         return self.process.settings["parameters"]["formulas"]
+
+    def flows_applied(self, pairs, active=True):
+        """Whether the newest generation was computed with every (source
+        host, destination host) of pairs active (with none of them, if not
+        active) and every agent holds it:
+        what a run waits for after its warm-up, so that its measured rounds
+        see the parameters for their flows (the controller counts flows from
+        the switches' statistics, polled and re-planned every few seconds)."""
+        status = read_status(self.process.settings["admin"]["socket"])
+        if not status["agents"] or any(agent["lag_generations"] for agent in status["agents"]):
+            return False
+        with contextlib.closing(sqlite3.connect(f"file:{self.process.database}?mode=ro", uri=True)) as db:
+            counted = set(db.execute("SELECT src, dst FROM generation_flows WHERE generation = ?",
+                                     (status["generation"],)))
+        return set(pairs) <= counted if active else not set(pairs) & counted
 
     def use_formulas(self, formulas):
         """Restart with formulas ('published' or 'lossless') unless already so; True if it restarted."""

@@ -5,7 +5,9 @@
 - ``fct_cdf.png``: CDF of request completion times at the largest sender
   count, one line per scheme and buffer;
 - ``fct_bars.png``: mean and p95 completion time per scheme at the largest
-  sender count, one panel per buffer.
+  sender count, one panel per buffer;
+- ``fairness-SCHEME.png`` (the fairness experiment): every flow's rate over
+  time, the fair share marked, and the bottleneck's backlog underneath.
 """
 
 import matplotlib
@@ -95,6 +97,39 @@ def _save(figure, axes, path):
     """Grid, legend, write the PNG and free the figure."""
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def fairness_plot(path, run, config):
+    """One fairness run (experiments.fairness.summarize's record): rates above, queue below."""
+    figure, (rates, queue) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, height_ratios=[2, 1])
+    flows = sorted(run["flow_means_mbps"], key=lambda f: tuple(int(p) for p in f.split(".")))
+    for flow in flows:
+        points = [(r["t"], r["mbps"][flow]) for r in run["rates"] if flow in r["mbps"]]
+        rates.plot([t for t, _ in points], [m for _, m in points], linewidth=1, label=flow)
+    for index in range(run["flows"]):
+        share = run["ceiling_mbps"] / (index + 1)
+        start = index * run["stagger_s"]
+        end = (index + 1) * run["stagger_s"] if index + 1 < run["flows"] else config.duration_s
+        if run["stagger_s"] == 0 and index + 1 < run["flows"]:
+            continue
+        rates.hlines(share, start, end, colors="black", linestyles="--", linewidth=0.8)
+    jain = "-" if run["jain_steady"] is None else f"{run['jain_steady']:.3f}"
+    rates.set_title(f"{run['scheme']}: {run['flows']} flows, one every {run['stagger_s']:g} s "
+                    f"(Jain {jain} in the steady part; dashed: fair share)")
+    rates.set_ylabel("rate (Mb/s, per 100 ms)")
+    rates.grid(True, alpha=0.3)
+    rates.legend(fontsize=7, ncol=4)
+    queue.plot([t for t, _ in run["queue"]], [b / 1000 for _, b in run["queue"]], color="tab:red", linewidth=0.8)
+    queue.axhline(config.buffer_bytes / 1000, color="black", linestyle="--", linewidth=0.8, label="buffer")
+    queue.set_ylabel("bottleneck backlog (kB)")
+    queue.set_xlabel("seconds since the first flow started")
+    queue.set_xlim(0, config.duration_s)
+    queue.grid(True, alpha=0.3)
+    queue.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)

@@ -223,3 +223,51 @@ class Spread:
         """Median, min, max, spread and the samples, as the summary holds them."""
         return {"median": self.median, "min": self.low, "max": self.high, "spread_pct": self.spread_pct,
                 "samples": list(self.samples)}
+
+
+def jain_index(rates):
+    """Jain's fairness index, (sum x)^2 / (n sum x^2): 1 when every rate is
+    equal, 1/n when one flow has everything; None for no flows or no traffic."""
+    rates = [float(r) for r in rates]
+    squares = sum(r * r for r in rates)
+    if not rates or squares == 0:
+        return None
+    return sum(rates) ** 2 / (len(rates) * squares)
+
+
+def interval_rates(reports):
+    """Per-flow rates between consecutive byte-count reports.
+
+    reports: [(t seconds, {flow: bytes received so far})] in time order.
+    Returns [(t at the interval's end, {flow: Mb/s})], with a flow from the
+    first report that counts it.
+    """
+    rates = []
+    for (t0, before), (t1, after) in zip(reports, reports[1:]):
+        if t1 <= t0:
+            raise ValueError(f"reports out of order at t={t1}")
+        rates.append((t1, {flow: (count - before.get(flow, 0)) * 8 / (t1 - t0) / 1e6
+                           for flow, count in after.items()}))
+    return rates
+
+
+def convergence_time(rates, arrival, arrivals, capacity_mbps, tolerance=0.1, hold_s=0.5, until=None):
+    """Seconds from arrival until every active flow's rate is within
+    tolerance of the fair share, capacity_mbps / (flows active), and stays
+    there for hold_s (or until `until`, the next arrival or the end, if that
+    comes first); None if that never happens before `until`.
+
+    rates: interval_rates' output; arrivals: {flow: time it started}.
+    """
+    def fair(t, flow_rates):
+        active = [f for f, start in arrivals.items() if start <= t - 1e-9]
+        if not active:
+            return False
+        share = capacity_mbps / len(active)
+        return all(abs(flow_rates.get(f, 0.0) - share) <= tolerance * share for f in active)
+
+    window = [(t, r) for t, r in rates if t > arrival and (until is None or t <= until)]
+    for index, (start, _) in enumerate(window):
+        if all(fair(t, r) for t, r in window[index:] if t <= start + hold_s):
+            return start - arrival
+    return None

@@ -14,7 +14,7 @@ def a_run(**changes):
            "fct_p99_ms": 320.0, "drops": 120, "timeouts": 30, "probe_rtt_avg_ms": 5.2, "probe_rtt_max_ms": 9.9,
            "packet_bytes": 1500, "ceiling_mbps": 95.0, "sent": 10000, "delivered": 9880,
            "drops_other_buffers": 0, "sender_queue_drops": 0, "unexplained": 0, "peak_backlog_bytes": 84000,
-           "cpu_busy_pct": 60.0, "cpu_busiest_pct": 80.0}
+           "cpu_busy_pct": 60.0, "cpu_busiest_pct": 80.0, "ce_marks": None}
     run.update(changes)
     return run
 
@@ -42,6 +42,30 @@ def test_unexplained_may_be_negative_but_not_a_float():
     results.check_run(a_run(unexplained=-3))
     with pytest.raises(results.SchemaError, match="unexplained"):
         results.check_run(a_run(unexplained=1.5))
+
+
+def test_ce_marks_are_a_count_or_null():
+    results.check_run(a_run(ce_marks=586))
+    with pytest.raises(results.SchemaError, match="ce_marks"):
+        results.check_run(a_run(ce_marks=1.5))
+
+
+def test_the_catalogue_runs_schemes_in_its_own_order_and_says_what_each_needs():
+    catalogue = schemes.catalogue()
+    assert list(catalogue)[-3:] == ["dctcp", "otcp+dctcp", "otcp-lossless"]
+    assert catalogue["dctcp"].congestion_control == "otcp_dctcp" and catalogue["dctcp"].ecn
+    assert catalogue["dctcp"].kind == "routes" and catalogue["dctcp"].rto_min_ms is None
+    assert catalogue["otcp+dctcp"].kind == "otcp" and catalogue["otcp+dctcp"].formulas == "published"
+    lossless = catalogue["otcp-lossless"]
+    assert (lossless.formulas, lossless.enforce, lossless.congestion_control) == ("lossless", "bpf", "cubic")
+    assert catalogue["otcp"].enforce == "routes"  # the published reproduction: route attributes only
+
+
+def test_a_runs_packet_size_follows_the_receivers_advmss():
+    scheme = schemes.catalogue()["otcp-lossless"]
+    assert incast.packet_bytes_of(scheme) == 1500
+    assert incast.packet_bytes_of(scheme, 1352) == 1392  # advmss 1352 carries 1340 B + 12 B of timestamps
+    assert incast.packet_bytes_of(schemes.catalogue()["small-packets"]) == 750
 
 
 def test_summary_flags_runs_with_unexplained_losses(tmp_path):

@@ -189,3 +189,40 @@ def test_parse_iperf3():
     assert measure.parse_iperf3(text) == pytest.approx(95.6)
     with pytest.raises(ValueError, match="unable to connect"):
         measure.parse_iperf3(json.dumps({"error": "unable to connect"}))
+
+
+def test_jain_index_by_hand():
+    assert stats.jain_index([10, 10, 10, 10]) == pytest.approx(1.0)
+    assert stats.jain_index([40, 0, 0, 0]) == pytest.approx(0.25)  # one flow has everything: 1/n
+    # (10 + 30)^2 / (2 x (100 + 900)) = 1600 / 2000
+    assert stats.jain_index([10, 30]) == pytest.approx(0.8)
+    assert stats.jain_index([]) is None and stats.jain_index([0, 0]) is None
+
+
+def test_interval_rates_from_byte_counts():
+    reports = [(0.0, {}), (0.1, {"a": 125_000}), (0.2, {"a": 250_000, "b": 62_500})]
+    (t1, first), (t2, second) = stats.interval_rates(reports)
+    assert (t1, t2) == (0.1, 0.2)
+    assert first == {"a": pytest.approx(10.0)}  # 125 000 B in 0.1 s = 10 Mb/s
+    assert second == {"a": pytest.approx(10.0), "b": pytest.approx(5.0)}
+    with pytest.raises(ValueError, match="out of order"):
+        stats.interval_rates([(0.2, {}), (0.1, {})])
+
+
+def rates_of(samples, step=0.1):
+    """[(t, {flow: Mb/s})] at t = step, 2 step, ... from a list of {flow: Mb/s}."""
+    return [(round((i + 1) * step, 3), sample) for i, sample in enumerate(samples)]
+
+
+def test_convergence_after_an_arrival():
+    arrivals = {"a": 0.0, "b": 1.0}
+    # a alone at 90 Mb/s until b arrives at 1.0; then they approach 45 each, within 10 % from t = 1.5.
+    samples = [{"a": 90.0}] * 10 + [{"a": 80.0, "b": 10.0}] * 2 + [{"a": 60.0, "b": 30.0}] * 2 \
+        + [{"a": 47.0, "b": 43.0}] * 10
+    rates = rates_of(samples)
+    assert stats.convergence_time(rates, 0.0, arrivals, 90.0, until=1.0) == pytest.approx(0.1)
+    assert stats.convergence_time(rates, 1.0, arrivals, 90.0, hold_s=0.5) == pytest.approx(0.5)
+    # A dip inside the hold restarts the clock; never converging is None.
+    dipped = rates_of(samples[:17] + [{"a": 70.0, "b": 20.0}] + samples[18:])
+    assert stats.convergence_time(dipped, 1.0, arrivals, 90.0, hold_s=0.5) == pytest.approx(0.9)  # from 1.9
+    assert stats.convergence_time(rates_of([{"a": 80.0, "b": 10.0}] * 30), 1.0, arrivals, 90.0) is None
