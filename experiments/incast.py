@@ -299,7 +299,7 @@ def scheme_settings(network, scheme, buffer_bytes, hosts):
     config, emulation = network.config, network.emulation
     settings = []
     if scheme.kind == "otcp":
-        if network.controller.use_formulas(scheme.formulas):
+        if network.controller.use(scheme.formulas, scheme.pacing):
             ensure_connectivity(emulation, network.topo.senders + [network.topo.probe],
                                 network.data_ips[network.topo.receiver], timeout=60.0)
         settings.append(otcp.Agents(emulation, hosts, os.path.join(network.workdir, "controller.yaml"),

@@ -61,10 +61,10 @@ class Controller:
     Calling it with the root namespace's management address (None without a
     management network) starts ``otcp-controller run`` and returns a context
     manager whose value is the OpenFlow port. with_agents opens the agent
-    channel on the management address. ``use_formulas`` restarts it on the
-    same ports and database with another formula set (the OTCP schemes
-    differ in it); the switches reconnect and the hosts it knew are restored
-    from its database.
+    channel on the management address. ``use`` restarts it on the same
+    ports and database with another formula set or pacing (the OTCP schemes
+    differ in them); the switches reconnect and the hosts it knew are
+    restored from its database.
     """
 
     def __init__(self, workdir, inventory_path, with_agents, intervals=None, parameters=None):
@@ -99,18 +99,13 @@ class Controller:
             self.process.stop()
             shutil.rmtree(admin_dir, ignore_errors=True)
 
-    @property
-    def formulas(self):
-        """The formula set the running controller evaluates."""
-        return self.process.settings["parameters"]["formulas"]
-
     def flows_applied(self, pairs, active=True):
         """Whether the newest generation was computed with every (source
         host, destination host) of pairs active (with none of them, if not
-        active) and every agent holds it:
-        what a run waits for after its warm-up, so that its measured rounds
-        see the parameters for their flows (the controller counts flows from
-        the switches' statistics, polled and re-planned every few seconds)."""
+        active) and every agent holds it: what a run waits for after its
+        warm-up, so that its measured rounds see the parameters for their
+        flows (the controller counts flows from the switches' statistics,
+        polled and re-planned every few seconds)."""
         status = read_status(self.process.settings["admin"]["socket"])
         if not status["agents"] or any(agent["lag_generations"] for agent in status["agents"]):
             return False
@@ -119,12 +114,14 @@ class Controller:
                                      (status["generation"],)))
         return set(pairs) <= counted if active else not set(pairs) & counted
 
-    def use_formulas(self, formulas):
-        """Restart with formulas ('published' or 'lossless') unless already so; True if it restarted."""
-        if formulas == self.formulas:
+    def use(self, formulas, pacing=False):
+        """Restart with formulas ('published' or 'lossless') and pacing on or
+        off, unless it already runs so; True if it restarted."""
+        parameters = self.process.settings["parameters"]
+        if (parameters["formulas"], parameters.get("pacing", False)) == (formulas, pacing):
             return False
         self.process.stop()
-        self.process.settings["parameters"]["formulas"] = formulas
+        parameters.update(formulas=formulas, pacing=pacing)
         self.process.start()
         return True
 

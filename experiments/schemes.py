@@ -6,7 +6,7 @@ of the hosts' data interfaces; they put the original routes and MTU back
 afterwards. The OTCP schemes are driven by the real controller and agents
 (see ``experiments.otcp``): ``otcp`` with the published formulas and route
 attributes only, ``otcp-lossless`` with the lossless formulas and the
-agents' BPF enforcement. The DCTCP schemes use the project's BPF
+agents' BPF enforcement, ``otcp-paced`` with these and fair-share pacing. The DCTCP schemes use the project's BPF
 congestion control (``otcp_dctcp``, registered once per sweep), ECN on in
 every host and the ECN marker on the bottleneck port (``EcnSettings``).
 """
@@ -33,9 +33,10 @@ class Scheme:
 
     kind: 'routes' (static route attributes and MTU, applied by the runner)
     or 'otcp' (the controller and an agent in every host). formulas: the
-    controller's parameter formulas for an otcp scheme; enforce: the agents'
-    --enforce. congestion_control: every workload socket's; ecn: ECN on in
-    every host and CE marking at the bottleneck.
+    controller's parameter formulas for an otcp scheme, and pacing whether
+    it paces every flow at its fair share; enforce: the agents' --enforce.
+    congestion_control: every workload socket's; ecn: ECN on in every host
+    and CE marking at the bottleneck.
     """
 
     name: str
@@ -44,6 +45,7 @@ class Scheme:
     rto_min_ms: int | None = None
     mtu: int | None = None
     formulas: str = "published"
+    pacing: bool = False
     enforce: str = "routes"
     congestion_control: str = "cubic"
     ecn: bool = False
@@ -70,6 +72,9 @@ def catalogue(fine_rto_ms=DEFAULT_FINE_RTO_MS):
         Scheme("otcp-lossless", "otcp", "the lossless formulas: windows of the fair share of BDP plus a queue "
                "target, per-path segment size (advmss), enforced from the first packet by the agents' BPF",
                formulas="lossless", enforce="bpf"),
+        Scheme("otcp-paced", "otcp", "otcp-lossless's windows, and every connection paced at its fair share of "
+               "the path's bottleneck (SO_MAX_PACING_RATE from the agents' BPF)",
+               formulas="lossless", pacing=True, enforce="bpf"),
     ]
     return {scheme.name: scheme for scheme in schemes}
 

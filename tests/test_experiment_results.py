@@ -52,7 +52,8 @@ def test_ce_marks_are_a_count_or_null():
 
 def test_the_catalogue_runs_schemes_in_its_own_order_and_says_what_each_needs():
     catalogue = schemes.catalogue()
-    assert list(catalogue)[-3:] == ["dctcp", "otcp+dctcp", "otcp-lossless"]
+    assert list(catalogue)[-4:] == ["dctcp", "otcp+dctcp", "otcp-lossless", "otcp-paced"]
+    assert catalogue["otcp-paced"].pacing and not catalogue["otcp-lossless"].pacing
     assert catalogue["dctcp"].congestion_control == "otcp_dctcp" and catalogue["dctcp"].ecn
     assert catalogue["dctcp"].kind == "routes" and catalogue["dctcp"].rto_min_ms is None
     assert catalogue["otcp+dctcp"].kind == "otcp" and catalogue["otcp+dctcp"].formulas == "published"
