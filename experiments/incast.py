@@ -271,6 +271,8 @@ def ceiling_samples(network, packet_bytes, progress):
     """The single-flow ceiling of network at packet_bytes, config.ceiling_repeats
     times: [(Mb/s, both cores' busy share while it ran)]."""
     config, topo = network.config, network.topo
+    # A scheme's locked cwnd lives on in the metrics cache after its routes are gone.
+    flush_tcp_metrics(network.emulation, [topo.senders[0], topo.receiver])
     samples = []
     for repeat in range(config.ceiling_repeats):
         progress.message(f"measuring the single-flow ceiling, {packet_bytes} B packets "

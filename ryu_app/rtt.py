@@ -1,9 +1,12 @@
 """Round trips the agents measured, per host pair (docs/design.md, "Measurement").
 
 Each agent reports, per destination, its minimum round trip over a window
-and the spread above it. A pair's estimate combines both directions' reports
-(the smaller minimum, the larger top) and expires when no report renews it,
-so a host that went quiet falls back to the per-link view.
+and the spread above it. A direction's minimum is the smallest its reports
+gave over the last max_age_s (a windowed minimum, as the kernel keeps
+tcp_min_rtt: a busy minute's reports carry queueing, a quiet moment's do
+not), its top the latest report's. A pair's estimate combines both
+directions (the smaller minimum, the larger top) and expires when no report
+renews it, so a host that went quiet falls back to the per-link view.
 """
 
 from dataclasses import dataclass, field
@@ -20,23 +23,28 @@ class PairRtt:
 
 @dataclass
 class HostRtts:
-    """The latest reports, by (reporting host, destination) address."""
+    """The reports of the last max_age_s, by (reporting host, destination) address."""
 
     max_age_s: float = 60.0
-    _reports: dict = field(default_factory=dict)  # (src ip, dst ip) -> (at, PairRtt)
+    _reports: dict = field(default_factory=dict)  # (src ip, dst ip) -> [(at, PairRtt)], oldest first
 
     def report(self, now: float, host_ip: str, samples: list) -> None:
         """Take one agent's report (validated wire samples)."""
         for sample in samples:
             low = sample["min_rtt_us"] * 1e-6
-            self._reports[(host_ip, sample["dst"])] = (now, PairRtt(low, low + sample["spread_us"] * 1e-6,
-                                                                    sample["source"]))
+            self._reports.setdefault((host_ip, sample["dst"]), []).append(
+                (now, PairRtt(low, low + sample["spread_us"] * 1e-6, sample["source"])))
 
     def estimates(self, now: float) -> dict:
         """{(a ip, b ip): PairRtt} for every pair either end reported lately, in both orders."""
-        self._reports = {key: value for key, value in self._reports.items() if now - value[0] <= self.max_age_s}
+        kept = {key: [(at, rtt) for at, rtt in history if now - at <= self.max_age_s]
+                for key, history in self._reports.items()}
+        self._reports = {key: history for key, history in kept.items() if history}
         combined: dict = {}
-        for (a, b), (_, rtt) in self._reports.items():
+        for (a, b), history in self._reports.items():
+            lowest = min((rtt for _, rtt in history), key=lambda r: r.low_s)
+            latest = history[-1][1]
+            rtt = PairRtt(lowest.low_s, max(latest.high_s, lowest.low_s), lowest.source)
             for pair in ((a, b), (b, a)):
                 known = combined.get(pair)
                 if known is None:

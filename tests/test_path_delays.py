@@ -42,6 +42,20 @@ def test_both_directions_combine_and_reports_expire():
     assert rtts.estimates(71.0) == {}
 
 
+def test_the_minimum_is_windowed_and_the_top_is_the_latest():
+    rtts = HostRtts(max_age_s=60)
+    rtts.report(0.0, "10.0.0.1", [{"dst": "10.0.0.2", "min_rtt_us": 700.0, "spread_us": 50.0, "count": 9,
+                                   "source": "probe"}])
+    # A busy period's report (queueing in its minimum) does not raise the minimum while the quiet one counts.
+    rtts.report(10.0, "10.0.0.1", [{"dst": "10.0.0.2", "min_rtt_us": 3900.0, "spread_us": 800.0, "count": 40,
+                                    "source": "tcp"}])
+    assert rtts.estimates(10.0)[("10.0.0.1", "10.0.0.2")] == PairRtt(pytest.approx(700e-6),
+                                                                     pytest.approx(4700e-6), "probe")
+    assert rtts.estimates(65.0)[("10.0.0.1", "10.0.0.2")] == PairRtt(pytest.approx(3900e-6),
+                                                                     pytest.approx(4700e-6), "tcp")
+    assert rtts.estimates(71.0) == {}
+
+
 def test_the_hosts_measurement_is_preferred_and_each_parameter_takes_its_safe_side():
     core = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60})
     core.rtt_report(1.0, H1[0], [{"dst": H2[0], "min_rtt_us": 800.0, "spread_us": 400.0, "count": 20,

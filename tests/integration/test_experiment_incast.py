@@ -1,8 +1,10 @@
-"""A tiny incast sweep for real: star, 4 senders, default, fine-rto and otcp, a few rounds.
+"""A tiny incast sweep for real: star, 4 senders, default, fine-rto, otcp, dctcp and otcp-lossless, a few rounds.
 
 Runs ``otcp-experiment incast`` as a child process (the OTCP controller
-forwards; the otcp scheme runs the real agents), then checks the result
-files, plots and per-host routes, and that nothing it created is left behind. No assertion on speed.
+forwards; the OTCP schemes run the real agents, otcp-lossless with their
+BPF enforcement; dctcp registers the BPF congestion control and marks at
+the bottleneck), then checks the result files, plots and per-host routes,
+and that nothing it created is left behind. No assertion on speed.
 """
 
 import ipaddress
@@ -27,14 +29,15 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
     completed = subprocess.run(
         [sys.executable, "-m", "experiments.cli", "incast", "--senders", "4", "--buffer-bytes", "85000",
          "--sru-bytes", "65536", "--rounds", str(ROUNDS), "--warmup-seconds", "0.5",
-         "--schemes", "default,fine-rto,otcp,dctcp", "--ceiling-seconds", "2", "--ceiling-repeats", "2",
+         "--schemes", "default,fine-rto,otcp,dctcp,otcp-lossless", "--ceiling-seconds", "2", "--ceiling-repeats", "2",
          "--out", str(out)],
         capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
 
     summary = json.loads((out / "summary.json").read_text())
     assert 10 < summary["ceiling_mbps"] < 1000
-    assert [(r["scheme"], r["senders"]) for r in summary["runs"]] == [("default", 4), ("fine-rto", 4), ("otcp", 4)]
+    schemes = ["default", "fine-rto", "otcp", "dctcp", "otcp-lossless"]
+    assert [(r["scheme"], r["senders"]) for r in summary["runs"]] == [(s, 4) for s in schemes]
     for run in summary["runs"]:
         assert run["buffer_bytes"] == 85000 and run["sru_bytes"] == 65536
         # Goodput is measured, positive, and cannot beat the links.
@@ -45,19 +48,25 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
         assert run["sent"] > 0 and run["delivered"] > 0
         assert run["sent"] == run["delivered"] + run["drops"] + run["drops_other_buffers"] + run["unexplained"]
         assert run["unexplained"] == 0, run
-        assert run["packet_bytes"] == 1500 and 10 < run["ceiling_mbps"] < 1000
+        assert 10 < run["ceiling_mbps"] < 1000
+        # otcp-lossless's senders use the segment its receiver advertises: a packet size with its own ceiling.
+        assert run["packet_bytes"] == 1500 if run["scheme"] != "otcp-lossless" else 296 <= run["packet_bytes"] <= 1500
+        # The marker counts CE marks where ECN is on (DCTCP keeps the queue near K, so it marks).
+        assert (run["ce_marks"] is None) == (run["scheme"] != "dctcp")
         assert 0 < run["cpu_busy_pct"] <= 100 and run["cpu_busy_pct"] <= run["cpu_busiest_pct"] <= 100
         assert 0 < run["peak_backlog_bytes"] <= 85000
         assert run["probe_rtt_avg_ms"] is not None and 0 < run["probe_rtt_avg_ms"] <= run["probe_rtt_max_ms"]
     assert summary["unexplained_losses"] == []
-    (ceiling,) = summary["ceilings"]
-    assert ceiling["packet_bytes"] == 1500 and len(ceiling["samples"]) == 2
-    assert ceiling["min"] <= ceiling["median"] <= ceiling["max"]
-    assert summary["unavailable"][0]["scheme"] == "dctcp" and summary["unavailable"][0]["reason"]
+    dctcp = next(r for r in summary["runs"] if r["scheme"] == "dctcp")
+    assert dctcp["ce_marks"] > 0
+    for ceiling in summary["ceilings"]:
+        assert len(ceiling["samples"]) == 2 and ceiling["min"] <= ceiling["median"] <= ceiling["max"]
+    assert {c["packet_bytes"] for c in summary["ceilings"]} == {r["packet_bytes"] for r in summary["runs"]}
+    assert summary["unavailable"] == []
 
     db = sqlite3.connect(str(out / "results.db"))
-    assert db.execute("SELECT count(*) FROM rounds").fetchone() == (3 * ROUNDS,)
-    assert db.execute("SELECT count(*) FROM flows").fetchone() == (3 * ROUNDS * 4,)
+    assert db.execute("SELECT count(*) FROM rounds").fetchone() == (len(schemes) * ROUNDS,)
+    assert db.execute("SELECT count(*) FROM flows").fetchone() == (len(schemes) * ROUNDS * 4,)
     assert db.execute("SELECT count(DISTINCT host) FROM host_counters").fetchone() == (6,)
 
     for name in ("goodput.png", "fct_cdf.png", "fct_bars.png"):
@@ -82,10 +91,19 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
         covered = [i for i in range(1, 7) if any(ipaddress.ip_address(f"10.0.0.{i}") in p for p in prefixes)]
         assert set(covered) >= {i for i in range(1, 7) if i != own}, otcp_routes
 
+    # otcp-lossless's routes carry the controller's windows, held by BPF from the first connection
+    # (tests/test_bpf_sockops.py shows that on a first connection).
+    lossless = (out / "routes" / "otcp-lossless" / "h2.txt").read_text()
+    assert re.search(r"proto 79 .*cwnd lock \d+ .*initcwnd \d+", lossless), lossless
+
     # Everything torn down: no bridge of ours, no process still running from this output directory
-    # (the controller's command line names its configuration file in it).
+    # (the controller's command line names its configuration file in it), the congestion control
+    # unregistered, the marker unpinned.
     assert bridges() == before
     assert processes_mentioning(str(out)) == []
+    assert "otcp_dctcp" not in open("/proc/sys/net/ipv4/tcp_available_congestion_control").read().split()
+    assert not [p for p in os.listdir("/sys/fs/bpf/otcp") if p.startswith("mark-")] \
+        if os.path.isdir("/sys/fs/bpf/otcp") else True
 
 
 def processes_mentioning(text):
