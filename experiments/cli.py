@@ -32,7 +32,7 @@ FULL = {"senders": "4,8,16,32,64", "buffer_bytes": "85000,512000", "sru_bytes": 
 # (docs/experiments.md).
 QUICK = {"senders": "4,8,16,32", "buffer_bytes": "85000", "sru_bytes": 65536, "rounds": 10,
          "warmup_seconds": 5.0,
-         "schemes": "default,fine-rto,small-packets,otcp,dctcp", "out": "results/quick"}
+         "schemes": "default,fine-rto,small-packets,otcp,dctcp,otcp-lossless", "out": "results/quick"}
 FAIRNESS_SCHEMES = "default,otcp,dctcp,otcp-lossless,otcp-paced"
 CALIBRATE = {"buffer_bytes": "32000,85000,512000", "packet_bytes": "1500,750", "out": "results/calibration"}
 # IP packet sizes a calibration burst may use: a UDP header and the burst's own, up to the hosts' MTU.

@@ -302,7 +302,7 @@ def scheme_settings(network, scheme, buffer_bytes, hosts):
     settings = []
     if scheme.kind == "otcp":
         if network.controller.use(scheme.formulas, scheme.pacing):
-            ensure_connectivity(emulation, network.topo.senders + [network.topo.probe],
+            ensure_connectivity(emulation, [h for h in [*network.topo.senders, network.topo.probe] if h],
                                 network.data_ips[network.topo.receiver], timeout=60.0)
         settings.append(otcp.Agents(emulation, hosts, os.path.join(network.workdir, "controller.yaml"),
                                     os.path.join(network.workdir, "agents", scheme.name),

@@ -270,3 +270,22 @@ def test_quick_preset_and_explicit_options():
     assert config.out.endswith("results/quick")
     full = cli.config_from_args(parser.parse_args(["incast", "--total-bytes", "1048576"]), parser)
     assert full.sru_bytes is None and full.block_bytes(16) == 65536
+
+
+def test_report_tables_and_the_dctcp_findings():
+    from experiments import report
+
+    runs = [a_run(scheme="dctcp", senders=8, sru_bytes=65536, ceiling_mbps=94.0, timeouts=0, fct_p95_ms=60.0,
+                  fct_mean_ms=50.0),
+            a_run(scheme="dctcp", senders=16, sru_bytes=65536, ceiling_mbps=94.0, timeouts=10, fct_p95_ms=245.0,
+                  fct_mean_ms=145.0),
+            a_run(scheme="otcp+dctcp", senders=16, sru_bytes=65536, ceiling_mbps=94.0, timeouts=0, fct_p95_ms=122.5,
+                  fct_mean_ms=116.0),
+            a_run(scheme="default", senders=16, sru_bytes=65536, ceiling_mbps=94.0, goodput_mbps=47.0)]
+    # 16 x 64 KiB x 8 / 94 Mb/s = 89.2 ms: the ideal round
+    assert report.ideal_ms(runs[1]) == pytest.approx(16 * 65536 * 8 / 94e6 * 1000)
+    text = report.report(runs)
+    assert "| senders | default | dctcp | otcp+dctcp |" in text  # the catalogue's order
+    assert "| 16 | 50 % |" in text
+    assert "dctcp first timed out at 16 senders (10 RTOs)" in text
+    assert "p95 245 / 122 ms = 2.00x, mean 145 / 116 ms = 1.25x" in text

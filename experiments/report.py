@@ -1,0 +1,114 @@
+"""Markdown tables from incast sweeps' summaries, as the README shows them.
+
+    python -m experiments.report results/lossless-64k [results/lossless-64k-128 ...]
+
+Reads every OUT/summary.json given (runs of one block size; several
+directories are merged, e.g. a sweep and its 128-sender run) and prints, per
+block size:
+
+- goodput as a share of the ceiling at the run's packet size, per scheme
+  and sender count;
+- p95 round completion against the ideal (senders x block / the ceiling);
+- drops at the bottleneck and RTO timeouts;
+- the probe's average RTT;
+- the packet size each OTCP-lossless run used;
+
+then the DCTCP figures issue 10 asks for: where dctcp first timed out, and
+otcp+dctcp's p95 and mean completion against dctcp's at the most congested
+point both ran.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+from experiments.schemes import catalogue
+
+
+def load_runs(directories):
+    """Every run of the summaries in directories, as dicts (summary.json's "runs")."""
+    runs = []
+    for directory in directories:
+        with open(os.path.join(directory, "summary.json"), encoding="utf-8") as handle:
+            runs.extend(json.load(handle)["runs"])
+    return runs
+
+
+def ideal_ms(run):
+    """The round's completion with the bottleneck busy all along: senders x block / ceiling."""
+    return run["senders"] * run["sru_bytes"] * 8 / (run["ceiling_mbps"] * 1e6) * 1000
+
+
+def table(runs, cell, title):
+    """One markdown table: a row per sender count, a column per scheme (in the catalogue's order)."""
+    order = list(catalogue())
+    schemes = sorted({r["scheme"] for r in runs}, key=order.index)
+    senders = sorted({r["senders"] for r in runs})
+    by_key = {(r["scheme"], r["senders"]): r for r in runs}
+    lines = [f"**{title}**", "", "| senders | " + " | ".join(schemes) + " |",
+             "|---|" + "---|" * len(schemes)]
+    for count in senders:
+        cells = [cell(by_key[(s, count)]) if (s, count) in by_key else "" for s in schemes]
+        lines.append(f"| {count} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def dctcp_findings(runs):
+    """Where dctcp first timed out, and otcp+dctcp against dctcp at the most congested point."""
+    lines = []
+    dctcp = sorted((r for r in runs if r["scheme"] == "dctcp"), key=lambda r: r["senders"])
+    timing_out = [r for r in dctcp if r["timeouts"]]
+    if dctcp:
+        lines.append(f"- dctcp first timed out at {timing_out[0]['senders']} senders "
+                     f"({timing_out[0]['timeouts']} RTOs)" if timing_out else
+                     f"- dctcp did not time out up to {dctcp[-1]['senders']} senders")
+    both = {r["senders"] for r in runs if r["scheme"] == "otcp+dctcp"} & {r["senders"] for r in dctcp}
+    if both:
+        most = max(both)
+        pick = {r["scheme"]: r for r in runs if r["senders"] == most and r["scheme"] in ("dctcp", "otcp+dctcp")}
+        plain, combined = pick["dctcp"], pick["otcp+dctcp"]
+        lines.append(f"- at {most} senders, dctcp against otcp+dctcp: p95 {plain['fct_p95_ms']:.0f} / "
+                     f"{combined['fct_p95_ms']:.0f} ms = {plain['fct_p95_ms'] / combined['fct_p95_ms']:.2f}x, mean "
+                     f"{plain['fct_mean_ms']:.0f} / {combined['fct_mean_ms']:.0f} ms = "
+                     f"{plain['fct_mean_ms'] / combined['fct_mean_ms']:.2f}x")
+    return "\n".join(lines)
+
+
+def report(runs):
+    """Every table and finding, per block size."""
+    parts = []
+    for block in sorted({r["sru_bytes"] for r in runs}):
+        these = sorted((r for r in runs if r["sru_bytes"] == block), key=lambda r: r["senders"])
+        kb = f"{block // 1024} KB per server"
+        parts += [
+            table(these, lambda r: f"{100 * r['goodput_mbps'] / r['ceiling_mbps']:.0f} %",
+                  f"{kb}: goodput, share of the ceiling at the run's packet size"),
+            table(these, lambda r: f"{r['fct_p95_ms'] / ideal_ms(r):.2f}x",
+                  f"{kb}: p95 round completion / ideal (senders x block / ceiling)"),
+            table(these, lambda r: f"{r['drops']} / {r['timeouts']}", f"{kb}: drops at the bottleneck / RTOs"),
+            table(these, lambda r: "-" if r["probe_rtt_avg_ms"] is None else f"{r['probe_rtt_avg_ms']:.2f}",
+                  f"{kb}: probe RTT average, ms"),
+            table([r for r in these if r["scheme"].startswith("otcp-")], lambda r: f"{r['packet_bytes']}",
+                  f"{kb}: IP packet size used (B)"),
+            dctcp_findings(these),
+        ]
+    return "\n\n".join(p for p in parts if p)
+
+
+def main(argv=None):
+    """Print the tables of the sweeps given."""
+    parser = argparse.ArgumentParser(prog="report", description=__doc__.split("\n")[0])
+    parser.add_argument("directories", nargs="+", help="sweep output directories (each with summary.json)")
+    args = parser.parse_args(argv)
+    try:
+        runs = load_runs(args.directories)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"report: {exc}", file=sys.stderr)
+        return 2
+    print(report(runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
