@@ -14,6 +14,7 @@ import ssl
 import threading
 import time
 
+from agent.core import BaseMismatch
 from agent.metrics import AgentMetrics
 from agent.routes import ApplyError
 from agent.rtt import RttMeter
@@ -114,9 +115,13 @@ class ControllerClient:
                     return
                 message = session.open(body)
                 messages.check_message(message, "params")
-                sender.send(self._handle_params(message["set"]))
+                if "delta" in message:
+                    sender.send(self._handle_params(message["delta"], delta=True))
+                else:
+                    sender.send(self._handle_params(message["set"]))
                 self._destinations = self.agent.destinations()
-                self._peers = message.get("peers", [])
+                if "peers" in message:  # absent: unchanged since the last params message
+                    self._peers = message["peers"]
         finally:
             self.metrics.connected.set(0)
             if sender is not None:
@@ -150,11 +155,20 @@ class ControllerClient:
         reader.decoder.limit = limits.MAX_FRAME_BYTES
         return session.Session(self.secret, challenge["nonce"], agent_nonce, "agent")
 
-    def _handle_params(self, param_set):
+    def _handle_params(self, param_set, delta=False):
+        """Apply a whole set, or a delta against the applied one; the answer to send:
+        ack, reject, or (a delta with another base) resync, which asks for the whole set."""
         generation = paramset.claimed_generation(param_set)
         started = time.monotonic()
         try:
-            validated, results = self.agent.apply(param_set, "controller")
+            if delta:
+                validated, results = self.agent.apply_delta(param_set, "controller")
+            else:
+                validated, results = self.agent.apply(param_set, "controller")
+        except BaseMismatch as mismatch:
+            self.metrics.resyncs.inc()
+            self.log.info("%s; asking for the whole set", mismatch)
+            return messages.resync_message(mismatch.generation, mismatch.applied_generation)
         except ValidationError as error:
             self.metrics.rejected("generation" if error.field == "generation" else "validation")
             self.log.warning("rejected generation %s: %s", generation, error)

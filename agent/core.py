@@ -18,9 +18,21 @@ from agent.enforcement import Enforcement, EnforcementError, shown_enforcement
 from agent.routes import ApplyError, RouteTable
 from agent.state import CorruptState, State, StateLock, move_aside
 from validation import ValidationError
-from wire.paramset import check_generation, claimed_generation, validate_param_set
+from wire.paramset import apply_delta, check_generation, claimed_generation, validate_delta, validate_param_set
 
 LOG = logging.getLogger("otcp.agent")
+
+
+class BaseMismatch(Exception):
+    """A delta whose base is not the active applied generation; the agent needs the whole set."""
+
+    def __init__(self, generation, base, applied_generation):
+        self.generation = generation
+        self.base = base
+        self.applied_generation = applied_generation
+        held = "no active set" if applied_generation is None else f"generation {applied_generation}"
+        super().__init__(f"delta to generation {generation} is against generation {base}, and this agent "
+                         f"holds {held}")
 
 
 class Agent:
@@ -70,34 +82,63 @@ class Agent:
             applied = self.state.applied()
             try:
                 validated = validate_param_set(param_set)
-                check_generation(validated, *((applied.generation, applied.param_set) if applied else (None,)))
             except ValidationError as error:
                 self.state.record(claimed_generation(param_set), source, "rejected", str(error))
                 raise
-            self.state.begin(validated["generation"], [route["dst"] for route in validated["routes"]])
+            return self._apply_locked(validated, applied, source)
+
+    def apply_delta(self, delta, source):
+        """Apply a delta (a parsed JSON object) against the active applied set: the
+        set it makes is validated and applied as a whole, exactly like `apply`.
+
+        Raises BaseMismatch (nothing touched, nothing journaled) when the
+        active applied generation is not the delta's base; ValidationError or
+        ApplyError as `apply` does.
+        """
+        with StateLock(self.state_path), _signals_deferred():
+            applied = self.state.applied()
+            current = applied.generation if applied is not None and applied.active else None
             try:
-                results = self.routes.apply(validated)
-            except ApplyError as error:
-                self.state.end()
-                self.state.record(validated["generation"], source, "failed", str(error))
+                checked = validate_delta(delta)
+                if current is None or checked["base"] != current:
+                    raise BaseMismatch(checked["generation"], checked["base"], current)
+                validated = apply_delta(applied.param_set, checked)
+            except ValidationError as error:
+                self.state.record(claimed_generation(delta), source, "rejected", str(error))
                 raise
-            try:
-                undo_enforcement = self.enforcement.apply(validated["routes"], results)
-            except EnforcementError as error:
-                problems = self.routes.undo_last()
-                self.state.end()
-                detail = f"; rollback incomplete: {'; '.join(problems)}" if problems else "; routes rolled back"
-                self.state.record(validated["generation"], source, "failed", f"{error}{detail}")
-                raise ApplyError(f"{error}{detail}", rolled_back=not problems) from None
-            self.enforcement.note_unenforced(validated["routes"], results)
-            try:
-                self.state.save_applied(validated, results, source)
-            except sqlite3.Error as error:
-                undo_enforcement()
-                problems = self.routes.undo_last()
-                detail = f"; rollback incomplete: {'; '.join(problems)}" if problems else "; routes rolled back"
-                raise ApplyError(f"could not save the state ({error}){detail}", rolled_back=not problems) from None
-            return validated, results
+            return self._apply_locked(validated, applied, source)
+
+    def _apply_locked(self, validated, applied, source):
+        """Apply a validated set, the state lock held and signals deferred."""
+        try:
+            check_generation(validated, *((applied.generation, applied.param_set) if applied else (None,)))
+        except ValidationError as error:
+            self.state.record(validated["generation"], source, "rejected", str(error))
+            raise
+        self.state.begin(validated["generation"], [route["dst"] for route in validated["routes"]])
+        try:
+            results = self.routes.apply(validated)
+        except ApplyError as error:
+            self.state.end()
+            self.state.record(validated["generation"], source, "failed", str(error))
+            raise
+        try:
+            undo_enforcement = self.enforcement.apply(validated["routes"], results)
+        except EnforcementError as error:
+            problems = self.routes.undo_last()
+            self.state.end()
+            detail = f"; rollback incomplete: {'; '.join(problems)}" if problems else "; routes rolled back"
+            self.state.record(validated["generation"], source, "failed", f"{error}{detail}")
+            raise ApplyError(f"{error}{detail}", rolled_back=not problems) from None
+        self.enforcement.note_unenforced(validated["routes"], results)
+        try:
+            self.state.save_applied(validated, results, source)
+        except sqlite3.Error as error:
+            undo_enforcement()
+            problems = self.routes.undo_last()
+            detail = f"; rollback incomplete: {'; '.join(problems)}" if problems else "; routes rolled back"
+            raise ApplyError(f"could not save the state ({error}){detail}", rolled_back=not problems) from None
+        return validated, results
 
     def finish_interrupted(self):
         """Undo what an interrupted apply left in the kernel; returns what it did, or None.

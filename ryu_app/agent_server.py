@@ -26,7 +26,11 @@ thread, within the handshake deadline, before the HMAC handshake on top.
 
 Sets come from a `Publications` shared with the controller core, which
 keeps the latest set per host: if sets are published faster than an agent
-reads them, it gets the newest, never a backlog.
+reads them, it gets the newest, never a backlog. Once an agent acknowledged a
+set on its connection, a newer one goes as a delta against it (routes added,
+fields changed, destinations removed) when that names fewer destinations; an
+agent whose applied generation is not the delta's base answers ``resync`` and
+gets the set again (whole, unless it holds the acknowledged one).
 
 Usage from the app::
 
@@ -48,7 +52,7 @@ from eventlet.green import ssl as green_ssl
 from os_ken.lib import hub
 
 from ryu_app.publication import Publications, host_address
-from wire import framing, limits, messages, session
+from wire import framing, limits, messages, paramset, session
 from wire.framing import ProtocolError
 from wire.session import AuthenticationError
 
@@ -316,9 +320,8 @@ class AgentServer:
                 connection.wake.clear()
                 while connection.pending is not None:
                     param_set, connection.pending = connection.pending, None
-                    connection.sent.add(param_set["generation"])
-                    peers = [ip for ip in self.publications.peers if ip not in connection.addresses]
-                    data = connection.session.seal(messages.params_message(param_set, peers))
+                    message, delta = connection.params_for(param_set, self.publications.peers)
+                    data = connection.session.seal(message)
                     try:
                         with hub.Timeout(self.write_timeout):
                             connection.sock.sendall(data)
@@ -326,8 +329,16 @@ class AgentServer:
                         self._refuse(connection, "slow_reader", f"slow reader: generation {param_set['generation']} "
                                      f"({len(data)} bytes) not taken within {self.write_timeout:g} s")
                         return
-                    self.log.info("sent generation %d (%d routes) to agent %s for %s", param_set["generation"],
-                                  len(param_set["routes"]), connection.peer, connection.host_ip)
+                    if delta is None:
+                        self.log.info("sent generation %d (%d routes, %d bytes) to agent %s for %s",
+                                      param_set["generation"], len(param_set["routes"]), len(data), connection.peer,
+                                      connection.host_ip)
+                    else:
+                        self.log.info("sent generation %d as a delta against %d (%d added, %d changed, %d removed "
+                                      "of %d routes, %d bytes) to agent %s for %s", param_set["generation"],
+                                      delta["base"], len(delta["added"]), len(delta["changed"]),
+                                      len(delta["removed"]), len(param_set["routes"]), len(data), connection.peer,
+                                      connection.host_ip)
         except OSError as error:
             self._close(connection, f"connection error while sending: {error}", level=logging.INFO)
 
@@ -335,7 +346,9 @@ class AgentServer:
         generation = message["generation"]
         if generation not in connection.sent:
             raise ProtocolError(f"ack for generation {generation}, which was not sent to it")
-        connection.sent.discard(generation)
+        param_set, _ = connection.sent.pop(generation)
+        if connection.acked_set is None or generation >= connection.acked_set["generation"]:
+            connection.acked_set = param_set  # what later deltas are based on
         self.acked[connection.host_ip] = generation
         skipped = sum(1 for result in message["results"] if result["status"] == "skipped")
         unenforced = sum(1 for result in message["results"] if result["status"] == "applied" and result.get("reason"))
@@ -348,11 +361,28 @@ class AgentServer:
         if generation is not None:
             if generation not in connection.sent:
                 raise ProtocolError(f"reject for generation {generation}, which was not sent to it")
-            connection.sent.discard(generation)
+            connection.sent.pop(generation)
         self.log.warning("agent %s for %s rejected generation %s: %s", connection.peer, connection.host_ip,
                          generation, message["error"])
         if self.on_reject is not None:
             self._callback(self.on_reject, connection.host_ip, generation, message["error"])
+
+    def _resync(self, connection, message):
+        """The agent could not apply a delta (its applied generation was not the base):
+        send the latest set again, whole unless the agent holds the acknowledged set."""
+        generation = message["generation"]
+        if generation not in connection.sent or not connection.sent[generation][1]:
+            raise ProtocolError(f"resync for generation {generation}, which was not sent to it as a delta")
+        del connection.sent[generation]
+        acked = connection.acked_set
+        if acked is None or message["applied_generation"] != acked["generation"]:
+            connection.acked_set = None
+        self.log.info("agent %s for %s holds generation %s, not the base of the delta to %d: sending %s",
+                      connection.peer, connection.host_ip, message["applied_generation"], generation,
+                      "the whole set" if connection.acked_set is None else "a delta against it")
+        latest = self.publications.latest(connection.host_ip) if connection.host_ip is not None else None
+        if latest is not None:
+            connection.send_latest(latest)
 
     def _callback(self, function, *args):
         try:
@@ -397,7 +427,9 @@ class _Connection:
         self.addresses = []
         self.host_ip = None
         self.pending = None
-        self.sent = set()
+        self.sent = {}  # generation -> (the set, whether it went as a delta), until acked or rejected
+        self.acked_set = None  # the latest set the agent acknowledged on this connection: the base of deltas
+        self.peers_sent = None  # the peers of the last params message on this connection
         self.wake = hub.Event()
         self.closed = False
         self.tokens = server.burst
@@ -428,11 +460,13 @@ class _Connection:
             body = self.read_frame()
             self.charge(1 + len(body) // 65536)
             message = self.session.open(body)
-            kind = messages.check_message(message, "ack", "reject", "rtt")
+            kind = messages.check_message(message, "ack", "reject", "rtt", "resync")
             if kind == "ack":
                 self.server._acknowledged(self, message)
             elif kind == "reject":
                 self.server._rejected(self, message)
+            elif kind == "resync":
+                self.server._resync(self, message)
             elif self.host_ip is not None and self.server.on_rtt is not None:
                 self.server._callback(self.server.on_rtt, self.host_ip, message["samples"])
 
@@ -468,6 +502,24 @@ class _Connection:
         self.tokens -= cost
         if self.tokens < 0:
             raise Refused("flooding", f"flooding: more than {self.server.rate_per_s:g} messages a second")
+
+    def params_for(self, param_set, all_peers):
+        """The params message for a set: a delta against the acknowledged set when it is
+        older and the delta names fewer destinations than the set, else the whole set;
+        the peers only when they changed. Returns (message, the delta or None)."""
+        peers = [ip for ip in all_peers if ip not in self.addresses]
+        changed_peers = None if peers == self.peers_sent else peers
+        delta = None
+        base = self.acked_set
+        if base is not None and base["generation"] < param_set["generation"]:
+            candidate = paramset.make_delta(base, param_set)
+            if paramset.delta_is_smaller(candidate, param_set):
+                delta = candidate
+        self.sent[param_set["generation"]] = (param_set, delta is not None)
+        self.peers_sent = peers
+        if delta is None:
+            return messages.params_message(param_set, changed_peers), None
+        return messages.delta_message(delta, changed_peers), delta
 
     def send_latest(self, param_set):
         self.pending = param_set

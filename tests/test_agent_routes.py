@@ -511,3 +511,53 @@ def test_advmss_is_written_and_read_back(ns, agent):
     assert "advmss 1352" in lines["10.77.0.2"] and "advmss" not in lines["10.77.0.3"]
     shown = {r["dst"]: r["advmss"] for r in agent.show()["routes"]}
     assert shown == {"10.77.0.2/32": 1352, "10.77.0.3/32": None}
+
+
+# -- deltas (protocol 6) ------------------------------------------------------------------------
+
+
+def test_a_delta_is_applied_as_a_whole_set_against_the_applied_generation(ns, agent):
+    first = {"generation": 1, "routes": [route("10.77.0.2/32"), route("10.77.0.3/32"), route("10.88.0.2/32")]}
+    agent.apply(first, "test")
+    second = {"generation": 2, "routes": [route("10.77.0.2/32", initcwnd=8, cwnd_clamp=None), route("10.88.0.2/32"),
+                                          route("10.77.0.4/32", rto_min_ms=30)]}
+    delta = paramset.make_delta(paramset.validate_param_set(first), paramset.validate_param_set(second))
+    assert delta["changed"] == [{"dst": "10.77.0.2/32", "initcwnd": 8, "cwnd_clamp": None}]
+    assert [r["dst"] for r in delta["added"]] == ["10.77.0.4/32"] and delta["removed"] == ["10.77.0.3/32"]
+    validated, results = agent.apply_delta(delta, "test")
+    assert paramset.same_routes(validated, paramset.validate_param_set(second))
+    assert ns.otcp_routes() == {"10.77.0.2/32": expected(initcwnd=8, cwnd_lock=None),
+                                "10.88.0.2/32": expected(via="10.77.0.254"),
+                                "10.77.0.4/32": expected(rto_min_ms=30)}
+    assert agent.state.applied().generation == 2 and agent.state.journal(1)[0][3] == "applied"
+    assert len(results) == 3
+
+
+def test_a_delta_against_another_generation_touches_nothing(ns, agent):
+    from agent.core import BaseMismatch
+
+    agent.apply({"generation": 3, "routes": [route("10.77.0.2/32")]}, "test")
+    before, journal = ns.otcp_routes(), agent.state.journal()
+    delta = {"base": 2, "generation": 4, "added": [], "changed": [{"dst": "10.77.0.2/32", "initcwnd": 9}],
+             "removed": []}
+    with pytest.raises(BaseMismatch, match="against generation 2, and this agent holds generation 3") as caught:
+        agent.apply_delta(delta, "test")
+    assert (caught.value.generation, caught.value.applied_generation) == (4, 3)
+    agent.revert()  # nothing active: every delta needs the whole set
+    with pytest.raises(BaseMismatch, match="holds no active set"):
+        agent.apply_delta(dict(delta, base=3), "test")
+    assert agent.state.applied().generation == 3 and ns.otcp_routes() == {}
+    assert before == {"10.77.0.2/32": expected()} and len(journal) >= 1
+
+
+def test_a_malformed_delta_is_refused_and_journaled(ns, agent):
+    agent.apply({"generation": 1, "routes": [route("10.77.0.2/32")]}, "test")
+    before = ns.otcp_routes()
+    bad = {"base": 1, "generation": 2, "added": [], "changed": [{"dst": "10.77.0.9/32", "initcwnd": 2}],
+           "removed": []}
+    with pytest.raises(ValidationError, match=r"^changed\[0\].dst: 10.77.0.9/32 is not in generation 1$"):
+        agent.apply_delta(bad, "test")
+    with pytest.raises(ValidationError, match=r"^changed\[0\].initcwnd: 300 is out of range 1..256$"):
+        agent.apply_delta(dict(bad, changed=[{"dst": "10.77.0.2/32", "initcwnd": 300}]), "test")
+    assert ns.otcp_routes() == before and agent.state.applied().generation == 1
+    assert agent.state.journal(1)[0][3] == "rejected"

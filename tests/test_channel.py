@@ -186,6 +186,24 @@ def test_push_apply_ack(ns, tmp_path, cleanup):
     assert ns.otcp_routes() == {"10.77.0.2/32": expected(initcwnd=4)}
 
 
+def test_the_real_agent_applies_a_delta_against_its_acked_generation(ns, tmp_path, cleanup):
+    controller = Controller(netns=ns.name)
+    cleanup.append(controller)
+    controller.publish("10.77.0.1", set_for(1, "10.77.0.2/32", "10.77.0.3/32", "10.88.0.5/32"))
+    agent = AgentProcess(ns, controller.port, tmp_path)
+    cleanup.append(agent)
+    wait_for(lambda: controller.acked(1), "the ack of generation 1")
+    changed = set_for(2, "10.77.0.2/32", "10.88.0.5/32")
+    changed["routes"].append(route("10.77.0.3/32", initcwnd=4, cwnd_clamp=None))
+    controller.publish("10.77.0.1", changed)
+    wait_for(lambda: controller.acked(2), "the ack of generation 2")
+    assert controller.log.has("sent generation 2 as a delta against 1 (0 added, 1 changed, 0 removed of 3 routes")
+    assert ns.otcp_routes() == {"10.77.0.2/32": expected(), "10.77.0.3/32": expected(initcwnd=4, cwnd_lock=None),
+                                "10.88.0.5/32": expected(via="10.77.0.254")}
+    assert sorted(r["dst"] for r in controller.acks[-1][2]) == ["10.77.0.2/32", "10.77.0.3/32", "10.88.0.5/32"]
+    assert "applied generation 2: 3 route(s)" in agent.log()
+
+
 def test_publish_validates_before_anything_is_sent(ns, cleanup):
     controller = Controller()
     cleanup.append(controller)
@@ -392,8 +410,9 @@ def good_agent(controller):
     yield peer
     # Still connected and served after whatever the test did to the server.
     controller.publish("10.9.0.100", set_for(99, "10.9.0.2/32"))
-    message = peer.receive()
-    assert message is not None and message["set"]["generation"] == 99
+    message = peer.receive()  # the same routes: a delta that changes nothing, against the acknowledged 1
+    assert message is not None and message["delta"] == {"base": 1, "generation": 99, "added": [], "changed": [],
+                                                         "removed": []}
     peer.sock.sendall(peer.session.seal(messages.ack_message(99, [], ROUTES_ONLY)))
     wait_for(lambda: controller.acked(99), "the good agent's last ack")
     assert "10.9.0.100" in controller.server.connected_hosts()
@@ -586,3 +605,39 @@ def test_a_trickled_frame_after_authentication_is_cut_off(controller, good_agent
         hub.sleep(0.4)
     wait_for(lambda: "10.9.0.14" not in controller.server.connected_hosts(), "the trickler to be dropped")
     assert controller.log.has("a frame did not arrive whole within 1 s")
+
+
+# -- deltas (protocol 6) ------------------------------------------------------------------------
+
+
+def test_a_delta_goes_against_the_acked_set_and_a_resync_gets_the_whole_set(controller, good_agent):
+    peer = GreenPeer(controller.port)
+    assert peer.authenticate(addresses=("10.9.0.12",))
+    controller.publications.peers = ["10.9.0.12", "10.9.0.13"]
+    routes = [f"10.9.1.{i}/32" for i in range(10)]
+    controller.publish("10.9.0.12", set_for(1, *routes))
+    first = peer.receive()
+    assert first["set"]["generation"] == 1 and first["peers"] == ["10.9.0.13"]
+    # Before an ack there is no base: the next set goes whole.
+    controller.publish("10.9.0.12", set_for(2, *routes))
+    assert "set" in peer.receive()
+    peer.sock.sendall(peer.session.seal(messages.ack_message(2, [], ROUTES_ONLY)))
+    wait_for(lambda: controller.acked(2), "the ack of generation 2")
+    controller.publish("10.9.0.12", set_for(3, *routes[1:], "10.9.2.0/24"))
+    message = peer.receive()
+    assert "peers" not in message  # unchanged since the last params message
+    assert message["delta"]["base"] == 2 and message["delta"]["generation"] == 3
+    assert message["delta"]["removed"] == ["10.9.1.0/32"] and message["delta"]["changed"] == []
+    assert message["delta"]["added"][0]["dst"] == "10.9.2.0/24"
+    # The agent holds another generation: it asks for the whole set, and gets it.
+    peer.sock.sendall(peer.session.seal(messages.resync_message(3, 1)))
+    whole = peer.receive()
+    assert whole["set"]["generation"] == 3 and len(whole["set"]["routes"]) == 10
+    peer.sock.sendall(peer.session.seal(messages.ack_message(3, [], ROUTES_ONLY)))
+    wait_for(lambda: controller.acked(3), "the ack of generation 3")
+    # A resync for a set that did not go as a delta is a protocol error.
+    controller.publish("10.9.0.12", set_for(4, "10.9.3.0/24"))
+    assert "set" in peer.receive()  # one route: a delta would name more
+    peer.sock.sendall(peer.session.seal(messages.resync_message(4, 3)))
+    assert peer.read_until_closed() == []
+    assert controller.log.has("resync for generation 4, which was not sent to it as a delta")

@@ -60,6 +60,38 @@ def test_any_bytes_as_a_parameter_set_are_a_set_or_one_validation_error(body):
         assert paramset.validate_param_set(checked) == checked
 
 
+patch_like = st.dictionaries(
+    st.sampled_from(["dst", "rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "pacing_rate", "quickack", "x"]),
+    st.one_of(st.sampled_from(["10.77.0.2/32", "10.77.0.3", "10.88.1.1/32"]), st.integers(-5, 70000), scalars),
+    max_size=4)
+delta_like = st.fixed_dictionaries(
+    {"base": st.one_of(st.integers(min_value=0, max_value=9), scalars),
+     "generation": st.one_of(st.integers(min_value=0, max_value=9), scalars),
+     "added": st.one_of(st.lists(route_like, max_size=3), json_values),
+     "changed": st.one_of(st.lists(patch_like, max_size=3), json_values),
+     "removed": st.one_of(st.lists(st.sampled_from(["10.77.0.2/32", "10.77.0.3", "10.88.1.1/32", "h1"]),
+                                   max_size=3), json_values)},
+    optional={"extra": json_values})
+BASE = {"generation": 5, "routes": [
+    {"dst": "10.77.0.2/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "advmss": None, "pacing_rate": None,
+     "quickack": True},
+    {"dst": "10.77.0.3/32", "rto_min_ms": 20, "initcwnd": 2, "cwnd_clamp": None, "advmss": 536,
+     "pacing_rate": 1000, "quickack": True}]}
+
+
+@EXAMPLES
+@given(st.one_of(delta_like, json_values))
+def test_any_delta_makes_a_valid_set_or_one_validation_error(delta):
+    try:
+        made = paramset.apply_delta(BASE, delta)
+    except ValidationError as error:
+        assert "\n" not in str(error)
+    else:
+        assert made["generation"] > BASE["generation"] and paramset.validate_param_set(made) == made
+        # The delta between the base and what it made makes the same set again.
+        assert paramset.same_routes(paramset.apply_delta(BASE, paramset.make_delta(BASE, made)), made)
+
+
 @EXAMPLES
 @given(st.lists(st.binary(max_size=64), max_size=8))
 def test_any_byte_stream_is_frames_or_one_protocol_error(chunks):

@@ -203,7 +203,7 @@ def test_enforcement_is_reported_in_hello_and_ack_and_checked():
     assert messages.check_message(hello, "hello") == "hello"
     with pytest.raises(ProtocolError, match="enforcement: missing"):
         messages.check_message({k: v for k, v in hello.items() if k != "enforcement"}, "hello")
-    assert limits.VERSION == 5
+    assert limits.VERSION == 6
 
 
 def test_message_schemas_refuse_unknown_missing_and_mistyped_fields():
@@ -308,3 +308,104 @@ def test_secret_file_is_stripped_and_must_not_be_empty(tmp_path):
     path.write_bytes(b"\n")
     with pytest.raises(ValueError, match="empty"):
         session.read_secret(str(path))
+
+
+# -- deltas (protocol 6) ------------------------------------------------------------------------
+
+
+def test_a_delta_carries_added_routes_changed_fields_and_removed_destinations():
+    base = paramset.validate_param_set(param_set(route(), route(dst="10.0.0.3"), route(dst="10.0.1.0/24"),
+                                                 generation=7))
+    new = paramset.validate_param_set(param_set(
+        route(rto_min_ms=20, initcwnd=4, cwnd_clamp=None, advmss=536, pacing_rate=125_000, quickack=False),
+        route(dst="10.0.1.0/24"), route(dst="10.0.2.0/24", initcwnd=2), generation=9))
+    delta = paramset.make_delta(base, new)
+    assert delta == {"base": 7, "generation": 9, "added": [route(dst="10.0.2.0/24", initcwnd=2)],
+                     "changed": [{"dst": "10.0.0.2/32", "rto_min_ms": 20, "initcwnd": 4, "cwnd_clamp": None,
+                                  "advmss": 536, "pacing_rate": 125_000, "quickack": False}],
+                     "removed": ["10.0.0.3/32"]}
+    assert paramset.apply_delta(base, delta) == new
+    assert paramset.validate_delta(delta) == delta
+    # An unchanged route is not in the delta; the same set makes an empty one.
+    assert paramset.make_delta(base, dict(base, generation=8)) == {"base": 7, "generation": 8, "added": [],
+                                                                    "changed": [], "removed": []}
+    assert paramset.delta_is_smaller(delta, new) is False  # 3 destinations named, 3 routes: the set goes whole
+    assert paramset.delta_is_smaller(paramset.make_delta(base, dict(base, generation=8)), base)
+
+
+def test_a_patch_keeps_the_fields_it_does_not_name_and_may_set_null():
+    base = paramset.validate_param_set(param_set(route(cwnd_clamp=3, advmss=1000), generation=1))
+    delta = {"base": 1, "generation": 2, "added": [], "changed": [{"dst": "10.0.0.2", "advmss": None}], "removed": []}
+    assert paramset.apply_delta(base, delta)["routes"] == [route(cwnd_clamp=3, advmss=None)]
+
+
+def delta(**overrides):
+    document = {"base": 7, "generation": 8, "added": [], "changed": [{"dst": "10.0.0.2/32", "initcwnd": 2}],
+                "removed": []}
+    document.update(overrides)
+    return document
+
+
+@pytest.mark.parametrize("document, message", [
+    ([], "a delta is a JSON object, not a list"),
+    (delta(base=None), "base: null is not an integer"),
+    (delta(generation=7), "generation: 7 is not newer than the base 7"),
+    (delta(generation=True), "generation: true is not an integer"),
+    ({k: v for k, v in delta().items() if k != "removed"}, "removed: missing"),
+    (delta(extra=1), "extra: unknown key"),
+    (delta(added=[route(initcwnd=0)], changed=[]), r"added[0].initcwnd: 0 is out of range 1..256"),
+    (delta(changed=[{"dst": "10.0.0.2/32"}]), "changed[0]: changes nothing of 10.0.0.2/32"),
+    (delta(changed=[{"dst": "10.0.0.2/32", "initcwnd": None}]), "changed[0].initcwnd: null is not an integer"),
+    (delta(changed=[{"dst": "10.0.0.2/32", "quickack": None}]), "changed[0].quickack: null is not true or false"),
+    (delta(changed=[{"dst": "10.0.0.2/32", "initcwnd": 2.0}]), "changed[0].initcwnd: 2.0 is not an integer"),
+    (delta(changed=[{"dst": "10.0.0.2/32", "window": 2}]), "changed[0].window: unknown key"),
+    (delta(changed=[{"initcwnd": 2}]), "changed[0].dst: missing"),
+    (delta(changed=[{"dst": "10.0.0.2/32", "pacing_rate": 2**32}]), "changed[0].pacing_rate: 4294967296 is out of"),
+    (delta(removed=["10.0.0.2"]), "removed[0]: 10.0.0.2/32 is already named by changed[0].dst"),
+    (delta(changed=[], removed=["10.0.0.3", "10.0.0.3/32"]), "removed[1]: 10.0.0.3/32 is already named by removed[0]"),
+    (delta(added=[route()], changed=[]), None),  # valid alone; refused against a base that has 10.0.0.2
+    (delta(removed=["10.0.0.1/24"]), 'removed[0]: "10.0.0.1/24" has host bits set'),
+    (delta(removed=["fe80::1%v0"]), 'removed[0]: "fe80::1%v0" has a zone id'),
+    (delta(changed=[{"dst": "10.0.0.9/32", "initcwnd": 2}]), "changed[0].dst: 10.0.0.9/32 is not in generation 7"),
+    (delta(changed=[], removed=["10.0.0.9/32"]), "removed[0]: 10.0.0.9/32 is not in generation 7"),
+    (delta(base=6), "base: 6 is not the base set's generation 7"),
+])
+def test_hostile_and_malformed_deltas_are_refused_naming_the_field(document, message):
+    base = paramset.validate_param_set(param_set(route(), generation=7))
+    if message is None:
+        with pytest.raises(ValidationError, match=r"^added\[0\].dst: 10.0.0.2/32 is already in generation 7$"):
+            paramset.apply_delta(base, document)
+        return
+    with pytest.raises(ValidationError) as caught:
+        paramset.apply_delta(base, document)
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_a_delta_whose_result_breaks_a_set_rule_is_refused():
+    base = paramset.validate_param_set({"generation": 1, "routes": []})
+    with pytest.raises(ValidationError, match=r"^added\[1\].dst: 10.0.0.2/32 is already named by added\[0\].dst$"):
+        paramset.apply_delta(base, {"base": 1, "generation": 2, "added": [route(), route(dst="10.0.0.2")],
+                                    "changed": [], "removed": []})
+
+
+def test_params_message_carries_a_set_or_a_delta_and_resync_is_checked():
+    good = messages.delta_message(delta(), peers=["10.0.0.9"])
+    assert messages.check_message(good, "params") == "params"
+    assert messages.check_message(messages.params_message({"generation": 1, "routes": []}, None)) == "params"
+    for bad, problem in [
+        ({"type": "params"}, "exactly one of set and delta, not neither"),
+        ({"type": "params", "set": {}, "delta": {}}, "exactly one of set and delta, not set and delta"),
+        ({"type": "params", "delta": None}, "delta: null is not an object"),
+        ({"type": "params", "set": []}, "set: [] is not an object"),
+        (dict(good, peers="10.0.0.9"), 'peers: "10.0.0.9" is not a list'),
+    ]:
+        with pytest.raises(ProtocolError, match="params message: .*" + problem.replace("[", r"\[").replace("]", r"\]")):
+            messages.check_message(bad, "params")
+    assert messages.check_message(messages.resync_message(8, 7), "resync") == "resync"
+    assert messages.check_message(messages.resync_message(8, None), "resync") == "resync"
+    for bad, problem in [
+        (dict(messages.resync_message(8, 7), generation=0), "resync message: generation: 0 is out of range"),
+        ({"type": "resync", "generation": 8}, "resync message: applied_generation: missing"),
+    ]:
+        with pytest.raises(ProtocolError, match=problem):
+            messages.check_message(bad, "resync")

@@ -3,8 +3,10 @@
 #: 2 added `advmss` to every route of a parameter set; 3 the agent's `rtt`
 #: report of the round trips it measures; 4 `enforcement` (BPF or routes
 #: alone, and why) in the hello and every ack; 5 `pacing_rate` (bytes/s or
-#: null) in every route of a parameter set.
-VERSION = 5
+#: null) in every route of a parameter set; 6 deltas: a params message carries
+#: a whole set or a delta against the acknowledged generation, the agent's
+#: ``resync`` asks for the whole set, and ``peers`` is sent only when it changed.
+VERSION = 6
 
 #: Largest frame either side accepts once authenticated (a 10 000-route set is about 1 MB).
 MAX_FRAME_BYTES = 8 * 1024 * 1024

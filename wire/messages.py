@@ -13,7 +13,7 @@ agent's ``rtt`` report of the round trips it measured to its destinations.
 import ipaddress
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 import validation
 from validation import Strict, bounded_string, int_range
@@ -102,13 +102,29 @@ class Hello(Strict):
 
 
 class Params(Strict):
-    """A parameter set for the host (checked by wire.paramset), and the other
-    hosts' addresses, which the agent probes for round trips (its routes may
-    be aggregated prefixes that do not name them)."""
+    """A parameter set for the host, whole (`set`) or as a delta against the
+    generation the agent acknowledged (`delta`), exactly one of them (each
+    checked by wire.paramset); and the other hosts' addresses, which the agent
+    probes for round trips (its routes may be aggregated prefixes that do not
+    name them), absent when they did not change since the last params message
+    on this connection."""
 
     type: Literal["params"]
-    set: dict[str, Any]
+    set: dict[str, Any] | None = None
+    delta: dict[str, Any] | None = None
     peers: Annotated[list[Address], Field(max_length=100_000)] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _set_or_delta(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            given = [key for key in ("set", "delta") if key in data]
+            if len(given) != 1:
+                raise ValueError("a params message carries exactly one of set and delta, "
+                                 f"not {' and '.join(given) or 'neither'}")
+            if not isinstance(data[given[0]], dict):
+                raise ValueError(f"{given[0]}: {validation.show(data[given[0]])} is not an object")
+        return data
 
 
 class RouteResult(Strict):
@@ -148,6 +164,15 @@ class Rtt(Strict):
     samples: Annotated[list[RttSample], Field(max_length=100_000)]
 
 
+class Resync(Strict):
+    """The agent cannot apply a delta: its applied generation is not the delta's
+    base (or it holds no active set). The controller answers with the whole set."""
+
+    type: Literal["resync"]
+    generation: Generation  # type: ignore[valid-type]
+    applied_generation: Generation | None  # type: ignore[valid-type]
+
+
 class Reject(Strict):
     """The agent refused a set, and why."""
 
@@ -158,7 +183,7 @@ class Reject(Strict):
 
 SCHEMAS: dict[str, type[Strict]] = {
     "challenge": Challenge, "auth": Auth, "welcome": Welcome, "hello": Hello,
-    "params": Params, "ack": Ack, "reject": Reject, "rtt": Rtt,
+    "params": Params, "ack": Ack, "reject": Reject, "rtt": Rtt, "resync": Resync,
 }
 
 
@@ -200,9 +225,27 @@ def welcome_message(secret: bytes, agent_nonce: str, controller_nonce: str) -> d
     return {"type": "welcome", "mac": controller_mac(secret, agent_nonce, controller_nonce)}
 
 
-def params_message(param_set: dict, peers: list | tuple = ()) -> dict:
-    """A parameter set on its way to an agent, with the addresses it may probe."""
-    return {"type": "params", "set": param_set, "peers": list(peers)}
+def params_message(param_set: dict, peers: list | tuple | None = ()) -> dict:
+    """A whole parameter set on its way to an agent, with the addresses it may probe
+    (None: unchanged since the last params message, left out)."""
+    message = {"type": "params", "set": param_set}
+    if peers is not None:
+        message["peers"] = list(peers)
+    return message
+
+
+def delta_message(delta: dict, peers: list | tuple | None = None) -> dict:
+    """A delta (wire.paramset.make_delta) against the set the agent acknowledged, with
+    the addresses it may probe (None: unchanged, left out)."""
+    message = {"type": "params", "delta": delta}
+    if peers is not None:
+        message["peers"] = list(peers)
+    return message
+
+
+def resync_message(generation: int, applied_generation: int | None) -> dict:
+    """The agent's request for the whole set: the delta for `generation` had another base."""
+    return {"type": "resync", "generation": generation, "applied_generation": applied_generation}
 
 
 def ack_message(generation: int, results: list, enforcement: dict) -> dict:

@@ -131,3 +131,118 @@ def check_generation(validated: dict, applied_generation: int | None, applied_se
         raise ValidationError(
             "generation", f"{generation} was already applied with different routes; a change needs a newer generation"
         )
+
+
+# -- deltas (protocol 6) --------------------------------------------------------------------
+
+#: The route fields besides dst, in the order routes carry them.
+PARAMETER_KEYS = ROUTE_KEYS[1:]
+
+
+class RoutePatch(Strict):
+    """A change to one destination of the base set: dst and only the fields that changed
+    (at least one). A field given as null sets it to null (no clamp, kernel MSS, not paced)."""
+
+    dst: Prefix
+    rto_min_ms: int_range(*RTO_MIN_MS) = None  # type: ignore[valid-type]
+    initcwnd: int_range(*INITCWND) = None  # type: ignore[valid-type]
+    cwnd_clamp: int_range(*CWND_CLAMP) | None = None  # type: ignore[valid-type]
+    advmss: int_range(*ADVMSS) | None = None  # type: ignore[valid-type]
+    pacing_rate: int_range(*PACING_RATE) | None = None  # type: ignore[valid-type]
+    quickack: bool = None  # type: ignore[assignment]
+
+
+class ParamDelta(Strict):
+    """The change from the set of generation `base` to the set of `generation`."""
+
+    base: Generation  # type: ignore[valid-type]
+    generation: Generation  # type: ignore[valid-type]
+    added: list[RouteParams]
+    changed: list[RoutePatch]
+    removed: list[Prefix]
+
+
+def validate_delta(delta: Any) -> dict:
+    """Check a delta on its own (not yet against its base); return it normalised.
+
+    A patch is {"dst", and the changed fields}; a field absent from a patch
+    keeps its base value. Refused, naming the field: what a set refuses, a
+    generation not newer than the base, a patch that changes nothing, a
+    destination named twice (within or across added, changed and removed).
+    """
+    if not isinstance(delta, dict):
+        raise ValidationError("", f"a delta is a JSON object, not {validation.json_type(delta)}")
+    checked = validation.check(ParamDelta, delta)
+    if checked.generation <= checked.base:  # type: ignore[operator]
+        raise ValidationError("generation", f"{checked.generation} is not newer than the base {checked.base}")
+    seen: dict[str, str] = {}
+
+    def note(dst: str, where: str) -> None:
+        if dst in seen:
+            raise ValidationError(where, f"{dst} is already named by {seen[dst]}")
+        seen[dst] = where
+
+    for i, route in enumerate(checked.added):
+        note(route.dst, f"added[{i}].dst")
+    changed = []
+    for i, patch in enumerate(checked.changed):
+        note(patch.dst, f"changed[{i}].dst")
+        fields = patch.model_fields_set - {"dst"}  # an explicit null where a route has none is refused above
+        if not fields:
+            raise ValidationError(f"changed[{i}]", f"changes nothing of {patch.dst}")
+        changed.append({"dst": patch.dst, **{key: getattr(patch, key) for key in PARAMETER_KEYS if key in fields}})
+    for i, dst in enumerate(checked.removed):
+        note(dst, f"removed[{i}]")
+    return {"base": checked.base, "generation": checked.generation,
+            "added": [route.model_dump() for route in checked.added], "changed": changed,
+            "removed": list(checked.removed)}
+
+
+def apply_delta(base_set: dict, delta: Any) -> dict:
+    """The set a delta makes of its base (a validated set of generation delta["base"]).
+
+    The delta is checked first (`validate_delta`); then every destination it
+    changes or removes must be in the base and none it adds may be. The
+    result is validated as a whole set (`validate_param_set`) and keeps the
+    base's order, added routes at the end.
+    """
+    checked = validate_delta(delta)
+    if base_set["generation"] != checked["base"]:
+        raise ValidationError("base", f"{checked['base']} is not the base set's generation {base_set['generation']}")
+    routes = {route["dst"]: dict(route) for route in base_set["routes"]}
+    for i, patch in enumerate(checked["changed"]):
+        if patch["dst"] not in routes:
+            raise ValidationError(f"changed[{i}].dst", f"{patch['dst']} is not in generation {checked['base']}")
+        routes[patch["dst"]].update(patch)
+    for i, dst in enumerate(checked["removed"]):
+        if dst not in routes:
+            raise ValidationError(f"removed[{i}]", f"{dst} is not in generation {checked['base']}")
+        del routes[dst]
+    for i, route in enumerate(checked["added"]):
+        if route["dst"] in routes:
+            raise ValidationError(f"added[{i}].dst", f"{route['dst']} is already in generation {checked['base']}")
+        routes[route["dst"]] = route
+    return validate_param_set({"generation": checked["generation"], "routes": list(routes.values())})
+
+
+def make_delta(base_set: dict, new_set: dict) -> dict:
+    """The delta from a set to a newer one: routes added, patches of the fields
+    that changed, destinations removed. `apply_delta(base_set, make_delta(base_set, new_set))`
+    carries the same routes as new_set."""
+    before = {route["dst"]: route for route in base_set["routes"]}
+    added, changed = [], []
+    for route in new_set["routes"]:
+        old = before.get(route["dst"])
+        if old is None:
+            added.append(route)
+        elif old != route:
+            changed.append({"dst": route["dst"], **{key: route[key] for key in PARAMETER_KEYS
+                                                     if route[key] != old[key]}})
+    after = {route["dst"] for route in new_set["routes"]}
+    return {"base": base_set["generation"], "generation": new_set["generation"], "added": added,
+            "changed": changed, "removed": [dst for dst in before if dst not in after]}
+
+
+def delta_is_smaller(delta: dict, new_set: dict) -> bool:
+    """Whether a delta names fewer destinations than the whole set would carry."""
+    return len(delta["added"]) + len(delta["changed"]) + len(delta["removed"]) < len(new_set["routes"])
