@@ -28,7 +28,7 @@ from os_ken.lib.packet import packet
 
 from ryu_app import arp, delay, formulas, forwarding
 from ryu_app.flowcount import FlowCounter
-from ryu_app.planner import Plan
+from ryu_app.planner import Plan, PlanRecords
 from ryu_app.publication import Publications
 from ryu_app.rtt import HostRtts, PairRtt
 from ryu_app.stability import HeldFlows, StableDelays
@@ -542,7 +542,7 @@ class ControllerCore:
         self.publications.publish({ip: {"generation": number, "routes": r} for ip, r in changed.items()})
         self.generation = number
         self.log.info("generation %d: new parameters for %d host(s)", number, len(changed))
-        return Generation(number, list(plan.records()), link_rows, dict(plan.fabric.flows)), sorted(changed)
+        return Generation(number, PlanRecords(plan), link_rows, dict(plan.fabric.flows)), sorted(changed)
 
     def agent_arrived(self, host_ip: str, applied_generation: int | None) -> Actions:
         """The one rule for an agent's applied generation (docs/design.md, "Wire protocol").

@@ -72,10 +72,27 @@ def sync_messages(datapath, installed: dict[str, int], desired: dict[str, int]) 
     went are deleted with it."""
     moved = sorted(ip for ip, port in installed.items() if desired.get(ip) != port)
     messages = [remove_pair_entries_toward(datapath, ip) for ip in moved]
-    messages += [destination_entry(datapath, ip, port) for ip, port in sorted(desired.items())
-                 if installed.get(ip) != port]
+    added = [(ip, port) for ip, port in sorted(desired.items()) if installed.get(ip) != port]
+    if added:
+        # os-ken builds a flow mod in about 7 us; the first plan of a k=16 fat-tree
+        # adds 330 000 entries. The first is built, the others are copies of it
+        # with their own match and instructions (equal to built ones, byte for byte).
+        first = destination_entry(datapath, *added[0])
+        parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+        messages.append(first)
+        messages += [_copy_message(first, match=_destination_match(parser, ip),
+                                   instructions=_output_instructions(ofproto, parser, port))
+                     for ip, port in added[1:]]
     messages += [remove_destination_entry(datapath, ip) for ip in moved if ip not in desired]
     return messages
+
+
+def _copy_message(message, **fields):
+    """A not yet serialised os-ken message with some fields replaced, without its constructor."""
+    assert message.buf is None, "copy messages before they are sent"
+    copy = object.__new__(type(message))
+    copy.__dict__ = {**message.__dict__, **fields}
+    return copy
 
 
 def punt_messages(datapath, installed: set[int], desired: set[int]) -> list:

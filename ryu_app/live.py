@@ -8,6 +8,7 @@ request (docs/operations.md, "Live view").
 """
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -35,7 +36,9 @@ class LiveView:
         self.agent_server = agent_server  # the AgentServer, once the app started it (None: channel off)
         self.topology = TopologySnapshot()
         self.links: list[LinkMeasurement] = []  # one per directed link of the latest plan
-        self.paths: list[dict] = paths or []  # the parameter records of generation `paths_generation`
+        # The parameter records of generation `paths_generation`: a list, or the generation's
+        # planner.PlanRecords, whose records are made when first read.
+        self.paths: Sequence[dict] = paths or []
         self.paths_generation = paths_generation
         self.planned_at: float | None = None
         self.last_plan_seconds: float | None = None
@@ -102,6 +105,6 @@ class LiveView:
             "hosts": [asdict(host) for host in self.topology.hosts],
             "links": [asdict(link) for link in self.links],
             "paths_generation": self.paths_generation,
-            "paths": self.paths,
+            "paths": list(self.paths),
             "agents": self.agents(),
         }

@@ -6,7 +6,11 @@ column per link of the path, so a fabric of a thousand hosts (a million
 pairs) plans in seconds.
 """
 
+import itertools
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -386,6 +390,36 @@ class Plan:
                    "rtt_prop_us": rtt_us,
                    "rtt_spread_us": spread_us, "rtt_source": DELAY_SOURCES[source], "quickack": True}
 
+    def record_rows(self, generation: int):
+        """The records as rows of the store's parameters table, (generation, src,
+        dst, dst_ip, hops as JSON, min_rto_us, rto_min_ms, initcwnd, cwnd_clamp,
+        quickack, segment_bytes, rtt_prop_us, rtt_spread_us, rtt_source,
+        pacing_rate), in pair order, straight from the columns: no dict per pair."""
+        names = np.array(self.hosts, dtype=object)
+        ips = np.array([self.fabric.hosts[host] for host in self.hosts], dtype=object)
+        switches = self.switch_paths.switches
+        # One JSON hops list per (source, destination) host pair of switches: the middle is per switch pair.
+        middles: dict[tuple[int, int], str] = {}
+        sources, destinations = names[self.src].tolist(), names[self.dst].tolist()
+        quoted = np.array([json.dumps(host) for host in self.hosts], dtype=object)
+        hops = []
+        for s, d, a, b in zip(quoted[self.src].tolist(), quoted[self.dst].tolist(),
+                              self._attach[self.src].tolist(), self._attach[self.dst].tolist()):
+            middle = middles.get((a, b))
+            if middle is None:
+                middle = middles[(a, b)] = json.dumps(self.switch_paths.path(switches[a], switches[b]))[1:-1]
+            hops.append(f"[{s}, {middle}, {d}]")
+        clamp = self.cwnd_clamp.astype(object)
+        clamp[self.cwnd_clamp == 0] = None
+        pacing = self.pacing_rate.astype(object)
+        pacing[self.pacing_rate == 0] = None
+        source_names = np.array(DELAY_SOURCES, dtype=object)[self.rtt_source].tolist()
+        return zip(itertools.repeat(generation), sources, destinations, ips[self.dst].tolist(), hops,
+                   np.round(self.min_rto_s * 1e6, 3).tolist(), self.rto_min_ms.tolist(), self.initcwnd.tolist(),
+                   clamp.tolist(), itertools.repeat(1), self.segment.tolist(),
+                   np.round(self.rtt_prop_s * 1e6, 3).tolist(), np.round(self.rtt_spread_s * 1e6, 3).tolist(),
+                   source_names, pacing.tolist())
+
     def routes_for(self, host: str) -> list[dict]:
         """The routes of one host's parameter set: one per reachable
         destination (docs/design.md, "Parameter set")."""
@@ -451,3 +485,37 @@ class Plan:
                 sets[self.hosts[i]] += [{"dst": prefix, **params[k]} for prefix, k in routes]
         self._route_sets = {host: sets[host] if host in sets else self._previous_sets[host] for host in self.hosts}
         return self._route_sets
+
+
+class PlanRecords(Sequence[dict]):
+    """A plan's per-pair records, made only when someone asks (the live view,
+    the metrics, a test): a million dicts cost seconds, and most generations
+    are never looked at. Iterating makes them once and keeps them; `rows` gives
+    the store its rows straight from the plan's columns."""
+
+    def __init__(self, plan: Plan) -> None:
+        self._plan: Plan | None = plan
+        self._count = len(plan)
+        self._records: list[dict] | None = None
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self):
+        return iter(self.made())
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.made()[index]
+
+    def made(self) -> list[dict]:
+        """The records as a list (made on the first call; the plan is then let go)."""
+        if self._records is None:
+            assert self._plan is not None
+            self._records, self._plan = list(self._plan.records()), None
+        return self._records
+
+    def rows(self, generation: int):
+        """Rows of the store's parameters table (`Plan.record_rows`)."""
+        if self._plan is not None:
+            return self._plan.record_rows(generation)
+        return None

@@ -8,7 +8,7 @@ it last computed. `Store.prune` bounds the history (docs/operations.md, "Retenti
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass, field, fields
 
 from ryu_app.topology import Host
@@ -84,7 +84,9 @@ class Generation:
     """A parameter generation: the plan's records and the inputs it was computed from."""
 
     number: int
-    records: list[dict]  # one per host pair, as Plan.record gives them
+    # One per host pair, as Plan.records gives them: a list, or a planner.PlanRecords that makes
+    # them when iterated and gives the store its rows from the plan's columns (`rows(number)`).
+    records: Sequence[dict]
     link_rows: list[LinkMeasurement]
     flows: dict[tuple[str, str], int]  # active host-pair flows by host name
 
@@ -208,18 +210,19 @@ class Store:
                 "INSERT INTO generation_flows VALUES (?, ?, ?, ?)",
                 [(number, src, dst, count) for (src, dst), count in generation.flows.items()],
             )
-            self.db.executemany(
-                f"INSERT INTO parameters (generation, {', '.join(_PARAMETER_COLUMNS)}) "
-                f"VALUES (?{', ?' * len(_PARAMETER_COLUMNS)})",
-                [
+            rows = getattr(generation.records, "rows", lambda number: None)(number)
+            if rows is None:
+                rows = (
                     (
                         number, r["src"], r["dst"], r["dst_ip"], json.dumps(r["hops"]), r["min_rto_us"],
                         r["rto_min_ms"], r["initcwnd"], r["cwnd_clamp"], int(r["quickack"]), r.get("segment_bytes"),
                         r.get("rtt_prop_us"), r.get("rtt_spread_us"), r.get("rtt_source"), r.get("pacing_rate"),
                     )
                     for r in generation.records
-                ],
-            )
+                )
+            self.db.executemany(
+                f"INSERT INTO parameters (generation, {', '.join(_PARAMETER_COLUMNS)}) "
+                f"VALUES (?{', ?' * len(_PARAMETER_COLUMNS)})", rows)
 
     def generations_between(self, start: float, end: float) -> int:
         """How many generations were computed in [start, end] (seconds since the epoch)."""

@@ -261,6 +261,13 @@ def test_sync_messages_add_change_and_remove_and_drop_stale_pair_entries():
     ]
     assert messages[2].instructions[0].actions[0].port == 4
     assert forwarding.sync_messages(datapath, desired, desired) == []
+    # The added entries after the first are copies of it: each serialises exactly as one built alone.
+    many = {f"10.0.{i // 256}.{i % 256}": i % 7 + 1 for i in range(300)}
+    for message in forwarding.sync_messages(datapath, {}, many):
+        built = forwarding.destination_entry(datapath, message.match["ipv4_dst"], many[message.match["ipv4_dst"]])
+        message.serialize()
+        built.serialize()
+        assert bytes(message.buf) == bytes(built.buf)
     punts = forwarding.punt_messages(datapath, {2, 3}, {3, 5})
     assert [(m.command, m.match["in_port"]) for m in punts] == [(ofproto_v1_3.OFPFC_ADD, 5),
                                                                  (ofproto_v1_3.OFPFC_DELETE_STRICT, 2)]
@@ -424,3 +431,25 @@ def test_a_generation_keeps_its_pacing_rates(tmp_path):
     state.close()
     assert records and {r["pacing_rate"] for r in records} == {r["pacing_rate"] for r in plan.records()}
     assert all(isinstance(r["pacing_rate"], int) and r["pacing_rate"] > 0 for r in records)
+
+
+def test_a_generation_stored_from_the_plans_columns_reads_back_as_its_records(tmp_path):
+    """PlanRecords makes no record until asked; the rows it gives the store are the records'."""
+    from ryu_app.planner import PlanRecords
+
+    fabric = inventory.parse(star(4)).fabric()
+    fabric.flows = {("h1", "h2"): 2}
+    plan = Plan(fabric, formulas.Bounds(), formulas.Lossless(), formulas.Pacing(0.05))
+    lazy, dicts = PlanRecords(plan), store.Store(str(tmp_path / "dicts.db"))
+    columns = store.Store(str(tmp_path / "columns.db"))
+    assert len(lazy) == len(plan) == 20 and lazy._records is None
+    columns.save_generation(store.Generation(3, lazy, [], {}))
+    assert lazy._records is None  # stored without a dict per pair
+    dicts.save_generation(store.Generation(3, list(plan.records()), [], {}))
+    assert columns.latest_generation()[2] == dicts.latest_generation()[2]
+    assert columns.latest_generation()[2] == sorted(plan.records(), key=lambda r: (r["src"], r["dst"]))
+    assert list(lazy) == list(plan.records()) and lazy[0] == next(plan.records())
+    columns.save_generation(store.Generation(4, lazy, [], {}))  # once made, the records themselves are stored
+    assert columns.latest_generation()[2] == dicts.latest_generation()[2]
+    columns.close()
+    dicts.close()
