@@ -11,6 +11,7 @@ as canonical prefixes; a destination without a prefix length is a host
 route. `check_generation` is the one generation rule both peers use.
 """
 
+import functools
 import ipaddress
 from typing import Annotated, Any
 
@@ -23,8 +24,13 @@ from wire.limits import ADVMSS, CWND_CLAMP, GENERATION, INITCWND, MAX_FRAME_BYTE
 ROUTE_KEYS = ("dst", "rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "pacing_rate", "quickack")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def canonical_prefix(value: str) -> str:
-    """'10.0.0.1' -> '10.0.0.1/32'; host bits, zone ids and junk refused."""
+    """'10.0.0.1' -> '10.0.0.1/32'; host bits, zone ids and junk refused.
+
+    Remembered (a pure function of the string; refusals are not kept): the
+    controller validates every changed host's set before it publishes, about
+    120 000 routes after one link failure at k=16, and ipaddress takes 15 us a prefix."""
     if "%" in value:
         raise ValueError(f"{validation.show(value)} has a zone id; OTCP routes are global prefixes")
     try:
