@@ -334,11 +334,12 @@ def run_scheme(network, scheme, buffer_bytes, progress):
         # locked cwnd of a route) when a connection closes and reuses them
         # for an hour: flushed so no scheme inherits another's.
         flush_tcp_metrics(emulation, hosts)
+        since = network.controller.generation() if scheme.kind == "otcp" else None
         if config.warmup_seconds:
             run_client(config, emulation, topo.receiver, servers, block, ["--seconds", str(config.warmup_seconds)],
                        lambda done: progress.update(0, config.rounds), cc)
         if scheme.kind == "otcp":
-            warm_until_flows_applied(network, servers, block, progress, cc)
+            warm_until_flows_applied(network, servers, block, progress, cc, since)
         receiver_intf = emulation.host(topo.receiver).defaultIntf()
         interfaces = switch_ports(topo) + [(h, schemes.data_interface(emulation, h)) for h in hosts] \
             + [(h, emulation.host(h).defaultIntf().buffer_device) for h in hosts]
@@ -386,13 +387,13 @@ def run_scheme(network, scheme, buffer_bytes, progress):
     return run, detail
 
 
-def warm_until_flows_applied(network, servers, block, progress, cc):
+def warm_until_flows_applied(network, servers, block, progress, cc, since):
     """More warm-up rounds until the agents hold parameters the controller
-    computed with every sender's flow to the receiver active."""
+    computed, after generation since, with every sender's flow to the receiver active."""
     config, topo = network.config, network.topo
     pairs = [(sender, topo.receiver) for sender in topo.senders]
     deadline = time.monotonic() + config.agent_timeout_s
-    while not network.controller.flows_applied(pairs):
+    while not network.controller.flows_applied(pairs, since):
         if time.monotonic() > deadline:
             raise RunError(f"the agents did not get parameters for the senders' flows within "
                            f"{config.agent_timeout_s:.0f} s of warm-up")

@@ -99,20 +99,37 @@ class Controller:
             self.process.stop()
             shutil.rmtree(admin_dir, ignore_errors=True)
 
-    def flows_applied(self, pairs, active=True):
-        """Whether the newest generation was computed with every (source
-        host, destination host) of pairs active (with none of them, if not
-        active) and every agent holds it: what a run waits for after its
-        warm-up, so that its measured rounds see the parameters for their
-        flows (the controller counts flows from the switches' statistics,
-        polled and re-planned every few seconds)."""
+    def generation(self):
+        """The newest generation the controller made."""
+        return read_status(self.process.settings["admin"]["socket"])["generation"]
+
+    def flows_applied(self, pairs, since, active=True):
+        """Whether the agents hold parameters computed with every (source host,
+        destination host) of pairs active (with none of them, if not active):
+        what a run waits for after its warm-up, so that its measured rounds
+        see the parameters for their flows (the controller counts flows from
+        the switches' statistics, polled and re-planned every few seconds).
+
+        The generation that counts is the newest after `since` whose flows
+        match (with none active, the newest of all must); every agent must
+        have acknowledged it or have nothing newer published for its host
+        (round trips move on, so later generations keep coming).
+        """
         status = read_status(self.process.settings["admin"]["socket"])
-        if not status["agents"] or any(agent["lag_generations"] for agent in status["agents"]):
-            return False
         with contextlib.closing(sqlite3.connect(f"file:{self.process.database}?mode=ro", uri=True)) as db:
-            counted = set(db.execute("SELECT src, dst FROM generation_flows WHERE generation = ?",
-                                     (status["generation"],)))
-        return set(pairs) <= counted if active else not set(pairs) & counted
+            rows = db.execute("SELECT generation, src, dst FROM generation_flows WHERE generation > ?",
+                              (since,)).fetchall()
+        counted = {number: set() for number in range(since + 1, status["generation"] + 1)}
+        for number, src, dst in rows:
+            counted.setdefault(number, set()).add((src, dst))
+        wanted = set(pairs)
+        matching = [number for number, found in counted.items()
+                    if (wanted <= found if active else not wanted & found)]
+        if not matching or not status["agents"] or (not active and max(matching) != status["generation"]):
+            return False
+        held = max(matching)
+        return all(agent["lag_generations"] == 0 or (agent["acknowledged_generation"] or 0) >= held
+                   for agent in status["agents"])
 
     def use(self, formulas, pacing=False):
         """Restart with formulas ('published' or 'lossless') and pacing on or
