@@ -27,8 +27,8 @@ thread, within the handshake deadline, before the HMAC handshake on top.
 Sets come from a `Publications` shared with the controller core, which
 keeps the latest set per host: if sets are published faster than an agent
 reads them, it gets the newest, never a backlog. Once an agent acknowledged a
-set on its connection, a newer one goes as a delta against it (routes added,
-fields changed, destinations removed) when that names fewer destinations; an
+set on its connection, a newer one goes as a delta against it (routes added or
+copied from the base's, fields changed, destinations removed) when that names fewer destinations; an
 agent whose applied generation is not the delta's base answers ``resync`` and
 gets the set again (whole, unless it holds the acknowledged one).
 
@@ -334,9 +334,9 @@ class AgentServer:
                                       param_set["generation"], len(param_set["routes"]), len(data), connection.peer,
                                       connection.host_ip)
                     else:
-                        self.log.info("sent generation %d as a delta against %d (%d added, %d changed, %d removed "
-                                      "of %d routes, %d bytes) to agent %s for %s", param_set["generation"],
-                                      delta["base"], len(delta["added"]), len(delta["changed"]),
+                        self.log.info("sent generation %d as a delta against %d (%d added, %d copied, %d changed, "
+                                      "%d removed of %d routes, %d bytes) to agent %s for %s", param_set["generation"],
+                                      delta["base"], len(delta["added"]), len(delta["copied"]), len(delta["changed"]),
                                       len(delta["removed"]), len(param_set["routes"]), len(data), connection.peer,
                                       connection.host_ip)
         except OSError as error:

@@ -538,7 +538,7 @@ def test_a_delta_against_another_generation_touches_nothing(ns, agent):
 
     agent.apply({"generation": 3, "routes": [route("10.77.0.2/32")]}, "test")
     before, journal = ns.otcp_routes(), agent.state.journal()
-    delta = {"base": 2, "generation": 4, "added": [], "changed": [{"dst": "10.77.0.2/32", "initcwnd": 9}],
+    delta = {"base": 2, "generation": 4, "added": [], "copied": [], "changed": [{"dst": "10.77.0.2/32", "initcwnd": 9}],
              "removed": []}
     with pytest.raises(BaseMismatch, match="against generation 2, and this agent holds generation 3") as caught:
         agent.apply_delta(delta, "test")
@@ -553,7 +553,7 @@ def test_a_delta_against_another_generation_touches_nothing(ns, agent):
 def test_a_malformed_delta_is_refused_and_journaled(ns, agent):
     agent.apply({"generation": 1, "routes": [route("10.77.0.2/32")]}, "test")
     before = ns.otcp_routes()
-    bad = {"base": 1, "generation": 2, "added": [], "changed": [{"dst": "10.77.0.9/32", "initcwnd": 2}],
+    bad = {"base": 1, "generation": 2, "added": [], "copied": [], "changed": [{"dst": "10.77.0.9/32", "initcwnd": 2}],
            "removed": []}
     with pytest.raises(ValidationError, match=r"^changed\[0\].dst: 10.77.0.9/32 is not in generation 1$"):
         agent.apply_delta(bad, "test")

@@ -197,7 +197,7 @@ def test_the_real_agent_applies_a_delta_against_its_acked_generation(ns, tmp_pat
     changed["routes"].append(route("10.77.0.3/32", initcwnd=4, cwnd_clamp=None))
     controller.publish("10.77.0.1", changed)
     wait_for(lambda: controller.acked(2), "the ack of generation 2")
-    assert controller.log.has("sent generation 2 as a delta against 1 (0 added, 1 changed, 0 removed of 3 routes")
+    assert controller.log.has("sent generation 2 as a delta against 1 (0 added, 0 copied, 1 changed, 0 removed of 3 routes")
     assert ns.otcp_routes() == {"10.77.0.2/32": expected(), "10.77.0.3/32": expected(initcwnd=4, cwnd_lock=None),
                                 "10.88.0.5/32": expected(via="10.77.0.254")}
     assert sorted(r["dst"] for r in controller.acks[-1][2]) == ["10.77.0.2/32", "10.77.0.3/32", "10.88.0.5/32"]
@@ -411,8 +411,8 @@ def good_agent(controller):
     # Still connected and served after whatever the test did to the server.
     controller.publish("10.9.0.100", set_for(99, "10.9.0.2/32"))
     message = peer.receive()  # the same routes: a delta that changes nothing, against the acknowledged 1
-    assert message is not None and message["delta"] == {"base": 1, "generation": 99, "added": [], "changed": [],
-                                                         "removed": []}
+    assert message is not None and message["delta"] == {"base": 1, "generation": 99, "added": [], "copied": [],
+                                                         "changed": [], "removed": []}
     peer.sock.sendall(peer.session.seal(messages.ack_message(99, [], ROUTES_ONLY)))
     wait_for(lambda: controller.acked(99), "the good agent's last ack")
     assert "10.9.0.100" in controller.server.connected_hosts()
@@ -628,7 +628,9 @@ def test_a_delta_goes_against_the_acked_set_and_a_resync_gets_the_whole_set(cont
     assert "peers" not in message  # unchanged since the last params message
     assert message["delta"]["base"] == 2 and message["delta"]["generation"] == 3
     assert message["delta"]["removed"] == ["10.9.1.0/32"] and message["delta"]["changed"] == []
-    assert message["delta"]["added"][0]["dst"] == "10.9.2.0/24"
+    # The new destination's route is the removed one's: sent as a copy of it.
+    assert message["delta"]["added"] == [] and message["delta"]["copied"] == [{"dst": "10.9.2.0/24",
+                                                                               "like": "10.9.1.0/32"}]
     # The agent holds another generation: it asks for the whole set, and gets it.
     peer.sock.sendall(peer.session.seal(messages.resync_message(3, 1)))
     whole = peer.receive()

@@ -318,29 +318,35 @@ def test_a_delta_carries_added_routes_changed_fields_and_removed_destinations():
                                                  generation=7))
     new = paramset.validate_param_set(param_set(
         route(rto_min_ms=20, initcwnd=4, cwnd_clamp=None, advmss=536, pacing_rate=125_000, quickack=False),
-        route(dst="10.0.1.0/24"), route(dst="10.0.2.0/24", initcwnd=2), generation=9))
+        route(dst="10.0.1.0/24"), route(dst="10.0.2.0/24", initcwnd=2, cwnd_clamp=5, advmss=1000, pacing_rate=9),
+        route(dst="10.0.1.128/25", cwnd_clamp=9), route(dst="10.0.3.0/24"), generation=9))
     delta = paramset.make_delta(base, new)
-    assert delta == {"base": 7, "generation": 9, "added": [route(dst="10.0.2.0/24", initcwnd=2)],
+    assert delta == {"base": 7, "generation": 9,
+                     # nothing alike in the base, and no base route covers it: whole
+                     "added": [route(dst="10.0.2.0/24", initcwnd=2, cwnd_clamp=5, advmss=1000, pacing_rate=9)],
+                     # a base route with the same parameters; the base route covering it, one field changed
+                     "copied": [{"dst": "10.0.1.128/25", "like": "10.0.1.0/24", "cwnd_clamp": 9},
+                                {"dst": "10.0.3.0/24", "like": "10.0.0.2/32"}],
                      "changed": [{"dst": "10.0.0.2/32", "rto_min_ms": 20, "initcwnd": 4, "cwnd_clamp": None,
                                   "advmss": 536, "pacing_rate": 125_000, "quickack": False}],
                      "removed": ["10.0.0.3/32"]}
-    assert paramset.apply_delta(base, delta) == new
+    assert paramset.same_routes(paramset.apply_delta(base, delta), new)
     assert paramset.validate_delta(delta) == delta
     # An unchanged route is not in the delta; the same set makes an empty one.
     assert paramset.make_delta(base, dict(base, generation=8)) == {"base": 7, "generation": 8, "added": [],
-                                                                    "changed": [], "removed": []}
-    assert paramset.delta_is_smaller(delta, new) is False  # 3 destinations named, 3 routes: the set goes whole
+                                                                    "copied": [], "changed": [], "removed": []}
+    assert paramset.delta_is_smaller(delta, new) is False  # 5 destinations named, 5 routes: the set goes whole
     assert paramset.delta_is_smaller(paramset.make_delta(base, dict(base, generation=8)), base)
 
 
 def test_a_patch_keeps_the_fields_it_does_not_name_and_may_set_null():
     base = paramset.validate_param_set(param_set(route(cwnd_clamp=3, advmss=1000), generation=1))
-    delta = {"base": 1, "generation": 2, "added": [], "changed": [{"dst": "10.0.0.2", "advmss": None}], "removed": []}
+    delta = {"base": 1, "generation": 2, "added": [], "copied": [], "changed": [{"dst": "10.0.0.2", "advmss": None}], "removed": []}
     assert paramset.apply_delta(base, delta)["routes"] == [route(cwnd_clamp=3, advmss=None)]
 
 
 def delta(**overrides):
-    document = {"base": 7, "generation": 8, "added": [], "changed": [{"dst": "10.0.0.2/32", "initcwnd": 2}],
+    document = {"base": 7, "generation": 8, "added": [], "copied": [], "changed": [{"dst": "10.0.0.2/32", "initcwnd": 2}],
                 "removed": []}
     document.update(overrides)
     return document
@@ -369,6 +375,15 @@ def delta(**overrides):
     (delta(changed=[{"dst": "10.0.0.9/32", "initcwnd": 2}]), "changed[0].dst: 10.0.0.9/32 is not in generation 7"),
     (delta(changed=[], removed=["10.0.0.9/32"]), "removed[0]: 10.0.0.9/32 is not in generation 7"),
     (delta(base=6), "base: 6 is not the base set's generation 7"),
+    (delta(copied=[{"dst": "10.0.0.5/32", "like": "10.0.0.9/32"}]), "copied[0].like: 10.0.0.9/32 is not in generation"),
+    (delta(copied=[{"dst": "10.0.0.2/32", "like": "10.0.0.2/32"}], changed=[]),
+     "copied[0].dst: 10.0.0.2/32 is already in generation 7"),
+    (delta(copied=[{"dst": "10.0.0.5/32"}]), "copied[0].like: missing"),
+    (delta(copied=[{"dst": "10.0.0.5/32", "like": "10.0.0.2/32", "initcwnd": 0}]),
+     "copied[0].initcwnd: 0 is out of range 1..256"),
+    (delta(copied=[{"dst": "10.0.0.2/32", "like": "10.0.0.2/32"}]),
+     "changed[0].dst: 10.0.0.2/32 is already named by copied[0].dst"),
+    (delta(copied=7), "copied: 7 is not a list"),
 ])
 def test_hostile_and_malformed_deltas_are_refused_naming_the_field(document, message):
     base = paramset.validate_param_set(param_set(route(), generation=7))
@@ -385,7 +400,7 @@ def test_a_delta_whose_result_breaks_a_set_rule_is_refused():
     base = paramset.validate_param_set({"generation": 1, "routes": []})
     with pytest.raises(ValidationError, match=r"^added\[1\].dst: 10.0.0.2/32 is already named by added\[0\].dst$"):
         paramset.apply_delta(base, {"base": 1, "generation": 2, "added": [route(), route(dst="10.0.0.2")],
-                                    "changed": [], "removed": []})
+                                    "copied": [], "changed": [], "removed": []})
 
 
 def test_params_message_carries_a_set_or_a_delta_and_resync_is_checked():

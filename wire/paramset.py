@@ -158,23 +158,39 @@ class RoutePatch(Strict):
     quickack: bool = None  # type: ignore[assignment]
 
 
+class RouteCopy(RoutePatch):
+    """A new destination whose route is the base's route for `like`, with the fields
+    given changed (none, when the parameters are the same): aggregation moves prefixes
+    more often than it changes parameters."""
+
+    like: Prefix
+
+
 class ParamDelta(Strict):
     """The change from the set of generation `base` to the set of `generation`."""
 
     base: Generation  # type: ignore[valid-type]
     generation: Generation  # type: ignore[valid-type]
     added: list[RouteParams]
+    copied: list[RouteCopy]
     changed: list[RoutePatch]
     removed: list[Prefix]
+
+
+def _fields(patch: RoutePatch) -> dict:
+    """The parameter fields a patch gives (an explicit null where a route has none was refused)."""
+    return {key: getattr(patch, key) for key in PARAMETER_KEYS if key in patch.model_fields_set}
 
 
 def validate_delta(delta: Any) -> dict:
     """Check a delta on its own (not yet against its base); return it normalised.
 
     A patch is {"dst", and the changed fields}; a field absent from a patch
-    keeps its base value. Refused, naming the field: what a set refuses, a
-    generation not newer than the base, a patch that changes nothing, a
-    destination named twice (within or across added, changed and removed).
+    keeps its base value; a copy is {"dst", "like", and the fields that differ
+    from the base's route for "like"}. Refused, naming the field: what a set
+    refuses, a generation not newer than the base, a patch that changes
+    nothing, a destination named twice (within or across added, copied,
+    changed and removed).
     """
     if not isinstance(delta, dict):
         raise ValidationError("", f"a delta is a JSON object, not {validation.json_type(delta)}")
@@ -190,17 +206,21 @@ def validate_delta(delta: Any) -> dict:
 
     for i, route in enumerate(checked.added):
         note(route.dst, f"added[{i}].dst")
+    copied = []
+    for i, copy in enumerate(checked.copied):
+        note(copy.dst, f"copied[{i}].dst")
+        copied.append({"dst": copy.dst, "like": copy.like, **_fields(copy)})
     changed = []
     for i, patch in enumerate(checked.changed):
         note(patch.dst, f"changed[{i}].dst")
-        fields = patch.model_fields_set - {"dst"}  # an explicit null where a route has none is refused above
+        fields = _fields(patch)
         if not fields:
             raise ValidationError(f"changed[{i}]", f"changes nothing of {patch.dst}")
-        changed.append({"dst": patch.dst, **{key: getattr(patch, key) for key in PARAMETER_KEYS if key in fields}})
+        changed.append({"dst": patch.dst, **fields})
     for i, dst in enumerate(checked.removed):
         note(dst, f"removed[{i}]")
     return {"base": checked.base, "generation": checked.generation,
-            "added": [route.model_dump() for route in checked.added], "changed": changed,
+            "added": [route.model_dump() for route in checked.added], "copied": copied, "changed": changed,
             "removed": list(checked.removed)}
 
 
@@ -208,14 +228,16 @@ def apply_delta(base_set: dict, delta: Any) -> dict:
     """The set a delta makes of its base (a validated set of generation delta["base"]).
 
     The delta is checked first (`validate_delta`); then every destination it
-    changes or removes must be in the base and none it adds may be. The
-    result is validated as a whole set (`validate_param_set`) and keeps the
-    base's order, added routes at the end.
+    changes or removes, and every route a copy is like, must be in the base,
+    and none it adds or copies to may be. The result is validated as a whole
+    set (`validate_param_set`) and keeps the base's order, added routes then
+    copies at the end.
     """
     checked = validate_delta(delta)
     if base_set["generation"] != checked["base"]:
         raise ValidationError("base", f"{checked['base']} is not the base set's generation {base_set['generation']}")
-    routes = {route["dst"]: dict(route) for route in base_set["routes"]}
+    base = {route["dst"]: route for route in base_set["routes"]}
+    routes = {dst: dict(route) for dst, route in base.items()}
     for i, patch in enumerate(checked["changed"]):
         if patch["dst"] not in routes:
             raise ValidationError(f"changed[{i}].dst", f"{patch['dst']} is not in generation {checked['base']}")
@@ -225,30 +247,66 @@ def apply_delta(base_set: dict, delta: Any) -> dict:
             raise ValidationError(f"removed[{i}]", f"{dst} is not in generation {checked['base']}")
         del routes[dst]
     for i, route in enumerate(checked["added"]):
-        if route["dst"] in routes:
+        if route["dst"] in base:
             raise ValidationError(f"added[{i}].dst", f"{route['dst']} is already in generation {checked['base']}")
         routes[route["dst"]] = route
+    for i, copy in enumerate(checked["copied"]):
+        if copy["dst"] in base:
+            raise ValidationError(f"copied[{i}].dst", f"{copy['dst']} is already in generation {checked['base']}")
+        if copy["like"] not in base:
+            raise ValidationError(f"copied[{i}].like", f"{copy['like']} is not in generation {checked['base']}")
+        fields = {key: value for key, value in copy.items() if key != "like"}
+        routes[copy["dst"]] = {**base[copy["like"]], **fields}
     return validate_param_set({"generation": checked["generation"], "routes": list(routes.values())})
 
 
 def make_delta(base_set: dict, new_set: dict) -> dict:
     """The delta from a set to a newer one: routes added, patches of the fields
-    that changed, destinations removed. `apply_delta(base_set, make_delta(base_set, new_set))`
-    carries the same routes as new_set."""
+    that changed, destinations removed. A new destination is sent as a copy of
+    a base route with the same parameters, else of the base route that covered
+    it (longest prefix) with the fields that differ, else whole.
+    `apply_delta(base_set, make_delta(base_set, new_set))` carries the same
+    routes as new_set."""
     before = {route["dst"]: route for route in base_set["routes"]}
-    added, changed = [], []
+    by_parameters: dict[tuple, str] = {}
+    for route in base_set["routes"]:
+        by_parameters.setdefault(tuple(route[key] for key in PARAMETER_KEYS), route["dst"])
+    added, copied, changed = [], [], []
     for route in new_set["routes"]:
         old = before.get(route["dst"])
-        if old is None:
+        if old is not None:
+            if old != route:
+                changed.append({"dst": route["dst"], **_differing(old, route)})
+            continue
+        like = by_parameters.get(tuple(route[key] for key in PARAMETER_KEYS))
+        if like is not None:
+            copied.append({"dst": route["dst"], "like": like})
+            continue
+        covering = _covering(before, route["dst"])
+        if covering is not None and len(_differing(before[covering], route)) <= len(PARAMETER_KEYS) // 2:
+            copied.append({"dst": route["dst"], "like": covering, **_differing(before[covering], route)})
+        else:
             added.append(route)
-        elif old != route:
-            changed.append({"dst": route["dst"], **{key: route[key] for key in PARAMETER_KEYS
-                                                     if route[key] != old[key]}})
     after = {route["dst"] for route in new_set["routes"]}
     return {"base": base_set["generation"], "generation": new_set["generation"], "added": added,
-            "changed": changed, "removed": [dst for dst in before if dst not in after]}
+            "copied": copied, "changed": changed, "removed": [dst for dst in before if dst not in after]}
+
+
+def _differing(old: dict, new: dict) -> dict:
+    return {key: new[key] for key in PARAMETER_KEYS if new[key] != old[key]}
+
+
+def _covering(routes: dict, dst: str) -> str | None:
+    """The longest prefix among routes' destinations that covers dst (a canonical prefix), or None."""
+    network = ipaddress.ip_network(dst)
+    for length in range(network.prefixlen - 1, -1, -1):
+        candidate = str(network.supernet(new_prefix=length))
+        if candidate in routes:
+            return candidate
+    return None
 
 
 def delta_is_smaller(delta: dict, new_set: dict) -> bool:
     """Whether a delta names fewer destinations than the whole set would carry."""
-    return len(delta["added"]) + len(delta["changed"]) + len(delta["removed"]) < len(new_set["routes"])
+    named = len(delta["added"]) + len(delta["copied"]) + len(delta["changed"]) + len(delta["removed"])
+    return named < len(new_set["routes"])
