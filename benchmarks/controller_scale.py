@@ -20,15 +20,24 @@ changed host's whole set pushed again.
     .venv/bin/python benchmarks/controller_scale.py [--k 16] [--flows-per-host 4]
 
 With --parts-only it times the planning parts alone on the fabric's
-inventory, without the core (for k = 24, whose per-pair generation records
-do not fit in memory): the full plan, the re-plan after one link failure,
-the aggregated route sets, the destination entries and entries per switch.
+inventory, without the core: the full plan, the re-plan after one link
+failure, the aggregated route sets, the destination entries and entries per
+switch.
+
+A generation's per-pair records are made only when read (the live view, the
+metrics); the run times storing them (SQLite rows from the plan's columns,
+as the app's plan loop does) and, up to MAX_RECORDS_MADE pairs, making them.
+The bytes pushed for the failure are the params messages the agent server
+sends agents that acknowledged the previous generation: a delta against it
+where it names fewer destinations, else the whole set (protocol 6).
 """
 
 import argparse
 import json
+import os
 import random
 import sys
+import tempfile
 import time
 import types
 
@@ -37,14 +46,17 @@ from os_ken.lib.packet import arp as arp_packet
 from os_ken.lib.packet import ethernet, ipv4, packet
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
-from ryu_app import formulas, forwarding, inventory
+from ryu_app import formulas, forwarding, inventory, store
 from ryu_app.core import ECHO_PAYLOAD, SETTLE_PROBE_ROUNDS, ControllerCore, PortInfo
 from ryu_app.planner import Plan
 from topo.fabrics import FatTreeTopo
+from wire import framing, messages, paramset
 
 DEFAULTS = {"capacity_mbps": 100, "buffer_bytes": 85000, "host_link_delay_us": 10}
 PROBE_S = 1.0
 TARGETS = {"first plan s": 2.0, "re-plan s": 0.2, "core entries": 1100, "bytes share": 0.10}
+#: The most per-pair record dicts the run makes to time them (k = 24's 11.9 M would take some 10 GB).
+MAX_RECORDS_MADE = 2_000_000
 CODEC = types.SimpleNamespace(ofproto=ofproto_v1_3, ofproto_parser=ofproto_v1_3_parser)
 
 
@@ -156,14 +168,19 @@ class Run:
         return sum(len(json.dumps(self.core.publications.latest(ip), separators=(",", ":"))) for ip in hosts)
 
 
-def delta_bytes(acknowledged: dict, latest: dict) -> int:
-    """Bytes of what a delta from the acknowledged set to the latest would carry:
-    the routes added or changed and the prefixes removed, as JSON."""
-    before = {route["dst"]: route for route in acknowledged["routes"]}
-    after = {route["dst"]: route for route in latest["routes"]}
-    changed = [route for dst, route in after.items() if before.get(dst) != route]
-    return len(json.dumps({"base": acknowledged["generation"], "generation": latest["generation"], "routes": changed,
-                           "removed": sorted(set(before) - set(after))}, separators=(",", ":")))
+def whole_message_bytes(param_set: dict) -> int:
+    """Bytes of the params message carrying a whole set (peers aside: they go only when they change)."""
+    return len(framing.encode_json(messages.params_message(param_set, None)))
+
+
+def pushed_message_bytes(acknowledged: dict, latest: dict) -> tuple[int, bool]:
+    """(bytes, whether a delta) of the params message the agent server sends an agent
+    that acknowledged `acknowledged` when `latest` is published: the delta against it
+    where that names fewer destinations (ryu_app.agent_server), else the whole set."""
+    delta = paramset.make_delta(acknowledged, latest)
+    if acknowledged["generation"] < latest["generation"] and paramset.delta_is_smaller(delta, latest):
+        return len(framing.encode_json(messages.delta_message(delta, None))), True
+    return whole_message_bytes(latest), False
 
 
 def per_host_bytes(plan: Plan, hosts, generation: int) -> int:
@@ -177,11 +194,28 @@ def breakdown(plan: Plan) -> str:
     parts = []
     for name, part in (("plan", lambda: Plan(plan.fabric, plan.bounds)), ("entries",
                        lambda: forwarding.destination_entries(plan)), ("route sets", lambda: Plan(
-                           plan.fabric, plan.bounds).route_sets()), ("records", lambda: list(plan.records()))):
+                           plan.fabric, plan.bounds).route_sets())):
         started = time.perf_counter()
         part()
         parts.append(f"{name} {time.perf_counter() - started:.2f}")
     return ", ".join(parts)
+
+
+def timed_once(part) -> float:
+    """Seconds one call of part takes."""
+    started = time.perf_counter()
+    part()
+    return time.perf_counter() - started
+
+
+def store_seconds(generation) -> float:
+    """Seconds the app's plan loop spends storing a generation (ryu_app.store, a fresh SQLite file)."""
+    with tempfile.TemporaryDirectory() as directory:
+        state = store.Store(os.path.join(directory, "otcp.db"))
+        try:
+            return timed_once(lambda: state.save_generation(generation))
+        finally:
+            state.close()
 
 
 def per_pair_entries(plan: Plan, fabric: Fabric) -> dict[str, int]:
@@ -277,6 +311,14 @@ def main(argv=None) -> int:
     plan = run.core._last_plan
     run.row("first complete plan (s)", f"{first_s:.2f}", "", f"target < {TARGETS['first plan s']} s; "
             f"parts, s: {breakdown(plan)} (route sets include a plan)")
+    run.row("  then storing the generation (s)", f"{store_seconds(first.generation):.2f}", "",
+            f"{len(first.generation.records):,} parameter rows from the plan's columns (the app's plan loop)")
+    if len(first.generation.records) <= MAX_RECORDS_MADE:
+        run.row("  records made when first read (s)", f"{timed_once(first.generation.records.made):.2f}",
+                "", "once per generation, for the live view and the metrics; not in the plan")
+    else:
+        run.row("  records made when first read (s)", "not measured", "",
+                f"{len(first.generation.records):,} dicts would not fit in this machine's memory")
     entries = run.core.entries_per_switch()
     before = per_pair_entries(plan, fabric)
     for role in ("core", "aggregation", "edge"):
@@ -331,16 +373,19 @@ def main(argv=None) -> int:
     mods = sum(1 for _, m in failure.sends if isinstance(m, ofproto_v1_3_parser.OFPFlowMod))
     run.row("re-plan after one link failure (s)", f"{failure_s:.2f}", "", f"target < {TARGETS['re-plan s']} s")
     run.row("flow mods sent for the failure", f"{mods:,}", "", "only entries that changed")
-    pushed = run.pushed_bytes(failure.deliver)
     number = failure.generation.number if failure.generation else 0
     before_full = per_host_bytes(run.core._last_plan, run.core._last_plan.hosts, number)
     before_pushed = per_host_bytes(run.core._last_plan, failure.deliver, number)
+    all_whole = sum(whole_message_bytes(run.core.publications.latest(ip)) for ip in by_ip)
+    whole = sum(whole_message_bytes(run.core.publications.latest(ip)) for ip in failure.deliver)
+    sent = [pushed_message_bytes(acknowledged[ip], run.core.publications.latest(ip)) for ip in failure.deliver]
+    pushed = sum(size for size, _ in sent)
     run.row("bytes pushed for the failure", f"{pushed:,}", f"{before_pushed:,}",
-            f"{len(failure.deliver)} hosts' whole sets: {pushed / max(1, run.pushed_bytes(by_ip)):.1%} of all sets "
-            f"(before {before_pushed / before_full:.1%}; target < {TARGETS['bytes share']:.0%})")
-    delta = sum(delta_bytes(acknowledged[ip], run.core.publications.latest(ip)) for ip in failure.deliver)
-    run.row("  of which routes that changed (a delta)", f"{delta:,}", "",
-            f"{delta / max(1, run.pushed_bytes(by_ip)):.1%} of all sets; deltas are not in the protocol yet")
+            f"{sum(d for _, d in sent)} deltas, {sum(not d for _, d in sent)} whole sets to {len(failure.deliver)} "
+            f"hosts: {pushed / all_whole:.1%} of all hosts' whole sets (before {before_pushed / before_full:.1%}; "
+            f"target < {TARGETS['bytes share']:.0%})")
+    run.row("  the same hosts' whole sets", f"{whole:,}", "",
+            f"{whole / all_whole:.1%} of all sets; the deltas are {pushed / whole:.1%} of them")
     print(f"total {time.perf_counter() - started:.0f} s")
     return 0
 
