@@ -199,7 +199,7 @@ def wait_for_no_flows(network):
     """Wait until the agents hold parameters computed with none of the senders' flows to the receiver active."""
     pairs = [(sender, network.topo.receiver) for sender in network.topo.senders]
     deadline = time.monotonic() + network.config.agent_timeout_s
-    since = network.controller.generation() - 1
+    since = network.controller.generation()
     while not network.controller.flows_applied(pairs, since, active=False):
         if time.monotonic() > deadline:
             raise incast.RunError(f"the controller still counted earlier flows after "

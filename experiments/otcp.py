@@ -110,16 +110,18 @@ class Controller:
         see the parameters for their flows (the controller counts flows from
         the switches' statistics, polled and re-planned every few seconds).
 
-        The generation that counts is the newest after `since` whose flows
-        match (with none active, the newest of all must); every agent must
+        The generation that counts is the newest from `since` on whose flows
+        match (with none active, the newest of all must; `since` itself
+        counts: flows of the same pairs left by the scheme before give the
+        same parameters, and then no new generation comes); every agent must
         have acknowledged it or have nothing newer published for its host
         (round trips move on, so later generations keep coming).
         """
         status = read_status(self.process.settings["admin"]["socket"])
         with contextlib.closing(sqlite3.connect(f"file:{self.process.database}?mode=ro", uri=True)) as db:
-            rows = db.execute("SELECT generation, src, dst FROM generation_flows WHERE generation > ?",
+            rows = db.execute("SELECT generation, src, dst FROM generation_flows WHERE generation >= ?",
                               (since,)).fetchall()
-        counted = {number: set() for number in range(since + 1, status["generation"] + 1)}
+        counted = {number: set() for number in range(since, status["generation"] + 1)}
         for number, src, dst in rows:
             counted.setdefault(number, set()).add((src, dst))
         wanted = set(pairs)
