@@ -2,9 +2,9 @@
 
     python -m experiments.report results/lossless-64k [results/lossless-64k-128 ...]
 
-Reads every OUT/summary.json given (runs of one block size; several
-directories are merged, e.g. a sweep and its 128-sender run) and prints, per
-block size:
+Reads every OUT/summary.json given (several directories are merged, a
+later one's run replacing an earlier one's of the same scheme, sender count
+and block: a re-run of points that failed) and prints, per block size:
 
 - goodput as a share of the ceiling at the run's packet size, per scheme
   and sender count;
@@ -27,12 +27,15 @@ from experiments.schemes import catalogue
 
 
 def load_runs(directories):
-    """Every run of the summaries in directories, as dicts (summary.json's "runs")."""
-    runs = []
+    """Every run of the summaries in directories, as dicts (summary.json's "runs");
+    a later directory's run replaces an earlier one's of the same scheme,
+    sender count and block (a re-run of points that failed)."""
+    runs = {}
     for directory in directories:
         with open(os.path.join(directory, "summary.json"), encoding="utf-8") as handle:
-            runs.extend(json.load(handle)["runs"])
-    return runs
+            for run in json.load(handle)["runs"]:
+                runs[(run["scheme"], run["senders"], run["sru_bytes"])] = run
+    return list(runs.values())
 
 
 def ideal_ms(run):

@@ -289,3 +289,15 @@ def test_report_tables_and_the_dctcp_findings():
     assert "| 16 | 50 % |" in text
     assert "dctcp first timed out at 16 senders (10 RTOs)" in text
     assert "p95 245 / 122 ms = 2.00x, mean 145 / 116 ms = 1.25x" in text
+
+
+def test_report_merges_sweeps_with_later_runs_replacing_earlier_ones(tmp_path):
+    from experiments import report
+
+    for name, goodput in (("first", 30.0), ("again", 60.0)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps({"runs": [a_run(goodput_mbps=goodput)]}))
+    (tmp_path / "first" / "summary.json").write_text(json.dumps(
+        {"runs": [a_run(goodput_mbps=30.0), a_run(senders=8, goodput_mbps=50.0)]}))
+    runs = report.load_runs([str(tmp_path / "first"), str(tmp_path / "again")])
+    assert sorted((r["senders"], r["goodput_mbps"]) for r in runs) == [(8, 50.0), (16, 60.0)]
