@@ -225,13 +225,14 @@ def summarize(scheme, reports, arrivals, stop, backlog, ceiling_mbps, config, **
     steady_from, steady_to = last_arrival + config.hold_s / 2, stop
     steady = [(t, r) for t, r in rates if steady_from < t <= steady_to]
     means = {flow: sum(r.get(flow, 0.0) for _, r in steady) / len(steady) for flow in arrivals} if steady else {}
-    ordered = sorted(arrivals.items(), key=lambda item: item[1])
+    times = sorted(set(arrivals.values()))  # flows started together arrive once
     convergence = []
-    for index, (flow, arrival) in enumerate(ordered):
-        until = ordered[index + 1][1] if index + 1 < len(ordered) else stop
+    for index, arrival in enumerate(times):
+        until = times[index + 1] if index + 1 < len(times) else stop
         seconds = stats.convergence_time(rates, arrival, arrivals, ceiling_mbps, CONVERGED_TOLERANCE,
                                          CONVERGED_HOLD_S, until)
-        convergence.append({"flow": flow, "arrival_s": round(arrival - start, 3),
+        convergence.append({"flows": sorted(f for f, t in arrivals.items() if t == arrival),
+                            "arrival_s": round(arrival - start, 3),
                             "converged_after_s": None if seconds is None else round(seconds, 3)})
     during = [b for t, b in backlog.series if start <= t <= stop]
     return {
