@@ -38,14 +38,16 @@
  * A matched connection also asks for BPF_SOCK_OPS_RTT_CB (one callback per
  * ACK that gives a round-trip sample, under the socket lock, where
  * bpf_setsockopt is allowed) and remembers in otcp_so_sk (socket storage)
- * the pacing rate it was given. At each RTT callback the program looks the
- * connection's entry up again; when the live set's rate differs from the
- * one remembered (the controller's flow counts moved, and a new set was
- * switched in), it sets SO_MAX_PACING_RATE again: the new rate, or no
- * maximum (~0) when the entry is gone or has none. So established
- * connections follow the set within one round trip of its switch. Only the
- * pacing rate follows: the window clamp, initial window and rto_min stay
- * those of the connection's start (docs/enforcement.md, "Limits").
+ * the pacing rate and window clamp it was given. At each RTT callback the
+ * program looks the connection's entry up again; when the live set's rate
+ * or clamp differs from the one remembered (the controller's flow counts
+ * moved, and a new set was switched in), it sets it again: the new rate,
+ * or no maximum (~0) when the entry is gone or has none; the new clamp
+ * (the kernel then holds cwnd to it from the next ACK: tcp_slow_start and
+ * tcp_cong_avoid_ai cap cwnd at snd_cwnd_clamp), or none left as it was.
+ * So established connections follow the set within one round trip of its
+ * switch. The initial window and rto_min stay those of the connection's
+ * start (docs/enforcement.md, "Limits").
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -91,11 +93,15 @@ struct otcp_so_counters {
 	__u64 pacing_refused;
 	__u64 pacing_updated;   /* an established connection's rate set again (RTT callback) */
 	__u64 pacing_update_refused;
+	__u64 clamp_updated;    /* an established connection's window clamp set again (RTT callback) */
+	__u64 clamp_update_refused;
 };
 
 /* What the program set on one connection, kept with the socket. */
 struct otcp_so_sk {
 	__u64 pacing_rate;      /* bytes/s last set; 0: none set */
+	__u32 cwnd_clamp;       /* segments last set; 0: none set */
+	__u32 pad;
 };
 
 struct {
@@ -185,14 +191,14 @@ static __always_inline struct otcp_so_params *entry_of(struct bpf_sock_ops *skop
 	return p;
 }
 
-/* An established connection at an RTT callback: its pacing rate follows the live set. */
-static __always_inline void follow_pacing(struct bpf_sock_ops *skops)
+/* An established connection at an RTT callback: its pacing rate and window clamp follow the live set. */
+static __always_inline void follow_set(struct bpf_sock_ops *skops)
 {
 	struct otcp_so_counters *c;
 	struct otcp_so_params *p;
 	struct otcp_so_sk *mine;
 	struct bpf_sock *sk;
-	__u32 zero = 0;
+	__u32 zero = 0, clamp;
 	__u64 rate;
 	int val, err;
 
@@ -204,18 +210,24 @@ static __always_inline void follow_pacing(struct bpf_sock_ops *skops)
 		return;
 	p = entry_of(skops, NULL);
 	rate = p ? p->pacing_rate : 0;
-	if (rate == mine->pacing_rate)
-		return;
-	/* 0 in the entry: no maximum (the kernel reads ~0U as unlimited). */
-	val = rate ? (int)(__u32)rate : -1;
-	err = bpf_setsockopt(skops, SOL_SOCKET, SO_MAX_PACING_RATE, &val, sizeof(val));
+	clamp = p ? p->cwnd_clamp : 0;
 	c = bpf_map_lookup_elem(&otcp_so_cnt, &zero);
-	if (err) {
-		COUNT(pacing_update_refused);
-		return;
+	if (rate != mine->pacing_rate) {
+		/* 0 in the entry: no maximum (the kernel reads ~0U as unlimited). */
+		val = rate ? (int)(__u32)rate : -1;
+		err = bpf_setsockopt(skops, SOL_SOCKET, SO_MAX_PACING_RATE, &val, sizeof(val));
+		OUTCOME(err, pacing_updated, pacing_update_refused);
+		if (!err)
+			mine->pacing_rate = rate;
 	}
-	COUNT(pacing_updated);
-	mine->pacing_rate = rate;
+	/* A clamp is never lifted here: 0 (no entry, or none) leaves the last one. */
+	if (clamp && clamp != mine->cwnd_clamp) {
+		val = clamp;
+		err = bpf_setsockopt(skops, SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &val, sizeof(val));
+		OUTCOME(err, clamp_updated, clamp_update_refused);
+		if (!err)
+			mine->cwnd_clamp = clamp;
+	}
 }
 
 SEC("sockops")
@@ -229,7 +241,7 @@ int otcp_sockops(struct bpf_sock_ops *skops)
 	int val, err;
 
 	if (skops->op == BPF_SOCK_OPS_RTT_CB) {
-		follow_pacing(skops);
+		follow_set(skops);
 		return 1;
 	}
 	if (skops->op != BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB && skops->op != BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB)
@@ -242,10 +254,14 @@ int otcp_sockops(struct bpf_sock_ops *skops)
 	COUNT(matched);
 	__sync_fetch_and_add(&p->applied, 1);
 
+	__u32 clamp_set_to = 0;
+
 	if (p->cwnd_clamp) {
 		val = p->cwnd_clamp;
 		err = bpf_setsockopt(skops, SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &val, sizeof(val));
 		OUTCOME(err, clamp_set, clamp_refused);
+		if (!err)
+			clamp_set_to = p->cwnd_clamp;
 	}
 	if (p->initcwnd) {
 		val = p->initcwnd;
@@ -264,12 +280,13 @@ int otcp_sockops(struct bpf_sock_ops *skops)
 	} else {
 		err = 0;
 	}
-	/* Remember the rate, and ask for RTT callbacks so that it follows later sets. */
+	/* Remember the rate and clamp, and ask for RTT callbacks so that they follow later sets. */
 	sk = skops->sk;
 	if (sk) {
 		mine = bpf_sk_storage_get(&otcp_so_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 		if (mine) {
 			mine->pacing_rate = err ? 0 : p->pacing_rate;
+			mine->cwnd_clamp = clamp_set_to;
 			bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_RTT_CB_FLAG);
 		}
 	}

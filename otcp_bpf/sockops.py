@@ -69,7 +69,7 @@ HOST_BITS = 64 + 32  # the cookie and the slot, before the address
 #: The counters of struct otcp_so_counters, in order (enum otcp_so_counter).
 COUNTERS = ("established", "not_otcp", "no_entry", "own_address", "matched", "clamp_set", "clamp_refused", "iw_set",
             "iw_refused", "rto_set", "rto_refused", "pacing_set", "pacing_refused", "pacing_updated",
-            "pacing_update_refused")
+            "pacing_update_refused", "clamp_updated", "clamp_update_refused")
 #: SO_MAX_PACING_RATE takes an int from BPF (net/core/filter.c): at most 2^32 - 2 bytes/s (~34 Gb/s).
 MAX_PACING_RATE = 2**32 - 2
 _V4_MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")
