@@ -319,25 +319,33 @@ def main_shell(args):
         return 1
 
 
-def main_fairness(config):
-    """otcp-experiment fairness: 0 when every scheme ran, 1 if any failed, 2 bad input or environment."""
+def run_experiment(run, config):
+    """Check the machine, clear config.out's work/, run(config, progress); return
+    (status, result): status None when it ran, else the exit status it failed with."""
     problem = environment_problem()
     if problem:
         print(f"otcp-experiment: {problem}", file=sys.stderr)
-        return 2
+        return 2, None
+    os.makedirs(config.out, exist_ok=True)
     shutil.rmtree(os.path.join(config.out, "work"), ignore_errors=True)
     progress = Progress(total=1)
     try:
-        document = fairness.run_fairness(config, progress)
+        return None, run(config, progress)
     except KeyboardInterrupt:
-        progress.close()
         print("otcp-experiment: interrupted; the network is torn down", file=sys.stderr)
-        return 130
-    except (EmulationError, incast.RunError, TimeoutError) as exc:
-        progress.close()
+        return 130, None
+    except (EmulationError, incast.RunError, TimeoutError, subprocess.TimeoutExpired) as exc:
         print(f"otcp-experiment: {exc}", file=sys.stderr)
-        return 1
-    progress.close()
+        return 1, None
+    finally:
+        progress.close()
+
+
+def main_fairness(config):
+    """otcp-experiment fairness: 0 when every scheme ran, 1 if any failed, 2 bad input or environment."""
+    status, document = run_experiment(fairness.run_fairness, config)
+    if status is not None:
+        return status
     print(fairness.summary_table(document))
     for failure in document["failures"]:
         print(f"failed: {failure}", file=sys.stderr)
@@ -347,24 +355,9 @@ def main_fairness(config):
 
 def main_calibrate(config):
     """otcp-experiment calibrate: 0 when every row is within one packet with nothing unexplained, else 1."""
-    problem = environment_problem()
-    if problem:
-        print(f"otcp-experiment: {problem}", file=sys.stderr)
-        return 2
-    os.makedirs(config.out, exist_ok=True)
-    shutil.rmtree(os.path.join(config.out, "work"), ignore_errors=True)
-    progress = Progress(total=1)
-    try:
-        rows = calibrate.run_calibration(config, progress)
-    except KeyboardInterrupt:
-        progress.close()
-        print("otcp-experiment: interrupted; the network is torn down", file=sys.stderr)
-        return 130
-    except (EmulationError, incast.RunError, TimeoutError, subprocess.TimeoutExpired) as exc:
-        progress.close()
-        print(f"otcp-experiment: {exc}", file=sys.stderr)
-        return 1
-    progress.close()
+    status, rows = run_experiment(calibrate.run_calibration, config)
+    if status is not None:
+        return status
     print(calibrate.calibration_table(rows))
     print(f"results: {os.path.join(config.out, 'calibration.json')}")
     return 0 if all(row.ok for row in rows) else 1

@@ -79,7 +79,31 @@ def catalogue(fine_rto_ms=DEFAULT_FINE_RTO_MS):
     return {scheme.name: scheme for scheme in schemes}
 
 
-class EcnSettings:
+class Applied:
+    """A setting used as a context manager: apply() on entry (reverted if it
+    fails half-way), revert() on exit."""
+
+    def apply(self):
+        """Put the setting on the hosts."""
+        raise NotImplementedError
+
+    def revert(self):
+        """Put back what apply() changed."""
+        raise NotImplementedError
+
+    def __enter__(self):
+        try:
+            self.apply()
+        except BaseException:
+            self.revert()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.revert()
+
+
+class EcnSettings(Applied):
     """ECN for one run: tcp_ecn=1 in every host and the CE marker on the
     bottleneck's egress (the receiver's IFB, in the receiver's namespace);
     revert() puts back each host's tcp_ecn and removes the marker."""
@@ -114,19 +138,9 @@ class EcnSettings:
                 self.emulation.run(host, ["sysctl", "-q", "-w", f"{key}={value}"])
         self._saved.clear()
 
-    def __enter__(self):
-        try:
-            self.apply()
-        except BaseException:
-            self.revert()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.revert()
 
 
-class RouteSettings:
+class RouteSettings(Applied):
     """A route-attribute scheme applied to a set of hosts; revert() puts back
     the routes and MTUs found before apply()."""
 
@@ -156,16 +170,6 @@ class RouteSettings:
             self.emulation.run(host, ["ip", "link", "set", "dev", intf, "mtu", str(mtu)])
         self._saved.clear()
 
-    def __enter__(self):
-        try:
-            self.apply()
-        except BaseException:
-            self.revert()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.revert()
 
 
 def data_interface(emulation, host):
