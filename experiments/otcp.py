@@ -29,7 +29,6 @@ import time
 
 from agent.enforcement import status_path
 from agent.routes import OTCP_PROTO
-from ryu_app.admin import read_status
 from ryu_app.process import ControllerProcess, free_port
 
 
@@ -99,9 +98,17 @@ class Controller:
             self.process.stop()
             shutil.rmtree(admin_dir, ignore_errors=True)
 
+    def status(self):
+        """The controller's live view, read from its admin socket."""
+        # Imported here: ryu_app.admin also serves the socket, with os-ken's hub,
+        # whose eventlet prints a deprecation warning to every command's stderr.
+        from ryu_app.admin import read_status
+
+        return read_status(self.process.settings["admin"]["socket"])
+
     def generation(self):
         """The newest generation the controller made."""
-        return read_status(self.process.settings["admin"]["socket"])["generation"]
+        return self.status()["generation"]
 
     def flows_applied(self, pairs, since, active=True):
         """Whether the agents hold parameters computed with every (source host,
@@ -117,7 +124,7 @@ class Controller:
         have acknowledged it or have nothing newer published for its host
         (round trips move on, so later generations keep coming).
         """
-        status = read_status(self.process.settings["admin"]["socket"])
+        status = self.status()
         with contextlib.closing(sqlite3.connect(f"file:{self.process.database}?mode=ro", uri=True)) as db:
             rows = db.execute("SELECT generation, src, dst FROM generation_flows WHERE generation >= ?",
                               (since,)).fetchall()
