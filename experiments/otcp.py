@@ -29,6 +29,7 @@ import time
 
 from agent.enforcement import status_path
 from agent.routes import OTCP_PROTO
+from experiments.schemes import Applied
 from ryu_app.process import ControllerProcess, free_port
 
 
@@ -161,7 +162,7 @@ def agent_endpoint(workdir_config):
     return agents["host"], agents["port"], agents["secret_file"]
 
 
-class Agents:
+class Agents(Applied):
     """otcp-agent in every host, for one scheme's run."""
 
     def __init__(self, emulation, hosts, controller_config, workdir, timeout=60.0, enforce="routes"):
@@ -174,7 +175,7 @@ class Agents:
         self.processes = {}
         self.command = _agent_command()
 
-    def start(self):
+    def apply(self):
         """Start the agents (see the class docstring)."""
         os.makedirs(self.workdir, exist_ok=True)
         for host in self.hosts:
@@ -224,7 +225,7 @@ class Agents:
                 raise RuntimeError(f"otcp-agent in {host} enforces by {status['mode']}, not {self.enforce}: "
                                    f"{status['reason']}")
 
-    def stop(self):
+    def revert(self):
         """Stop every agent (by PID), then remove the routes it created."""
         for process in self.processes.values():
             self.emulation.stop(process)
@@ -232,16 +233,6 @@ class Agents:
             self.emulation.run(host, [self.command, "revert", "--state", self.state_path(host)], check=False)
         self.processes.clear()
 
-    def __enter__(self):
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
 
 def agent_destinations(emulation, host):
