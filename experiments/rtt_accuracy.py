@@ -46,19 +46,21 @@ def build_topo(spec):
 
 
 def ping_minima(emulation, hosts, ips, progress):
-    """{(src, dst): ping minimum in ms}: every host pings every other, hosts in parallel."""
+    """{(src, dst): ping minimum in ms}: in round k every host pings the host k
+    places after it, so each host sends one ping stream and answers one."""
     minima = {}
     progress.start_run("pings")
-    for k, dst in enumerate(hosts):
-        running = {src: emulation.start(src, ["ping", "-n", "-q", "-c", str(PINGS), "-i", "0.05", ips[dst]],
-                                        stdout=subprocess.PIPE)
-                   for src in hosts if src != dst}
-        for src, process in running.items():
+    for shift in range(1, len(hosts)):
+        pairs = [(src, hosts[(i + shift) % len(hosts)]) for i, src in enumerate(hosts)]
+        running = {(src, dst): emulation.start(src, ["ping", "-n", "-q", "-c", str(PINGS), "-i", "0.05", ips[dst]],
+                                               stdout=subprocess.PIPE)
+                   for src, dst in pairs}
+        for pair, process in running.items():
             out, _ = process.communicate(timeout=60)
             found = re.search(rb"= ([\d.]+)/", out)
             if found:
-                minima[(src, dst)] = float(found.group(1))
-        progress.update(k + 1, len(hosts))
+                minima[pair] = float(found.group(1))
+        progress.update(shift, len(hosts) - 1)
     progress.finish_run()
     return minima
 
@@ -75,11 +77,30 @@ def latest_records(database):
         db.close()
 
 
+ENFORCED = ("rto_min_ms", "initcwnd", "cwnd_clamp", "segment_bytes")
+
+
 def generations_between(database, start, end):
-    """How many generations the controller made between start and end."""
+    """The generations the controller made between start and end, each with
+    what moved: {"generation", "at", "changed": {parameter: pairs}, "flows_changed"}."""
     db = store.Store(database, readonly=True)
     try:
-        return db.generations_between(start, end)
+        numbers = [row for row in db.db.execute(
+            "SELECT generation, computed_at FROM generations WHERE computed_at BETWEEN ? AND ? ORDER BY generation",
+            (start, end))]
+        changes = []
+        for number, at in numbers:
+            columns = ", ".join(ENFORCED)
+            old, new = ({(src, dst): values for src, dst, *values in db.db.execute(
+                f"SELECT src, dst, {columns} FROM parameters WHERE generation = ?", (g,))}
+                for g in (number - 1, number))
+            changed = {name: sum(1 for pair, values in new.items()
+                                 if pair in old and old[pair][k] != values[k])
+                       for k, name in enumerate(ENFORCED)}
+            changes.append({"generation": number, "at": at - start,
+                            "changed": {name: n for name, n in changed.items() if n},
+                            "flows_changed": db.generation_inputs(number - 1)[1] != db.generation_inputs(number)[1]})
+        return changes
     finally:
         db.close()
 
@@ -111,7 +132,7 @@ def run(spec, load, out):
             steady_start = time.time()
             time.sleep(STEADY_S)
             database = os.path.join(out, "controller.db")
-            generations_per_minute = generations_between(database, steady_start, time.time())
+            steady_generations = generations_between(database, steady_start, time.time())
             minima = ping_minima(emulation, hosts, ips, progress)
             progress.close()
             generation, records = latest_records(database)
@@ -137,7 +158,8 @@ def run(spec, load, out):
         "max_ratio": max(ratios) if ratios else None,
         "pairs_over_3x": sum(1 for r in ratios if r > 3 or r < 1 / 3),
         "sources": {s: sum(1 for row in rows if row["source"] == s) for s in {row["source"] for row in rows}},
-        "generations_in_a_steady_minute": generations_per_minute,
+        "generations_in_a_steady_minute": len(steady_generations),
+        "steady_generations": steady_generations,
         "rows": rows,
     }
 
@@ -163,6 +185,9 @@ def main(argv=None):
           f"minimum median {result['median_ratio']:.2f}, max {result['max_ratio']:.2f}, "
           f"{result['pairs_over_3x']} beyond 3x; sources {result['sources']}; "
           f"{result['generations_in_a_steady_minute']} generations in a steady minute")
+    for change in result["steady_generations"]:
+        print(f"  generation {change['generation']} at {change['at']:.0f} s: pairs changed {change['changed']}"
+              f"{', flows changed' if change['flows_changed'] else ''}")
     initcwnds = sorted({(row["initcwnd"], row["inventory_initcwnd"]) for row in result["rows"]})
     rtos = sorted({(row["rto_min_ms"], row["inventory_rto_min_ms"]) for row in result["rows"]})
     print(f"(initcwnd planned, with the inventory's default delays): {initcwnds}")

@@ -15,7 +15,8 @@
                                                   # or formulas: lossless (otcp-lossless);
                                                   # pacing: true adds each pair's fair-share
                                                   # pacing rate (otcp-paced)
-    stability: {delay_step_us: 20, delay_tolerance: 0.5, flow_hold_s: 5.0, min_flow_packets: 3}
+    stability: {delay_step_us: 20, delay_tolerance: 0.5, refresh_s: 60,
+                flow_hold_s: 5.0, min_flow_packets: 3}
     measurement: {max_link_delay_us: 100, host_rtt_max_age_s: 60}
     log_level: info
     metrics:   null                               # {host: 127.0.0.1, port: 9640}: Prometheus
@@ -133,6 +134,7 @@ class StabilitySection(Strict):
 
     delay_step_us: number_at_least(0) = 20  # type: ignore[valid-type]
     delay_tolerance: Annotated[float, Field(ge=0, le=10)] = 0.5
+    refresh_s: number_at_least(0) = 60  # type: ignore[valid-type]  # measured delays taken at most this often
     flow_hold_s: number_at_least(0) = 5.0  # type: ignore[valid-type]
     min_flow_packets: int_range(1, 1_000_000) = 3  # type: ignore[valid-type]
 

@@ -31,7 +31,7 @@ from ryu_app.flowcount import FlowCounter
 from ryu_app.planner import Plan, PlanRecords
 from ryu_app.publication import Publications
 from ryu_app.rtt import HostRtts, PairRtt
-from ryu_app.stability import HeldFlows, StableDelays
+from ryu_app.stability import HeldFlows, Refresh, StableDelays
 from ryu_app.store import Generation, HostRecord, LinkMeasurement, LinkRecord, TopologySnapshot
 from ryu_app.topology import Host, SwitchPort, Topology
 from wire.limits import GENERATION
@@ -174,6 +174,10 @@ class ControllerCore:
         # The top of an estimate (minimum + spread) feeds minRTO in whole milliseconds: a coarser grid.
         self.stable_rtt_high = StableDelays(max(stability["delay_step_us"] * 1e-6, RTT_HIGH_STEP_S),
                                             stability["delay_tolerance"])
+        self.delay_refresh = Refresh(stability.get("refresh_s", 0.0))
+        self.rtt_refresh = Refresh(stability.get("refresh_s", 0.0))
+        self._link_delays: dict = {}  # the links' delays as the plans take them
+        self._pair_rtts: dict = {}  # the hosts' round trips as the plans take them
         self.topology = Topology(inventory)
         # Where hosts were before a restart: hints, so the first plans are complete.
         for host in known_hosts:
@@ -456,9 +460,12 @@ class ControllerCore:
     def _plan(self, now: float) -> tuple[Plan, dict[tuple[str, str], str]]:
         """The plan of the fabric as measured now, inputs held still, and where each link's delay came from;
         only the pairs whose inputs changed since the last plan are evaluated again."""
-        link_delays = self.stable_delays.update({key: value for key, (value, _) in self.delays.delays().items()})
+        measured = {key: value for key, (value, _) in self.delays.delays().items()}
+        taking = self.delay_refresh.inputs(now, measured, self._link_delays)
+        if taking is not None:
+            self._link_delays = self.stable_delays.update(taking)
         flows = self.held_flows.update(now, self.flow_counter.active_pairs())
-        fabric, delay_sources = self.topology.fabric(link_delays, flows, self.defaults, self.delays.spreads(),
+        fabric, delay_sources = self.topology.fabric(self._link_delays, flows, self.defaults, self.delays.spreads(),
                                                      self._stable_host_rtts(now))
         self._last_plan = Plan(fabric, self.bounds, self.lossless, self.pacing, previous=self._last_plan)
         return self._last_plan, delay_sources
@@ -469,11 +476,14 @@ class ControllerCore:
         return Actions()
 
     def _stable_host_rtts(self, now: float) -> dict:
-        """The hosts' round trips per pair, low and high each held still."""
-        estimates = self.host_rtts.estimates(now)
-        lows = self.stable_rtt_low.update({pair: rtt.low_s for pair, rtt in estimates.items()})
-        highs = self.stable_rtt_high.update({pair: rtt.high_s for pair, rtt in estimates.items()})
-        return {pair: PairRtt(lows[pair], max(lows[pair], highs[pair]), rtt.source) for pair, rtt in estimates.items()}
+        """The hosts' round trips per pair, low and high each held still, taken once a refresh period."""
+        taking = self.rtt_refresh.inputs(now, self.host_rtts.estimates(now), self._pair_rtts)
+        if taking is not None:
+            lows = self.stable_rtt_low.update({pair: rtt.low_s for pair, rtt in taking.items()})
+            highs = self.stable_rtt_high.update({pair: rtt.high_s for pair, rtt in taking.items()})
+            self._pair_rtts = {pair: PairRtt(lows[pair], max(lows[pair], highs[pair]), rtt.source)
+                               for pair, rtt in taking.items()}
+        return self._pair_rtts
 
     def _sync_forwarding(self, plan: Plan) -> list[Send]:
         """Flow mods bringing every ready switch's destination and punt entries

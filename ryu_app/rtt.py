@@ -4,7 +4,9 @@ Each agent reports, per destination, its minimum round trip over a window
 and the spread above it. A direction's minimum is the smallest its reports
 gave over the last max_age_s (a windowed minimum, as the kernel keeps
 tcp_min_rtt: a busy minute's reports carry queueing, a quiet moment's do
-not), its top the latest report's. A pair's estimate combines both
+not), its top the largest (a windowed maximum: minRTO, which takes the top,
+rises with the first busy report and falls only once it has aged out, so a
+steady fabric's jitter does not move it up and down). A pair's estimate combines both
 directions (the smaller minimum, the larger top) and expires when no report
 renews it, so a host that went quiet falls back to the per-link view.
 """
@@ -43,8 +45,8 @@ class HostRtts:
         combined: dict = {}
         for (a, b), history in self._reports.items():
             lowest = min((rtt for _, rtt in history), key=lambda r: r.low_s)
-            latest = history[-1][1]
-            rtt = PairRtt(lowest.low_s, max(latest.high_s, lowest.low_s), lowest.source)
+            top = max(rtt.high_s for _, rtt in history)
+            rtt = PairRtt(lowest.low_s, top, lowest.source)
             for pair in ((a, b), (b, a)):
                 known = combined.get(pair)
                 if known is None:

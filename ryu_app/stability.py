@@ -4,6 +4,11 @@
 - `StableDelays`: a link's delay is quantised up to a grid and moves only
   when the new value differs from the held one by more than a tolerance,
   so the jitter of the control path does not churn the parameters.
+- `Refresh`: measured delays and round trips are taken into the plan as a
+  whole at most once a period, so a fabric of many pairs, each crossing its
+  tolerance now and then, still makes at most one such generation a period.
+  A key measured for the first time is taken at once: a new path does not
+  wait for the period.
 - `HeldFlows`: a pair that stops sending still counts as a flow for a hold
   time. A new flow counts at once (more flows means smaller windows: the
   safe side); one that stopped counts until it has been idle for the hold
@@ -34,6 +39,24 @@ class StableDelays:
             stable[link] = held
         self._held = {link: self._held[link] for link in stable}
         return stable
+
+
+@dataclass
+class Refresh:
+    """When measurements are taken into the plan: all at most every period_s, new keys at once."""
+
+    period_s: float
+    _taken_at: float = -math.inf
+
+    def inputs(self, now: float, measured: dict, taken: dict) -> dict | None:
+        """What to take now, given this plan's measurements and those taken before:
+        all of measured when the period is up, else those taken plus the keys new
+        in measured, or None when there is nothing to take."""
+        if now - self._taken_at >= self.period_s:
+            self._taken_at = now
+            return measured
+        new = {key: value for key, value in measured.items() if key not in taken}
+        return {**taken, **new} if new else None
 
 
 @dataclass

@@ -42,7 +42,7 @@ def test_both_directions_combine_and_reports_expire():
     assert rtts.estimates(71.0) == {}
 
 
-def test_the_minimum_is_windowed_and_the_top_is_the_latest():
+def test_the_minimum_and_the_top_are_both_windowed():
     rtts = HostRtts(max_age_s=60)
     rtts.report(0.0, "10.0.0.1", [{"dst": "10.0.0.2", "min_rtt_us": 700.0, "spread_us": 50.0, "count": 9,
                                    "source": "probe"}])
@@ -51,9 +51,16 @@ def test_the_minimum_is_windowed_and_the_top_is_the_latest():
                                     "source": "tcp"}])
     assert rtts.estimates(10.0)[("10.0.0.1", "10.0.0.2")] == PairRtt(pytest.approx(700e-6),
                                                                      pytest.approx(4700e-6), "probe")
-    assert rtts.estimates(65.0)[("10.0.0.1", "10.0.0.2")] == PairRtt(pytest.approx(3900e-6),
-                                                                     pytest.approx(4700e-6), "tcp")
-    assert rtts.estimates(71.0) == {}
+    # A quiet report after it does not lower the top while the busy one counts.
+    rtts.report(20.0, "10.0.0.1", [{"dst": "10.0.0.2", "min_rtt_us": 720.0, "spread_us": 30.0, "count": 9,
+                                    "source": "probe"}])
+    assert rtts.estimates(20.0)[("10.0.0.1", "10.0.0.2")] == PairRtt(pytest.approx(700e-6),
+                                                                     pytest.approx(4700e-6), "probe")
+    assert rtts.estimates(65.0)[("10.0.0.1", "10.0.0.2")] == PairRtt(pytest.approx(720e-6),
+                                                                     pytest.approx(4700e-6), "probe")
+    assert rtts.estimates(75.0)[("10.0.0.1", "10.0.0.2")] == PairRtt(pytest.approx(720e-6),
+                                                                     pytest.approx(750e-6), "probe")
+    assert rtts.estimates(81.0) == {}
 
 
 def test_the_hosts_measurement_is_preferred_and_each_parameter_takes_its_safe_side():

@@ -70,3 +70,58 @@ def test_a_new_flow_still_replans_at_the_next_poll():
     core.flow_counter.update(1, [(H3[0], H2[0], 9)])  # active in this poll
     changed = core.replan(4.0)
     assert changed.generation is not None and changed.generation.flows == {(H3[0], H2[0]): 1}
+
+
+def rtt_report(core, now, src, dst, low_us, spread_us):
+    core.rtt_report(now, src[0], [{"dst": dst[0], "min_rtt_us": low_us, "spread_us": spread_us, "count": 9,
+                                   "source": "probe"}])
+
+
+def test_jittery_round_trips_make_at_most_one_generation_a_refresh_period():
+    core = connected_core(stability={"delay_step_us": 20, "delay_tolerance": 0.5, "flow_hold_s": 5.0,
+                                     "refresh_s": 60.0}, lossless=formulas.Lossless())
+    learn(core, 0.0)
+    pairs = ((H1, H2), (H2, H3), (H3, H1))
+    generations = []
+    for second in range(1, 241):
+        if second % 5 == 0:  # every agent reports every 5 s; a loaded host's minimum and spread wander widely
+            for k, (src, dst) in enumerate(pairs):
+                wander = (second * 7 + k * 13) % 11
+                rtt_report(core, float(second), src, dst, 150.0 + 60.0 * wander, 400.0 * wander)
+        actions = core.replan(float(second))
+        if actions.generation is not None:
+            generations.append(second)
+    assert generations[0] < 10  # the first plan, with the first reports taken as they come
+    per_minute = [sum(1 for s in generations if start <= s < start + 60) for start in range(60, 240, 60)]
+    assert max(per_minute) <= 1, generations
+    # Without the refresh the same reports churn: the test can tell the two apart.
+    churning = connected_core(stability={"delay_step_us": 20, "delay_tolerance": 0.5, "flow_hold_s": 5.0},
+                              lossless=formulas.Lossless())
+    learn(churning, 0.0)
+    made = 0
+    for second in range(1, 241):
+        if second % 5 == 0:
+            for k, (src, dst) in enumerate(pairs):
+                wander = (second * 7 + k * 13) % 11
+                rtt_report(churning, float(second), src, dst, 150.0 + 60.0 * wander, 400.0 * wander)
+        made += churning.replan(float(second)).generation is not None
+    assert made > 4
+
+
+def test_a_pair_measured_for_the_first_time_is_taken_at_once():
+    core = connected_core(stability={"delay_step_us": 20, "delay_tolerance": 0.5, "flow_hold_s": 5.0,
+                                     "refresh_s": 60.0})
+    learn(core, 0.0)
+    assert core.replan(3.0).generation is not None
+    rtt_report(core, 4.0, H1, H2, 800.0, 100.0)
+    record = next(r for r in core.replan(4.0).generation.records if (r["src"], r["dst"]) == (H1[0], H2[0]))
+    assert record["rtt_source"] == "host" and record["rtt_prop_us"] == pytest.approx(800.0)
+    # A later report of the same pair waits for the period; then it is taken.
+    rtt_report(core, 5.0, H1, H2, 3000.0, 100.0)
+    rtt_report(core, 5.0, H2, H1, 3000.0, 9000.0)
+    assert core.replan(5.0).generation is None
+    later = core.replan(63.0).generation
+    assert later is not None
+    taken = next(r for r in later.records if (r["src"], r["dst"]) == (H1[0], H2[0]))
+    assert taken["rtt_prop_us"] == pytest.approx(800.0)  # the windowed minimum: 800 us is still in the window
+    assert taken["rtt_spread_us"] >= 9000.0  # the top rose with the busy report
