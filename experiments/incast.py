@@ -350,6 +350,7 @@ def run_scheme(network, scheme, buffer_bytes, progress):
         before_queues = measure.link_queues(emulation, hosts)
         marks_before = marker.counters().marked if marker else None
         cpu_before = measure.read_cpu_times()
+        generation_before = network.controller.generation() if scheme.kind == "otcp" else None
         with measure.Probe(emulation, topo.probe, data_ips[topo.receiver], config.probe_interval_s) as probe, \
                 measure.BacklogSampler(emulation, topo.receiver, receiver_intf.buffer_device,
                                        interval=RUN_BACKLOG_INTERVAL_S) as backlog:
@@ -357,6 +358,7 @@ def run_scheme(network, scheme, buffer_bytes, progress):
                                 lambda done: progress.update(done, config.rounds), cc)
             rtts, sent = probe.stop()
         cpu_mean, cpu_busiest = stats.cpu_busy(cpu_before, measure.read_cpu_times())
+        generations = None if generation_before is None else network.controller.generation() - generation_before
         measure.wait_empty(emulation, topo.receiver, receiver_intf.buffer_device)
         ce_marks = marker.counters().marked - marks_before if marker else None
         after_queues = measure.link_queues(emulation, hosts)
@@ -376,7 +378,7 @@ def run_scheme(network, scheme, buffer_bytes, progress):
         peak_backlog_bytes=backlog.peak,
         timeouts=sum(c["TcpExtTCPTimeouts"] for c in counters.values()),
         retransmissions=sum(c["TcpRetransSegs"] for c in counters.values()),
-        cpu_busy_pct=cpu_mean, cpu_busiest_pct=cpu_busiest, ce_marks=ce_marks)
+        cpu_busy_pct=cpu_mean, cpu_busiest_pct=cpu_busiest, ce_marks=ce_marks, generations=generations)
     queues = {h: {"egress": {"sent_packets": after_queues[h].egress.sent_packets - before_queues[h].egress.sent_packets,
                              "drops": after_queues[h].egress.drops - before_queues[h].egress.drops},
                   "buffer": {"sent_packets": after_queues[h].buffer.sent_packets - before_queues[h].buffer.sent_packets,

@@ -12,6 +12,7 @@ and block: a re-run of points that failed) and prints, per block size:
 - drops at the bottleneck and RTO timeouts;
 - the probe's average RTT;
 - the packet size each OTCP-lossless run used;
+- the controller's new generations during each OTCP run's measured rounds;
 
 then the DCTCP figures issue 10 asks for: where dctcp first timed out, and
 otcp+dctcp's p95 and mean completion against dctcp's at the most congested
@@ -94,6 +95,8 @@ def report(runs):
                   f"{kb}: probe RTT average, ms"),
             table([r for r in these if r["scheme"].startswith("otcp-")], lambda r: f"{r['packet_bytes']}",
                   f"{kb}: IP packet size used (B)"),
+            table([r for r in these if r.get("generations") is not None], lambda r: f"{r['generations']}",
+                  f"{kb}: new generations during the measured rounds"),
             dctcp_findings(these),
         ]
     return "\n\n".join(p for p in parts if p)

@@ -12,7 +12,9 @@ The summary's schema (issues 4 and 8)::
                "sent", "delivered", "drops_other_buffers", "sender_queue_drops",
                "unexplained",                           # the loss account (experiments.stats.LossAccount)
                "peak_backlog_bytes", "cpu_busy_pct", "cpu_busiest_pct",
-               "ce_marks"}],                           # CE marks at the bottleneck (null without ECN)
+               "ce_marks",                              # CE marks at the bottleneck (null without ECN)
+               "generations"}],                         # generations the controller made during the
+                                                        # measured rounds (null for static schemes)
      "unexplained_losses": [{"scheme", "senders", "buffer_bytes", "unexplained"}],  # runs that lost packets
                                                                                    # no counter names
      "unavailable": [{"scheme", "reason"}],   # schemes that could not run here
@@ -57,6 +59,7 @@ RUN_FIELDS = {
     "cpu_busy_pct": float,
     "cpu_busiest_pct": float,
     "ce_marks": (int, type(None)),
+    "generations": (int, type(None)),
 }
 # May be negative: more packets delivered than sent means the switch made copies.
 SIGNED_FIELDS = {"unexplained"}
@@ -95,6 +98,7 @@ class RunRecord:
     cpu_busy_pct: float
     cpu_busiest_pct: float
     ce_marks: int | None = None  # packets the bottleneck's ECN marker marked CE (None: no marker)
+    generations: int | None = None  # the controller's new generations during the measured rounds (None: no OTCP)
 
     @classmethod
     def build(cls, head, rounds_summary, account, probe_summary, **rest):

@@ -14,7 +14,8 @@ def a_run(**changes):
            "fct_p99_ms": 320.0, "drops": 120, "timeouts": 30, "probe_rtt_avg_ms": 5.2, "probe_rtt_max_ms": 9.9,
            "packet_bytes": 1500, "ceiling_mbps": 95.0, "sent": 10000, "delivered": 9880,
            "drops_other_buffers": 0, "sender_queue_drops": 0, "unexplained": 0, "peak_backlog_bytes": 84000,
-           "cpu_busy_pct": 60.0, "cpu_busiest_pct": 80.0, "ce_marks": None}
+           "cpu_busy_pct": 60.0, "cpu_busiest_pct": 80.0, "ce_marks": None,
+           "generations": None}
     run.update(changes)
     return run
 
@@ -280,7 +281,7 @@ def test_report_tables_and_the_dctcp_findings():
             a_run(scheme="dctcp", senders=16, sru_bytes=65536, ceiling_mbps=94.0, timeouts=10, fct_p95_ms=245.0,
                   fct_mean_ms=145.0),
             a_run(scheme="otcp+dctcp", senders=16, sru_bytes=65536, ceiling_mbps=94.0, timeouts=0, fct_p95_ms=122.5,
-                  fct_mean_ms=116.0),
+                  fct_mean_ms=116.0, generations=3),
             a_run(scheme="default", senders=16, sru_bytes=65536, ceiling_mbps=94.0, goodput_mbps=47.0)]
     # 16 x 64 KiB x 8 / 94 Mb/s = 89.2 ms: the ideal round
     assert report.ideal_ms(runs[1]) == pytest.approx(16 * 65536 * 8 / 94e6 * 1000)
@@ -289,6 +290,7 @@ def test_report_tables_and_the_dctcp_findings():
     assert "| 16 | 50 % |" in text
     assert "dctcp first timed out at 16 senders (10 RTOs)" in text
     assert "p95 245 / 122 ms = 2.00x, mean 145 / 116 ms = 1.25x" in text
+    assert "new generations during the measured rounds**\n\n| senders | otcp+dctcp |\n|---|---|\n| 16 | 3 |" in text
 
 
 def test_report_merges_sweeps_with_later_runs_replacing_earlier_ones(tmp_path):

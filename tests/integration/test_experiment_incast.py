@@ -53,6 +53,9 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
         assert run["packet_bytes"] == 1500 if run["scheme"] != "otcp-lossless" else 296 <= run["packet_bytes"] <= 1500
         # The marker counts CE marks where ECN is on (DCTCP keeps the queue near K, so it marks).
         assert (run["ce_marks"] is None) == (run["scheme"] != "dctcp")
+        # The controller's generations during the rounds are counted for the OTCP schemes only.
+        assert (run["generations"] is None) == (not run["scheme"].startswith("otcp"))
+        assert run["generations"] is None or run["generations"] >= 0
         assert 0 < run["cpu_busy_pct"] <= 100 and run["cpu_busy_pct"] <= run["cpu_busiest_pct"] <= 100
         assert 0 < run["peak_backlog_bytes"] <= 85000
         assert run["probe_rtt_avg_ms"] is not None and 0 < run["probe_rtt_avg_ms"] <= run["probe_rtt_max_ms"]
