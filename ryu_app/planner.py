@@ -1,9 +1,10 @@
 """Evaluate the OTCP formulas for every ordered host pair of a Fabric.
 
 Used by `otcp-controller plan` on an inventory and by the live controller on
-its measured fabric. Pairs are evaluated in blocks of sources with numpy, one
-column per link of the path, so a fabric of a thousand hosts (a million
-pairs) plans in seconds.
+its measured fabric. The sums and minima over a pair's round trip are taken
+once per pair of edge switches and once per host, then combined per host
+pair with numpy, so a fabric of a thousand hosts (a million pairs) plans in
+a fraction of a second.
 """
 
 import itertools
@@ -25,9 +26,9 @@ DELAY_SOURCES = ("inventory", "measured", "default", "host")
 HOST = DELAY_SOURCES.index("host")
 KNOWN = DELAY_SOURCES.index("measured")  # this and lower: a link delay that is not a guess
 
-# Elements per gathered (sources x destinations x links) array in one block.
-_BLOCK_ELEMENTS = 1 << 21
-# The per-pair arrays of a Plan, in the order _evaluate_block returns them.
+# Pairs evaluated at once (their temporary arrays stay within some tens of MB).
+_CHUNK_PAIRS = 1 << 20
+# The per-pair arrays of a Plan: src and dst, then what _evaluate_pairs returns, in its order.
 _PAIR_ARRAYS = ("src", "dst", "min_rto_s", "rto_min_ms", "initcwnd", "cwnd_clamp", "segment", "pacing_rate",
                 "rtt_prop_s", "rtt_spread_s", "rtt_source")
 
@@ -39,6 +40,24 @@ def _differs(new, old, src, dst):
     new_values = new[src, dst] if new is not None else np.full(len(src), np.nan)
     old_values = old[src, dst] if old is not None else np.full(len(src), np.nan)
     return ~((new_values == old_values) | (np.isnan(new_values) & np.isnan(old_values)))
+
+
+# What pads a window-line column (a switch path shorter than the longest): a line that never wins the minimum.
+_LINE_PADDING = {"slope": 0.0, "offset": np.inf}
+
+
+def _changed_terms(new: dict, old: dict) -> np.ndarray:
+    """Per entity (the last axis: edge-switch pair or host), whether any of its terms differ
+    between two plans' (Plan._terms_of_edge_pairs, Plan._terms_of_hosts)."""
+    changed = np.zeros(next(iter(new.values())).shape[-1], dtype=bool)
+    for name, values in new.items():
+        before = old[name]
+        if values.shape != before.shape:  # window lines of longer or shorter switch paths than before
+            columns = max(values.shape[1], before.shape[1])
+            values, before = (np.pad(v, ((0, 0), (0, columns - v.shape[1]), (0, 0)),
+                                     constant_values=_LINE_PADDING[name]) for v in (values, before))
+        changed |= (values != before).any(axis=tuple(range(values.ndim - 1)))
+    return changed
 
 
 @dataclass
@@ -126,9 +145,10 @@ class Plan:
         with pacing, each pair also gets its fair-share pacing rate (otcp-paced).
 
         With previous (the plan of the same fabric a moment ago), only the
-        pairs whose inputs changed are evaluated again: a moved path (either
-        way), a link of the round trip whose facts or flow count changed, the
-        pair's own flow or measured round trip. The rest is taken from
+        pairs whose inputs changed are evaluated again: the terms of their
+        edge switches' paths (a moved path, a link on it with other facts or
+        flow count) or of either host's links, the pair's own flow or
+        measured round trip. The rest is taken from
         previous, and so are the route sets of the hosts none of whose
         parameters changed. A change of hosts, switches, reachability or
         bounds evaluates everything.
@@ -145,6 +165,7 @@ class Plan:
         self._build_host_link_tables()
         self._host_rtts()
         self._count_flows()
+        self._edge_terms, self._host_terms = self._terms_of_edge_pairs(), self._terms_of_hosts()
         self._route_sets: dict[str, list[dict]] | None = None
         self._previous_sets: dict[str, list[dict]] = {}  # route sets still right, by host
         if not self._evaluate_changes(previous):
@@ -158,6 +179,8 @@ class Plan:
         self._attach = np.array([sp.index[self.attachment[h]] for h in self.hosts], dtype=np.int64)
         self._uplink = np.array([links[(h, self.attachment[h])] for h in self.hosts], dtype=np.int64)
         self._downlink = np.array([links[(self.attachment[h], h)] for h in self.hosts], dtype=np.int64)
+        # The switches hosts hang off (edge switches), and each host's among them.
+        self._edges, self._host_edge = np.unique(self._attach, return_inverse=True)
         # Switch-pair link matrix: column c is the link between the c-th and
         # (c+1)-th switch of the path, padding beyond its end.
         switch_count, _, longest_path = sp.node_matrix.shape
@@ -206,14 +229,77 @@ class Plan:
         self._links.flows[self._links.padding] = 0
 
     # -- formulas ------------------------------------------------------------
+    #
+    # A pair's data path is its source's uplink, the switch path between the
+    # two hosts' edge switches and its destination's downlink; its ACK path
+    # the same backwards. So every sum and minimum the formulas take over a
+    # round trip is a term of the pair of edge switches combined with a term
+    # of each host, and the terms are computed once per edge-switch pair and
+    # once per host (_terms_of_edge_pairs, _terms_of_hosts). Per host pair only their
+    # combination remains, and a pair whose terms did not change keeps its
+    # parameters. The terms that count flows come twice, along their first
+    # axis: [0] for a pair that is not itself a flow (N_l = F_l + 1), [1] for
+    # one that is (N_l = F_l).
+
+    def _forward_terms(self, forward):
+        """For forward links (..., columns): per sharing (see above), the smallest cap_l / N_l,
+        shape (2, ...), and each column's window line, the slope cap_l / N_l and the offset
+        buf_l / N_l (the queue target's share with lossless) where the link's tail is a switch,
+        0 and +inf elsewhere (so it never wins the minimum), shapes (2, columns, ...)."""
+        t = self._links
+        capacity, egress = t.capacity[forward], t.switch_egress[forward]
+        queue = (t.buffer[forward] if self.lossless is None
+                 else formulas.queue_target_bytes(t.buffer[forward], self.lossless))
+        shares, slopes, offsets = [], [], []
+        for pair_is_active in (False, True):
+            # N_l >= 1 always; only padding columns could reach 0 here.
+            sharing = np.maximum(formulas.flows_sharing(t.flows[forward], pair_is_active), 1)
+            share = capacity / sharing
+            shares.append(share.min(axis=-1, initial=np.inf))
+            slopes.append(np.moveaxis(np.where(egress, share, 0.0), -1, 0))
+            offsets.append(np.moveaxis(np.where(egress, queue / sharing, np.inf), -1, 0))
+        return np.stack(shares), np.stack(slopes), np.stack(offsets)
+
+    def _round_trip_sums(self, round_trip):
+        """Sums (maximum for the delay source) over round-trip links (..., columns)."""
+        t = self._links
+        return {"delay": t.delay[round_trip].sum(axis=-1), "spread": t.spread[round_trip].sum(axis=-1),
+                "source": t.source[round_trip].max(axis=-1, initial=0),
+                "queueing": (t.buffer / t.capacity)[round_trip].sum(axis=-1)}
+
+    def _terms_of_edge_pairs(self):
+        """The switch paths' terms, per ordered pair of edge switches a * len(edges) + b."""
+        edges = len(self._edges)
+        between = self._segment_links[np.ix_(self._edges, self._edges)]  # the links from a to b
+        forward = between.reshape(edges * edges, between.shape[-1])
+        terms = self._round_trip_sums(np.concatenate([forward, between.transpose(1, 0, 2).reshape(forward.shape)],
+                                                     axis=-1))
+        terms["share"], terms["slope"], terms["offset"] = self._forward_terms(forward)
+        return terms
+
+    def _terms_of_hosts(self):
+        """Each host's terms: its two links on the round trip, its uplink and downlink on the data path."""
+        terms = self._round_trip_sums(np.stack([self._uplink, self._downlink], axis=-1))
+        for name, links in (("uplink", self._uplink), ("downlink", self._downlink)):
+            share, slope, offset = self._forward_terms(links[:, None])
+            terms[f"{name}_share"], terms[f"{name}_slope"], terms[f"{name}_offset"] = share, slope[:, 0], offset[:, 0]
+        return terms
+
+    def _pairs(self):
+        """Every reachable ordered pair (src, dst, index of their edge-switch pair), in pair order."""
+        n = len(self.hosts)
+        src, dst = np.divmod(np.arange(n * n, dtype=np.int64), n)
+        keep = (src != dst) & (self.switch_paths.hops[self._attach[src], self._attach[dst]] != UNREACHABLE)
+        src, dst = src[keep], dst[keep]
+        return src, dst, self._host_edge[src] * len(self._edges) + self._host_edge[dst]
 
     def _evaluate(self):
-        n = len(self.hosts)
-        width = self._segment_links.shape[-1] + 2
-        block = max(1, _BLOCK_ELEMENTS // max(1, n * width))
-        results = [self._evaluate_block(np.arange(start, min(n, start + block))) for start in range(0, n, block)]
-        for k, name in enumerate(_PAIR_ARRAYS):
-            setattr(self, name, np.concatenate([r[k] for r in results]) if results else np.zeros(0, dtype=np.int64))
+        self.src, self.dst, self._edge_pair = self._pairs()
+        results = [self._evaluate_pairs(self.src[k:k + _CHUNK_PAIRS], self.dst[k:k + _CHUNK_PAIRS],
+                                        self._edge_pair[k:k + _CHUNK_PAIRS])
+                   for k in range(0, len(self.src), _CHUNK_PAIRS)]
+        for name, chunks in zip(_PAIR_ARRAYS[2:], zip(*results) if results else [[]] * len(_PAIR_ARRAYS[2:])):
+            setattr(self, name, np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int64))
         self._finish()
 
     def _finish(self):
@@ -236,26 +322,20 @@ class Plan:
                 or previous.pacing != self.pacing
                 or not np.array_equal(previous.switch_paths.hops >= 0, sp.hops >= 0)):
             return False
-        width = max(previous.switch_paths.node_matrix.shape[-1], sp.node_matrix.shape[-1])
-        old_paths, new_paths = (np.pad(m, ((0, 0), (0, 0), (0, width - m.shape[-1])), constant_values=UNREACHABLE)
-                                for m in (previous.switch_paths.node_matrix, sp.node_matrix))
-        moved = (old_paths != new_paths).any(axis=-1)
-        touched = np.zeros(len(self._links.capacity), dtype=bool)
-        touched[[i for link, i in self._links.index.items()
-                 if self._links.state(link) != previous._links.state(link)]] = True
-        crossing = moved | touched[self._segment_links].any(axis=-1)  # switch pair -> its round trip changed
-        at_host = touched[self._uplink] | touched[self._downlink]
-        src, dst = previous.src, previous.dst
-        a_s, a_d = self._attach[src], self._attach[dst]
-        redo = (crossing[a_s, a_d] | crossing[a_d, a_s] | at_host[src] | at_host[dst]
-                | (self._active[src, dst] != previous._active[src, dst]) | _differs(self._rtt_low, previous._rtt_low,
-                                                                                    src, dst)
+        src, dst, edge_pair = previous.src, previous.dst, previous._edge_pair
+        redo = (_changed_terms(self._edge_terms, previous._edge_terms)[edge_pair]
+                | _changed_terms(self._host_terms, previous._host_terms)[np.stack([src, dst])].any(axis=0)
+                | (self._active[src, dst] != previous._active[src, dst])
+                | _differs(self._rtt_low, previous._rtt_low, src, dst)
                 | _differs(self._rtt_high, previous._rtt_high, src, dst))
+        self._edge_pair = edge_pair
         for name in _PAIR_ARRAYS:
             setattr(self, name, getattr(previous, name).copy())
-        if redo.any():
-            for name, values in zip(_PAIR_ARRAYS[2:], self._evaluate_pairs(src[redo], dst[redo])):
-                getattr(self, name)[redo] = values
+        chosen = np.nonzero(redo)[0]
+        for start in range(0, len(chosen), _CHUNK_PAIRS):
+            k = chosen[start:start + _CHUNK_PAIRS]
+            for name, values in zip(_PAIR_ARRAYS[2:], self._evaluate_pairs(src[k], dst[k], edge_pair[k])):
+                getattr(self, name)[k] = values
         self._finish()
         changed = ((self.rto_min_ms != previous.rto_min_ms) | (self.initcwnd != previous.initcwnd)
                    | (self.cwnd_clamp != previous.cwnd_clamp) | (self.pacing_rate != previous.pacing_rate))
@@ -265,38 +345,27 @@ class Plan:
                                if host not in stale}
         return True
 
-    def _evaluate_block(self, sources):
-        n = len(self.hosts)
-        src = np.repeat(sources, n)
-        dst = np.tile(np.arange(n), len(sources))
-        keep = (src != dst) & (self.switch_paths.hops[self._attach[src], self._attach[dst]] != UNREACHABLE)
-        src, dst = src[keep], dst[keep]
-        return (src, dst, *self._evaluate_pairs(src, dst))
-
-    def _evaluate_pairs(self, src, dst):
-        """The formulas for the pairs src[i] -> dst[i]: the arrays of _PAIR_ARRAYS after src and dst."""
-        t = self._links
-        forward, reverse = self._path_links(src, dst), self._path_links(dst, src)
-        round_trip = np.concatenate([forward, reverse], axis=-1)
-        rtt, spread, source, rtt_for_rto = self._round_trips(src, dst, round_trip)
-        queueing = (t.buffer[round_trip] / t.capacity[round_trip]).sum(axis=-1)
-        # N_l >= 1 always; only padding columns could reach 0 here.
-        sharing = np.maximum(formulas.flows_sharing(t.flows[forward], self._active[src, dst][:, None]), 1)
-        capacity = t.capacity[forward]
-        fair_share = np.min(capacity / sharing, axis=-1)
-        egress = t.switch_egress[forward]
-        capacity_share = np.where(egress, capacity / sharing, 0.0)
-        buffer_share = np.where(egress, t.buffer[forward] / sharing, np.inf)
+    def _evaluate_pairs(self, src, dst, edge_pair):
+        """The formulas for the pairs src[i] -> dst[i] whose edge switches are pair edge_pair[i]:
+        the arrays of _PAIR_ARRAYS after src and dst."""
+        e, h = self._edge_terms, self._host_terms
+        sharing = self._active[src, dst].astype(np.int64)
+        rtt, spread, source, rtt_for_rto = self._round_trips(src, dst, edge_pair)
+        queueing = e["queueing"][edge_pair] + h["queueing"][src] + h["queueing"][dst]
+        fair_share = np.minimum(e["share"][sharing, edge_pair],
+                                np.minimum(h["uplink_share"][sharing, src], h["downlink_share"][sharing, dst]))
+        # The window lines of the data path's links, one row each: the uplink, the switch path's, the downlink.
+        slope = np.concatenate([h["uplink_slope"][sharing, src][None], e["slope"][sharing, :, edge_pair].T,
+                                h["downlink_slope"][sharing, dst][None]])
+        offset = np.concatenate([h["uplink_offset"][sharing, src][None], e["offset"][sharing, :, edge_pair].T,
+                                 h["downlink_offset"][sharing, dst][None]])
+        window = formulas.max_window_bytes(slope.T, offset.T, rtt)
         min_rto = formulas.min_rto_seconds(rtt_for_rto, queueing)
         initcwnd = formulas.initcwnd_segments(formulas.initial_window_bytes(fair_share, rtt), self.bounds)
         if self.lossless is None:
-            cwnd = formulas.cwnd_clamp_segments(formulas.max_window_bytes(capacity_share, buffer_share, rtt),
-                                                self.bounds)
+            cwnd = formulas.cwnd_clamp_segments(window, self.bounds)
             segment = np.full(len(src), self.bounds.mss_bytes, dtype=np.int64)
         else:
-            target = formulas.queue_target_bytes(t.buffer[forward], self.lossless)
-            target_share = np.where(egress, target / sharing, np.inf)
-            window = formulas.max_window_bytes(capacity_share, target_share, rtt)
             segment = formulas.segment_bytes(window, self.bounds, self.lossless)
             cwnd = formulas.lossless_cwnd_segments(window, segment, self.bounds)
             initcwnd = formulas.lossless_initcwnd_segments(cwnd, initcwnd, self.bounds)
@@ -305,7 +374,7 @@ class Plan:
         return (min_rto, formulas.rto_min_ms(min_rto, self.bounds), initcwnd, cwnd, segment, pacing, rtt, spread,
                 source)
 
-    def _round_trips(self, src, dst, round_trip):
+    def _round_trips(self, src, dst, edge_pair):
         """RTT_prop for the windows, its spread and source, and the RTT for minRTO, per pair.
 
         The safe side of an estimate differs by parameter: windows grow
@@ -314,10 +383,10 @@ class Plan:
         a default); minRTO shrinks
         with it, so it takes the top of the estimate (plus the spread).
         """
-        t = self._links
-        rtt = t.delay[round_trip].sum(axis=-1)
-        spread = t.spread[round_trip].sum(axis=-1)
-        source = t.source[round_trip].max(axis=-1)
+        e, h = self._edge_terms, self._host_terms
+        rtt = e["delay"][edge_pair] + h["delay"][src] + h["delay"][dst]
+        spread = e["spread"][edge_pair] + h["spread"][src] + h["spread"][dst]
+        source = np.maximum(e["source"][edge_pair], np.maximum(h["source"][src], h["source"][dst]))
         if self._rtt_low is None:
             return rtt, spread, source, rtt + spread
         low, high = self._rtt_low[src, dst], self._rtt_high[src, dst]
