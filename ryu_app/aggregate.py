@@ -16,7 +16,9 @@ and a destination the source cannot reach, may take whatever parameters a
 covering route carries. Nothing outside that covering prefix is routed.
 """
 
+import heapq
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,6 +77,63 @@ class PrefixTrie:
     def __len__(self) -> int:
         return len(self.prefixes)
 
+    def coarsened(self, groups: Sequence[int], budget: int) -> tuple["PrefixTrie", np.ndarray]:
+        """A trie of at most budget leaves, each a node of this one, that together cover every
+        address; and, per address, the index of the coarse leaf covering it (its leaf_host in
+        the coarse trie: labels for the coarse trie have one column per coarse leaf).
+
+        groups[i] is address i's group (the edge switch a host hangs off). The leaves are
+        merged into their parents one sibling pair at a time, fewest groups under the parent
+        first, then fewest addresses: siblings of one group merge before any two groups mix,
+        so where each group's addresses are a prefix of their own, and budget is the number
+        of groups, the coarse leaves are exactly the groups' prefixes.
+        """
+        count = len(self)
+        parent = np.full(count, -1, dtype=np.int64)
+        members: list[frozenset] = []
+        addresses: list[int] = []
+        for i in range(count):
+            host = int(self.leaf_host[i])
+            if host >= 0:
+                members.append(frozenset((groups[host],)))
+                addresses.append(1)
+            else:
+                left, right = (int(c) for c in self.children[i])
+                parent[left] = parent[right] = i
+                members.append(members[left] | members[right])
+                addresses.append(addresses[left] + addresses[right])
+        is_leaf = self.leaf_host >= 0
+        in_cut = is_leaf.copy()
+        mergeable = [(len(members[i]), addresses[i], i) for i in range(count)
+                     if not is_leaf[i] and is_leaf[self.children[i]].all()]
+        heapq.heapify(mergeable)
+        leaves = int(is_leaf.sum())
+        while leaves > budget and mergeable:
+            _, _, i = heapq.heappop(mergeable)
+            in_cut[self.children[i]] = False
+            in_cut[i] = True
+            leaves -= 1
+            up = parent[i]
+            if up >= 0 and in_cut[self.children[up]].all():
+                heapq.heappush(mergeable, (len(members[up]), addresses[up], int(up)))
+        # Top-down: what lies under a leaf of the cut goes; each address takes its cut ancestor.
+        under = np.full(count, -1, dtype=np.int64)  # the cut node at or above each node
+        for i in range(count - 1, -1, -1):
+            if in_cut[i]:
+                under[i] = i
+            elif parent[i] >= 0:
+                under[i] = under[parent[i]]
+        kept = np.nonzero((under < 0) | in_cut)[0]
+        renumbered = np.full(count, -1, dtype=np.int64)
+        renumbered[kept] = np.arange(len(kept))
+        cut_position = np.full(count, -1, dtype=np.int64)
+        cut_position[in_cut] = np.arange(int(in_cut.sum()))
+        coarse = PrefixTrie([self.prefixes[i] for i in kept], cut_position[kept],
+                            np.where(in_cut[kept, None], -1, renumbered[self.children[kept]]))
+        covering = np.empty(int(is_leaf.sum()), dtype=np.int64)
+        covering[self.leaf_host[is_leaf]] = cut_position[under[is_leaf]]
+        return coarse, covering
+
 
 def aggregate(trie: PrefixTrie, labels: np.ndarray) -> list[list[tuple[str, int]]]:
     """The fewest routes per source: for each row of labels (sources x
@@ -87,62 +146,77 @@ def aggregate(trie: PrefixTrie, labels: np.ndarray) -> list[list[tuple[str, int]
     count = int(labels.max(initial=-1)) + 1
     words = max(1, -(-count // 64))
     block = max(1, _BLOCK_WORDS // (len(trie) * words))
+    levels = _levels(trie)
     routes: list[list[tuple[str, int]]] = []
     for start in range(0, sources, block):
-        routes += _aggregate_block(trie, labels[start:start + block], words)
+        routes += _aggregate_block(trie, levels, labels[start:start + block], words)
     return routes
 
 
-def _aggregate_block(trie: PrefixTrie, labels: np.ndarray, words: int) -> list[list[tuple[str, int]]]:
+def _levels(trie: PrefixTrie) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
+    """The trie's nodes by height (the leaves first) and by depth (the root first), and each node's parent (-1)."""
+    count = len(trie)
+    height, depth, parent = [0] * count, [0] * count, [-1] * count
+    for i, (left, right) in enumerate(trie.children.tolist()):  # post-order: children before parents
+        if left >= 0:
+            height[i] = 1 + max(height[left], height[right])
+            parent[left] = parent[right] = i
+    for i in range(count - 2, -1, -1):  # the other way, parents first (the root is the last node)
+        depth[i] = depth[parent[i]] + 1
+    heights, depths = np.array(height), np.array(depth)
+    return ([np.nonzero(heights == h)[0] for h in range(max(height) + 1)],
+            [np.nonzero(depths == d)[0] for d in range(max(depth) + 1)], np.array(parent, dtype=np.int64))
+
+
+def _aggregate_block(trie: PrefixTrie, levels: tuple[list[np.ndarray], list[np.ndarray], np.ndarray],
+                     labels: np.ndarray, words: int) -> list[list[tuple[str, int]]]:
+    """ORTC for a block of sources, all the nodes of one level of the trie at once."""
+    by_height, by_depth, parent = levels
     sources = labels.shape[0]
-    rows = np.arange(sources)
+    every_label = np.iinfo(np.uint64).max
     masks = np.zeros((len(trie), sources, words), dtype=np.uint64)
     # Pass 1, bottom-up: a leaf's candidates are its label (all labels if it
     # is a don't-care); an inner node's are its children's common labels if
     # they have any, else all of theirs.
-    for i in range(len(trie)):
-        host = trie.leaf_host[i]
-        if host >= 0:
-            label = labels[:, host]
-            leaf = np.zeros((sources, words), dtype=np.uint64)
-            known = label >= 0
-            leaf[rows[known], label[known] // 64] = np.left_shift(np.uint64(1), (label[known] % 64).astype(np.uint64))
-            leaf[~known] = np.iinfo(np.uint64).max
-            masks[i] = leaf
-        else:
-            left, right = masks[trie.children[i, 0]], masks[trie.children[i, 1]]
-            common = left & right
-            masks[i] = np.where(common.any(axis=-1, keepdims=True), common, left | right)
+    leaves = by_height[0]
+    leaf_labels = labels[:, trie.leaf_host[leaves]].T  # (leaves, sources)
+    leaf, source = np.nonzero(leaf_labels >= 0)
+    label = leaf_labels[leaf, source]
+    masks[leaves[leaf], source, label // 64] = np.left_shift(np.uint64(1), (label % 64).astype(np.uint64))
+    leaf, source = np.nonzero(leaf_labels < 0)
+    masks[leaves[leaf], source] = every_label
+    for nodes in by_height[1:]:
+        left, right = masks[trie.children[nodes, 0]], masks[trie.children[nodes, 1]]
+        common = left & right
+        masks[nodes] = np.where(common.any(axis=-1, keepdims=True), common, left | right)
     # Pass 2, top-down: a node routes only where the label it inherits is not one of its candidates.
     chosen = np.full((len(trie), sources), -1, dtype=np.int64)
     emit = np.zeros((len(trie), sources), dtype=bool)
-    root = len(trie) - 1
-    inherited = np.full(sources, -1, dtype=np.int64)
-    stack = [(root, inherited)]
-    while stack:
-        i, inherited = stack.pop()
-        mask = masks[i]
-        keeps = _has(mask, inherited)
-        routed = ~keeps & ~(mask == np.iinfo(np.uint64).max).all(axis=-1)
-        label = np.where(routed, _lowest(mask), inherited)
-        emit[i], chosen[i] = routed, label
-        if trie.leaf_host[i] < 0:
-            stack += [(int(trie.children[i, 0]), label), (int(trie.children[i, 1]), label)]
-    return [[(trie.prefixes[i], int(chosen[i, s])) for i in np.nonzero(emit[:, s])[0][::-1]]
-            for s in range(sources)]
+    for nodes in by_depth:
+        inherited = np.where(parent[nodes, None] >= 0, chosen[parent[nodes]], -1)
+        mask = masks[nodes]
+        routed = ~_has(mask, inherited) & ~(mask == every_label).all(axis=-1)
+        chosen[nodes] = np.where(routed, _lowest(mask), inherited)
+        emit[nodes] = routed
+    # Per source, its routes most general first: parents before children, the post-order reversed.
+    emitted_source, reversed_node = np.nonzero(emit[::-1].T)
+    node = len(trie) - 1 - reversed_node
+    bounds = np.searchsorted(emitted_source, np.arange(sources + 1)).tolist()
+    routes = list(zip([trie.prefixes[i] for i in node.tolist()], chosen[node, emitted_source].tolist()))
+    return [routes[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
 
 
 def _has(mask: np.ndarray, label: np.ndarray) -> np.ndarray:
-    """Per source, whether label (>= 0) is among the mask's labels."""
+    """Per (node, source), whether label (>= 0) is among the mask's labels."""
     valid = label >= 0
     word = np.where(valid, label // 64, 0)
     bit = np.left_shift(np.uint64(1), np.where(valid, label % 64, 0).astype(np.uint64))
-    return valid & ((mask[np.arange(len(label)), word] & bit) != 0)
+    return valid & ((np.take_along_axis(mask, word[..., None], axis=-1)[..., 0] & bit) != 0)
 
 
 def _lowest(mask: np.ndarray) -> np.ndarray:
-    """Per source, the lowest label in the mask (the mask has at least one)."""
+    """Per (node, source), the lowest label in the mask (the mask has at least one)."""
     first_word = (mask != 0).argmax(axis=-1)
-    word = mask[np.arange(len(mask)), first_word]
+    word = np.take_along_axis(mask, first_word[..., None], axis=-1)[..., 0]
     lowest_bit = word & (~word + np.uint64(1))
     return first_word * 64 + np.log2(lowest_bit.astype(np.float64)).astype(np.int64)

@@ -118,6 +118,52 @@ class _LinkTable:
         return len(self.capacity) - 1
 
 
+def _numbered(fields: dict[str, np.ndarray]) -> tuple[np.ndarray, list[dict]]:
+    """Number the distinct route parameters of fields ({route field: array}, all of one shape,
+    0 for a null field): (each element's number, the route parameters of each number)."""
+    # One integer per window tuple: rto_min_ms < 2^11, initcwnd < 2^9, clamp and advmss < 2^17.
+    windows = ((fields["rto_min_ms"].astype(np.int64) << 43) | (fields["initcwnd"].astype(np.int64) << 34)
+               | (fields["cwnd_clamp"].astype(np.int64) << 17) | fields["advmss"].astype(np.int64))
+    # The pacing rate (< 2^32) does not fit beside them: number the distinct window tuples and the
+    # distinct rates, and key each element by the two numbers (unique: rate_number < len(rates)).
+    window_values, window_number = np.unique(windows, return_inverse=True)
+    rate_values, rate_number = np.unique(fields["pacing_rate"], return_inverse=True)
+    combined, label = (np.arange(len(window_values)), window_number) if len(rate_values) == 1 else np.unique(
+        window_number.reshape(-1) * len(rate_values) + rate_number.reshape(-1), return_inverse=True)
+    params = [{"rto_min_ms": int(v >> 43), "initcwnd": int(v >> 34 & 0x1FF),
+               "cwnd_clamp": int(v >> 17 & 0x1FFFF) or None, "advmss": int(v & 0x1FFFF) or None,
+               "pacing_rate": int(rate_values[c % len(rate_values)]) or None, "quickack": True}
+              for c in combined.tolist() for v in (int(window_values[c // len(rate_values)]),)]
+    return label.reshape(windows.shape), params
+
+
+#: The safe side of each route field across the destinations one route serves: the largest
+#: minRTO (a shorter timer fires while a segment may still be queued), the smallest initial
+#: window, window clamp, advertised MSS (what the destination sends this host; fewer, smaller
+#: frames in flight) and pacing rate. A null clamp, MSS or rate is unbounded: larger than any.
+_SAFE_SIDE = {"rto_min_ms": np.maximum, "initcwnd": np.minimum, "cwnd_clamp": np.minimum, "advmss": np.minimum,
+              "pacing_rate": np.minimum}
+_UNBOUNDED = np.iinfo(np.int64).max
+
+
+def _safe_side(fields: dict[str, np.ndarray], covering: np.ndarray) -> dict[str, np.ndarray]:
+    """Per route field, (sources x coarse leaves): the safe side (_SAFE_SIDE) of fields
+    ((sources x addresses), 0 for a null field and in every field toward an address with no
+    route) over the addresses each coarse leaf covers (covering: the coarse leaf of each
+    address, every leaf covering one at least); 0 in every field where none has a route."""
+    order = np.argsort(covering, kind="stable")
+    starts = np.searchsorted(covering[order], np.arange(covering.max(initial=-1) + 1))
+    reachable = fields["rto_min_ms"][:, order] > 0
+    safe = {}
+    for name, side in _SAFE_SIDE.items():
+        values = fields[name][:, order]
+        if side is np.minimum:  # null and no route are the largest; no route is null again after the minimum
+            values = np.where(reachable & (values > 0), values, _UNBOUNDED)
+        safe[name] = side.reduceat(values, starts, axis=1)
+        safe[name][safe[name] == _UNBOUNDED] = 0
+    return safe
+
+
 class Plan:
     """The parameters for every reachable ordered host pair of a fabric.
 
@@ -511,49 +557,69 @@ class Plan:
         return routes
 
     def route_sets(self) -> dict[str, list[dict]]:
-        """{host: the routes of its parameter set}, aggregated: the fewest
-        prefixes under which longest-prefix match gives every reachable
-        destination exactly the parameters routes_for gives it
-        (ryu_app.aggregate, with its "don't care" addresses). Computed once;
-        a host whose parameters did not change since the previous plan keeps its set."""
+        """{host: the routes of its parameter set}, aggregated (ryu_app.aggregate, with its "don't
+        care" addresses) to at most one route per edge switch, per address family:
+
+        - the fewest prefixes under which longest-prefix match gives every reachable destination
+          exactly the parameters routes_for gives it, where they fit in that budget;
+        - else one route per prefix of a trie coarsened to that budget (PrefixTrie.coarsened:
+          the edge switches' own prefixes where their hosts' addresses have them), each with
+          the safe side of the parameters of the destinations under it (_safe_side), merged
+          again where alike.
+
+        Computed once; a host whose parameters did not change since the previous plan keeps its set."""
         if self._route_sets is not None:
             return self._route_sets
         sources = np.array([i for i, host in enumerate(self.hosts) if host not in self._previous_sets], dtype=np.int64)
-        pairs = np.isin(self.src, sources)
-        segment = self._segment_toward[self.dst[pairs], self.src[pairs]]
-        advmss = np.where(segment >= self.bounds.mss_bytes, 0, segment + formulas.TIMESTAMP_OPTION_BYTES)
-        # One integer per window tuple: rto_min_ms < 2^11, initcwnd < 2^9, clamp and advmss < 2^17.
-        windows = ((self.rto_min_ms[pairs].astype(np.int64) << 43) | (self.initcwnd[pairs].astype(np.int64) << 34)
-                   | (self.cwnd_clamp[pairs].astype(np.int64) << 17) | advmss.astype(np.int64))
-        # The pacing rate (< 2^32) does not fit beside them: number the distinct window tuples and the
-        # distinct rates, and key each pair by the two numbers (unique: rate_number < len(rates)).
-        window_values, window_number = np.unique(windows, return_inverse=True)
-        rate_values, rate_number = np.unique(self.pacing_rate[pairs], return_inverse=True)
-        combined, label = np.unique(window_number.reshape(-1) * len(rate_values) + rate_number.reshape(-1),
-                                    return_inverse=True)
-        label = label.reshape(-1)
-        params = [{"rto_min_ms": int(v >> 43), "initcwnd": int(v >> 34 & 0x1FF),
-                   "cwnd_clamp": int(v >> 17 & 0x1FFFF) or None, "advmss": int(v & 0x1FFFF) or None,
-                   "pacing_rate": int(rate_values[c % len(rate_values)]) or None, "quickack": True}
-                  for c in combined.tolist() for v in (int(window_values[c // len(rate_values)]),)]
+        row = np.full(len(self.hosts), -1, dtype=np.int64)
+        row[sources] = np.arange(len(sources))
+        pairs = np.nonzero(row[self.src] >= 0)[0]
+        pair_row, pair_dst = row[self.src[pairs]], self.dst[pairs]
+        fields = self._route_fields(pairs)
+        exact_labels = np.full((len(sources), len(self.hosts)), -1, dtype=np.int64)
+        exact_labels[pair_row, pair_dst], exact_params = _numbered(fields)
         sets: dict[str, list[dict]] = {self.hosts[i]: [] for i in sources}
         for family in (False, True):  # IPv4, then IPv6
-            members = [i for i, host in enumerate(self.hosts) if (":" in self.fabric.hosts[host]) == family]
-            if not members:
+            members = np.array([i for i, host in enumerate(self.hosts) if (":" in self.fabric.hosts[host]) == family],
+                               dtype=np.int64)
+            if not len(members):
                 continue
-            column = np.full(len(self.hosts), -1, dtype=np.int64)
-            column[members] = np.arange(len(members))
-            row = np.full(len(self.hosts), -1, dtype=np.int64)
-            row[sources] = np.arange(len(sources))
-            labels = np.full((len(sources), len(members)), -1, dtype=np.int64)
-            src, dst = self.src[pairs], self.dst[pairs]
-            in_family = column[dst] >= 0
-            labels[row[src[in_family]], column[dst[in_family]]] = label[in_family]
             trie = PrefixTrie.build([self.fabric.hosts[self.hosts[i]] for i in members])
-            for i, routes in zip(sources, aggregate(trie, labels)):
-                sets[self.hosts[i]] += [{"dst": prefix, **params[k]} for prefix, k in routes]
+            budget = len(np.unique(self._host_edge[members]))
+            routes = [[{"dst": prefix, **exact_params[k]} for prefix, k in exact]
+                      for exact in aggregate(trie, exact_labels[:, members])]
+            over = np.array([r for r, exact in enumerate(routes) if len(exact) > budget], dtype=np.int64)
+            if len(over):
+                coarse, covering = trie.coarsened(self._host_edge[members].tolist(), budget)
+                # Each over-budget source's routes toward the family's hosts, as (sources x members) arrays.
+                over_row = np.full(len(sources), -1, dtype=np.int64)
+                over_row[over] = np.arange(len(over))
+                member = np.full(len(self.hosts), -1, dtype=np.int64)
+                member[members] = np.arange(len(members))
+                chosen = (over_row[pair_row] >= 0) & (member[pair_dst] >= 0)
+                toward = {}
+                for name, values in fields.items():
+                    toward[name] = np.zeros((len(over), len(members)), dtype=np.int64)
+                    toward[name][over_row[pair_row[chosen]], member[pair_dst[chosen]]] = values[chosen]
+                safe = _safe_side(toward, covering)
+                covered = safe["rto_min_ms"] > 0
+                safe_labels = np.full(covered.shape, -1, dtype=np.int64)
+                safe_labels[covered], safe_params = _numbered({name: values[covered] for name, values in safe.items()})
+                for r, coarse_routes in zip(over, aggregate(coarse, safe_labels)):
+                    routes[r] = [{"dst": prefix, **safe_params[k]} for prefix, k in coarse_routes]
+            for i, family_routes in zip(sources, routes):
+                sets[self.hosts[i]] += family_routes
         self._route_sets = {host: sets[host] if host in sets else self._previous_sets[host] for host in self.hosts}
         return self._route_sets
+
+    def _route_fields(self, pairs) -> dict[str, np.ndarray]:
+        """{route field: array}: what routes_for gives each of pairs (indices), 0 for a null
+        field (no clamp, the kernel's MSS, not paced)."""
+        segment = self._segment_toward[self.dst[pairs], self.src[pairs]]
+        return {"rto_min_ms": self.rto_min_ms[pairs], "initcwnd": self.initcwnd[pairs],
+                "cwnd_clamp": self.cwnd_clamp[pairs],
+                "advmss": np.where(segment >= self.bounds.mss_bytes, 0, segment + formulas.TIMESTAMP_OPTION_BYTES),
+                "pacing_rate": self.pacing_rate[pairs]}
 
 
 class PlanRecords(Sequence[dict]):
