@@ -26,8 +26,8 @@ DELAY_SOURCES = ("inventory", "measured", "default", "host")
 HOST = DELAY_SOURCES.index("host")
 KNOWN = DELAY_SOURCES.index("measured")  # this and lower: a link delay that is not a guess
 
-# Pairs evaluated at once (their temporary arrays stay within some tens of MB).
-_CHUNK_PAIRS = 1 << 20
+# Pairs evaluated at once: their temporary arrays (half a MB each) stay in the processor's caches.
+_CHUNK_PAIRS = 1 << 16
 # The per-pair arrays of a Plan: src and dst, then what _evaluate_pairs returns, in its order.
 _PAIR_ARRAYS = ("src", "dst", "min_rto_s", "rto_min_ms", "initcwnd", "cwnd_clamp", "segment", "pacing_rate",
                 "rtt_prop_s", "rtt_spread_s", "rtt_source")
@@ -40,6 +40,25 @@ def _differs(new, old, src, dst):
     new_values = new[src, dst] if new is not None else np.full(len(src), np.nan)
     old_values = old[src, dst] if old is not None else np.full(len(src), np.nan)
     return ~((new_values == old_values) | (np.isnan(new_values) & np.isnan(old_values)))
+
+
+def _undominated(slope: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Window lines (slope x RTT + offset, columns along axis 1) with those that never win the
+    minimum left out: a line at or above another in both slope and offset (the first of equal
+    ones kept), or with an infinite offset where another has a finite one. Round trips are never
+    negative and float rounding is monotone, so the minimum over the rest is the same number.
+    Columns are cut to the most lines any entity keeps; its others are lines it left out."""
+    columns = slope.shape[1]
+    before = np.arange(columns)[:, None] > np.arange(columns)[None, :]  # [i, j]: j comes before i
+    s_i, s_j = slope[:, :, None], slope[:, None, :]
+    o_i, o_j = offset[:, :, None], offset[:, None, :]
+    other = ~np.eye(columns, dtype=bool)[None, :, :, None]
+    at_or_below = (s_j <= s_i) & (o_j <= o_i) & ((s_j < s_i) | (o_j < o_i) | before[None, :, :, None])
+    never_finite = np.isinf(o_i) & (np.isfinite(o_j) | before[None, :, :, None])
+    left_out = ((at_or_below | never_finite) & other).any(axis=2)
+    order = np.argsort(left_out, axis=1, kind="stable")
+    kept = max(1, int((~left_out).sum(axis=1).max(initial=0)))
+    return (np.take_along_axis(slope, order, axis=1)[:, :kept], np.take_along_axis(offset, order, axis=1)[:, :kept])
 
 
 # What pads a window-line column (a switch path shorter than the longest): a line that never wins the minimum.
@@ -206,7 +225,12 @@ class Plan:
         self.hosts = sorted(fabric.hosts)
         self.host_index = {name: i for i, name in enumerate(self.hosts)}
         self.attachment = fabric.attachments()
-        self.switch_paths = SwitchPaths(fabric.switches, fabric.switch_links())
+        # The previous plan's paths where the switches and their links are the same: paths depend on nothing else.
+        self._switch_links = frozenset(fabric.switch_links())
+        self.switch_paths: SwitchPaths = (
+            previous.switch_paths if previous is not None and previous._switch_links == self._switch_links
+            and previous.switch_paths.switches == sorted(fabric.switches)
+            else SwitchPaths(fabric.switches, self._switch_links))
         self._links = _LinkTable.build(fabric)
         self._build_host_link_tables()
         self._host_rtts()
@@ -214,6 +238,7 @@ class Plan:
         self._edge_terms, self._host_terms = self._terms_of_edge_pairs(), self._terms_of_hosts()
         self._route_sets: dict[str, list[dict]] | None = None
         self._previous_sets: dict[str, list[dict]] = {}  # route sets still right, by host
+        self._tries: list[tuple[np.ndarray, PrefixTrie, PrefixTrie, np.ndarray]] | None = None  # _family_tries
         if not self._evaluate_changes(previous):
             self._evaluate()
 
@@ -320,15 +345,17 @@ class Plan:
         forward = between.reshape(edges * edges, between.shape[-1])
         terms = self._round_trip_sums(np.concatenate([forward, between.transpose(1, 0, 2).reshape(forward.shape)],
                                                      axis=-1))
-        terms["share"], terms["slope"], terms["offset"] = self._forward_terms(forward)
+        terms["share"], slope, offset = self._forward_terms(forward)
+        terms["slope"], terms["offset"] = _undominated(slope, offset)
         return terms
 
     def _terms_of_hosts(self):
-        """Each host's terms: its two links on the round trip, its uplink and downlink on the data path."""
+        """Each host's terms: its two links on the round trip; on the data path, its uplink's
+        share and its downlink's share and window line (an uplink's tail is the host: no line)."""
         terms = self._round_trip_sums(np.stack([self._uplink, self._downlink], axis=-1))
-        for name, links in (("uplink", self._uplink), ("downlink", self._downlink)):
-            share, slope, offset = self._forward_terms(links[:, None])
-            terms[f"{name}_share"], terms[f"{name}_slope"], terms[f"{name}_offset"] = share, slope[:, 0], offset[:, 0]
+        terms["uplink_share"] = self._forward_terms(self._uplink[:, None])[0]
+        terms["downlink_share"], slope, offset = self._forward_terms(self._downlink[:, None])
+        terms["downlink_slope"], terms["downlink_offset"] = slope[:, 0], offset[:, 0]
         return terms
 
     def _pairs(self):
@@ -387,6 +414,7 @@ class Plan:
                    | (self.cwnd_clamp != previous.cwnd_clamp) | (self.pacing_rate != previous.pacing_rate))
         moved_segment = self.segment != previous.segment
         stale = {self.hosts[i] for i in np.union1d(src[changed], dst[moved_segment])}  # advmss is set toward dst
+        self._tries = previous._tries  # the same hosts and attachments
         self._previous_sets = {host: routes for host, routes in (previous._route_sets or {}).items()
                                if host not in stale}
         return True
@@ -400,11 +428,9 @@ class Plan:
         queueing = e["queueing"][edge_pair] + h["queueing"][src] + h["queueing"][dst]
         fair_share = np.minimum(e["share"][sharing, edge_pair],
                                 np.minimum(h["uplink_share"][sharing, src], h["downlink_share"][sharing, dst]))
-        # The window lines of the data path's links, one row each: the uplink, the switch path's, the downlink.
-        slope = np.concatenate([h["uplink_slope"][sharing, src][None], e["slope"][sharing, :, edge_pair].T,
-                                h["downlink_slope"][sharing, dst][None]])
-        offset = np.concatenate([h["uplink_offset"][sharing, src][None], e["offset"][sharing, :, edge_pair].T,
-                                 h["downlink_offset"][sharing, dst][None]])
+        # The window lines of the data path's switch egresses, one row each: the switch path's, the downlink.
+        slope = np.concatenate([e["slope"][sharing, :, edge_pair].T, h["downlink_slope"][sharing, dst][None]])
+        offset = np.concatenate([e["offset"][sharing, :, edge_pair].T, h["downlink_offset"][sharing, dst][None]])
         window = formulas.max_window_bytes(slope.T, offset.T, rtt)
         min_rto = formulas.min_rto_seconds(rtt_for_rto, queueing)
         initcwnd = formulas.initcwnd_segments(formulas.initial_window_bytes(fair_share, rtt), self.bounds)
@@ -579,18 +605,13 @@ class Plan:
         exact_labels = np.full((len(sources), len(self.hosts)), -1, dtype=np.int64)
         exact_labels[pair_row, pair_dst], exact_params = _numbered(fields)
         sets: dict[str, list[dict]] = {self.hosts[i]: [] for i in sources}
-        for family in (False, True):  # IPv4, then IPv6
-            members = np.array([i for i, host in enumerate(self.hosts) if (":" in self.fabric.hosts[host]) == family],
-                               dtype=np.int64)
-            if not len(members):
-                continue
-            trie = PrefixTrie.build([self.fabric.hosts[self.hosts[i]] for i in members])
+        for members, trie, coarse, covering in self._family_tries():
             budget = len(np.unique(self._host_edge[members]))
-            routes = [[{"dst": prefix, **exact_params[k]} for prefix, k in exact]
-                      for exact in aggregate(trie, exact_labels[:, members])]
-            over = np.array([r for r, exact in enumerate(routes) if len(exact) > budget], dtype=np.int64)
+            exact = aggregate(trie, exact_labels[:, members])
+            over = np.array([r for r, exact_routes in enumerate(exact) if len(exact_routes) > budget], dtype=np.int64)
+            routes = [[{"dst": prefix, **exact_params[k]} for prefix, k in exact_routes] if len(exact_routes) <= budget
+                      else [] for exact_routes in exact]
             if len(over):
-                coarse, covering = trie.coarsened(self._host_edge[members].tolist(), budget)
                 # Each over-budget source's routes toward the family's hosts, as (sources x members) arrays.
                 over_row = np.full(len(sources), -1, dtype=np.int64)
                 over_row[over] = np.arange(len(over))
@@ -611,6 +632,22 @@ class Plan:
                 sets[self.hosts[i]] += family_routes
         self._route_sets = {host: sets[host] if host in sets else self._previous_sets[host] for host in self.hosts}
         return self._route_sets
+
+    def _family_tries(self) -> list[tuple[np.ndarray, PrefixTrie, PrefixTrie, np.ndarray]]:
+        """Per address family with hosts, IPv4 first: its hosts' indices, the trie of their
+        addresses, that trie coarsened to one prefix per edge switch and the coarse leaf
+        covering each address (PrefixTrie.coarsened). Made once for a fabric's hosts and
+        attachments, and kept by the plans after it."""
+        if self._tries is None:
+            self._tries = []
+            for family in (False, True):
+                members = np.array([i for i, host in enumerate(self.hosts)
+                                    if (":" in self.fabric.hosts[host]) == family], dtype=np.int64)
+                if len(members):
+                    trie = PrefixTrie.build([self.fabric.hosts[self.hosts[i]] for i in members])
+                    edges = self._host_edge[members]
+                    self._tries.append((members, trie, *trie.coarsened(edges.tolist(), len(np.unique(edges)))))
+        return self._tries
 
     def _route_fields(self, pairs) -> dict[str, np.ndarray]:
         """{route field: array}: what routes_for gives each of pairs (indices), 0 for a null
