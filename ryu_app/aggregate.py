@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Label masks of one block of sources stay below this many 64-bit words.
-_BLOCK_WORDS = 1 << 22
+# Label masks of one block of sources stay below this many 64-bit words (2 MB: they stay in the caches).
+_BLOCK_WORDS = 1 << 18
 
 
 @dataclass
