@@ -7,7 +7,9 @@ Builds the topology with the real controller (given the topology's own
 inventory: capacities and buffers, no delays) and an agent in every host,
 optionally with two iperf3 flows across the fabric, lets the agents report
 their round trips, then for every ordered pair compares the controller's
-RTT_prop with the ping minimum. It also reads the parameters the controller
+RTT_prop with the ping minimum between the two hosts (20 pings each way, the
+smaller minimum: one round trip, whichever end starts it), and keeps each
+direction's own figure and how far the two disagree. It also reads the parameters the controller
 planned (initcwnd, rto_min) next to what the planner gives on the inventory
 alone (its default delays), and counts the generations made during a
 minute of steady traffic. Writes DIR/rtt_accuracy.json and prints a summary.
@@ -145,17 +147,31 @@ def run(spec, load, out):
         truth = offline.get((src, dst))
         if record is None:
             continue
-        rows.append({"src": src, "dst": dst, "ping_min_ms": ping_ms, "rtt_prop_ms": record["rtt_prop_us"] / 1000,
-                     "ratio": record["rtt_prop_us"] / 1000 / ping_ms, "source": record["rtt_source"],
+        # A round trip between two hosts crosses the same links whichever end starts it: the
+        # pair's reference is the smaller of its two directions' minima, as RTT_prop is one value
+        # per pair; the one-direction figures and their disagreement are kept beside it.
+        pair_ms = min(ping_ms, minima.get((dst, src), ping_ms))
+        rows.append({"src": src, "dst": dst, "ping_min_ms": ping_ms, "pair_ping_min_ms": pair_ms,
+                     "rtt_prop_ms": record["rtt_prop_us"] / 1000,
+                     "ratio": record["rtt_prop_us"] / 1000 / pair_ms,
+                     "one_direction_ratio": record["rtt_prop_us"] / 1000 / ping_ms,
+                     "ping_asymmetry": max(ping_ms, minima.get((dst, src), ping_ms)) / pair_ms,
+                     "source": record["rtt_source"],
                      "initcwnd": record["initcwnd"], "rto_min_ms": record["rto_min_ms"],
                      "inventory_initcwnd": truth["initcwnd"] if truth else None,
                      "inventory_rto_min_ms": truth["rto_min_ms"] if truth else None})
     ratios = [row["ratio"] for row in rows]
+    one_way = [row["one_direction_ratio"] for row in rows]
+    asymmetry = [row["ping_asymmetry"] for row in rows]
     return {
         "topo": spec, "load": load, "generation": generation, "pairs": len(rows),
         "median_ratio": statistics.median(ratios) if ratios else None,
         "max_ratio": max(ratios) if ratios else None,
         "pairs_over_3x": sum(1 for r in ratios if r > 3 or r < 1 / 3),
+        "one_direction": {"median_ratio": statistics.median(one_way) if one_way else None,
+                          "pairs_over_3x": sum(1 for r in one_way if r > 3 or r < 1 / 3)},
+        "ping_asymmetry": {"median": statistics.median(asymmetry) if asymmetry else None,
+                           "max": max(asymmetry) if asymmetry else None},
         "sources": {s: sum(1 for row in rows if row["source"] == s) for s in {row["source"] for row in rows}},
         "generations_in_a_steady_minute": len(steady_generations),
         "steady_generations": steady_generations,
@@ -184,6 +200,9 @@ def main(argv=None):
           f"minimum median {result['median_ratio']:.2f}, max {result['max_ratio']:.2f}, "
           f"{result['pairs_over_3x']} beyond 3x; sources {result['sources']}; "
           f"{result['generations_in_a_steady_minute']} generations in a steady minute")
+    print(f"(against each direction's own ping minimum: median {result['one_direction']['median_ratio']:.2f}, "
+          f"{result['one_direction']['pairs_over_3x']} beyond 3x; the two directions' ping minima differ by "
+          f"{result['ping_asymmetry']['median']:.2f}x in the median, {result['ping_asymmetry']['max']:.2f}x at most)")
     for change in result["steady_generations"]:
         print(f"  generation {change['generation']} at {change['at']:.0f} s: pairs changed {change['changed']}"
               f"{', flows changed' if change['flows_changed'] else ''}")
