@@ -209,14 +209,20 @@ def _aggregate_block(trie: PrefixTrie, levels: tuple[list[np.ndarray], list[np.n
 def _has(mask: np.ndarray, label: np.ndarray) -> np.ndarray:
     """Per (node, source), whether label (>= 0) is among the mask's labels."""
     valid = label >= 0
-    word = np.where(valid, label // 64, 0)
     bit = np.left_shift(np.uint64(1), np.where(valid, label % 64, 0).astype(np.uint64))
-    return valid & ((np.take_along_axis(mask, word[..., None], axis=-1)[..., 0] & bit) != 0)
+    return valid & ((_word(mask, np.where(valid, label // 64, 0)) & bit) != 0)
 
 
 def _lowest(mask: np.ndarray) -> np.ndarray:
     """Per (node, source), the lowest label in the mask (the mask has at least one)."""
     first_word = (mask != 0).argmax(axis=-1)
-    word = np.take_along_axis(mask, first_word[..., None], axis=-1)[..., 0]
+    word = _word(mask, first_word)
     lowest_bit = word & (~word + np.uint64(1))
     return first_word * 64 + np.log2(lowest_bit.astype(np.float64)).astype(np.int64)
+
+
+def _word(mask: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """Per (node, source), the mask's 64-bit word at index (with one word, that one)."""
+    if mask.shape[-1] == 1:
+        return mask[..., 0]
+    return np.take_along_axis(mask, index[..., None], axis=-1)[..., 0]

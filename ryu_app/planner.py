@@ -137,23 +137,40 @@ class _LinkTable:
         return len(self.capacity) - 1
 
 
+# Small non-negative integers (below this) are numbered with a table rather than by sorting.
+_NUMBERING_TABLE = 1 << 22
+
+
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(values, return_inverse=True) for a flat array of non-negative integers: in one
+    pass through a table of presence where they are small (the route fields mostly are)."""
+    top = int(values.max(initial=0)) + 1
+    if top > _NUMBERING_TABLE:
+        return np.unique(values, return_inverse=True)
+    present = np.zeros(top, dtype=bool)
+    present[values] = True
+    number = np.cumsum(present) - 1
+    return np.nonzero(present)[0], number[values]
+
+
 def _numbered(fields: dict[str, np.ndarray]) -> tuple[np.ndarray, list[dict]]:
     """Number the distinct route parameters of fields ({route field: array}, all of one shape,
     0 for a null field): (each element's number, the route parameters of each number)."""
-    # One integer per window tuple: rto_min_ms < 2^11, initcwnd < 2^9, clamp and advmss < 2^17.
-    windows = ((fields["rto_min_ms"].astype(np.int64) << 43) | (fields["initcwnd"].astype(np.int64) << 34)
-               | (fields["cwnd_clamp"].astype(np.int64) << 17) | fields["advmss"].astype(np.int64))
-    # The pacing rate (< 2^32) does not fit beside them: number the distinct window tuples and the
-    # distinct rates, and key each element by the two numbers (unique: rate_number < len(rates)).
-    window_values, window_number = np.unique(windows, return_inverse=True)
-    rate_values, rate_number = np.unique(fields["pacing_rate"], return_inverse=True)
-    combined, label = (np.arange(len(window_values)), window_number) if len(rate_values) == 1 else np.unique(
-        window_number.reshape(-1) * len(rate_values) + rate_number.reshape(-1), return_inverse=True)
-    params = [{"rto_min_ms": int(v >> 43), "initcwnd": int(v >> 34 & 0x1FF),
-               "cwnd_clamp": int(v >> 17 & 0x1FFFF) or None, "advmss": int(v & 0x1FFFF) or None,
-               "pacing_rate": int(rate_values[c % len(rate_values)]) or None, "quickack": True}
-              for c in combined.tolist() for v in (int(window_values[c // len(rate_values)]),)]
-    return label.reshape(windows.shape), params
+    shape = fields["rto_min_ms"].shape
+    label = np.zeros(int(np.prod(shape)), dtype=np.int64)
+    for name in ("rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "pacing_rate"):
+        values, number = _distinct(fields[name].reshape(-1))
+        _, label = _distinct(label * len(values) + number)  # the tuples so far, numbered again
+    # One element of each number, for its parameters.
+    first = np.zeros(int(label.max(initial=-1)) + 1, dtype=np.int64)
+    first[label[::-1]] = np.arange(len(label))[::-1]
+    chosen = {name: fields[name].reshape(-1)[first].tolist() for name in fields}
+    params = [{"rto_min_ms": rto, "initcwnd": initcwnd, "cwnd_clamp": clamp or None, "advmss": advmss or None,
+               "pacing_rate": rate or None, "quickack": True}
+              for rto, initcwnd, clamp, advmss, rate in zip(chosen["rto_min_ms"], chosen["initcwnd"],
+                                                           chosen["cwnd_clamp"], chosen["advmss"],
+                                                           chosen["pacing_rate"])]
+    return label.reshape(shape), params
 
 
 #: The safe side of each route field across the destinations one route serves: the largest
@@ -652,11 +669,13 @@ class Plan:
     def _route_fields(self, pairs) -> dict[str, np.ndarray]:
         """{route field: array}: what routes_for gives each of pairs (indices), 0 for a null
         field (no clamp, the kernel's MSS, not paced)."""
-        segment = self._segment_toward[self.dst[pairs], self.src[pairs]]
+        if self.segment.min(initial=self.bounds.mss_bytes) >= self.bounds.mss_bytes:  # the kernel's MSS everywhere
+            advmss = np.zeros(len(pairs), dtype=np.int64)
+        else:
+            segment = self._segment_toward[self.dst[pairs], self.src[pairs]]
+            advmss = np.where(segment >= self.bounds.mss_bytes, 0, segment + formulas.TIMESTAMP_OPTION_BYTES)
         return {"rto_min_ms": self.rto_min_ms[pairs], "initcwnd": self.initcwnd[pairs],
-                "cwnd_clamp": self.cwnd_clamp[pairs],
-                "advmss": np.where(segment >= self.bounds.mss_bytes, 0, segment + formulas.TIMESTAMP_OPTION_BYTES),
-                "pacing_rate": self.pacing_rate[pairs]}
+                "cwnd_clamp": self.cwnd_clamp[pairs], "advmss": advmss, "pacing_rate": self.pacing_rate[pairs]}
 
 
 class PlanRecords(Sequence[dict]):
