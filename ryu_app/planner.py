@@ -124,14 +124,6 @@ class _LinkTable:
             source=source,
         )
 
-    def state(self, link):
-        """Everything the formulas read of one directed link, or None if the table has no such link."""
-        i = self.index.get(link)
-        if i is None:
-            return None
-        return (self.capacity[i], self.delay[i], self.buffer[i], self.switch_egress[i], self.flows[i],
-                self.spread[i], self.source[i])
-
     @property
     def padding(self):
         return len(self.capacity) - 1
@@ -255,7 +247,7 @@ class Plan:
         self._edge_terms, self._host_terms = self._terms_of_edge_pairs(), self._terms_of_hosts()
         self._route_sets: dict[str, list[dict]] | None = None
         self._previous_sets: dict[str, list[dict]] = {}  # route sets still right, by host
-        self._tries: list[tuple[np.ndarray, PrefixTrie, PrefixTrie, np.ndarray]] | None = None  # _family_tries
+        self._tries: list[tuple[np.ndarray, int, PrefixTrie, PrefixTrie, np.ndarray]] | None = None  # _family_tries
         if not self._evaluate_changes(previous):
             self._evaluate()
 
@@ -622,8 +614,7 @@ class Plan:
         exact_labels = np.full((len(sources), len(self.hosts)), -1, dtype=np.int64)
         exact_labels[pair_row, pair_dst], exact_params = _numbered(fields)
         sets: dict[str, list[dict]] = {self.hosts[i]: [] for i in sources}
-        for members, trie, coarse, covering in self._family_tries():
-            budget = len(np.unique(self._host_edge[members]))
+        for members, budget, trie, coarse, covering in self._family_tries():
             exact = aggregate(trie, exact_labels[:, members])
             over = np.array([r for r, exact_routes in enumerate(exact) if len(exact_routes) > budget], dtype=np.int64)
             routes = [[{"dst": prefix, **exact_params[k]} for prefix, k in exact_routes] if len(exact_routes) <= budget
@@ -650,11 +641,11 @@ class Plan:
         self._route_sets = {host: sets[host] if host in sets else self._previous_sets[host] for host in self.hosts}
         return self._route_sets
 
-    def _family_tries(self) -> list[tuple[np.ndarray, PrefixTrie, PrefixTrie, np.ndarray]]:
-        """Per address family with hosts, IPv4 first: its hosts' indices, the trie of their
-        addresses, that trie coarsened to one prefix per edge switch and the coarse leaf
-        covering each address (PrefixTrie.coarsened). Made once for a fabric's hosts and
-        attachments, and kept by the plans after it."""
+    def _family_tries(self) -> list[tuple[np.ndarray, int, PrefixTrie, PrefixTrie, np.ndarray]]:
+        """Per address family with hosts, IPv4 first: its hosts' indices, the route budget (its
+        hosts' edge switches), the trie of their addresses, that trie coarsened to the budget and
+        the coarse leaf covering each address (PrefixTrie.coarsened). Made once for a fabric's
+        hosts and attachments, and kept by the plans after it."""
         if self._tries is None:
             self._tries = []
             for family in (False, True):
@@ -663,7 +654,8 @@ class Plan:
                 if len(members):
                     trie = PrefixTrie.build([self.fabric.hosts[self.hosts[i]] for i in members])
                     edges = self._host_edge[members]
-                    self._tries.append((members, trie, *trie.coarsened(edges.tolist(), len(np.unique(edges)))))
+                    budget = len(np.unique(edges))
+                    self._tries.append((members, budget, trie, *trie.coarsened(edges.tolist(), budget)))
         return self._tries
 
     def _route_fields(self, pairs) -> dict[str, np.ndarray]:
