@@ -36,7 +36,7 @@ def without(fabric, a, b):
     del fabric.links[(a, b)], fabric.links[(b, a)]
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(10))
 def test_random_changes_replan_like_a_full_plan(seed):
     rng = random.Random(seed)
     fabric = random_fabric(rng, hosts=30, switches=8, ipv6=seed % 3 == 0)
@@ -44,17 +44,23 @@ def test_random_changes_replan_like_a_full_plan(seed):
     before.route_sets()
     after = copy.deepcopy(fabric)
     switch_links = sorted(after.switch_links())
-    change = seed % 4
+    change = seed % 5
     if change == 0:
         slower(after, rng.choice(switch_links), 3.0)
     elif change == 1:
         without(after, *rng.choice(switch_links))
     elif change == 2:
         after.flows = {tuple(rng.sample(sorted(after.hosts), 2)): 1 for _ in range(10)}
-    else:
+    elif change == 3:
         a, b = rng.sample(sorted(after.hosts), 2)
         after.host_rtts = {(a, b): PairRtt(2e-4, 3e-4, "tcp")}
-    assert_same(Plan(after, previous=before), Plan(after))
+    else:  # a host's own link: only that host's terms change
+        host = rng.choice(sorted(after.hosts))
+        slower(after, next(link for link in after.links if host in link), 5.0)
+    incremental = Plan(after, previous=before)
+    assert_same(incremental, Plan(after))
+    # The switch paths are the previous plan's while the switches and their links are the same.
+    assert (incremental.switch_paths is before.switch_paths) == (change != 1)
 
 
 @pytest.mark.parametrize("seed", range(4))
