@@ -377,12 +377,16 @@ class Plan:
 
     def _evaluate(self):
         self.src, self.dst, self._edge_pair = self._pairs()
+        self._evaluate_every_pair()
+        self._finish()
+
+    def _evaluate_every_pair(self):
+        """The arrays of _PAIR_ARRAYS after src and dst, for every pair of self.src and self.dst, in order."""
         results = [self._evaluate_pairs(self.src[k:k + _CHUNK_PAIRS], self.dst[k:k + _CHUNK_PAIRS],
                                         self._edge_pair[k:k + _CHUNK_PAIRS])
                    for k in range(0, len(self.src), _CHUNK_PAIRS)]
         for name, chunks in zip(_PAIR_ARRAYS[2:], zip(*results) if results else [[]] * len(_PAIR_ARRAYS[2:])):
             setattr(self, name, np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int64))
-        self._finish()
 
     def _finish(self):
         """What follows from the pair arrays: the segment toward each host, the unreachable pairs."""
@@ -410,14 +414,17 @@ class Plan:
                 | (self._active[src, dst] != previous._active[src, dst])
                 | _differs(self._rtt_low, previous._rtt_low, src, dst)
                 | _differs(self._rtt_high, previous._rtt_high, src, dst))
-        self._edge_pair = edge_pair
-        for name in _PAIR_ARRAYS:
-            setattr(self, name, getattr(previous, name).copy())
-        chosen = np.nonzero(redo)[0]
-        for start in range(0, len(chosen), _CHUNK_PAIRS):
-            k = chosen[start:start + _CHUNK_PAIRS]
-            for name, values in zip(_PAIR_ARRAYS[2:], self._evaluate_pairs(src[k], dst[k], edge_pair[k])):
-                getattr(self, name)[k] = values
+        self.src, self.dst, self._edge_pair = src, dst, edge_pair
+        if 2 * redo.sum() > len(redo):  # evaluating every pair in order is cheaper than gathering most of them
+            self._evaluate_every_pair()
+        else:
+            for name in _PAIR_ARRAYS[2:]:
+                setattr(self, name, getattr(previous, name).copy())
+            chosen = np.nonzero(redo)[0]
+            for start in range(0, len(chosen), _CHUNK_PAIRS):
+                k = chosen[start:start + _CHUNK_PAIRS]
+                for name, values in zip(_PAIR_ARRAYS[2:], self._evaluate_pairs(src[k], dst[k], edge_pair[k])):
+                    getattr(self, name)[k] = values
         self._finish()
         changed = ((self.rto_min_ms != previous.rto_min_ms) | (self.initcwnd != previous.initcwnd)
                    | (self.cwnd_clamp != previous.cwnd_clamp) | (self.pacing_rate != previous.pacing_rate))
