@@ -89,19 +89,12 @@ class PrefixTrie:
         of groups, the coarse leaves are exactly the groups' prefixes.
         """
         count = len(self)
-        parent = np.full(count, -1, dtype=np.int64)
-        members: list[frozenset] = []
-        addresses: list[int] = []
-        for i in range(count):
-            host = int(self.leaf_host[i])
-            if host >= 0:
-                members.append(frozenset((groups[host],)))
-                addresses.append(1)
-            else:
-                left, right = (int(c) for c in self.children[i])
-                parent[left] = parent[right] = i
-                members.append(members[left] | members[right])
-                addresses.append(addresses[left] + addresses[right])
+        parent = _levels(self)[2] if count else np.zeros(0, dtype=np.int64)
+        members: list[frozenset] = []  # the groups under each node
+        addresses: list[int] = []  # how many addresses are under each node
+        for host, (left, right) in zip(self.leaf_host.tolist(), self.children.tolist()):  # children first
+            members.append(frozenset((groups[host],)) if host >= 0 else members[left] | members[right])
+            addresses.append(1 if host >= 0 else addresses[left] + addresses[right])
         is_leaf = self.leaf_host >= 0
         in_cut = is_leaf.copy()
         mergeable = [(len(members[i]), addresses[i], i) for i in range(count)
@@ -128,8 +121,8 @@ class PrefixTrie:
         renumbered[kept] = np.arange(len(kept))
         cut_position = np.full(count, -1, dtype=np.int64)
         cut_position[in_cut] = np.arange(int(in_cut.sum()))
-        coarse = PrefixTrie([self.prefixes[i] for i in kept], cut_position[kept],
-                            np.where(in_cut[kept, None], -1, renumbered[self.children[kept]]))
+        coarse = PrefixTrie([self.prefixes[i] for i in kept], cut_position[kept],  # a cut node is a coarse leaf
+                            np.where(in_cut[kept, None], -1, renumbered[np.maximum(self.children[kept], 0)]))
         covering = np.empty(int(is_leaf.sum()), dtype=np.int64)
         covering[self.leaf_host[is_leaf]] = cut_position[under[is_leaf]]
         return coarse, covering
