@@ -30,6 +30,7 @@ import time
 from agent.enforcement import status_path
 from agent.routes import OTCP_PROTO
 from experiments.schemes import Applied
+from ryu_app.admin import read_status
 from ryu_app.process import ControllerProcess, free_port
 
 
@@ -101,10 +102,6 @@ class Controller:
 
     def status(self):
         """The controller's live view, read from its admin socket."""
-        # Imported here: ryu_app.admin also serves the socket, with os-ken's hub,
-        # whose eventlet prints a deprecation warning to every command's stderr.
-        from ryu_app.admin import read_status
-
         return read_status(self.process.settings["admin"]["socket"])
 
     def generation(self):

@@ -16,8 +16,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from os_ken.lib import hub
-
 #: How long `read_status` waits for the whole document.
 READ_TIMEOUT_S = 10.0
 #: The largest document `read_status` accepts (a big fabric's paths included).
@@ -36,6 +34,12 @@ class AdminServer:
         self.status = status
         self.log = logger
         self._listener: Any = None
+        # os-ken's hub (eventlet) only where the server runs: a client of
+        # `read_status` (otcp-experiment, otcp-controller status) must not
+        # import eventlet, whose deprecation warning would reach its stderr.
+        from os_ken.lib import hub
+
+        self._hub = hub
 
     def start(self) -> Any:
         """Listen (replacing a socket file no controller answers on); returns the accept thread."""
@@ -43,9 +47,9 @@ class AdminServer:
             raise AdminError(f"admin.socket: {self.path}: another controller is answering on it")
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-        self._listener = hub.listen(self.path, family=socket.AF_UNIX)
+        self._listener = self._hub.listen(self.path, family=socket.AF_UNIX)
         self.log.info("admin socket at %s", self.path)
-        return hub.spawn(self._accept_loop)
+        return self._hub.spawn(self._accept_loop)
 
     def stop(self) -> None:
         """Stop listening and remove the socket file."""
@@ -58,13 +62,13 @@ class AdminServer:
     def _accept_loop(self) -> None:
         while True:
             connection, _ = self._listener.accept()
-            hub.spawn(self._answer, connection)
+            self._hub.spawn(self._answer, connection)
 
     def _answer(self, connection: Any) -> None:
         try:
-            with hub.Timeout(READ_TIMEOUT_S):
+            with self._hub.Timeout(READ_TIMEOUT_S):
                 connection.sendall(json.dumps(self.status(time.time())).encode())
-        except (OSError, hub.Timeout) as error:
+        except (OSError, self._hub.Timeout) as error:
             self.log.info("admin socket: a client went away before reading the status: %s", error)
         finally:
             connection.close()

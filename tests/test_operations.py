@@ -201,6 +201,15 @@ def test_status_without_a_running_controller_says_so_in_one_line(tmp_path):
     assert err == f"otcp-controller status: {tmp_path / 'nothing.sock'}: no such socket (is the controller running?)\n"
 
 
+def test_reading_the_status_does_not_import_eventlet():
+    """The experiment runner and `status` read the socket; eventlet's deprecation warning must not reach them."""
+    code = ("import sys, experiments.otcp, ryu_app.admin\n"
+            "print('eventlet' in sys.modules)")
+    done = subprocess.run([sys.executable, "-W", "always", "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "False\n", "")
+
+
 def test_operations_settings_are_checked(tmp_path):
     path = str(tmp_path / "controller.yaml")
     (tmp_path / "controller.yaml").write_text("not a certificate\n")
