@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 
+from experiments import measure, stats
 from experiments.emulation import EmulationError, emulate
 from experiments.otcp import Agents, Controller
 from experiments.progress import Progress
@@ -35,6 +36,23 @@ PING_INTERVAL_S = 0.01
 SETTLE_S = 30.0
 STEADY_S = 60.0
 INTERVALS = {"probe_s": 1.0, "flow_stats_s": 1.0, "recompute_s": 1.0}
+
+
+def load_receivers(hosts):
+    """The iperf3 receivers of --load: the last two hosts (the senders are the first two)."""
+    return [hosts[-1], hosts[-2]]
+
+
+def received_bytes(emulation, host):
+    """Bytes host's data interface received so far (its namespace's /proc/net/dev)."""
+    name = emulation.host(host).defaultIntf().name
+    process = emulation.start(host, ["cat", "/proc/net/dev"], stdout=subprocess.PIPE)
+    out, _ = process.communicate(timeout=10)
+    for line in out.decode().splitlines()[2:]:
+        device, counters = line.split(":", 1)
+        if device.strip() == name:
+            return int(counters.split()[0])
+    raise RuntimeError(f"{host}: no {name} in /proc/net/dev")
 
 
 def build_topo(spec):
@@ -124,14 +142,19 @@ def run(spec, load, out):
             agents.wait_for_routes(ips)
             flows = []
             if load:
-                for src, dst in ((hosts[0], hosts[-1]), (hosts[1], hosts[-2])):
+                for src, dst in zip(hosts[:2], load_receivers(hosts)):
                     flows.append(emulation.start(dst, ["iperf3", "-s", "-1"]))
                     emulation.wait_listening(dst, 5201)
                     flows.append(emulation.start(src, ["iperf3", "-c", ips[dst], "-t", "600", "-C", "cubic"]))
             progress.message(f"letting the agents report for {SETTLE_S:.0f} s, then a steady minute")
             time.sleep(SETTLE_S)
             steady_start = time.time()
+            received = {dst: received_bytes(emulation, dst) for dst in load_receivers(hosts)} if load else {}
+            cpu_before = measure.read_cpu_times()
             time.sleep(STEADY_S)
+            cpu_busy, _ = stats.cpu_busy(cpu_before, measure.read_cpu_times())
+            load_mbps = {dst: (received_bytes(emulation, dst) - before) * 8 / STEADY_S / 1e6
+                         for dst, before in received.items()}
             database = os.path.join(out, "controller.db")
             steady_generations = generations_between(database, steady_start, time.time())
             minima = ping_minima(emulation, hosts, ips, progress)
@@ -175,6 +198,8 @@ def run(spec, load, out):
         "sources": {s: sum(1 for row in rows if row["source"] == s) for s in {row["source"] for row in rows}},
         "generations_in_a_steady_minute": len(steady_generations),
         "steady_generations": steady_generations,
+        "load_mbps": load_mbps,  # what each iperf3 receiver got during the steady minute
+        "cpu_busy_pct": cpu_busy,  # both cores' busy share during the steady minute
         "rows": rows,
     }
 
@@ -203,6 +228,8 @@ def main(argv=None):
     print(f"(against each direction's own ping minimum: median {result['one_direction']['median_ratio']:.2f}, "
           f"{result['one_direction']['pairs_over_3x']} beyond 3x; the two directions' ping minima differ by "
           f"{result['ping_asymmetry']['median']:.2f}x in the median, {result['ping_asymmetry']['max']:.2f}x at most)")
+    loads = ", ".join(f"{dst} {mbps:.1f} Mb/s" for dst, mbps in result["load_mbps"].items())
+    print(f"(steady minute: CPU {result['cpu_busy_pct']:.0f} % busy{'; iperf3 received ' + loads if loads else ''})")
     for change in result["steady_generations"]:
         print(f"  generation {change['generation']} at {change['at']:.0f} s: pairs changed {change['changed']}"
               f"{', flows changed' if change['flows_changed'] else ''}")
