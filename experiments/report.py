@@ -45,7 +45,9 @@ def ideal_ms(run):
 
 
 def table(runs, cell, title):
-    """One markdown table: a row per sender count, a column per scheme (in the catalogue's order)."""
+    """One markdown table: a row per sender count, a column per scheme (in the catalogue's order); "" for no runs."""
+    if not runs:
+        return ""
     order = list(catalogue())
     schemes = sorted({r["scheme"] for r in runs}, key=order.index)
     senders = sorted({r["senders"] for r in runs})

@@ -290,6 +290,7 @@ def test_report_tables_and_the_dctcp_findings():
     assert "| 16 | 50 % |" in text
     assert "dctcp first timed out at 16 senders (10 RTOs)" in text
     assert "p95 245 / 122 ms = 2.00x, mean 145 / 116 ms = 1.25x" in text
+    assert "IP packet size used" not in text  # no otcp-lossless run: no empty table
     assert "new generations during the measured rounds**\n\n| senders | otcp+dctcp |\n|---|---|\n| 16 | 3 |" in text
 
 
