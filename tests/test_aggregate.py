@@ -10,9 +10,10 @@ import random
 
 import numpy as np
 import pytest
+from test_planner_reference import random_inventory
 
 from benchmarks.plan_scale import fat_tree_fabric
-from ryu_app import formulas
+from ryu_app import formulas, inventory
 from ryu_app.aggregate import PrefixTrie, aggregate
 from ryu_app.fabric import Fabric
 from ryu_app.planner import Plan
@@ -131,6 +132,15 @@ def test_some_sets_exact_and_some_on_the_safe_side(flows):
     fabric.flows = {tuple(rng.sample(sorted(fabric.hosts), 2)): 1 for _ in range(flows)}
     _, not_exact = assert_safe_within_budget(Plan(fabric))
     assert 0 < not_exact < len(fabric.hosts)
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_islands_and_unreachable_destinations_keep_the_property(seed):
+    """The planner-reference inventories: some fabrics in islands (unreachable destinations are
+    "don't care"), mixed capacities, delays, buffers and flows; every formula set."""
+    fabric = inventory.parse(random_inventory(seed)).fabric()
+    for lossless, pacing in ((None, None), (formulas.Lossless(), formulas.Pacing())):
+        assert_safe_within_budget(Plan(fabric, formulas.Bounds(), lossless, pacing))
 
 
 def test_a_fat_tree_with_flows_stays_within_one_route_per_edge_switch():
