@@ -10,7 +10,9 @@ others (first packets at their edge switches, then two rounds of flow
 statistics) and the plan that follows; one aggregation-core link fails and
 the re-plan after it. It prints events handled per second, the time to the
 first complete plan, the re-plan time after the failure, OpenFlow entries
-per switch, routes per agent and the bytes of parameter sets pushed.
+per switch, routes per agent and the bytes of parameter sets pushed. Each
+re-plan's time is split into its parts as the core's own call spends it
+(REPLAN_PARTS: the callables it calls for each, wrapped while it runs).
 
 Each figure stands next to the design before issue 15, measured in the same
 run on the same plan: one entry per host pair on every switch of its path
