@@ -153,10 +153,10 @@ def _numbered(fields: dict[str, np.ndarray]) -> tuple[np.ndarray, list[dict]]:
     for name in ("rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "pacing_rate"):
         values, number = _distinct(fields[name].reshape(-1))
         _, label = _distinct(label * len(values) + number)  # the tuples so far, numbered again
-    # One element of each number, for its parameters.
-    first = np.zeros(int(label.max(initial=-1)) + 1, dtype=np.int64)
-    first[label[::-1]] = np.arange(len(label))[::-1]
-    chosen = {name: fields[name].reshape(-1)[first].tolist() for name in fields}
+    # An element of each number (any: they are alike), for its parameters.
+    element = np.zeros(int(label.max(initial=-1)) + 1, dtype=np.int64)
+    element[label] = np.arange(len(label))
+    chosen = {name: fields[name].reshape(-1)[element].tolist() for name in fields}
     params = [{"rto_min_ms": rto, "initcwnd": initcwnd, "cwnd_clamp": clamp or None, "advmss": advmss or None,
                "pacing_rate": rate or None, "quickack": True}
               for rto, initcwnd, clamp, advmss, rate in zip(chosen["rto_min_ms"], chosen["initcwnd"],
@@ -315,11 +315,11 @@ class Plan:
     # the same backwards. So every sum and minimum the formulas take over a
     # round trip is a term of the pair of edge switches combined with a term
     # of each host, and the terms are computed once per edge-switch pair and
-    # once per host (_terms_of_edge_pairs, _terms_of_hosts). Per host pair only their
-    # combination remains, and a pair whose terms did not change keeps its
-    # parameters. The terms that count flows come twice, along their first
-    # axis: [0] for a pair that is not itself a flow (N_l = F_l + 1), [1] for
-    # one that is (N_l = F_l).
+    # once per host (_terms_of_edge_pairs, _terms_of_hosts). Per host pair
+    # only their combination remains, and a pair whose terms did not change
+    # keeps its parameters. The terms that count flows come twice, along
+    # their first axis: [0] for a pair that is not itself a flow
+    # (N_l = F_l + 1), [1] for one that is (N_l = F_l).
 
     def _forward_terms(self, forward):
         """For forward links (..., columns): per sharing (see above), the smallest cap_l / N_l,
