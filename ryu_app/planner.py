@@ -381,12 +381,18 @@ class Plan:
         self._finish()
 
     def _evaluate_every_pair(self):
-        """The arrays of _PAIR_ARRAYS after src and dst, for every pair of self.src and self.dst, in order."""
-        results = [self._evaluate_pairs(self.src[k:k + _CHUNK_PAIRS], self.dst[k:k + _CHUNK_PAIRS],
-                                        self._edge_pair[k:k + _CHUNK_PAIRS])
-                   for k in range(0, len(self.src), _CHUNK_PAIRS)]
-        for name, chunks in zip(_PAIR_ARRAYS[2:], zip(*results) if results else [[]] * len(_PAIR_ARRAYS[2:])):
-            setattr(self, name, np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int64))
+        """The arrays of _PAIR_ARRAYS after src and dst, for every pair of self.src and self.dst, in order:
+        each chunk written into them as it is evaluated (no chunk outlives the next)."""
+        count = len(self.src)
+        columns: list[np.ndarray] = []
+        for start in range(0, count, _CHUNK_PAIRS):
+            end = start + _CHUNK_PAIRS
+            values = self._evaluate_pairs(self.src[start:end], self.dst[start:end], self._edge_pair[start:end])
+            columns = columns or [np.empty(count, dtype=np.asarray(v).dtype) for v in values]
+            for column, chunk in zip(columns, values):
+                column[start:end] = chunk
+        for name in _PAIR_ARRAYS[2:]:
+            setattr(self, name, columns.pop(0) if columns else np.zeros(0, dtype=np.int64))
 
     def _finish(self):
         """What follows from the pair arrays: the segment toward each host, the unreachable pairs."""
