@@ -231,7 +231,6 @@ class Agents(Applied):
         self.processes.clear()
 
 
-
 def agent_destinations(emulation, host):
     """The destination prefixes of host's agent routes (proto 79), read from the kernel."""
     argv = ["ip", "-j", "route", "show", "proto", str(OTCP_PROTO)]

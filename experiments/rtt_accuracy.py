@@ -103,22 +103,26 @@ def generations_between(database, start, end):
     """The generations the controller made between start and end, each with
     what moved: {"generation", "at", "changed": {parameter: pairs}, "flows_changed"}."""
     db = store.Store(database, readonly=True)
+    columns = ", ".join(ENFORCED)
+
+    def parameters(generation):
+        return {(src, dst): values for src, dst, *values in db.db.execute(
+            f"SELECT src, dst, {columns} FROM parameters WHERE generation = ?", (generation,))}
+
     try:
-        numbers = [row for row in db.db.execute(
-            "SELECT generation, computed_at FROM generations WHERE computed_at BETWEEN ? AND ? ORDER BY generation",
-            (start, end))]
+        made = db.db.execute("SELECT generation, computed_at FROM generations WHERE computed_at BETWEEN ? AND ? "
+                             "ORDER BY generation", (start, end)).fetchall()
         changes = []
-        for number, at in numbers:
-            columns = ", ".join(ENFORCED)
-            old, new = ({(src, dst): values for src, dst, *values in db.db.execute(
-                f"SELECT src, dst, {columns} FROM parameters WHERE generation = ?", (g,))}
-                for g in (number - 1, number))
-            changed = {name: sum(1 for pair, values in new.items()
-                                 if pair in old and old[pair][k] != values[k])
+        if made:  # each generation is read once, and compared with the one before it
+            old, old_flows = parameters(made[0][0] - 1), db.generation_inputs(made[0][0] - 1)[1]
+        for number, at in made:
+            new, new_flows = parameters(number), db.generation_inputs(number)[1]
+            changed = {name: sum(1 for pair, values in new.items() if pair in old and old[pair][k] != values[k])
                        for k, name in enumerate(ENFORCED)}
             changes.append({"generation": number, "at": at - start,
                             "changed": {name: n for name, n in changed.items() if n},
-                            "flows_changed": db.generation_inputs(number - 1)[1] != db.generation_inputs(number)[1]})
+                            "flows_changed": old_flows != new_flows})
+            old, old_flows = new, new_flows
         return changes
     finally:
         db.close()
