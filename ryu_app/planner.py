@@ -173,6 +173,11 @@ _SAFE_SIDE = {"rto_min_ms": np.maximum, "initcwnd": np.minimum, "cwnd_clamp": np
               "pacing_rate": np.minimum}
 _UNBOUNDED = np.iinfo(np.int64).max
 
+#: A host whose set is on the safe side stays there until its exact set fits in this share of the
+#: budget: a set near the budget would otherwise flip at every small change, and a flip replaces
+#: every prefix, so it goes to the agent whole, not as a delta.
+EXACT_AGAIN_SHARE = 0.75
+
 
 def _safe_side(fields: dict[str, np.ndarray], covering: np.ndarray) -> dict[str, np.ndarray]:
     """Per route field, (sources x coarse leaves): the safe side (_SAFE_SIDE) of fields
@@ -214,7 +219,8 @@ class Plan:
     rtt_source: np.ndarray  # index into DELAY_SOURCES
 
     def __init__(self, fabric, bounds=formulas.Bounds(), lossless: formulas.Lossless | None = None,
-                 pacing: formulas.Pacing | None = None, previous: "Plan | None" = None):
+                 pacing: formulas.Pacing | None = None, previous: "Plan | None" = None,
+                 coarse_before: frozenset[str] | None = None):
         """Plan every pair; with lossless, by the otcp-lossless formulas, else the published ones;
         with pacing, each pair also gets its fair-share pacing rate (otcp-paced).
 
@@ -226,6 +232,9 @@ class Plan:
         previous, and so are the route sets of the hosts none of whose
         parameters changed. A change of hosts, switches, reachability or
         bounds evaluates everything.
+
+        coarse_before: the hosts whose sets were on the safe side before
+        (route_sets); previous's (Plan.coarse_hosts) when not given.
         """
         self.fabric = fabric
         self.bounds = bounds
@@ -247,6 +256,9 @@ class Plan:
         self._edge_terms, self._host_terms = self._terms_of_edge_pairs(), self._terms_of_hosts()
         self._route_sets: dict[str, list[dict]] | None = None
         self._previous_sets: dict[str, list[dict]] = {}  # route sets still right, by host
+        self._coarse_before = (coarse_before if coarse_before is not None
+                               else previous.coarse_hosts if previous is not None else frozenset())
+        self._coarse: frozenset[str] | None = None  # set by route_sets
         self._tries: list[tuple[np.ndarray, int, PrefixTrie, PrefixTrie, np.ndarray]] | None = None  # _family_tries
         if not self._evaluate_changes(previous):
             self._evaluate()
@@ -613,7 +625,8 @@ class Plan:
         - else one route per prefix of a trie coarsened to that budget (PrefixTrie.coarsened:
           the edge switches' own prefixes where their hosts' addresses have them), each with
           the safe side of the parameters of the destinations under it (_safe_side), merged
-          again where alike.
+          again where alike. A host whose set was on the safe side before (coarse_before)
+          stays there until its exact set fits in EXACT_AGAIN_SHARE of the budget.
 
         Computed once; a host whose parameters did not change since the previous plan keeps its set."""
         if self._route_sets is not None:
@@ -627,11 +640,18 @@ class Plan:
         exact_labels = np.full((len(sources), len(self.hosts)), -1, dtype=np.int64)
         exact_labels[pair_row, pair_dst], exact_params = _numbered(fields)
         sets: dict[str, list[dict]] = {self.hosts[i]: [] for i in sources}
+        coarse_now = {host for host in self._coarse_before if host in self._previous_sets}
         for members, budget, trie, coarse, covering in self._family_tries():
             exact = aggregate(trie, exact_labels[:, members])
-            over = np.array([r for r, exact_routes in enumerate(exact) if len(exact_routes) > budget], dtype=np.int64)
-            routes = [[{"dst": prefix, **exact_params[k]} for prefix, k in exact_routes] if len(exact_routes) <= budget
-                      else [] for exact_routes in exact]
+            sticky = int(budget * EXACT_AGAIN_SHARE)
+            over = np.array([r for r, exact_routes in enumerate(exact)
+                             if len(exact_routes) > (sticky if self.hosts[sources[r]] in self._coarse_before
+                                                     else budget)], dtype=np.int64)
+            coarse_now.update(self.hosts[sources[r]] for r in over)
+            is_over = np.zeros(len(exact), dtype=bool)
+            is_over[over] = True
+            routes = [[] if is_over[r] else [{"dst": prefix, **exact_params[k]} for prefix, k in exact_routes]
+                      for r, exact_routes in enumerate(exact)]
             if len(over):
                 # Each over-budget source's routes toward the family's hosts, as (sources x members) arrays.
                 over_row = np.full(len(sources), -1, dtype=np.int64)
@@ -652,7 +672,14 @@ class Plan:
             for i, family_routes in zip(sources, routes):
                 sets[self.hosts[i]] += family_routes
         self._route_sets = {host: sets[host] if host in sets else self._previous_sets[host] for host in self.hosts}
+        self._coarse = frozenset(coarse_now)
         return self._route_sets
+
+    @property
+    def coarse_hosts(self) -> frozenset[str]:
+        """The hosts whose sets are on the safe side (route_sets), for the next plan's
+        hysteresis; while route_sets was not made, the ones before this plan."""
+        return self._coarse if self._coarse is not None else self._coarse_before
 
     def _family_tries(self) -> list[tuple[np.ndarray, int, PrefixTrie, PrefixTrie, np.ndarray]]:
         """Per address family with hosts, IPv4 first: its hosts' indices, the route budget (its
