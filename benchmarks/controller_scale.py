@@ -31,7 +31,7 @@ metrics); the run times storing them (SQLite rows from the plan's columns,
 as the app's plan loop does) and, up to MAX_RECORDS_MADE pairs, making them.
 The bytes pushed for the failure are the params messages the agent server
 sends agents that acknowledged the previous generation: a delta against it
-where it names fewer destinations, else the whole set (protocol 6).
+where it is the shorter message, else the whole set (protocol 6).
 """
 
 import argparse
@@ -180,9 +180,9 @@ def whole_message_bytes(param_set: dict) -> int:
 def pushed_message_bytes(acknowledged: dict, latest: dict) -> tuple[int, bool]:
     """(bytes, whether a delta) of the params message the agent server sends an agent
     that acknowledged `acknowledged` when `latest` is published: the delta against it
-    where that names fewer destinations (ryu_app.agent_server), else the whole set."""
-    delta = paramset.make_delta(acknowledged, latest)
-    if acknowledged["generation"] < latest["generation"] and paramset.delta_is_smaller(delta, latest):
+    where that is the shorter message (ryu_app.agent_server), else the whole set."""
+    delta = paramset.worth_a_delta(acknowledged, latest)
+    if delta is not None:
         return len(framing.encode_json(messages.delta_message(delta, None))), True
     return whole_message_bytes(latest), False
 

@@ -28,7 +28,7 @@ Sets come from a `Publications` shared with the controller core, which
 keeps the latest set per host: if sets are published faster than an agent
 reads them, it gets the newest, never a backlog. Once an agent acknowledged a
 set on its connection, a newer one goes as a delta against it (routes added or
-copied from the base's, fields changed, destinations removed) when that names fewer destinations; an
+copied from the base's, fields changed, destinations removed) when that is the shorter message; an
 agent whose applied generation is not the delta's base answers ``resync`` and
 gets the set again (whole, unless it holds the acknowledged one).
 
@@ -505,16 +505,11 @@ class _Connection:
 
     def params_for(self, param_set, all_peers):
         """The params message for a set: a delta against the acknowledged set when it is
-        older and the delta names fewer destinations than the set, else the whole set;
+        older and the delta is the shorter message, else the whole set;
         the peers only when they changed. Returns (message, the delta or None)."""
         peers = [ip for ip in all_peers if ip not in self.addresses]
         changed_peers = None if peers == self.peers_sent else peers
-        delta = None
-        base = self.acked_set
-        if base is not None and base["generation"] < param_set["generation"]:
-            candidate = paramset.make_delta(base, param_set)
-            if paramset.delta_is_smaller(candidate, param_set):
-                delta = candidate
+        delta = paramset.worth_a_delta(self.acked_set, param_set)
         self.sent[param_set["generation"]] = (param_set, delta is not None)
         self.peers_sent = peers
         if delta is None:

@@ -30,9 +30,13 @@ class Publications:
 
         Every set is validated first (ValueError naming the host or the
         field), and none is kept unless all are valid: a bad set never
-        reaches an agent, nor counts as published.
+        reaches an agent, nor counts as published. Routes the host's
+        latest set has already, exactly, are not checked again.
         """
-        validated = {host_address(ip): paramset.validate_param_set(param_set) for ip, param_set in sets.items()}
+        validated = {}
+        for ip, param_set in sets.items():
+            host = host_address(ip)
+            validated[host] = paramset.validate_param_set(param_set, known=self._sets.get(host))
         self._sets.update(validated)
 
     def latest(self, host_ip: str) -> dict | None:

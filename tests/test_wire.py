@@ -335,8 +335,24 @@ def test_a_delta_carries_added_routes_changed_fields_and_removed_destinations():
     # An unchanged route is not in the delta; the same set makes an empty one.
     assert paramset.make_delta(base, dict(base, generation=8)) == {"base": 7, "generation": 8, "added": [],
                                                                     "copied": [], "changed": [], "removed": []}
-    assert paramset.delta_is_smaller(delta, new) is False  # 5 destinations named, 5 routes: the set goes whole
     assert paramset.delta_is_smaller(paramset.make_delta(base, dict(base, generation=8)), base)
+
+
+def test_a_delta_goes_where_its_json_is_shorter_than_the_whole_set():
+    base = paramset.validate_param_set(param_set(*(route(dst=f"10.0.{i}.0/24", initcwnd=i + 1) for i in range(6)),
+                                                 generation=3))
+    # Every prefix replaced by one with a base route's parameters: more destinations named
+    # (6 copies, 6 removals) than the set has routes, and still the shorter message.
+    moved = paramset.validate_param_set(param_set(*(route(dst=f"10.1.{i}.0/24", initcwnd=i + 1) for i in range(6)),
+                                                  generation=4))
+    delta = paramset.make_delta(base, moved)
+    assert len(delta["copied"]) == len(delta["removed"]) == 6 and not delta["added"]
+    assert paramset.delta_is_smaller(delta, moved)
+    # One new route in place of six: its delta (the route and six removals) is the longer.
+    merged = paramset.validate_param_set(param_set(route(dst="10.0.0.0/16", initcwnd=9, rto_min_ms=30), generation=4))
+    delta = paramset.make_delta(base, merged)
+    assert len(delta["added"]) == 1 and len(delta["removed"]) == 6
+    assert not paramset.delta_is_smaller(delta, merged)
 
 
 def test_a_patch_keeps_the_fields_it_does_not_name_and_may_set_null():
@@ -424,3 +440,27 @@ def test_params_message_carries_a_set_or_a_delta_and_resync_is_checked():
     ]:
         with pytest.raises(ProtocolError, match=problem):
             messages.check_message(bad, "resync")
+
+
+# -- validating against the host's latest set -------------------------------------------------
+
+
+def test_routes_already_validated_are_taken_as_they_are_and_the_rest_checked_like_any_set():
+    known = paramset.validate_param_set(param_set(route(), route(dst="10.0.0.3"), generation=4))
+    new = param_set(route(), route(dst="10.0.0.4", initcwnd=2), generation=5)
+    assert paramset.validate_param_set(new, known=known) == paramset.validate_param_set(new)
+    # Equal in Python is not the same on the wire: True == 1 and 3.0 == 3 are refused, naming the field.
+    for value, field in ((True, "initcwnd"), (3.0, "cwnd_clamp"), (1, "quickack")):
+        same_value = param_set(route(**{field: value}), generation=5)
+        assert same_value["routes"][0] == known["routes"][0]
+        with pytest.raises(ValidationError, match=rf"routes\[0\]\.{field}"):
+            paramset.validate_param_set(same_value, known=known)
+    # The set's own rules still hold: its generation, its keys, one route per destination.
+    with pytest.raises(ValidationError, match=r"routes\[1\]\.dst: 10.0.0.2/32 duplicates routes\[0\]\.dst"):
+        paramset.validate_param_set(param_set(route(), route(dst="10.0.0.2"), generation=5), known=known)
+    with pytest.raises(ValidationError, match="generation"):
+        paramset.validate_param_set(param_set(route(), generation=True), known=known)
+    with pytest.raises(ValidationError, match="extra"):
+        paramset.validate_param_set({**param_set(route()), "extra": 1}, known=known)
+    with pytest.raises(ValidationError, match=r"routes\[0\]"):
+        paramset.validate_param_set(param_set(["10.0.0.2/32"], generation=5), known=known)

@@ -13,6 +13,7 @@ route. `check_generation` is the one generation rule both peers use.
 
 import functools
 import ipaddress
+import json
 from typing import Annotated, Any
 
 from pydantic import AfterValidator
@@ -64,22 +65,48 @@ class ParamSet(Strict):
     routes: list[RouteParams]
 
 
-def validate_param_set(param_set: Any) -> dict:
+def validate_param_set(param_set: Any, known: dict | None = None) -> dict:
     """Check a parameter set completely; return it normalised as a dict.
 
     Unknown keys, wrong types (a bool is not an integer, 14.0 is not an
     integer), out-of-range values and malformed or duplicate destinations
     raise ValidationError naming the field.
+
+    known: a set validated before (the host's latest). A route equal to one of
+    its routes, value for value and type for type, is valid already and is
+    not checked again: after a link change most routes of a changed set are.
     """
     if not isinstance(param_set, dict):
         raise ValidationError("", f"a parameter set is a JSON object, not {validation.json_type(param_set)}")
-    checked = validation.check(ParamSet, param_set)
+    routes = param_set.get("routes")
+    if known is None or not isinstance(routes, list):
+        checked = validation.check(ParamSet, param_set)
+        _refuse_duplicates([route.dst for route in checked.routes])
+        return checked.model_dump()
+    generation = validation.check(ParamSet, {**param_set, "routes": []}).generation
+    before = {route["dst"]: route for route in known["routes"]}
+    normalised = [route if _known_route(route, before)
+                  else validation.check(RouteParams, route, f"routes[{i}]").model_dump()
+                  for i, route in enumerate(routes)]
+    _refuse_duplicates([route["dst"] for route in normalised])
+    return {"generation": generation, "routes": normalised}
+
+
+def _known_route(route: Any, before: dict[str, dict]) -> bool:
+    """Whether route is one of a validated set's routes (before: by destination), with
+    the same types too: True == 1 and 14.0 == 14 in Python, not on the wire."""
+    if not isinstance(route, dict) or not isinstance(route.get("dst"), str):
+        return False
+    old = before.get(route["dst"])
+    return old == route and all(type(route[key]) is type(value) for key, value in old.items())
+
+
+def _refuse_duplicates(destinations: list[str]) -> None:
     seen: dict[str, int] = {}
-    for i, route in enumerate(checked.routes):
-        if route.dst in seen:
-            raise ValidationError(f"routes[{i}].dst", f"{route.dst} duplicates routes[{seen[route.dst]}].dst")
-        seen[route.dst] = i
-    return checked.model_dump()
+    for i, dst in enumerate(destinations):
+        if dst in seen:
+            raise ValidationError(f"routes[{i}].dst", f"{dst} duplicates routes[{seen[dst]}].dst")
+        seen[dst] = i
 
 
 def parse_param_set(body: bytes, where: str = "parameter set") -> dict:
@@ -306,7 +333,22 @@ def _covering(routes: dict, dst: str) -> str | None:
     return None
 
 
+def worth_a_delta(base_set: dict | None, new_set: dict) -> dict | None:
+    """The delta to send an agent that acknowledged base_set when new_set is its latest:
+    make_delta's, where base_set is older and the delta is the shorter message; else None
+    (the whole set goes)."""
+    if base_set is None or base_set["generation"] >= new_set["generation"]:
+        return None
+    delta = make_delta(base_set, new_set)
+    return delta if delta_is_smaller(delta, new_set) else None
+
+
 def delta_is_smaller(delta: dict, new_set: dict) -> bool:
-    """Whether a delta names fewer destinations than the whole set would carry."""
-    named = len(delta["added"]) + len(delta["copied"]) + len(delta["changed"]) + len(delta["removed"])
-    return named < len(new_set["routes"])
+    """Whether a delta's JSON is shorter than the whole set's. A delta that replaces every
+    prefix of the set can still be: a copy names two prefixes, a removal one, and a
+    route carries every field."""
+    return len(_compact_json(delta)) < len(_compact_json(new_set))
+
+
+def _compact_json(value: dict) -> str:
+    return json.dumps(value, separators=(",", ":"))
