@@ -83,13 +83,18 @@ def validate_param_set(param_set: Any, known: dict | None = None) -> dict:
         checked = validation.check(ParamSet, param_set)
         _refuse_duplicates([route.dst for route in checked.routes])
         return checked.model_dump()
-    generation = validation.check(ParamSet, {**param_set, "routes": []}).generation
     before = {route["dst"]: route for route in known["routes"]}
-    normalised = [route if _known_route(route, before)
-                  else validation.check(RouteParams, route, f"routes[{i}]").model_dump()
-                  for i, route in enumerate(routes)]
+    new = [i for i, route in enumerate(routes) if not _known_route(route, before)]
+    try:
+        checked = validation.check(ParamSet, {**param_set, "routes": [routes[i] for i in new]})
+    except ValidationError:
+        validation.check(ParamSet, param_set)  # the same error, named at its place in the whole set
+        raise
+    normalised = list(routes)
+    for i, route in zip(new, checked.model_dump()["routes"]):
+        normalised[i] = route
     _refuse_duplicates([route["dst"] for route in normalised])
-    return {"generation": generation, "routes": normalised}
+    return {"generation": checked.generation, "routes": normalised}
 
 
 def _known_route(route: Any, before: dict[str, dict]) -> bool:
