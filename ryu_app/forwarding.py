@@ -53,16 +53,16 @@ def destination_entries(plan: Plan) -> dict[int, dict[str, int]]:
         behind.setdefault(switch, []).append(host)
     entries: dict[int, dict[str, int]] = {}
     for switch, hosts in behind.items():
+        toward = []  # (dpid, port) on every other switch toward this one
         column = next_hops[:, paths.index[switch]]
-        addresses = dict.fromkeys(fabric.hosts[host] for host in hosts)
-        for i in np.nonzero(column != UNREACHABLE)[0]:  # every other switch, toward this one: all its hosts at once
+        for i in np.nonzero(column != UNREACHABLE)[0]:
             egress = fabric.egress.get((paths.switches[i], paths.switches[column[i]]))
             if egress is not None:
-                entries.setdefault(egress[0], {}).update(dict.fromkeys(addresses, egress[1]))
+                toward.append(egress)
         for host in hosts:
-            if (switch, host) in fabric.egress:
-                dpid, port = fabric.egress[(switch, host)]
-                entries.setdefault(dpid, {})[fabric.hosts[host]] = port
+            ip = fabric.hosts[host]
+            for dpid, port in [*toward, *([fabric.egress[(switch, host)]] if (switch, host) in fabric.egress else [])]:
+                entries.setdefault(dpid, {})[ip] = port
     return entries
 
 
