@@ -16,6 +16,8 @@ OpenFlow messages are built with each switch's `ofproto` and
 `ofproto_parser`, handed over when the switch connects.
 """
 
+import contextlib
+import gc
 import logging
 import math
 import struct
@@ -62,6 +64,21 @@ MAX_GENERATION_LEAP = 2**32
 
 Send = tuple[int, Any]  # (dpid, OpenFlow message)
 Pair = tuple[str, str]  # (src_ip, dst_ip)
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector off for a while. A re-plan makes up to
+    hundreds of thousands of objects (flow mods, routes) that all stay alive, and
+    every collection of the oldest generation walks all of them: half the time of
+    building a k=16 fabric's 327 360 flow mods. They are collected as usual after."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class OpenFlowCodec(Protocol):
@@ -449,12 +466,13 @@ class ControllerCore:
         """Plan the current fabric: forwarding entries for every switch, the
         topology and link measurements to store and, once settled, a new
         generation if any host's parameters changed."""
-        plan, delay_sources = self._plan(now)
-        actions = Actions(self._sync_forwarding(plan))
-        actions.topology = self._topology_snapshot()
-        actions.measurements = self._link_measurements(plan, delay_sources)
-        if self.settled(now):
-            actions.generation, actions.deliver = self._next_generation(plan, actions.measurements)
+        with _collector_paused():
+            plan, delay_sources = self._plan(now)
+            actions = Actions(self._sync_forwarding(plan))
+            actions.topology = self._topology_snapshot()
+            actions.measurements = self._link_measurements(plan, delay_sources)
+            if self.settled(now):
+                actions.generation, actions.deliver = self._next_generation(plan, actions.measurements)
         return actions
 
     def _plan(self, now: float) -> tuple[Plan, dict[tuple[str, str], str]]:

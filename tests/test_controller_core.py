@@ -1,6 +1,7 @@
 """The controller core with an explicit `now`: what it learns from each event
 and what it asks the glue to do (ryu_app/core.py)."""
 
+import gc
 import ipaddress
 import types
 
@@ -484,3 +485,27 @@ def test_b10_a_host_seen_at_a_new_place_wins_at_once():
     core = connected_core(known_hosts=[Host(*H1, 1, 2)])
     learn_hosts(core, 1.0, (*H1, 1, 3))
     assert core.topology.host(H1[0]) == Host(*H1, 1, 3) and H1[0] not in core.topology.hints
+
+
+def test_a_replan_pauses_the_garbage_collector_and_gives_it_back_as_it_was(monkeypatch):
+    """The collector is off while the plan's objects are made (half the time of a k=16
+    fabric's flow mods went to it), and back to its earlier state after, also on an error."""
+    core = settled_core()
+    seen = []
+    original = core._sync_forwarding
+    monkeypatch.setattr(core, "_sync_forwarding", lambda plan: seen.append(gc.isenabled()) or original(plan))
+    was_enabled = gc.isenabled()
+    try:
+        gc.enable()
+        core.replan(20.0)
+        assert seen == [False] and gc.isenabled()
+        gc.disable()
+        core.replan(21.0)
+        assert not gc.isenabled()
+        gc.enable()
+        monkeypatch.setattr(core, "_sync_forwarding", lambda plan: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            core.replan(22.0)
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was_enabled else gc.disable)()
