@@ -97,6 +97,8 @@ class OTCPController(app_manager.OSKenApp):
 
     def _replan(self):
         self.replan.clear()
+        self._carry_out(self.core.reroute())
+        hub.sleep(0)  # the switches' send loops put the flow mods out before planning holds this thread
         now, started = time.time(), time.perf_counter()
         actions = self.core.replan(now)
         self.live.planned(now, actions, time.perf_counter() - started)

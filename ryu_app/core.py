@@ -29,7 +29,9 @@ from os_ken.lib.packet import arp as arp_packet
 from os_ken.lib.packet import packet
 
 from ryu_app import arp, delay, formulas, forwarding
+from ryu_app.fabric import Fabric
 from ryu_app.flowcount import FlowCounter
+from ryu_app.paths import SwitchPaths
 from ryu_app.planner import Plan, PlanRecords
 from ryu_app.publication import Publications
 from ryu_app.rtt import HostRtts, PairRtt
@@ -214,6 +216,7 @@ class ControllerCore:
         self._unanswered: dict[SwitchPort, int] = {}  # port -> probes sent out of it since one arrived
         self._link_seen_at: dict[SwitchPort, float] = {}  # port -> last time a link was there
         self._last_plan: Plan | None = None  # what the next plan evaluates again only where inputs changed
+        self._paths: tuple[tuple, SwitchPaths] | None = None  # (switches and switch links, their paths)
 
     # -- switches ------------------------------------------------------------
 
@@ -462,13 +465,22 @@ class ControllerCore:
 
     # -- planning ----------------------------------------------------------------
 
+    def reroute(self) -> Actions:
+        """Forwarding before parameters: the flow mods that make every ready switch
+        follow the switch links and hosts as they are now. The app sends them
+        before it re-plans, since traffic through a failed link is lost until
+        they are out; the re-plan then finds them in place."""
+        with _collector_paused():
+            fabric, _ = self.topology.fabric(self._link_delays, {}, self.defaults)
+            return Actions(self._sync_forwarding(fabric, self._switch_paths(fabric)))
+
     def replan(self, now: float) -> Actions:
         """Plan the current fabric: forwarding entries for every switch, the
         topology and link measurements to store and, once settled, a new
         generation if any host's parameters changed."""
         with _collector_paused():
             plan, delay_sources = self._plan(now)
-            actions = Actions(self._sync_forwarding(plan))
+            actions = Actions(self._sync_forwarding(plan.fabric, plan.switch_paths))
             actions.topology = self._topology_snapshot()
             actions.measurements = self._link_measurements(plan, delay_sources)
             if self.settled(now):
@@ -485,8 +497,16 @@ class ControllerCore:
         flows = self.held_flows.update(now, self.flow_counter.active_pairs())
         fabric, delay_sources = self.topology.fabric(self._link_delays, flows, self.defaults, self.delays.spreads(),
                                                      self._stable_host_rtts(now))
-        self._last_plan = Plan(fabric, self.bounds, self.lossless, self.pacing, previous=self._last_plan)
+        self._last_plan = Plan(fabric, self.bounds, self.lossless, self.pacing, previous=self._last_plan,
+                               switch_paths=self._switch_paths(fabric))
         return self._last_plan, delay_sources
+
+    def _switch_paths(self, fabric: Fabric) -> SwitchPaths:
+        """The fabric's switch paths: the last ones while its switches and their links are the same."""
+        key = (tuple(sorted(fabric.switches)), frozenset(fabric.switch_links()))
+        if self._paths is None or self._paths[0] != key:
+            self._paths = (key, SwitchPaths(fabric.switches, key[1]))
+        return self._paths[1]
 
     def rtt_report(self, now: float, host_ip: str, samples: list) -> Actions:
         """An agent's round trips to its destinations: used from the next plan on."""
@@ -503,13 +523,13 @@ class ControllerCore:
                                for pair, rtt in taking.items()}
         return self._pair_rtts
 
-    def _sync_forwarding(self, plan: Plan) -> list[Send]:
+    def _sync_forwarding(self, fabric: Fabric, paths: SwitchPaths) -> list[Send]:
         """Flow mods bringing every ready switch's destination and punt entries
-        in line with the plan: only the entries that changed."""
-        desired = forwarding.destination_entries(plan)
+        in line with the fabric and its switch paths: only the entries that changed."""
+        desired = forwarding.destination_entries(fabric, paths)
         punts: dict[int, set[int]] = {}
-        for (_, node), (dpid, port) in plan.fabric.egress.items():
-            if node in plan.fabric.hosts:
+        for (_, node), (dpid, port) in fabric.egress.items():
+            if node in fabric.hosts:
                 punts.setdefault(dpid, set()).add(port)
         sends = []
         for dpid, switch in self._switches.items():

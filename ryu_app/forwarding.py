@@ -20,8 +20,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from ryu_app.paths import UNREACHABLE
-from ryu_app.planner import Plan
+from ryu_app.fabric import Fabric
+from ryu_app.paths import UNREACHABLE, SwitchPaths
 
 # Every OTCP entry's cookie has these high bits; the low bits say which kind.
 COOKIE_BASE = 0x07C7_0000_0000_0000
@@ -41,15 +41,14 @@ PACKET_IN_METER = 1
 PAIR_IDLE_S = 60
 
 
-def destination_entries(plan: Plan) -> dict[int, dict[str, int]]:
-    """{dpid: {dst_ip: out_port}}: on every switch with a path to a host's
-    switch, the port toward it, from the egress ports the plan's fabric
-    carries. A hop with no known egress (one direction of a link seen, the
-    other not yet or no longer) gets no entry."""
-    fabric, paths = plan.fabric, plan.switch_paths
+def destination_entries(fabric: Fabric, paths: SwitchPaths) -> dict[int, dict[str, int]]:
+    """{dpid: {dst_ip: out_port}}: on every switch with a path (paths: the
+    fabric's switch paths) to a host's switch, the port toward it, from the
+    egress ports the fabric carries. A hop with no known egress (one
+    direction of a link seen, the other not yet or no longer) gets no entry."""
     next_hops = paths.next_hops()
     behind: dict[str, list[str]] = {}  # switch -> its hosts
-    for host, switch in plan.attachment.items():
+    for host, switch in fabric.attachments().items():
         behind.setdefault(switch, []).append(host)
     entries: dict[int, dict[str, int]] = {}
     for switch, hosts in behind.items():

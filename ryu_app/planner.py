@@ -220,7 +220,7 @@ class Plan:
 
     def __init__(self, fabric, bounds=formulas.Bounds(), lossless: formulas.Lossless | None = None,
                  pacing: formulas.Pacing | None = None, previous: "Plan | None" = None,
-                 coarse_before: frozenset[str] | None = None):
+                 coarse_before: frozenset[str] | None = None, switch_paths: SwitchPaths | None = None):
         """Plan every pair; with lossless, by the otcp-lossless formulas, else the published ones;
         with pacing, each pair also gets its fair-share pacing rate (otcp-paced).
 
@@ -235,6 +235,8 @@ class Plan:
 
         coarse_before: the hosts whose sets were on the safe side before
         (route_sets); previous's (Plan.coarse_hosts) when not given.
+        switch_paths: the fabric's switch paths where the caller has them
+        already (the controller routes before it plans).
         """
         self.fabric = fabric
         self.bounds = bounds
@@ -245,7 +247,7 @@ class Plan:
         self.attachment = fabric.attachments()
         # The previous plan's paths where the switches and their links are the same: paths depend on nothing else.
         self._switch_links = frozenset(fabric.switch_links())
-        self.switch_paths: SwitchPaths = (
+        self.switch_paths: SwitchPaths = switch_paths if switch_paths is not None else (
             previous.switch_paths if previous is not None and previous._switch_links == self._switch_links
             and previous.switch_paths.switches == sorted(fabric.switches)
             else SwitchPaths(fabric.switches, self._switch_links))

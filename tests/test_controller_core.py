@@ -347,6 +347,24 @@ def test_replan_installs_one_entry_per_destination_and_then_only_what_changed():
                                          (1, ofproto_v1_3.OFPFC_DELETE_STRICT, H2[0])]
 
 
+def test_reroute_sends_the_forwarding_a_replan_would_and_plans_nothing():
+    """Forwarding before parameters: after a link change, reroute's flow mods are the ones
+    replan would have sent; the replan after it sends none and still makes the generation."""
+    routed, planned = settled_core(), settled_core()
+    for core in (routed, planned):
+        core.replan(1.0)
+        core.link_deleted(2.0, (1, 1), (2, 1))
+    rerouted = routed.reroute()
+    assert rerouted.generation is None and not rerouted.deliver and rerouted.topology is None
+    replanned = planned.replan(2.0)
+    assert destination_mods(rerouted) == destination_mods(replanned) != []
+    after = routed.replan(2.0)
+    assert destination_mods(after) == []
+    assert routed.entries_per_switch() == planned.entries_per_switch()
+    assert (after.generation is None) == (replanned.generation is None)
+    assert routed.reroute().sends == []  # nothing changed since
+
+
 def test_a_hosts_first_packet_of_a_pair_installs_its_counting_entry_at_the_ingress_only():
     core = settled_core()
     core.replan(1.0)
@@ -493,7 +511,7 @@ def test_a_replan_pauses_the_garbage_collector_and_gives_it_back_as_it_was(monke
     core = settled_core()
     seen = []
     original = core._sync_forwarding
-    monkeypatch.setattr(core, "_sync_forwarding", lambda plan: seen.append(gc.isenabled()) or original(plan))
+    monkeypatch.setattr(core, "_sync_forwarding", lambda *args: seen.append(gc.isenabled()) or original(*args))
     was_enabled = gc.isenabled()
     try:
         gc.enable()
@@ -503,7 +521,7 @@ def test_a_replan_pauses_the_garbage_collector_and_gives_it_back_as_it_was(monke
         core.replan(21.0)
         assert not gc.isenabled()
         gc.enable()
-        monkeypatch.setattr(core, "_sync_forwarding", lambda plan: 1 / 0)
+        monkeypatch.setattr(core, "_sync_forwarding", lambda *args: 1 / 0)
         with pytest.raises(ZeroDivisionError):
             core.replan(22.0)
         assert gc.isenabled()

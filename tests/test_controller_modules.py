@@ -221,7 +221,7 @@ def planned_topology():
 
 def test_destination_entries_follow_the_paths_one_per_host_on_each_switch():
     topo, plan = planned_topology()
-    entries = forwarding.destination_entries(plan)
+    entries = forwarding.destination_entries(plan.fabric, plan.switch_paths)
     assert entries == {1: {"10.0.0.1": 2, "10.0.0.2": 1, "10.0.0.3": 3}, 2: {"10.0.0.1": 1, "10.0.0.2": 2,
                                                                              "10.0.0.3": 1}}
 
@@ -236,7 +236,7 @@ def test_destination_entries_on_a_fat_tree_are_what_every_pairs_path_needs():
         if u in fabric.switches:
             fabric.egress[(u, v)] = (fabric.switches.index(u) + 1, hash((u, v)) % 1000 + 1)
     plan = Plan(fabric)
-    entries = forwarding.destination_entries(plan)
+    entries = forwarding.destination_entries(plan.fabric, plan.switch_paths)
     for k in range(len(plan)):
         hops = plan.hops(k)
         for hop in zip(hops[1:-1], hops[2:]):
