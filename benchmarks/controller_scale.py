@@ -409,9 +409,9 @@ def main(argv=None) -> int:
     run.core.link_deleted(run.now, dst, src)
     run.now += SETTLE_PROBE_ROUNDS * PROBE_S
     with PartTimes() as parts:
-        started = time.perf_counter()
+        reroute_started = time.perf_counter()
         rerouted = run.core.reroute()
-        reroute_s = time.perf_counter() - started
+        reroute_s = time.perf_counter() - reroute_started
     run.row("forwarding after the failure (s)", f"{reroute_s:.2f}", "",
             f"the flow mods the app sends before it re-plans; {parts.summary(reroute_s)}")
     with PartTimes() as parts:
