@@ -103,20 +103,14 @@ def generations_between(database, start, end):
     """The generations the controller made between start and end, each with
     what moved: {"generation", "at", "changed": {parameter: pairs}, "flows_changed"}."""
     db = store.Store(database, readonly=True)
-    columns = ", ".join(ENFORCED)
-
-    def parameters(generation):
-        return {(src, dst): values for src, dst, *values in db.db.execute(
-            f"SELECT src, dst, {columns} FROM parameters WHERE generation = ?", (generation,))}
-
     try:
-        made = db.db.execute("SELECT generation, computed_at FROM generations WHERE computed_at BETWEEN ? AND ? "
-                             "ORDER BY generation", (start, end)).fetchall()
+        made = db.generations_made(start, end)
         changes = []
         if made:  # each generation is read once, and compared with the one before it
-            old, old_flows = parameters(made[0][0] - 1), db.generation_inputs(made[0][0] - 1)[1]
+            before = made[0][0] - 1
+            old, old_flows = db.generation_parameters(before, ENFORCED), db.generation_inputs(before)[1]
         for number, at in made:
-            new, new_flows = parameters(number), db.generation_inputs(number)[1]
+            new, new_flows = db.generation_parameters(number, ENFORCED), db.generation_inputs(number)[1]
             changed = {name: sum(1 for pair, values in new.items() if pair in old and old[pair][k] != values[k])
                        for k, name in enumerate(ENFORCED)}
             changes.append({"generation": number, "at": at - start,

@@ -229,6 +229,20 @@ class Store:
         return self.db.execute("SELECT COUNT(*) FROM generations WHERE computed_at BETWEEN ? AND ?",
                                (start, end)).fetchone()[0]
 
+    def generations_made(self, start: float, end: float) -> list[tuple[int, float]]:
+        """(generation, computed_at) of each generation computed in [start, end], oldest first."""
+        return self.db.execute("SELECT generation, computed_at FROM generations WHERE computed_at BETWEEN ? AND ? "
+                               "ORDER BY generation", (start, end)).fetchall()
+
+    def generation_parameters(self, generation: int, columns: Iterable[str]) -> dict[tuple[str, str], tuple]:
+        """{(src, dst): the values of columns (of the stored parameter columns)} of one generation."""
+        columns = list(columns)
+        unknown = [name for name in columns if name not in _PARAMETER_COLUMNS]
+        if unknown:
+            raise ValueError(f"columns: {', '.join(unknown)} not among the stored parameters")
+        return {(src, dst): tuple(values) for src, dst, *values in self.db.execute(
+            f"SELECT src, dst, {', '.join(columns)} FROM parameters WHERE generation = ?", (generation,))}
+
     def latest_generation(self):
         """(generation, computed_at, records) of the newest generation, or None."""
         row = self.db.execute(

@@ -453,3 +453,32 @@ def test_a_generation_stored_from_the_plans_columns_reads_back_as_its_records(tm
     assert columns.latest_generation()[2] == dicts.latest_generation()[2]
     columns.close()
     dicts.close()
+
+
+def test_the_generations_of_a_time_span_and_what_each_changed(tmp_path):
+    """Store.generations_made and generation_parameters, and rtt_accuracy's account of
+    each generation in a span: the parameters it moved and whether its flows changed."""
+    from experiments import rtt_accuracy
+
+    fabric = inventory.parse(star(3)).fabric()
+    idle = Plan(fabric, formulas.Bounds(), formulas.Lossless())
+    fabric.flows = {("h2", "h1"): 1, ("h3", "h1"): 1}
+    busy = Plan(fabric, formulas.Bounds(), formulas.Lossless())
+    times = iter([10.0, 20.0, 30.0])
+    path = str(tmp_path / "controller.db")
+    state = store.Store(path, clock=lambda: next(times))
+    state.save_generation(store.Generation(1, list(idle.records()), [], {}))
+    state.save_generation(store.Generation(2, list(busy.records()), [], {("h2", "h1"): 1, ("h3", "h1"): 1}))
+    state.save_generation(store.Generation(3, list(busy.records()), [], {("h2", "h1"): 1, ("h3", "h1"): 1}))
+    assert state.generations_made(15.0, 35.0) == [(2, 20.0), (3, 30.0)]
+    clamps = state.generation_parameters(2, ["cwnd_clamp", "initcwnd"])
+    assert clamps == {(r["src"], r["dst"]): (r["cwnd_clamp"], r["initcwnd"]) for r in busy.records()}
+    with pytest.raises(ValueError, match="columns: generation; DROP TABLE parameters not among"):
+        state.generation_parameters(2, ["generation; DROP TABLE parameters"])
+    state.close()
+    moved = sum(1 for a, b in zip(idle.records(), busy.records()) if a["cwnd_clamp"] != b["cwnd_clamp"])
+    assert moved
+    first, second = rtt_accuracy.generations_between(path, 15.0, 35.0)
+    assert first["generation"] == 2 and first["at"] == 5.0 and first["flows_changed"]
+    assert first["changed"]["cwnd_clamp"] == moved
+    assert second == {"generation": 3, "at": 15.0, "changed": {}, "flows_changed": False}
