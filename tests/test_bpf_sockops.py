@@ -553,7 +553,9 @@ def test_an_established_connection_follows_a_smaller_clamp(bed, tmp_path):
         after = enforcer.counters()
     finally:
         sender.close()
-    assert result["max_cwnd"] == 12, result  # it did run at the first clamp
+    # It ran at the first clamp: this loop saw cwnd 12 before it applied 4. (one_connection's own
+    # sampler, racing this one, can miss those few milliseconds: CI saw its maximum at 4 once.)
+    assert changed_at is not None and result["max_cwnd"] <= 12, result
     settled = after_change[5:]  # the next ACKs, after the callback ran
     assert len(settled) > 10 and max(settled) <= 4, after_change
     assert after["clamp_updated"] - before["clamp_updated"] >= 1
