@@ -217,6 +217,7 @@ class ControllerCore:
         self._link_seen_at: dict[SwitchPort, float] = {}  # port -> last time a link was there
         self._last_plan: Plan | None = None  # what the next plan evaluates again only where inputs changed
         self._paths: tuple[tuple, SwitchPaths] | None = None  # (switches and switch links, their paths)
+        self._entries_made: tuple | None = None  # (paths, hosts, egress, the destination entries they give)
 
     # -- switches ------------------------------------------------------------
 
@@ -526,7 +527,7 @@ class ControllerCore:
     def _sync_forwarding(self, fabric: Fabric, paths: SwitchPaths) -> list[Send]:
         """Flow mods bringing every ready switch's destination and punt entries
         in line with the fabric and its switch paths: only the entries that changed."""
-        desired = forwarding.destination_entries(fabric, paths)
+        desired = self._destination_entries(fabric, paths)
         punts: dict[int, set[int]] = {}
         for (_, node), (dpid, port) in fabric.egress.items():
             if node in fabric.hosts:
@@ -543,6 +544,15 @@ class ControllerCore:
                 sends += [(dpid, m) for m in forwarding.punt_messages(switch.codec, switch.punts, ports)]
                 switch.punts = ports
         return sends
+
+    def _destination_entries(self, fabric: Fabric, paths: SwitchPaths) -> dict[int, dict[str, int]]:
+        """forwarding.destination_entries, made again only when the paths, hosts or egress
+        ports changed: the re-plan right after reroute finds them made."""
+        made = self._entries_made
+        if made is None or made[0] is not paths or made[1] != fabric.hosts or made[2] != fabric.egress:
+            made = (paths, dict(fabric.hosts), dict(fabric.egress), forwarding.destination_entries(fabric, paths))
+            self._entries_made = made
+        return made[3]
 
     def entries_per_switch(self) -> dict[int, int]:
         """{dpid: OTCP entries it holds now, pair entries aside}: destinations,

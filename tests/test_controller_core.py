@@ -365,6 +365,21 @@ def test_reroute_sends_the_forwarding_a_replan_would_and_plans_nothing():
     assert routed.reroute().sends == []  # nothing changed since
 
 
+def test_the_destination_entries_are_made_once_while_paths_hosts_and_ports_stay(monkeypatch):
+    core = settled_core()
+    made = []
+    original = forwarding.destination_entries
+    monkeypatch.setattr(forwarding, "destination_entries", lambda *args: made.append(1) or original(*args))
+    core.reroute()
+    core.replan(1.0)
+    core.replan(1.5)
+    assert len(made) == 1
+    core.link_deleted(2.0, (1, 1), (2, 1))  # other paths
+    core.reroute()
+    core.replan(2.0)
+    assert len(made) == 2
+
+
 def test_a_hosts_first_packet_of_a_pair_installs_its_counting_entry_at_the_ingress_only():
     core = settled_core()
     core.replan(1.0)
