@@ -124,39 +124,19 @@ def tcp_min_rtts():
     return found
 
 
-def syn_probe(dst, timeout_s, attempts=2):
-    """Seconds from a SYN to the answer (RST or SYN-ACK) of dst's kernel: the
-    smallest of `attempts` SYNs sent one after the other from the same source
-    port, or None if the first was not answered. The first SYN of a flow the
-    switches have not carried lately may take their slow path (in Open
-    vSwitch's userspace datapath an upcall at every hop, milliseconds across
-    a fat-tree); the next meets the flow entries the first set up, as the
-    pair's traffic does."""
-    best, port = None, 0
-    for _ in range(attempts):
-        rtt, port = _syn(dst, timeout_s, port)
-        if rtt is None:
-            break
-        best = rtt if best is None else min(best, rtt)
-    return best
-
-
-def _syn(dst, timeout_s, port):
-    """(seconds to the answer or None, the local port) of one SYN from port (0: any)."""
+def syn_probe(dst, timeout_s):
+    """Seconds from a SYN to the answer (RST or SYN-ACK) of dst's kernel, or None if none came."""
     family = socket.AF_INET6 if ":" in dst else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        probe.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", port))
-        port = probe.getsockname()[1]
         probe.setblocking(False)
         started = time.perf_counter()
         code = probe.connect_ex((dst, PROBE_PORT))
         if code not in (errno.EINPROGRESS, errno.ECONNREFUSED, 0):
-            return None, port
+            return None
         if code == errno.EINPROGRESS:
             _, writable, _ = select.select([], [probe], [], timeout_s)
             if not writable:
-                return None, port
+                return None
         elapsed = time.perf_counter() - started
         answer = probe.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-        return (elapsed if answer in (0, errno.ECONNREFUSED) else None), port
+        return elapsed if answer in (0, errno.ECONNREFUSED) else None

@@ -52,42 +52,6 @@ def test_a_syn_probe_measures_the_round_trip_to_a_closed_port(pair):
     assert silent is None  # nobody there: no answer, no sample
 
 
-SNIFF_SYNS = """
-import json, socket, struct, sys, time
-sniffer = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
-sniffer.settimeout(0.2)
-print("ready", flush=True)
-ports, deadline = [], time.monotonic() + 5
-while len(ports) < 2 and time.monotonic() < deadline:
-    try:
-        frame = sniffer.recv(2048)
-    except TimeoutError:
-        continue
-    ihl = (frame[14] & 15) * 4
-    if frame[23] == 6:
-        src, dst, flags = *struct.unpack("!HH", frame[14 + ihl:18 + ihl]), frame[14 + ihl + 13]
-        if dst == 9 and flags & 2:
-            ports.append(src)
-print(json.dumps(ports), flush=True)
-"""
-
-
-def test_the_probe_sends_its_second_syn_from_the_first_ones_port(pair):
-    """So that it meets the switches' flow entries the first set up."""
-    a, b = pair
-    sniffer = subprocess.Popen(["ip", "netns", "exec", b, sys.executable, "-c", SNIFF_SYNS],
-                               stdout=subprocess.PIPE, text=True)
-    try:
-        assert sniffer.stdout.readline().strip() == "ready"
-        assert in_namespace(a, "import json; from agent.rtt import syn_probe\n"
-                               "print(json.dumps(syn_probe('10.66.0.2', 1.0)))") is not None
-        ports = json.loads(sniffer.stdout.readline())
-    finally:
-        sniffer.kill()
-        sniffer.wait()
-    assert len(ports) == 2 and ports[0] == ports[1] and ports[0] != 0
-
-
 def test_tcp_connections_give_their_kernel_min_rtt_and_the_meter_reports_minima(pair):
     a, b = pair
     server = subprocess.Popen(["ip", "netns", "exec", b, sys.executable, "-c",
