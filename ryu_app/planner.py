@@ -646,12 +646,10 @@ class Plan:
         for members, budget, trie, coarse, covering in self._family_tries():
             exact = aggregate(trie, exact_labels[:, members])
             sticky = int(budget * EXACT_AGAIN_SHARE)
-            over = np.array([r for r, exact_routes in enumerate(exact)
-                             if len(exact_routes) > (sticky if self.hosts[sources[r]] in self._coarse_before
-                                                     else budget)], dtype=np.int64)
+            is_over = np.array([len(exact_routes) > (sticky if self.hosts[i] in self._coarse_before else budget)
+                                for i, exact_routes in zip(sources, exact)], dtype=bool)
+            over = np.nonzero(is_over)[0]
             coarse_now.update(self.hosts[sources[r]] for r in over)
-            is_over = np.zeros(len(exact), dtype=bool)
-            is_over[over] = True
             routes = [[] if is_over[r] else [{"dst": prefix, **exact_params[k]} for prefix, k in exact_routes]
                       for r, exact_routes in enumerate(exact)]
             if len(over):

@@ -226,8 +226,7 @@ class Store:
 
     def generations_between(self, start: float, end: float) -> int:
         """How many generations were computed in [start, end] (seconds since the epoch)."""
-        return self.db.execute("SELECT COUNT(*) FROM generations WHERE computed_at BETWEEN ? AND ?",
-                               (start, end)).fetchone()[0]
+        return len(self.generations_made(start, end))
 
     def generations_made(self, start: float, end: float) -> list[tuple[int, float]]:
         """(generation, computed_at) of each generation computed in [start, end], oldest first."""
