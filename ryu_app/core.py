@@ -506,7 +506,7 @@ class ControllerCore:
         """The fabric's switch paths: the last ones while its switches and their links are the same."""
         key = (tuple(sorted(fabric.switches)), frozenset(fabric.switch_links()))
         if self._paths is None or self._paths[0] != key:
-            self._paths = (key, SwitchPaths(fabric.switches, key[1]))
+            self._paths = (key, SwitchPaths(fabric.switches, key[1], previous=self._paths[1] if self._paths else None))
         return self._paths[1]
 
     def rtt_report(self, now: float, host_ip: str, samples: list) -> Actions:
@@ -537,7 +537,7 @@ class ControllerCore:
             if not switch.ready:
                 continue
             entries, ports = desired.get(dpid, {}), punts.get(dpid, set())
-            if entries != switch.installed:
+            if entries is not switch.installed and entries != switch.installed:
                 sends += [(dpid, m) for m in forwarding.sync_messages(switch.codec, switch.installed, entries)]
                 switch.installed = entries
             if ports != switch.punts:
@@ -547,12 +547,18 @@ class ControllerCore:
 
     def _destination_entries(self, fabric: Fabric, paths: SwitchPaths) -> dict[int, dict[str, int]]:
         """forwarding.destination_entries, made again only when the paths, hosts or egress
-        ports changed: the re-plan right after reroute finds them made."""
+        ports changed (the re-plan right after reroute finds them made), and after links
+        went, only on the switches whose paths changed."""
         made = self._entries_made
-        if made is None or made[0] is not paths or made[1] != fabric.hosts or made[2] != fabric.egress:
-            made = (paths, dict(fabric.hosts), dict(fabric.egress), forwarding.destination_entries(fabric, paths))
-            self._entries_made = made
-        return made[3]
+        if made is not None and made[0] is paths and made[1] == fabric.hosts and made[2] == fabric.egress:
+            return made[3]
+        entries = None
+        if made is not None and made[1] == fabric.hosts:
+            entries = forwarding.entries_after_links_went(fabric, paths, (made[0], made[2], made[3]))
+        if entries is None:
+            entries = forwarding.destination_entries(fabric, paths)
+        self._entries_made = (paths, dict(fabric.hosts), dict(fabric.egress), entries)
+        return entries
 
     def entries_per_switch(self) -> dict[int, int]:
         """{dpid: OTCP entries it holds now, pair entries aside}: destinations,

@@ -65,6 +65,48 @@ def destination_entries(fabric: Fabric, paths: SwitchPaths) -> dict[int, dict[st
     return entries
 
 
+def entries_after_links_went(fabric: Fabric, paths: SwitchPaths, before: tuple) -> dict[int, dict[str, int]] | None:
+    """destination_entries(fabric, paths), made from before: (paths, egress ports,
+    entries) of the same hosts a moment ago, where paths were kept from those paths
+    (SwitchPaths.kept_from) and all that changed since is switch links taken away.
+    Only the entries of the pairs whose path changed (SwitchPaths.changed) are made
+    again; a switch with none of them keeps its very entries. None where anything
+    else changed."""
+    before_paths, before_egress, before_entries = before
+    kept_from = paths.kept_from() if paths.kept_from is not None else None
+    if kept_from is None or kept_from is not before_paths:
+        return None
+    went = kept_from.links - paths.links
+    if any(before_egress.get(key) != value for key, value in fabric.egress.items()) or any(
+            tuple(sorted(key)) not in went for key in before_egress.keys() - fabric.egress.keys()):
+        return None
+    behind: dict[str, list[str]] = {}  # switch -> its hosts' addresses
+    for host, switch in fabric.attachments().items():
+        behind.setdefault(switch, []).append(fabric.hosts[host])
+    dpid_of = {name: dpid for (name, _), (dpid, _) in before_egress.items()}
+    next_hops = paths.next_hops()
+    entries = dict(before_entries)
+    copied: set[int] = set()
+    for i, j in zip(*(index.tolist() for index in paths.changed)):
+        source, addresses = paths.switches[i], behind.get(paths.switches[j])
+        if not addresses or source not in dpid_of:  # a switch with no egress never had entries
+            continue
+        dpid, hop = dpid_of[source], next_hops[i, j]
+        egress = fabric.egress.get((source, paths.switches[hop])) if hop != UNREACHABLE else None
+        if dpid not in copied:
+            entries[dpid] = dict(entries.get(dpid, {}))
+            copied.add(dpid)
+        for ip in addresses:
+            if egress is None:
+                entries[dpid].pop(ip, None)
+            else:
+                entries[dpid][ip] = egress[1]
+    for dpid in copied:
+        if not entries[dpid]:
+            del entries[dpid]
+    return entries
+
+
 def sync_messages(datapath, installed: dict[str, int], desired: dict[str, int]) -> list:
     """Flow mods that turn one switch's destination entries from installed into
     desired; the pair entries toward a destination whose port changed or

@@ -17,6 +17,7 @@ equal-cost multipath fabrics spread destinations over their cores).
 """
 
 import hashlib
+import weakref
 
 import numpy as np
 
@@ -41,52 +42,118 @@ class SwitchPaths:
     Computed for all sources at once, one hop count at a time: a switch j
     first reached at h hops takes, of its neighbours reached at h - 1, the
     one whose path plus the link's tie-breaking weight is cheapest.
+
+    With previous (the paths of the same switches a moment ago) and only
+    links taken away since, only the pairs whose path crossed a removed link
+    are computed again, the same way, one hop count at a time: every other
+    path is still among the fewest hops (no path got shorter) and still the
+    cheapest of them, so it is where the others start from. kept_from is
+    previous then (weakly held), and changed the (sources, targets) index
+    arrays of the pairs computed again; else every pair.
     """
 
-    def __init__(self, switches, switch_links):
+    def __init__(self, switches, switch_links, previous: "SwitchPaths | None" = None):
         self.switches = sorted(switches)
         self.index = {name: i for i, name in enumerate(self.switches)}
+        self.links = frozenset(tuple(sorted(link)) for link in switch_links
+                               if link[0] in self.index and link[1] in self.index and link[0] != link[1])
+        self._neighbours()
+        self.kept_from: weakref.ref[SwitchPaths] | None = None
+        if previous is not None and previous.switches == self.switches and self.links <= previous.links:
+            self.kept_from = weakref.ref(previous)
+            self.changed = previous._pairs_over(previous.links - self.links)
+            self._repair(previous)
+        else:
+            sources, targets = np.nonzero(np.ones((len(self.switches),) * 2, dtype=bool))
+            self.changed = (sources, targets)
+            self._compute()
+
+    def _neighbours(self) -> None:
+        """The neighbour and tie-breaking weight tables (switches x most links of one switch)."""
         count = len(self.switches)
         neighbours: list[list[tuple[int, int]]] = [[] for _ in range(count)]
-        for a, b in sorted({tuple(sorted(link)) for link in switch_links}):
-            if a in self.index and b in self.index and a != b:
-                weight = tie_breaker(a, b)
-                neighbours[self.index[a]].append((self.index[b], weight))
-                neighbours[self.index[b]].append((self.index[a], weight))
+        for a, b in sorted(self.links):
+            weight = tie_breaker(a, b)
+            neighbours[self.index[a]].append((self.index[b], weight))
+            neighbours[self.index[b]].append((self.index[a], weight))
         degree = max((len(n) for n in neighbours), default=0) or 1
-        # Column `count` of cost is a sentinel that is never reached.
-        neighbour = np.full((count, degree), count, dtype=np.int64)
-        weight = np.full((count, degree), np.inf)
+        # Column `count` of the cost and hop tables is a sentinel that is never reached.
+        self._neighbour = np.full((count, degree), count, dtype=np.int64)
+        self._weight = np.full((count, degree), np.inf)
         for i, row in enumerate(neighbours):
             for k, (j, w) in enumerate(row):
-                neighbour[i, k], weight[i, k] = j, w
-        self.hops = np.full((count, count), UNREACHABLE, dtype=np.int32)
-        np.fill_diagonal(self.hops, 0)
+                self._neighbour[i, k], self._weight[i, k] = j, w
+
+    def _compute(self) -> None:
+        """Every pair's path, all sources at once."""
+        count = len(self.switches)
+        neighbour, weight = self._neighbour, self._weight
+        hops = np.full((count, count + 1), UNREACHABLE, dtype=np.int32)
+        np.fill_diagonal(hops, 0)
         cost = np.full((count, count + 1), np.inf)
-        cost[np.arange(count), np.arange(count)] = 0.0
+        np.fill_diagonal(cost, 0.0)
         before = np.full((count, count), UNREACHABLE, dtype=np.int64)  # the switch before j on i's path to j
         layers = []
         layer = 0
         while count:
             layer += 1
-            reached = np.where(np.pad(self.hops, ((0, 0), (0, 1)), constant_values=UNREACHABLE) == layer - 1,
-                               cost, np.inf)
+            reached = np.where(hops == layer - 1, cost, np.inf)
             candidates = reached[:, neighbour] + weight[None, :, :]  # (source, switch, neighbour)
             best = candidates.argmin(axis=-1)
             value = np.take_along_axis(candidates, best[..., None], axis=-1)[..., 0]
-            new = np.isfinite(value) & (self.hops == UNREACHABLE)
+            new = np.isfinite(value) & (hops[:, :count] == UNREACHABLE)
             if not new.any():
                 break
-            self.hops[new] = layer
+            hops[:, :count][new] = layer
             cost[:, :count][new] = value[new]
             before[new] = neighbour[np.nonzero(new)[1], best[new]]
             layers.append(new)
+        self.hops, self._cost = np.ascontiguousarray(hops[:, :count]), cost
         self.node_matrix = np.full((count, count, max(layer, 1)), UNREACHABLE, dtype=np.int32)
         self.node_matrix[np.arange(count), np.arange(count), 0] = np.arange(count)
         for hop, new in enumerate(layers, start=1):
             sources, targets = np.nonzero(new)
             self.node_matrix[sources, targets, :hop] = self.node_matrix[sources, before[sources, targets], :hop]
             self.node_matrix[sources, targets, hop] = targets
+
+    def _repair(self, previous: "SwitchPaths") -> None:
+        """The paths of previous, with the pairs of self.changed computed again
+        over the links left, in order of their new hop count."""
+        hops = np.pad(previous.hops, ((0, 0), (0, 1)), constant_values=UNREACHABLE)  # the sentinel column again
+        cost, nodes = previous._cost.copy(), previous.node_matrix.copy()
+        sources, targets = self.changed
+        hops[sources, targets], cost[sources, targets], nodes[sources, targets] = UNREACHABLE, np.inf, UNREACHABLE
+        pending = np.arange(len(sources))
+        layer = int(previous.hops[sources, targets].min(initial=1))  # no path got shorter
+        while len(pending) and layer <= hops.max() + 1:
+            i, j = sources[pending], targets[pending]
+            around = self._neighbour[j]  # (pairs, neighbours)
+            candidates = np.where(hops[i[:, None], around] == layer - 1, cost[i[:, None], around], np.inf) \
+                + self._weight[j]
+            best = candidates.argmin(axis=-1)
+            value = candidates[np.arange(len(pending)), best]
+            found = np.isfinite(value)
+            i, j, via = i[found], j[found], around[found, best[found]]
+            if layer >= nodes.shape[-1]:
+                nodes = _padded(nodes, layer + 1)
+            hops[i, j], cost[i, j] = layer, value[found]
+            nodes[i, j, :layer] = nodes[i, via, :layer]
+            nodes[i, j, layer] = j
+            pending = pending[~found]
+            layer += 1
+        self.hops, self._cost, self.node_matrix = np.ascontiguousarray(hops[:, :-1]), cost, nodes
+
+    def _pairs_over(self, links) -> tuple[np.ndarray, np.ndarray]:
+        """The (sources, targets) index arrays of the pairs whose path crosses any of links (either way)."""
+        if not links or self.node_matrix.shape[-1] < 2:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        count = len(self.switches)
+        codes = [self.index[a] * count + self.index[b] for a, b in links] + \
+                [self.index[b] * count + self.index[a] for a, b in links]
+        tails, heads = self.node_matrix[:, :, :-1].astype(np.int64), self.node_matrix[:, :, 1:]
+        crossed = np.isin(np.where(heads >= 0, tails * count + heads, -1), codes)
+        sources, targets = np.nonzero(crossed.any(axis=-1))
+        return sources, targets
 
     def path(self, a, b):
         """Switch names from a to b inclusive, or None if unreachable."""
@@ -100,3 +167,8 @@ class SwitchPaths:
         if self.node_matrix.shape[-1] < 2:
             return np.full(self.hops.shape, UNREACHABLE, dtype=np.int32)
         return np.where(self.hops > 0, self.node_matrix[:, :, 1], UNREACHABLE)
+
+
+def _padded(nodes: np.ndarray, longest: int) -> np.ndarray:
+    """A node matrix with room for paths of longest switches (a copy, padded with UNREACHABLE)."""
+    return np.pad(nodes, ((0, 0), (0, 0), (0, longest - nodes.shape[-1])), constant_values=UNREACHABLE)

@@ -245,12 +245,13 @@ class Plan:
         self.hosts = sorted(fabric.hosts)
         self.host_index = {name: i for i, name in enumerate(self.hosts)}
         self.attachment = fabric.attachments()
-        # The previous plan's paths where the switches and their links are the same: paths depend on nothing else.
+        # The previous plan's paths where the switches and their links are the same (paths depend on nothing
+        # else), else paths kept from them where only links went.
         self._switch_links = frozenset(fabric.switch_links())
         self.switch_paths: SwitchPaths = switch_paths if switch_paths is not None else (
             previous.switch_paths if previous is not None and previous._switch_links == self._switch_links
             and previous.switch_paths.switches == sorted(fabric.switches)
-            else SwitchPaths(fabric.switches, self._switch_links))
+            else SwitchPaths(fabric.switches, self._switch_links, previous=previous.switch_paths if previous else None))
         self._links = _LinkTable.build(fabric)
         self._build_host_link_tables()
         self._host_rtts()

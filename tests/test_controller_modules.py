@@ -3,6 +3,7 @@ flow counting, topology, forwarding messages, configuration and state."""
 
 import types
 
+import numpy as np
 import pytest
 from helpers import star, write_inventory
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
@@ -245,6 +246,46 @@ def test_destination_entries_on_a_fat_tree_are_what_every_pairs_path_needs():
     assert {len(e) for e in entries.values()} == {len(fabric.hosts)}  # one entry per host, every switch
 
 
+def test_entries_after_links_went_are_the_entries_made_afresh_and_keep_the_rest():
+    """After links went, only the entries of the pairs whose paths were computed again
+    are made again; a switch with none of them keeps its very dict. Anything else changed
+    (an egress port moved, one went whose link is still there, other paths) is refused."""
+    import random
+
+    from benchmarks.plan_scale import fat_tree_fabric
+    from ryu_app.paths import SwitchPaths
+
+    fabric = fat_tree_fabric(6)
+    for (u, v) in fabric.links:
+        if u in fabric.switches:
+            fabric.egress[(u, v)] = (fabric.switches.index(u) + 1, hash((u, v)) % 1000 + 1)
+    paths = SwitchPaths(fabric.switches, fabric.switch_links())
+    entries = forwarding.destination_entries(fabric, paths)
+    rng = random.Random(4)
+    for taken in (1, 4):
+        gone = set(rng.sample(sorted({tuple(sorted(link)) for link in fabric.switch_links()}), taken))
+        egress = dict(fabric.egress)
+        for a, b in gone:
+            for link in ((a, b), (b, a)):
+                del fabric.links[link], fabric.egress[link]
+        kept = SwitchPaths(fabric.switches, fabric.switch_links(), previous=paths)
+        after = forwarding.entries_after_links_went(fabric, kept, (paths, egress, entries))
+        assert after == forwarding.destination_entries(fabric, kept)
+        sources = {kept.switches[i] for i in kept.changed[0]}
+        untouched = {dpid for (name, _), (dpid, _) in fabric.egress.items() if name not in sources}
+        assert untouched and all(after[dpid] is entries[dpid] for dpid in untouched)
+        paths, entries = kept, after
+    same = SwitchPaths(fabric.switches, fabric.switch_links(), previous=paths)
+    moved = {**fabric.egress, next(iter(fabric.egress)): (99, 99)}
+    assert forwarding.entries_after_links_went(fabric, same, (paths, moved, entries)) is None
+    one_way = next(key for key in fabric.egress if key[1] in fabric.switches)
+    without = {key: value for key, value in fabric.egress.items() if key != one_way}
+    assert forwarding.entries_after_links_went(fabric, same, (paths, {**fabric.egress}, entries)) is not None
+    fabric_egress, fabric.egress = fabric.egress, without
+    assert forwarding.entries_after_links_went(fabric, same, (paths, fabric_egress, entries)) is None
+    assert forwarding.entries_after_links_went(fabric, same, (same, fabric_egress, entries)) is None
+
+
 def test_sync_messages_add_change_and_remove_and_drop_stale_pair_entries():
     datapath = fake_datapath()
     installed = {"10.0.0.1": 1, "10.0.0.2": 3, "10.0.0.9": 2}
@@ -404,6 +445,54 @@ def test_paths_are_shortest_symmetric_and_trees_toward_each_switch():
     cores = {paths.path("e1_1", f"e{pod}_{i}")[2] for pod in range(2, 7) for i in (1, 2, 3)}
     assert len(cores) > 1 and all(core.startswith("c") for core in cores)
     assert SwitchPaths(["s1", "s2"], []).path("s1", "s2") is None
+
+
+def _same_paths(a, b) -> bool:
+    """Whether two SwitchPaths of the same switches hold the same paths."""
+    return np.array_equal(a.hops, b.hops) and all(
+        a.path(x, y) == b.path(x, y) for x in a.switches for y in a.switches)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_paths_after_links_went_are_the_paths_computed_afresh(seed):
+    """Taking links away recomputes only the pairs whose path crossed them, and the
+    result is what a fresh computation gives: on a fat-tree (one link, then several,
+    down to a cut) and on a ring, where the paths that remain get longer."""
+    import random
+
+    from benchmarks.plan_scale import fat_tree_fabric
+    from ryu_app.paths import SwitchPaths
+
+    rng = random.Random(seed)
+    fabric = fat_tree_fabric(6)
+    links = {tuple(sorted(link)) for link in fabric.switch_links()}
+    paths = SwitchPaths(fabric.switches, links)
+    for taken in (1, 5, 20):
+        links -= set(rng.sample(sorted(links), taken))
+        kept = SwitchPaths(fabric.switches, links, previous=paths)
+        assert kept.kept_from is not None and kept.kept_from() is paths
+        assert 0 < len(kept.changed[0]) < len(kept.switches) ** 2 / (2 if taken > 1 else 10)
+        assert _same_paths(kept, SwitchPaths(fabric.switches, links))
+        paths = kept
+    ring = [(f"s{i}", f"s{(i + 1) % 8}") for i in range(8)]
+    around = SwitchPaths([a for a, _ in ring], ring)
+    cut = SwitchPaths([a for a, _ in ring], ring[1:], previous=around)
+    assert cut.path("s0", "s1") == ["s0", "s7", "s6", "s5", "s4", "s3", "s2", "s1"]
+    assert _same_paths(cut, SwitchPaths([a for a, _ in ring], ring[1:]))
+    split = SwitchPaths(cut.switches, ring[1:4] + ring[5:], previous=cut)
+    assert split.path("s0", "s4") is None and _same_paths(split, SwitchPaths(cut.switches, ring[1:4] + ring[5:]))
+
+
+def test_paths_with_a_new_link_or_switch_are_computed_afresh():
+    """A link or switch that came is no removal: every pair is computed again."""
+    from ryu_app.paths import SwitchPaths
+
+    line = [("s1", "s2"), ("s2", "s3")]
+    paths = SwitchPaths(["s1", "s2", "s3"], line)
+    closed = SwitchPaths(["s1", "s2", "s3"], [*line, ("s3", "s1")], previous=paths)
+    assert closed.kept_from is None and len(closed.changed[0]) == 9 and closed.path("s1", "s3") == ["s1", "s3"]
+    grown = SwitchPaths(["s1", "s2", "s3", "s4"], line, previous=paths)
+    assert grown.kept_from is None and grown.path("s1", "s4") is None
 
 
 def test_a_database_of_the_first_version_gets_the_new_columns(tmp_path):
