@@ -110,6 +110,7 @@ class SweepResult:
 def run_sweep(config, progress):
     """Run the whole sweep; return (summary path or None, SweepResult)."""
     os.makedirs(config.out, exist_ok=True)
+    code = results.code_version()
     catalogue = schemes.catalogue(config.fine_rto_ms)
     registered = contextlib.ExitStack()
     runnable, unavailable = plan_schemes(config, catalogue, registered)
@@ -129,7 +130,7 @@ def run_sweep(config, progress):
         summary = None
         if sweep.ceilings:
             notes = sweep.notes + [f"failed: {f}" for f in sweep.failures]
-            summary = results.write_summary(config.out, sweep.ceilings, sweep.runs, unavailable, notes)
+            summary = results.write_summary(config.out, sweep.ceilings, sweep.runs, unavailable, notes, code)
             if sweep.runs:
                 draw_plots(config.out, sweep.runs, sweep.round_durations, sweep.ceiling())
     return summary, sweep

@@ -16,7 +16,7 @@ and block: a re-run of points that failed) and prints, per block size:
 
 then the DCTCP figures issue 10 asks for: where dctcp first timed out, and
 otcp+dctcp's p95 and mean completion against dctcp's at the most congested
-point both ran.
+point both ran; and last, the commit each sweep ran.
 """
 
 import argparse
@@ -37,6 +37,20 @@ def load_runs(directories):
             for run in json.load(handle)["runs"]:
                 runs[(run["scheme"], run["senders"], run["sru_bytes"])] = run
     return list(runs.values())
+
+
+def code_line(directory):
+    """Which code a sweep ran: its summary's commit, and whether files differed from it
+    or it changed during the sweep (summaries from before the field say so)."""
+    with open(os.path.join(directory, "summary.json"), encoding="utf-8") as handle:
+        code = json.load(handle).get("code")
+    if code is None:
+        return f"{directory}: code not recorded"
+    if code["commit"] is None:
+        return f"{directory}: not run from a git checkout"
+    caveats = [text for flag, text in ((code["modified"], "files modified from it"),
+                                       (code["changed_during_sweep"], "changed during the sweep")) if flag]
+    return f"{directory}: commit {code['commit'][:7]}" + (f" ({', '.join(caveats)})" if caveats else "")
 
 
 def ideal_ms(run):
@@ -115,6 +129,7 @@ def main(argv=None):
         print(f"report: {exc}", file=sys.stderr)
         return 2
     print(report(runs))
+    print("\n" + "\n".join(f"- {code_line(directory)}" for directory in args.directories))
     return 0
 
 

@@ -18,7 +18,10 @@ The summary's schema (issues 4 and 8)::
      "unexplained_losses": [{"scheme", "senders", "buffer_bytes", "unexplained"}],  # runs that lost packets
                                                                                    # no counter names
      "unavailable": [{"scheme", "reason"}],   # schemes that could not run here
-     "notes": [str]}                          # what the emulation could not enforce
+     "notes": [str],                          # what the emulation could not enforce
+     "code": {"commit", "modified",           # the checkout the sweep started from (null outside git) and
+              "changed_during_sweep"}}        # whether it changed before the sweep ended (controllers
+                                              # restarted per scheme load the code then on disk)
 
 The database (``OUT/results.db``) holds the same runs plus everything behind
 them: every round, every flow's completion time, per-host TCP counters,
@@ -30,6 +33,7 @@ import dataclasses
 import json
 import os
 import sqlite3
+import subprocess
 import time
 
 from experiments import stats
@@ -240,6 +244,11 @@ def check_summary(document):
         if not (isinstance(entry, dict) and isinstance(entry.get("scheme"), str)
                 and isinstance(entry.get("reason"), str) and entry["reason"]):
             raise SchemaError(f"unavailable[{index}]: expected {{scheme, reason}}")
+    code = document.get("code")
+    if not (isinstance(code, dict) and isinstance(code.get("commit"), (str, type(None)))
+            and isinstance(code.get("modified"), (bool, type(None)))
+            and isinstance(code.get("changed_during_sweep"), bool)):
+        raise SchemaError(f"summary: code is {code!r}, expected {{commit, modified, changed_during_sweep}}")
 
 
 def summary_run(run):
@@ -325,16 +334,35 @@ def _add_missing_columns(db):
     db.commit()
 
 
-def write_summary(out_dir, ceiling_samples, runs, unavailable, notes):
+#: The checkout this runner belongs to.
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def code_version(root=REPOSITORY):
+    """{"commit", "modified"}: the commit the git checkout at root is at, and whether
+    its tracked files differ from it; both None outside a checkout or without git."""
+    def git(*args):
+        return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, check=True,
+                              timeout=30).stdout.strip()
+    try:
+        commit = git("rev-parse", "HEAD")
+        return {"commit": commit, "modified": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "modified": None}
+
+
+def write_summary(out_dir, ceiling_samples, runs, unavailable, notes, code_at_start):
     """Write OUT/summary.json (checked against the schema first) and return its path.
 
-    ceiling_samples: every CeilingSample of the sweep; runs: RunRecords."""
+    ceiling_samples: every CeilingSample of the sweep; runs: RunRecords;
+    code_at_start: code_version() when the sweep started (compared with now)."""
     ceilings = ceiling_summary(ceiling_samples)
     main = next((c for c in ceilings if c["packet_bytes"] == 1500), ceilings[0])
     document = {"ceiling_mbps": main["median"], "ceilings": ceilings, "runs": [summary_run(r) for r in runs],
                 "unexplained_losses": unexplained_losses(runs),
                 "unavailable": [{"scheme": s, "reason": r} for s, r in unavailable],
-                "notes": list(notes)}
+                "notes": list(notes),
+                "code": {**code_at_start, "changed_during_sweep": code_version() != code_at_start}}
     check_summary(document)
     path = os.path.join(out_dir, "summary.json")
     with open(path + ".tmp", "w", encoding="utf-8") as handle:

@@ -72,7 +72,7 @@ def test_a_runs_packet_size_follows_the_receivers_advmss():
 
 def test_summary_flags_runs_with_unexplained_losses(tmp_path):
     runs = [full_record(), full_record(scheme="fine-rto", unexplained=7)]
-    path = results.write_summary(str(tmp_path), samples(90.0, 92.0), runs, [], [])
+    path = results.write_summary(str(tmp_path), samples(90.0, 92.0), runs, [], [], results.code_version())
     document = json.loads(open(path, encoding="utf-8").read())
     assert document["unexplained_losses"] == [{"scheme": "fine-rto", "senders": 16, "buffer_bytes": 85000,
                                                "unexplained": 7}]
@@ -94,10 +94,15 @@ def test_ceilings_per_packet_size_with_their_spread():
     assert results.network_ceiling(all_samples, 64, 85000, 1500) is None
 
 
+#: A summary's code field: a commit, its files as committed, unchanged till the sweep ended.
+CODE = {"commit": "0" * 40, "modified": False, "changed_during_sweep": False}
+
+
 def test_a_good_summary_passes():
     results.check_summary({"ceiling_mbps": 95.6, "runs": [a_run(), a_run(probe_rtt_avg_ms=None,
                                                                         probe_rtt_max_ms=None)],
-                           "unavailable": [{"scheme": "dctcp", "reason": "no tcp_dctcp"}]})
+                           "unavailable": [{"scheme": "dctcp", "reason": "no tcp_dctcp"}], "code": CODE})
+    results.check_summary({"ceiling_mbps": 95.6, "runs": [], "code": {**CODE, "commit": None, "modified": None}})
 
 
 @pytest.mark.parametrize("run, message", [
@@ -111,12 +116,14 @@ def test_a_good_summary_passes():
 ])
 def test_a_bad_run_is_named(run, message):
     with pytest.raises(results.SchemaError, match=message):
-        results.check_summary({"ceiling_mbps": 95.6, "runs": [run]})
+        results.check_summary({"ceiling_mbps": 95.6, "runs": [run], "code": CODE})
 
 
 @pytest.mark.parametrize("document", [
     [], {"runs": []}, {"ceiling_mbps": 0, "runs": []}, {"ceiling_mbps": 90.0, "runs": {}},
-    {"ceiling_mbps": 90.0, "runs": [], "unavailable": [{"scheme": "dctcp"}]},
+    {"ceiling_mbps": 90.0, "runs": [], "unavailable": [{"scheme": "dctcp"}], "code": CODE},
+    {"ceiling_mbps": 90.0, "runs": []}, {"ceiling_mbps": 90.0, "runs": [], "code": {**CODE, "modified": "yes"}},
+    {"ceiling_mbps": 90.0, "runs": [], "code": {"commit": "0" * 40, "modified": False}},
 ])
 def test_a_bad_summary_is_refused(document):
     with pytest.raises(results.SchemaError):
@@ -125,7 +132,7 @@ def test_a_bad_summary_is_refused(document):
 
 def test_write_summary_keeps_only_the_schema_fields(tmp_path):
     path = results.write_summary(str(tmp_path), samples(95.6) + samples(60.0, packet_bytes=750), [full_record()],
-                                 [("dctcp", "no tcp_dctcp")], ["a note"])
+                                 [("dctcp", "no tcp_dctcp")], ["a note"], results.code_version())
     document = json.loads(open(path, encoding="utf-8").read())
     assert set(document["runs"][0]) == set(results.RUN_FIELDS)
     assert document["ceiling_mbps"] == 95.6
@@ -304,3 +311,39 @@ def test_report_merges_sweeps_with_later_runs_replacing_earlier_ones(tmp_path):
         {"runs": [a_run(goodput_mbps=30.0), a_run(senders=8, goodput_mbps=50.0)]}))
     runs = report.load_runs([str(tmp_path / "first"), str(tmp_path / "again")])
     assert sorted((r["senders"], r["goodput_mbps"]) for r in runs) == [(8, 50.0), (16, 60.0)]
+    assert report.code_line(str(tmp_path / "first")) == f"{tmp_path / 'first'}: code not recorded"
+    (tmp_path / "again" / "summary.json").write_text(json.dumps(
+        {"runs": [], "code": {**CODE, "commit": "abcdef0123" + "0" * 30, "changed_during_sweep": True}}))
+    assert report.code_line(str(tmp_path / "again")) == f"{tmp_path / 'again'}: commit abcdef0 (changed during the sweep)"
+
+
+def test_the_summary_names_the_code_it_ran(tmp_path):
+    """The commit the sweep started from, whether its files differed from it, and whether
+    it changed before the sweep ended; nulls outside a git checkout."""
+    import subprocess
+
+    repository, plain = tmp_path / "repository", tmp_path / "plain"
+    repository.mkdir()
+    plain.mkdir()
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(repository), *args], capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    git("init", "-q")
+    (repository / "a.py").write_text("one\n")
+    git("add", "a.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    first = results.code_version(str(repository))
+    assert first == {"commit": git("rev-parse", "HEAD"), "modified": False}
+    (repository / "a.py").write_text("two\n")
+    assert results.code_version(str(repository)) == {**first, "modified": True}
+    assert results.code_version(str(plain)) == {"commit": None, "modified": None}
+    document = json.loads(open(results.write_summary(str(plain), samples(95.0), [full_record()], [], [], first),
+                               encoding="utf-8").read())
+    assert document["code"] == {**first, "changed_during_sweep": results.code_version() != first}
+    assert document["code"]["changed_during_sweep"]  # this checkout is not that commit
+    now = results.code_version()
+    document = json.loads(open(results.write_summary(str(plain), samples(95.0), [full_record()], [], [], now),
+                               encoding="utf-8").read())
+    assert document["code"] == {**now, "changed_during_sweep": False}
