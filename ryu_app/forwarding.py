@@ -74,7 +74,7 @@ def entries_after_links_went(fabric: Fabric, paths: SwitchPaths, before: tuple) 
     else changed."""
     before_paths, before_egress, before_entries = before
     kept_from = paths.kept_from() if paths.kept_from is not None else None
-    if kept_from is None or kept_from is not before_paths:
+    if kept_from is None or kept_from is not before_paths or paths.changed is None:
         return None
     went = kept_from.links - paths.links
     if any(before_egress.get(key) != value for key, value in fabric.egress.items()) or any(

@@ -49,7 +49,7 @@ class SwitchPaths:
     path is still among the fewest hops (no path got shorter) and still the
     cheapest of them, so it is where the others start from. kept_from is
     previous then (weakly held), and changed the (sources, targets) index
-    arrays of the pairs computed again; else every pair.
+    arrays of the pairs computed again; else both are None (all is new).
     """
 
     def __init__(self, switches, switch_links, previous: "SwitchPaths | None" = None):
@@ -59,13 +59,13 @@ class SwitchPaths:
                                if link[0] in self.index and link[1] in self.index and link[0] != link[1])
         self._neighbours()
         self.kept_from: weakref.ref[SwitchPaths] | None = None
+        self.changed: tuple[np.ndarray, np.ndarray] | None
         if previous is not None and previous.switches == self.switches and self.links <= previous.links:
             self.kept_from = weakref.ref(previous)
             self.changed = previous._pairs_over(previous.links - self.links)
-            self._repair(previous)
+            self._repair(previous, *self.changed)
         else:
-            sources, targets = np.nonzero(np.ones((len(self.switches),) * 2, dtype=bool))
-            self.changed = (sources, targets)
+            self.changed = None
             self._compute()
 
     def _neighbours(self) -> None:
@@ -116,12 +116,11 @@ class SwitchPaths:
             self.node_matrix[sources, targets, :hop] = self.node_matrix[sources, before[sources, targets], :hop]
             self.node_matrix[sources, targets, hop] = targets
 
-    def _repair(self, previous: "SwitchPaths") -> None:
-        """The paths of previous, with the pairs of self.changed computed again
-        over the links left, in order of their new hop count."""
+    def _repair(self, previous: "SwitchPaths", sources: np.ndarray, targets: np.ndarray) -> None:
+        """The paths of previous, with the pairs sources[k] -> targets[k] computed
+        again over the links left, in order of their new hop count."""
         hops = np.pad(previous.hops, ((0, 0), (0, 1)), constant_values=UNREACHABLE)  # the sentinel column again
         cost, nodes = previous._cost.copy(), previous.node_matrix.copy()
-        sources, targets = self.changed
         hops[sources, targets], cost[sources, targets], nodes[sources, targets] = UNREACHABLE, np.inf, UNREACHABLE
         pending = np.arange(len(sources))
         layer = int(previous.hops[sources, targets].min(initial=1))  # no path got shorter

@@ -470,7 +470,7 @@ def test_paths_after_links_went_are_the_paths_computed_afresh(seed):
     for taken in (1, 5, 20):
         links -= set(rng.sample(sorted(links), taken))
         kept = SwitchPaths(fabric.switches, links, previous=paths)
-        assert kept.kept_from is not None and kept.kept_from() is paths
+        assert kept.kept_from is not None and kept.kept_from() is paths and kept.changed is not None
         assert 0 < len(kept.changed[0]) < len(kept.switches) ** 2 / (2 if taken > 1 else 10)
         assert _same_paths(kept, SwitchPaths(fabric.switches, links))
         paths = kept
@@ -490,7 +490,7 @@ def test_paths_with_a_new_link_or_switch_are_computed_afresh():
     line = [("s1", "s2"), ("s2", "s3")]
     paths = SwitchPaths(["s1", "s2", "s3"], line)
     closed = SwitchPaths(["s1", "s2", "s3"], [*line, ("s3", "s1")], previous=paths)
-    assert closed.kept_from is None and len(closed.changed[0]) == 9 and closed.path("s1", "s3") == ["s1", "s3"]
+    assert closed.kept_from is None and closed.changed is None and closed.path("s1", "s3") == ["s1", "s3"]
     grown = SwitchPaths(["s1", "s2", "s3", "s4"], line, previous=paths)
     assert grown.kept_from is None and grown.path("s1", "s4") is None
 
