@@ -503,7 +503,8 @@ class ControllerCore:
         return self._last_plan, delay_sources
 
     def _switch_paths(self, fabric: Fabric) -> SwitchPaths:
-        """The fabric's switch paths: the last ones while its switches and their links are the same."""
+        """The fabric's switch paths: the last ones while its switches and their links are the
+        same; after links went, those with only the pairs that crossed them computed again."""
         key = (tuple(sorted(fabric.switches)), frozenset(fabric.switch_links()))
         if self._paths is None or self._paths[0] != key:
             self._paths = (key, SwitchPaths(fabric.switches, key[1], previous=self._paths[1] if self._paths else None))
@@ -547,8 +548,8 @@ class ControllerCore:
 
     def _destination_entries(self, fabric: Fabric, paths: SwitchPaths) -> dict[int, dict[str, int]]:
         """forwarding.destination_entries, made again only when the paths, hosts or egress
-        ports changed (the re-plan right after reroute finds them made), and after links
-        went, only on the switches whose paths changed."""
+        ports changed (the re-plan right after reroute finds them made); after links went,
+        only those of the switch pairs whose paths changed."""
         made = self._entries_made
         if made is not None and made[0] is paths and made[1] == fabric.hosts and made[2] == fabric.egress:
             return made[3]
