@@ -23,9 +23,11 @@ changed host's whole set pushed again.
     .venv/bin/python benchmarks/controller_scale.py [--k 16] [--flows-per-host 4]
 
 With --parts-only it times the planning parts alone on the fabric's
-inventory, without the core: the full plan, the re-plan after one link
-failure, the aggregated route sets, the destination entries and entries per
-switch.
+inventory, without the core: the full plan, the aggregated route sets, the
+destination entries and entries per switch; then an idle and the busiest
+aggregation-core link fail, and it times the re-plans and, for the second,
+the forwarding's paths and entries with only what crossed the link computed
+again, against computed afresh.
 
 A generation's per-pair records are made only when read (the live view, the
 metrics); the run times storing them (SQLite rows from the plan's columns,
@@ -298,13 +300,29 @@ def parts_only(k: int, flows_per_host: int) -> None:
     entries = timed("destination entries", lambda: forwarding.destination_entries(plan.fabric, plan.switch_paths))
     loads = plan.link_flows()
     uplinks = sorted(link for link in fabric.links if link[0].startswith("a") and link[1].startswith("c"))
+
+    def fail(link) -> dict:
+        """Take link away (both ways, with its egress ports); the egress ports before."""
+        before = dict(fabric.egress)
+        for way in (link, link[::-1]):
+            del fabric.links[way], fabric.egress[way]
+        return before
+
     idle = next(link for link in uplinks if link not in loads and link[::-1] not in loads)
-    del fabric.links[idle], fabric.links[idle[::-1]]
+    egress = fail(idle)
     replan = timed("re-plan, an idle link failed", lambda: Plan(fabric, formulas.Bounds(), previous=plan))
     timed("  its route sets (idle)", replan.route_sets)
+    entries = forwarding.entries_after_links_went(fabric, replan.switch_paths, (plan.switch_paths, egress, entries))
     busiest = max((link for link in uplinks if link in loads), key=loads.get)
-    del fabric.links[busiest], fabric.links[busiest[::-1]]
-    again = timed("re-plan, the busiest link failed", lambda: Plan(fabric, formulas.Bounds(), previous=replan))
+    egress = fail(busiest)
+    paths = timed("busiest failed: moved paths",
+                  lambda: SwitchPaths(fabric.switches, fabric.switch_links(), previous=replan.switch_paths))
+    timed("  all paths afresh", lambda: SwitchPaths(fabric.switches, fabric.switch_links()))
+    timed("busiest failed: their entries",
+          lambda: forwarding.entries_after_links_went(fabric, paths, (replan.switch_paths, egress, entries)))
+    timed("  all entries afresh", lambda: forwarding.destination_entries(fabric, paths))
+    again = timed("re-plan, the busiest link failed",
+                  lambda: Plan(fabric, formulas.Bounds(), previous=replan, switch_paths=paths))
     timed("  its route sets (busiest)", again.route_sets)
     print(f"fat-tree k={k}: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts, {len(plan):,} pairs")
     for name, seconds in timings.items():
