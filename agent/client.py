@@ -137,6 +137,8 @@ class ControllerClient:
                 self.rtt_meter.measure(destinations, self._peers)
                 samples = self.rtt_meter.report()
                 if samples:
+                    self.log.debug("round trips: %s", "; ".join(
+                        f"{s['dst']} min {s['min_rtt_us']:.0f} us of {s['count']} ({s['source']})" for s in samples))
                     sender.send(messages.rtt_message(samples))
             except OSError as error:
                 if not sender.closed.is_set():

@@ -17,7 +17,7 @@
                                                   # pacing rate (otcp-paced)
     stability: {delay_step_us: 20, delay_tolerance: 0.5, refresh_s: 60,
                 flow_hold_s: 5.0, min_flow_packets: 3}
-    measurement: {max_link_delay_us: 100, host_rtt_max_age_s: 60}
+    measurement: {max_link_delay_us: 100, host_rtt_max_age_s: 60, host_rtt_min_samples: 3}
     log_level: info
     metrics:   null                               # {host: 127.0.0.1, port: 9640}: Prometheus
     admin:     {socket: otcp-controller.sock}     # `otcp-controller status` asks here
@@ -144,6 +144,7 @@ class MeasurementSection(Strict):
 
     max_link_delay_us: positive_number() = 100  # type: ignore[valid-type]
     host_rtt_max_age_s: positive_number() = 60  # type: ignore[valid-type]
+    host_rtt_min_samples: int_range(1, 1_000_000) = 3  # type: ignore[valid-type]  # a report's samples to be taken
 
 
 class ControllerConfig(Strict):

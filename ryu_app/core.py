@@ -184,10 +184,10 @@ class ControllerCore:
         self.lossless = lossless
         self.pacing = pacing
         stability = stability or {"delay_step_us": 0, "delay_tolerance": 0.0, "flow_hold_s": 0.0}
-        measurement = measurement or {"max_link_delay_us": None, "host_rtt_max_age_s": 60.0}
+        measurement = measurement or {"max_link_delay_us": None, "host_rtt_max_age_s": 60.0, "host_rtt_min_samples": 3}
         self.stable_delays = StableDelays(stability["delay_step_us"] * 1e-6, stability["delay_tolerance"])
         self.held_flows = HeldFlows(stability["flow_hold_s"])
-        self.host_rtts = HostRtts(measurement["host_rtt_max_age_s"])
+        self.host_rtts = HostRtts(measurement["host_rtt_max_age_s"], measurement["host_rtt_min_samples"])
         # The hosts' round trips are held still like the links' delays, each bound on its own.
         self.stable_rtt_low = StableDelays(stability["delay_step_us"] * 1e-6, stability["delay_tolerance"])
         # The top of an estimate (minimum + spread) feeds minRTO in whole milliseconds: a coarser grid.

@@ -42,6 +42,18 @@ def test_both_directions_combine_and_reports_expire():
     assert rtts.estimates(71.0) == {}
 
 
+def test_a_report_is_taken_once_its_window_holds_enough_samples():
+    """One SYN probe is often its pair's first packet through the userspace switch (an
+    upcall at every hop): a report of fewer than min_samples samples is not taken."""
+    rtts = HostRtts(max_age_s=60, min_samples=3)
+    first = {"dst": "10.0.0.4", "min_rtt_us": 3564.0, "spread_us": 0.0, "count": 1, "source": "probe"}
+    rtts.report(0.0, "10.0.0.1", [first, {**first, "dst": "10.0.0.3", "count": 2}])
+    assert rtts.estimates(0.0) == {}
+    rtts.report(10.0, "10.0.0.1", [{**first, "min_rtt_us": 204.0, "spread_us": 3360.0, "count": 3}])
+    assert rtts.estimates(10.0) == {pair: PairRtt(pytest.approx(204e-6), pytest.approx(3564e-6), "probe")
+                                    for pair in (("10.0.0.1", "10.0.0.4"), ("10.0.0.4", "10.0.0.1"))}
+
+
 def test_the_minimum_and_the_top_are_both_windowed():
     rtts = HostRtts(max_age_s=60)
     rtts.report(0.0, "10.0.0.1", [{"dst": "10.0.0.2", "min_rtt_us": 700.0, "spread_us": 50.0, "count": 9,
@@ -64,7 +76,7 @@ def test_the_minimum_and_the_top_are_both_windowed():
 
 
 def test_the_hosts_measurement_is_preferred_and_each_parameter_takes_its_safe_side():
-    core = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60})
+    core = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60, "host_rtt_min_samples": 3})
     core.rtt_report(1.0, H1[0], [{"dst": H2[0], "min_rtt_us": 800.0, "spread_us": 400.0, "count": 20,
                                   "source": "tcp"}])
     actions = core.replan(3.0)
@@ -73,7 +85,7 @@ def test_the_hosts_measurement_is_preferred_and_each_parameter_takes_its_safe_si
     assert h1_h2["rtt_source"] == "host" and h1_h2["rtt_prop_us"] == pytest.approx(800.0)
     assert h1_h2["rtt_spread_us"] >= 400.0  # the top is held on a 1 ms grid
     # minRTO takes the top of the estimate (minimum + spread); the windows the minimum.
-    sure = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60})
+    sure = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60, "host_rtt_min_samples": 3})
     sure.rtt_report(1.0, H1[0], [{"dst": H2[0], "min_rtt_us": 800.0, "spread_us": 0.0, "count": 20,
                                   "source": "tcp"}])
     certain = record(sure.replan(3.0), H1[0], H2[0])
@@ -85,8 +97,8 @@ def test_the_hosts_measurement_is_preferred_and_each_parameter_takes_its_safe_si
 def test_control_plane_noise_cannot_pass_for_propagation():
     """Jittery LLDP samples of 0-13.5 ms on s1 -> s2: all beyond the physical bound, refused;
     the link keeps the configured default, and the windows stay what a small round trip gives."""
-    quiet = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60})
-    noisy = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60})
+    quiet = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60, "host_rtt_min_samples": 3})
+    noisy = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60, "host_rtt_min_samples": 3})
     for k in range(10):
         lldp_sample(noisy, float(k), delay_s=(k * 1.5e-3) % 13.5e-3 + 0.5e-3)
     assert noisy.delays.delays() == {} and noisy.delays.refused["beyond_bound"] == 10
@@ -99,8 +111,8 @@ def test_control_plane_noise_cannot_pass_for_propagation():
 def test_without_the_bound_noise_would_open_the_windows():
     """The same noise with no physical bound: the estimate is the window's minimum, 0.5 ms,
     and the initial window grows with it. This is what the bound prevents."""
-    unbounded = learned_core(measurement={"max_link_delay_us": None, "host_rtt_max_age_s": 60})
-    bounded = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60})
+    unbounded = learned_core(measurement={"max_link_delay_us": None, "host_rtt_max_age_s": 60, "host_rtt_min_samples": 3})
+    bounded = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60, "host_rtt_min_samples": 3})
     for core in (unbounded, bounded):
         for k in range(10):
             lldp_sample(core, float(k), delay_s=(k * 1.5e-3) % 13.5e-3 + 0.5e-3)

@@ -206,7 +206,7 @@ def test_wrong_secret_is_refused(network):
 def test_host_measured_round_trips_are_within_3x_of_the_ping_minimum(network):
     """Issue 14: the agents' round trips reach the plan, and h1 -> h4's RTT_prop is
     within 3x of the minimum of 20 pings between the same hosts."""
-    emulation, controller, _, _ = network
+    emulation, controller, workdir, _ = network
 
     def measured():
         _, records, _ = computed(controller)
@@ -217,4 +217,8 @@ def test_host_measured_round_trips_are_within_3x_of_the_ping_minimum(network):
     output = emulation.run("h1", ["ping", "-c", "20", "-i", "0.05", emulation.host("h4").IP()])
     ping_min_ms = float(re.search(r"= ([\d.]+)/", output).group(1))
     ratio = record["rtt_prop_us"] / 1000 / ping_min_ms
-    assert 1 / 3 <= ratio <= 3, (record["rtt_prop_us"], ping_min_ms)
+    if not 1 / 3 <= ratio <= 3:  # once in CI (3 420 us against 0.527 ms): say what the agents had reported
+        reports = {host: [line for line in (workdir / f"{host}-agent.log").read_text().splitlines()
+                          if "round trips:" in line][-4:] for host in ("h1", "h4")}
+        pytest.fail(f"h1 -> h4 planned with {record['rtt_prop_us']} us against a {ping_min_ms} ms ping minimum; "
+                    f"the agents' last reports: {reports}")
