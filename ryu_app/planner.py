@@ -654,16 +654,11 @@ class Plan:
             routes = [[] if is_over[r] else [{"dst": prefix, **exact_params[k]} for prefix, k in exact_routes]
                       for r, exact_routes in enumerate(exact)]
             if len(over):
-                # Each over-budget source's routes toward the family's hosts, as (sources x members) arrays.
-                over_row = np.full(len(sources), -1, dtype=np.int64)
-                over_row[over] = np.arange(len(over))
-                member = np.full(len(self.hosts), -1, dtype=np.int64)
-                member[members] = np.arange(len(members))
-                chosen = (over_row[pair_row] >= 0) & (member[pair_dst] >= 0)
-                toward = {}
-                for name, values in fields.items():
-                    toward[name] = np.zeros((len(over), len(members)), dtype=np.int64)
-                    toward[name][over_row[pair_row[chosen]], member[pair_dst[chosen]]] = values[chosen]
+                # Each over-budget source's routes toward the family's hosts, as (sources x members) arrays:
+                # each field of its exact label there (0 where null or no route, the label -1: the last).
+                labels = exact_labels[np.ix_(over, members)]
+                toward = {name: np.array([params[name] or 0 for params in exact_params] + [0], dtype=np.int64)[labels]
+                          for name in fields}
                 safe = _safe_side(toward, covering)
                 covered = safe["rto_min_ms"] > 0
                 safe_labels = np.full(covered.shape, -1, dtype=np.int64)
