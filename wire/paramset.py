@@ -13,13 +13,13 @@ route. `check_generation` is the one generation rule both peers use.
 
 import functools
 import ipaddress
-import json
 from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
 import validation
 from validation import Strict, ValidationError, int_range
+from wire import framing
 from wire.limits import ADVMSS, CWND_CLAMP, GENERATION, INITCWND, MAX_FRAME_BYTES, PACING_RATE, RTO_MIN_MS
 
 ROUTE_KEYS = ("dst", "rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "pacing_rate", "quickack")
@@ -352,8 +352,4 @@ def delta_is_smaller(delta: dict, new_set: dict) -> bool:
     """Whether a delta's JSON is shorter than the whole set's. A delta that replaces every
     prefix of the set can still be: a copy names two prefixes, a removal one, and a
     route carries every field."""
-    return len(_compact_json(delta)) < len(_compact_json(new_set))
-
-
-def _compact_json(value: dict) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    return len(framing.encode_json(delta)) < len(framing.encode_json(new_set))
