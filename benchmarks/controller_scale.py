@@ -312,14 +312,16 @@ def parts_only(k: int, flows_per_host: int) -> None:
     egress = fail(idle)
     replan = timed("re-plan, an idle link failed", lambda: Plan(fabric, formulas.Bounds(), previous=plan))
     timed("  its route sets (idle)", replan.route_sets)
-    entries = forwarding.entries_after_links_went(fabric, replan.switch_paths, (plan.switch_paths, egress, entries))
+    before = forwarding.MadeEntries(plan.switch_paths, fabric.hosts, egress, entries)
+    entries = forwarding.entries_after_links_went(fabric, replan.switch_paths, before)
     busiest = max((link for link in uplinks if link in loads), key=loads.get)
     egress = fail(busiest)
     paths = timed("busiest failed: moved paths",
                   lambda: SwitchPaths(fabric.switches, fabric.switch_links(), previous=replan.switch_paths))
     timed("  all paths afresh", lambda: SwitchPaths(fabric.switches, fabric.switch_links()))
     timed("busiest failed: their entries",
-          lambda: forwarding.entries_after_links_went(fabric, paths, (replan.switch_paths, egress, entries)))
+          lambda: forwarding.entries_after_links_went(
+              fabric, paths, forwarding.MadeEntries(replan.switch_paths, fabric.hosts, egress, entries)))
     timed("  all entries afresh", lambda: forwarding.destination_entries(fabric, paths))
     again = timed("re-plan, the busiest link failed",
                   lambda: Plan(fabric, formulas.Bounds(), previous=replan, switch_paths=paths))

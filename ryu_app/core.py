@@ -217,7 +217,7 @@ class ControllerCore:
         self._link_seen_at: dict[SwitchPort, float] = {}  # port -> last time a link was there
         self._last_plan: Plan | None = None  # what the next plan evaluates again only where inputs changed
         self._paths: tuple[tuple, SwitchPaths] | None = None  # (switches and switch links, their paths)
-        self._entries_made: tuple | None = None  # (paths, hosts, egress, the destination entries they give)
+        self._entries_made: forwarding.MadeEntries | None = None  # the last destination entries made
 
     # -- switches ------------------------------------------------------------
 
@@ -551,14 +551,12 @@ class ControllerCore:
         ports changed (the re-plan right after reroute finds them made); after links went,
         only those of the switch pairs whose paths changed."""
         made = self._entries_made
-        if made is not None and made[0] is paths and made[1] == fabric.hosts and made[2] == fabric.egress:
-            return made[3]
-        entries = None
-        if made is not None and made[1] == fabric.hosts:
-            entries = forwarding.entries_after_links_went(fabric, paths, (made[0], made[2], made[3]))
+        if made is not None and made.paths is paths and made.hosts == fabric.hosts and made.egress == fabric.egress:
+            return made.entries
+        entries = forwarding.entries_after_links_went(fabric, paths, made) if made is not None else None
         if entries is None:
             entries = forwarding.destination_entries(fabric, paths)
-        self._entries_made = (paths, dict(fabric.hosts), dict(fabric.egress), entries)
+        self._entries_made = forwarding.MadeEntries(paths, dict(fabric.hosts), dict(fabric.egress), entries)
         return entries
 
     def entries_per_switch(self) -> dict[int, int]:

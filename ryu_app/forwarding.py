@@ -17,6 +17,7 @@ sends them.
 """
 
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -65,18 +66,27 @@ def destination_entries(fabric: Fabric, paths: SwitchPaths) -> dict[int, dict[st
     return entries
 
 
-def entries_after_links_went(fabric: Fabric, paths: SwitchPaths, before: tuple) -> dict[int, dict[str, int]] | None:
-    """destination_entries(fabric, paths), made from before: (paths, egress ports,
-    entries) of the same hosts a moment ago, where paths were kept from those paths
-    (SwitchPaths.kept_from) and all that changed since is switch links taken away.
-    Only the entries of the pairs whose path changed (SwitchPaths.changed) are made
-    again; a switch with none of them keeps its very entries. None where anything
-    else changed."""
-    before_paths, before_egress, before_entries = before
+class MadeEntries(NamedTuple):
+    """Destination entries and what they were made from (the fabric's hosts and egress ports)."""
+
+    paths: SwitchPaths
+    hosts: dict[str, str]
+    egress: dict[tuple[str, str], tuple[int, int]]
+    entries: dict[int, dict[str, int]]
+
+
+def entries_after_links_went(fabric: Fabric, paths: SwitchPaths,
+                             before: MadeEntries) -> dict[int, dict[str, int]] | None:
+    """destination_entries(fabric, paths), made from before (the entries a moment ago),
+    where paths were kept from before's (SwitchPaths.kept_from) and all that changed
+    since is switch links taken away. Only the entries of the pairs whose path changed
+    (SwitchPaths.changed) are made again; a switch with none of them keeps its very
+    entries. None where anything else changed."""
     kept_from = paths.kept_from() if paths.kept_from is not None else None
-    if kept_from is None or kept_from is not before_paths or paths.changed is None:
+    if kept_from is None or kept_from is not before.paths or paths.changed is None or before.hosts != fabric.hosts:
         return None
     went = kept_from.links - paths.links
+    before_egress = before.egress
     if any(before_egress.get(key) != value for key, value in fabric.egress.items()) or any(
             tuple(sorted(key)) not in went for key in before_egress.keys() - fabric.egress.keys()):
         return None
@@ -85,7 +95,7 @@ def entries_after_links_went(fabric: Fabric, paths: SwitchPaths, before: tuple) 
         behind.setdefault(switch, []).append(fabric.hosts[host])
     dpid_of = {name: dpid for (name, _), (dpid, _) in before_egress.items()}
     next_hops = paths.next_hops()
-    entries = dict(before_entries)
+    entries = dict(before.entries)
     copied: set[int] = set()
     for i, j in zip(*(index.tolist() for index in paths.changed)):
         source, addresses = paths.switches[i], behind.get(paths.switches[j])

@@ -261,6 +261,10 @@ def test_entries_after_links_went_are_the_entries_made_afresh_and_keep_the_rest(
             fabric.egress[(u, v)] = (fabric.switches.index(u) + 1, hash((u, v)) % 1000 + 1)
     paths = SwitchPaths(fabric.switches, fabric.switch_links())
     entries = forwarding.destination_entries(fabric, paths)
+
+    def made(paths, egress, entries):
+        return forwarding.MadeEntries(paths, fabric.hosts, egress, entries)
+
     rng = random.Random(4)
     for taken in (1, 4):
         gone = set(rng.sample(sorted({tuple(sorted(link)) for link in fabric.switch_links()}), taken))
@@ -269,7 +273,7 @@ def test_entries_after_links_went_are_the_entries_made_afresh_and_keep_the_rest(
             for link in ((a, b), (b, a)):
                 del fabric.links[link], fabric.egress[link]
         kept = SwitchPaths(fabric.switches, fabric.switch_links(), previous=paths)
-        after = forwarding.entries_after_links_went(fabric, kept, (paths, egress, entries))
+        after = forwarding.entries_after_links_went(fabric, kept, made(paths, egress, entries))
         assert after == forwarding.destination_entries(fabric, kept)
         sources = {kept.switches[i] for i in kept.changed[0]}
         untouched = {dpid for (name, _), (dpid, _) in fabric.egress.items() if name not in sources}
@@ -277,13 +281,13 @@ def test_entries_after_links_went_are_the_entries_made_afresh_and_keep_the_rest(
         paths, entries = kept, after
     same = SwitchPaths(fabric.switches, fabric.switch_links(), previous=paths)
     moved = {**fabric.egress, next(iter(fabric.egress)): (99, 99)}
-    assert forwarding.entries_after_links_went(fabric, same, (paths, moved, entries)) is None
+    assert forwarding.entries_after_links_went(fabric, same, made(paths, moved, entries)) is None
     one_way = next(key for key in fabric.egress if key[1] in fabric.switches)
     without = {key: value for key, value in fabric.egress.items() if key != one_way}
-    assert forwarding.entries_after_links_went(fabric, same, (paths, {**fabric.egress}, entries)) is not None
+    assert forwarding.entries_after_links_went(fabric, same, made(paths, {**fabric.egress}, entries)) is not None
     fabric_egress, fabric.egress = fabric.egress, without
-    assert forwarding.entries_after_links_went(fabric, same, (paths, fabric_egress, entries)) is None
-    assert forwarding.entries_after_links_went(fabric, same, (same, fabric_egress, entries)) is None
+    assert forwarding.entries_after_links_went(fabric, same, made(paths, fabric_egress, entries)) is None
+    assert forwarding.entries_after_links_went(fabric, same, made(same, fabric_egress, entries)) is None
 
 
 def test_sync_messages_add_change_and_remove_and_drop_stale_pair_entries():
