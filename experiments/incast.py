@@ -354,7 +354,7 @@ def run_scheme(network, scheme, buffer_bytes, progress):
         generation_before = network.controller.generation() if scheme.kind == "otcp" else None
         with measure.Probe(emulation, topo.probe, data_ips[topo.receiver], config.probe_interval_s) as probe, \
                 measure.BacklogSampler(emulation, topo.receiver, receiver_intf.buffer_device,
-                                       interval=RUN_BACKLOG_INTERVAL_S) as backlog:
+                                       interval=RUN_BACKLOG_INTERVAL_S, series=True) as backlog:
             rounds = run_client(config, emulation, topo.receiver, servers, block, ["--rounds", str(config.rounds)],
                                 lambda done: progress.update(done, config.rounds), cc)
             rtts, sent = probe.stop()
@@ -379,7 +379,8 @@ def run_scheme(network, scheme, buffer_bytes, progress):
         peak_backlog_bytes=backlog.peak,
         timeouts=sum(c["TcpExtTCPTimeouts"] for c in counters.values()),
         retransmissions=sum(c["TcpRetransSegs"] for c in counters.values()),
-        cpu_busy_pct=cpu_mean, cpu_busiest_pct=cpu_busiest, ce_marks=ce_marks, generations=generations)
+        cpu_busy_pct=cpu_mean, cpu_busiest_pct=cpu_busiest, ce_marks=ce_marks, generations=generations,
+        **stats.queue_emptiness(backlog.series, rounds))
     queues = {h: {"egress": {"sent_packets": after_queues[h].egress.sent_packets - before_queues[h].egress.sent_packets,
                              "drops": after_queues[h].egress.drops - before_queues[h].egress.drops},
                   "buffer": {"sent_packets": after_queues[h].buffer.sent_packets - before_queues[h].buffer.sent_packets,
@@ -479,18 +480,20 @@ def summary_table(runs, ceilings):
     """The table printed at the end of a sweep (runs: RunRecords; ceilings: the summary's "ceilings")."""
     header = (f"{'scheme':<18}{'senders':>8}{'buffer':>9}{'pkt':>5}{'goodput':>8}{'%ceil':>6}{'mean':>7}{'p95':>7}"
               f"{'p99':>7}{'drops':>7}{'other':>6}{'unexpl':>7}{'peakq':>7}{'RTOs':>6}{'rtx':>7}{'cpu%':>5}"
-              f"{'probe avg/max ms':>17}")
+              f"{'probe avg/max ms':>17}{'emptyq':>7}{'tail':>5}")
     lines = [header, "-" * len(header)]
     for run in runs:
         probe = (f"{run.probe_rtt_avg_ms:.2f}/{run.probe_rtt_max_ms:.2f}"
                  if run.probe_rtt_avg_ms is not None else "no answers")
         flag = "!" if run.unexplained else ""
+        empty, empty_tail = ("-" if share is None else f"{share:.0f}%"
+                             for share in (run.backlog_empty_pct, run.backlog_empty_tail_pct))
         lines.append(f"{run.scheme:<18}{run.senders:>8}{run.buffer_bytes:>9}{run.packet_bytes:>5}"
                      f"{run.goodput_mbps:>8.1f}{100 * run.share_of_ceiling:>5.0f}%{run.fct_mean_ms:>7.0f}"
                      f"{run.fct_p95_ms:>7.0f}{run.fct_p99_ms:>7.0f}{run.drops:>7}"
                      f"{run.drops_other_buffers + run.sender_queue_drops:>6}{f'{run.unexplained}{flag}':>7}"
                      f"{run.peak_backlog_bytes // 1000:>6}k{run.timeouts:>6}{run.retransmissions:>7}"
-                     f"{run.cpu_busy_pct:>5.0f}{probe:>17}")
+                     f"{run.cpu_busy_pct:>5.0f}{probe:>17}{empty:>7}{empty_tail:>5}")
     described = "; ".join(f"{c['packet_bytes']} B packets: median {c['median']:.1f} Mb/s "
                           f"({c['min']:.1f}-{c['max']:.1f}, ±{c['spread_pct']:.1f} %, {len(c['samples'])} samples)"
                           for c in ceilings)
@@ -499,5 +502,7 @@ def summary_table(runs, ceilings):
                  "bytes); completion times in ms; drops: at the bottleneck buffer; other: at the other buffers and "
                  "the senders' own queues; unexpl: IPv4 packets lost where no kernel counter names them (! flags "
                  "them); peakq: largest bottleneck backlog seen; RTOs and retransmitted segments summed over the "
-                 "hosts; cpu%: both cores' busy share during the measured rounds (/proc/stat)")
+                 "hosts; cpu%: both cores' busy share during the measured rounds (/proc/stat); emptyq: share of the "
+                 "bottleneck's backlog samples during rounds that found its queue empty; tail: the same after each "
+                 "round's first connection had finished")
     return "\n".join(lines)

@@ -58,6 +58,14 @@ def ideal_ms(run):
     return run["senders"] * run["sru_bytes"] * 8 / (run["ceiling_mbps"] * 1e6) * 1000
 
 
+def emptiness(run):
+    """A run's stats.queue_emptiness shares as one cell ("-" for a share with no sample)."""
+    empty, tail, share = (run.get(field) for field in ("backlog_empty_pct", "backlog_empty_tail_pct",
+                                                       "round_tail_pct"))
+    return " / ".join("-" if value is None else f"{value:.0f} %" for value in (empty, tail)) + \
+        ("" if share is None else f"; {share:.0f} %")
+
+
 def table(runs, cell, title):
     """One markdown table: a row per sender count, a column per scheme (in the catalogue's order); "" for no runs."""
     if not runs:
@@ -109,6 +117,9 @@ def report(runs):
             table(these, lambda r: f"{r['drops']} / {r['timeouts']}", f"{kb}: drops at the bottleneck / RTOs"),
             table(these, lambda r: "-" if r["probe_rtt_avg_ms"] is None else f"{r['probe_rtt_avg_ms']:.2f}",
                   f"{kb}: probe RTT average, ms"),
+            table([r for r in these if r.get("backlog_empty_pct") is not None], emptiness,
+                  f"{kb}: bottleneck queue found empty, share of backlog samples: during rounds / in their "
+                  "tails (after a round's first connection finished); the tail's share of a round"),
             table([r for r in these if r["scheme"].startswith("otcp-")], lambda r: f"{r['packet_bytes']}",
                   f"{kb}: IP packet size used (B)"),
             table([r for r in these if r.get("generations") is not None], lambda r: f"{r['generations']}",

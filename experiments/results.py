@@ -13,8 +13,10 @@ The summary's schema (issues 4 and 8)::
                "unexplained",                           # the loss account (experiments.stats.LossAccount)
                "peak_backlog_bytes", "cpu_busy_pct", "cpu_busiest_pct",
                "ce_marks",                              # CE marks at the bottleneck (null without ECN)
-               "generations"}],                         # generations the controller made during the
+               "generations",                           # generations the controller made during the
                                                         # measured rounds (null for static schemes)
+               "backlog_empty_pct", "backlog_empty_tail_pct",  # the bottleneck's queue found empty:
+               "round_tail_pct"}],                      # stats.queue_emptiness (null: no sample taken)
      "unexplained_losses": [{"scheme", "senders", "buffer_bytes", "unexplained"}],  # runs that lost packets
                                                                                    # no counter names
      "unavailable": [{"scheme", "reason"}],   # schemes that could not run here
@@ -64,6 +66,9 @@ RUN_FIELDS = {
     "cpu_busiest_pct": float,
     "ce_marks": (int, type(None)),
     "generations": (int, type(None)),
+    "backlog_empty_pct": (float, type(None)),
+    "backlog_empty_tail_pct": (float, type(None)),
+    "round_tail_pct": (float, type(None)),
 }
 # May be negative: more packets delivered than sent means the switch made copies.
 SIGNED_FIELDS = {"unexplained"}
@@ -103,6 +108,10 @@ class RunRecord:
     cpu_busiest_pct: float
     ce_marks: int | None = None  # packets the bottleneck's ECN marker marked CE (None: no marker)
     generations: int | None = None  # the controller's new generations during the measured rounds (None: no OTCP)
+    # stats.queue_emptiness of the bottleneck's backlog samples (None: no sample taken there)
+    backlog_empty_pct: float | None = None
+    backlog_empty_tail_pct: float | None = None
+    round_tail_pct: float | None = None
 
     @classmethod
     def build(cls, head, rounds_summary, account, probe_summary, **rest):

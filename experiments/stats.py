@@ -4,6 +4,7 @@ Pure functions over what the workload client and the probe report, so they
 can be checked without a network.
 """
 
+import bisect
 import dataclasses
 import math
 
@@ -47,6 +48,34 @@ def summarize_rounds(rounds):
         "fct_p95_ms": percentile(durations_ms, 95),
         "fct_p99_ms": percentile(durations_ms, 99),
     }
+
+
+def queue_emptiness(samples, rounds):
+    """Where a run's bottleneck queue ran dry, from backlog samples [(monotonic s, bytes)]
+    and the client's rounds (start_s, duration_s, flows_s: each connection's completion,
+    from the round's start). A sample with no backlog is a moment the link could only send
+    what had just arrived, with no standing queue to keep it busy.
+
+    - backlog_empty_pct: share (%) of the samples taken during rounds that found the queue empty;
+    - backlog_empty_tail_pct: the same, of those taken after the round's first connection had
+      finished (the round's tail, when fewer connections share the link than at its start);
+    - round_tail_pct: the median share (%) of a round's time that is its tail.
+
+    A share is None where no sample fell in (a round, a tail)."""
+    spans = sorted((r["start_s"], r["start_s"] + r["duration_s"], r["start_s"] + min(r["flows_s"], default=0.0))
+                   for r in rounds)
+    starts = [start for start, _, _ in spans]
+    during, tail = [], []
+    for at, backlog in samples:
+        i = bisect.bisect_right(starts, at) - 1
+        if i >= 0 and at <= spans[i][1]:
+            during.append(backlog == 0)
+            if at > spans[i][2]:
+                tail.append(backlog == 0)
+    tails = [100.0 * (end - first) / (end - start) for start, end, first in spans if end > start]
+    return {"backlog_empty_pct": 100.0 * sum(during) / len(during) if during else None,
+            "backlog_empty_tail_pct": 100.0 * sum(tail) / len(tail) if tail else None,
+            "round_tail_pct": percentile(tails, 50) if tails else None}
 
 
 def summarize_probe(rtts_ms, sent):

@@ -15,7 +15,8 @@ def a_run(**changes):
            "packet_bytes": 1500, "ceiling_mbps": 95.0, "sent": 10000, "delivered": 9880,
            "drops_other_buffers": 0, "sender_queue_drops": 0, "unexplained": 0, "peak_backlog_bytes": 84000,
            "cpu_busy_pct": 60.0, "cpu_busiest_pct": 80.0, "ce_marks": None,
-           "generations": None}
+           "generations": None, "backlog_empty_pct": 12.5,
+           "backlog_empty_tail_pct": 30.0, "round_tail_pct": 15.0}
     run.update(changes)
     return run
 
@@ -289,7 +290,8 @@ def test_report_tables_and_the_dctcp_findings():
                   fct_mean_ms=145.0),
             a_run(scheme="otcp+dctcp", senders=16, sru_bytes=65536, ceiling_mbps=94.0, timeouts=0, fct_p95_ms=122.5,
                   fct_mean_ms=116.0, generations=3),
-            a_run(scheme="default", senders=16, sru_bytes=65536, ceiling_mbps=94.0, goodput_mbps=47.0)]
+            a_run(scheme="default", senders=16, sru_bytes=65536, ceiling_mbps=94.0, goodput_mbps=47.0,
+                  backlog_empty_pct=None)]
     # 16 x 64 KiB x 8 / 94 Mb/s = 89.2 ms: the ideal round
     assert report.ideal_ms(runs[1]) == pytest.approx(16 * 65536 * 8 / 94e6 * 1000)
     text = report.report(runs)
@@ -299,6 +301,10 @@ def test_report_tables_and_the_dctcp_findings():
     assert "p95 245 / 122 ms = 2.00x, mean 145 / 116 ms = 1.25x" in text
     assert "IP packet size used" not in text  # no otcp-lossless run: no empty table
     assert "new generations during the measured rounds**\n\n| senders | otcp+dctcp |\n|---|---|\n| 16 | 3 |" in text
+    # default's run took no backlog sample in a round: a blank cell, not a number
+    assert "the tail's share of a round**\n\n| senders | dctcp | otcp+dctcp |" in text
+    assert "| 16 | 12 % / 30 %; 15 % | 12 % / 30 %; 15 % |" in text
+    assert report.emptiness(a_run(backlog_empty_tail_pct=None, round_tail_pct=None)) == "12 % / -"
 
 
 def test_report_merges_sweeps_with_later_runs_replacing_earlier_ones(tmp_path):

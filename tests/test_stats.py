@@ -49,6 +49,25 @@ def test_summarize_rounds_refuses_empty_input():
         stats.summarize_rounds([])
 
 
+def test_queue_emptiness_counts_samples_in_rounds_and_in_their_tails():
+    # Two rounds of 100 ms; the first's first connection finished 60 ms in, the second's 80 ms in.
+    rounds = [{"start_s": 10.0, "duration_s": 0.1, "bytes": 1, "flows_s": [0.09, 0.06]},
+              {"start_s": 10.2, "duration_s": 0.1, "bytes": 1, "flows_s": [0.08, 0.1]}]
+    samples = [(9.9, 0),                                     # before the first round: not counted
+               (10.0, 0), (10.05, 3000),                    # the first round, before its tail
+               (10.07, 1500), (10.1, 0),                    # its tail (the round's end included)
+               (10.15, 0),                                   # between the rounds: not counted
+               (10.25, 0), (10.29, 0),                       # the second round: before, then in its tail
+               (10.35, 0)]                                   # after the last: not counted
+    shares = stats.queue_emptiness(samples, rounds)
+    assert shares["backlog_empty_pct"] == pytest.approx(100.0 * 4 / 6)
+    assert shares["backlog_empty_tail_pct"] == pytest.approx(100.0 * 2 / 3)
+    assert shares["round_tail_pct"] == pytest.approx(30.0)  # the median of 40 % and 20 %
+    assert stats.queue_emptiness([(9.0, 0), (11.0, 0)], rounds) == {
+        "backlog_empty_pct": None, "backlog_empty_tail_pct": None, "round_tail_pct": pytest.approx(30.0)}
+    assert stats.queue_emptiness([(10.01, 0)], rounds)["backlog_empty_tail_pct"] is None
+
+
 def test_summarize_probe():
     summary = stats.summarize_probe([1.0, 3.0], sent=4)
     assert summary["probe_rtt_avg_ms"] == 2.0
