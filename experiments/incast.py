@@ -393,14 +393,15 @@ def run_scheme(network, scheme, buffer_bytes, progress):
 
 def warm_until_flows_applied(network, servers, block, progress, cc, since):
     """More warm-up rounds until the agents hold parameters the controller
-    computed, after generation since, with every sender's flow to the receiver active."""
+    computed, after generation since, with every sender's flow to the receiver active
+    and its round trip measured by the hosts."""
     config, topo = network.config, network.topo
     pairs = [(sender, topo.receiver) for sender in topo.senders]
     deadline = time.monotonic() + config.agent_timeout_s
-    while not network.controller.flows_applied(pairs, since):
+    while not network.controller.flows_applied(pairs, since, measured=True):
         if time.monotonic() > deadline:
-            raise RunError(f"the agents did not get parameters for the senders' flows within "
-                           f"{config.agent_timeout_s:.0f} s of warm-up")
+            raise RunError(f"the agents did not get parameters for the senders' flows, planned with the round "
+                           f"trips the hosts measured, within {config.agent_timeout_s:.0f} s of warm-up")
         run_client(config, network.emulation, topo.receiver, servers, block, ["--seconds", "1"],
                    lambda done: progress.update(0, config.rounds), cc)
 

@@ -108,12 +108,15 @@ class Controller:
         """The newest generation the controller made."""
         return self.status()["generation"]
 
-    def flows_applied(self, pairs, since, active=True):
+    def flows_applied(self, pairs, since, active=True, measured=False):
         """Whether the agents hold parameters computed with every (source host,
         destination host) of pairs active (with none of them, if not active):
         what a run waits for after its warm-up, so that its measured rounds
         see the parameters for their flows (the controller counts flows from
         the switches' statistics, polled and re-planned every few seconds).
+        With measured, that generation must also have planned every pair with
+        the round trip its hosts measured (rtt_source "host"), as a long-running
+        deployment does, not with the per-link defaults its agents start from.
 
         The generation that counts is the newest from `since` on whose flows
         match (with none active, the newest of all must; `since` itself
@@ -126,15 +129,20 @@ class Controller:
         with contextlib.closing(sqlite3.connect(f"file:{self.process.database}?mode=ro", uri=True)) as db:
             rows = db.execute("SELECT generation, src, dst FROM generation_flows WHERE generation >= ?",
                               (since,)).fetchall()
-        counted = {number: set() for number in range(since, status["generation"] + 1)}
-        for number, src, dst in rows:
-            counted.setdefault(number, set()).add((src, dst))
-        wanted = set(pairs)
-        matching = [number for number, found in counted.items()
-                    if (wanted <= found if active else not wanted & found)]
-        if not matching or not status["agents"] or (not active and max(matching) != status["generation"]):
-            return False
-        held = max(matching)
+            counted = {number: set() for number in range(since, status["generation"] + 1)}
+            for number, src, dst in rows:
+                counted.setdefault(number, set()).add((src, dst))
+            wanted = set(pairs)
+            matching = [number for number, found in counted.items()
+                        if (wanted <= found if active else not wanted & found)]
+            if not matching or not status["agents"] or (not active and max(matching) != status["generation"]):
+                return False
+            held = max(matching)
+            if measured:
+                planned = {(src, dst) for src, dst in db.execute(
+                    "SELECT src, dst FROM parameters WHERE generation = ? AND rtt_source = 'host'", (held,))}
+                if not wanted <= planned:
+                    return False
         return all(agent["lag_generations"] == 0 or (agent["acknowledged_generation"] or 0) >= held
                    for agent in status["agents"])
 

@@ -144,7 +144,7 @@ class MeasurementSection(Strict):
 
     max_link_delay_us: positive_number() = 100  # type: ignore[valid-type]
     host_rtt_max_age_s: positive_number() = 60  # type: ignore[valid-type]
-    host_rtt_min_samples: int_range(1, 1_000_000) = 3  # type: ignore[valid-type]  # a report's samples to be taken
+    host_rtt_min_samples: int_range(1, 1_000_000) = 3  # type: ignore[valid-type]  # samples a probe-minimum report needs
 
 
 class ControllerConfig(Strict):

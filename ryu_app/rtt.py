@@ -27,20 +27,23 @@ class PairRtt:
 class HostRtts:
     """The reports of the last max_age_s, by (reporting host, destination) address.
 
-    A report is taken once the agent's window holds min_samples samples: a
-    single SYN probe is often the first packet between its hosts through a
-    userspace switch, which pays an upcall at every hop (3 564 us where the
-    ping minimum was 201 us, in tests/integration/test_agent_mininet.py), and
-    the minimum of one sample is no minimum."""
+    A report whose minimum is a probe's is taken once the agent's window holds
+    min_samples samples: a single SYN probe is often the first packet between
+    its hosts through a userspace switch, which pays an upcall at every hop
+    (3 564 us where the ping minimum was 201 us, in
+    tests/integration/test_agent_mininet.py), and the minimum of one sample
+    is no minimum. One whose minimum is the kernel's (source "tcp",
+    tcpi_min_rtt) is taken at once: that is already a connection's minimum
+    over every ACK it had."""
 
     max_age_s: float = 60.0
     min_samples: int = 3
     _reports: dict = field(default_factory=dict)  # (src ip, dst ip) -> [(at, PairRtt)], oldest first
 
     def report(self, now: float, host_ip: str, samples: list) -> None:
-        """Take one agent's report (validated wire samples), those of enough samples."""
+        """Take one agent's report (validated wire samples): the kernel's minimums, and probes' of enough samples."""
         for sample in samples:
-            if sample["count"] < self.min_samples:
+            if sample["source"] != "tcp" and sample["count"] < self.min_samples:
                 continue
             low = sample["min_rtt_us"] * 1e-6
             self._reports.setdefault((host_ip, sample["dst"]), []).append(

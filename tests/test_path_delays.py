@@ -54,6 +54,18 @@ def test_a_report_is_taken_once_its_window_holds_enough_samples():
                                     for pair in (("10.0.0.1", "10.0.0.4"), ("10.0.0.4", "10.0.0.1"))}
 
 
+def test_a_report_of_the_kernels_minimum_is_taken_at_once():
+    """tcpi_min_rtt is a connection's minimum over all its ACKs: one such sample is a minimum,
+    and the short connections of an incast seldom give an agent's window more than one or two."""
+    rtts = HostRtts(max_age_s=60, min_samples=3)
+    rtts.report(0.0, "10.0.0.2", [{"dst": "10.0.0.1", "min_rtt_us": 480.0, "spread_us": 0.0, "count": 1,
+                                   "source": "tcp"},
+                                  {"dst": "10.0.0.3", "min_rtt_us": 250.0, "spread_us": 300.0, "count": 2,
+                                   "source": "probe"}])
+    assert rtts.estimates(0.0) == {pair: PairRtt(pytest.approx(480e-6), pytest.approx(480e-6), "tcp")
+                                   for pair in (("10.0.0.2", "10.0.0.1"), ("10.0.0.1", "10.0.0.2"))}
+
+
 def test_the_minimum_and_the_top_are_both_windowed():
     rtts = HostRtts(max_age_s=60)
     rtts.report(0.0, "10.0.0.1", [{"dst": "10.0.0.2", "min_rtt_us": 700.0, "spread_us": 50.0, "count": 9,

@@ -1,0 +1,58 @@
+"""What an incast run waits for after its warm-up (experiments.otcp.Controller.flows_applied), on a
+controller database written by hand (no controller, no network)."""
+
+import sqlite3
+import types
+
+from experiments import otcp
+from ryu_app import store
+
+PAIRS = [("h2", "h1"), ("h3", "h1")]
+
+
+class RecordedController(otcp.Controller):
+    """A Controller whose live view and database are given."""
+
+    def __init__(self, database, status):
+        self.process = types.SimpleNamespace(database=database)
+        self._status = status
+
+    def status(self):
+        return self._status
+
+
+def controller_with(tmp_path, generations, acknowledged=2):
+    """generations: {number: [(src, dst, flows, rtt_source)]}; every agent acknowledged `acknowledged`."""
+    path = str(tmp_path / "controller.db")
+    store.Store(path).close()  # the controller's tables
+    with sqlite3.connect(path) as db:
+        for number, rows in generations.items():
+            db.executemany("INSERT INTO generation_flows VALUES (?, ?, ?, ?)",
+                           [(number, src, dst, flows) for src, dst, flows, _ in rows if flows])
+            db.executemany("INSERT INTO parameters (generation, src, dst, rtt_source) VALUES (?, ?, ?, ?)",
+                           [(number, src, dst, source) for src, dst, _, source in rows])
+    agents = [{"acknowledged_generation": acknowledged, "lag_generations": max(generations) - acknowledged}]
+    return RecordedController(path, {"generation": max(generations), "agents": agents})
+
+
+def test_a_run_waits_for_the_round_trips_the_hosts_measured_when_asked(tmp_path):
+    defaults = [("h2", "h1", 1, "default"), ("h3", "h1", 1, "default")]
+    controller = controller_with(tmp_path, {1: [("h2", "h1", 0, "default"), ("h3", "h1", 0, "default")],
+                                            2: defaults})
+    assert controller.flows_applied(PAIRS, since=1)
+    assert not controller.flows_applied(PAIRS, since=1, measured=True)
+    (tmp_path / "controller.db").unlink()
+    one_measured = [("h2", "h1", 1, "host"), ("h3", "h1", 1, "default")]
+    assert not controller_with(tmp_path, {2: one_measured}).flows_applied(PAIRS, since=1, measured=True)
+    (tmp_path / "controller.db").unlink()
+    both = [("h2", "h1", 1, "host"), ("h3", "h1", 1, "host")]
+    assert controller_with(tmp_path, {2: both}).flows_applied(PAIRS, since=1, measured=True)
+
+
+def test_the_measured_generation_must_be_acknowledged_too(tmp_path):
+    both = [("h2", "h1", 1, "host"), ("h3", "h1", 1, "host")]
+    controller = controller_with(tmp_path, {2: [("h2", "h1", 1, "default"), ("h3", "h1", 1, "default")], 3: both},
+                                 acknowledged=2)
+    assert not controller.flows_applied(PAIRS, since=2, measured=True)
+    (tmp_path / "controller.db").unlink()
+    assert controller_with(tmp_path, {2: both, 3: both}, acknowledged=3).flows_applied(PAIRS, since=2, measured=True)
