@@ -119,11 +119,13 @@ class Controller:
         deployment does, not with the per-link defaults its agents start from.
 
         The generation that counts is the newest from `since` on whose flows
-        match (with none active, the newest of all must; `since` itself
-        counts: flows of the same pairs left by the scheme before give the
-        same parameters, and then no new generation comes); every agent must
-        have acknowledged it or have nothing newer published for its host
-        (round trips move on, so later generations keep coming).
+        match and that every agent has acknowledged, or has nothing newer
+        published for its host (with none active, the newest of all must match;
+        `since` itself counts: flows of the same pairs left by the scheme before
+        give the same parameters, and then no new generation comes). Not simply
+        the newest that matches: while the hosts' round trips to all their peers
+        come in (64 senders: a generation every 2 s for a minute), some agent
+        is always one behind it.
         """
         status = self.status()
         with contextlib.closing(sqlite3.connect(f"file:{self.process.database}?mode=ro", uri=True)) as db:
@@ -137,14 +139,17 @@ class Controller:
                         if (wanted <= found if active else not wanted & found)]
             if not matching or not status["agents"] or (not active and max(matching) != status["generation"]):
                 return False
-            held = max(matching)
+            agents = status["agents"]
+            held = max((number for number in matching
+                        if all(agent["lag_generations"] == 0 or (agent["acknowledged_generation"] or 0) >= number
+                               for agent in agents)), default=None)
+            if held is None:
+                return False
             if measured:
                 planned = {(src, dst) for src, dst in db.execute(
                     "SELECT src, dst FROM parameters WHERE generation = ? AND rtt_source = 'host'", (held,))}
-                if not wanted <= planned:
-                    return False
-        return all(agent["lag_generations"] == 0 or (agent["acknowledged_generation"] or 0) >= held
-                   for agent in status["agents"])
+                return wanted <= planned
+        return True
 
     def use(self, formulas, pacing=False):
         """Restart with formulas ('published' or 'lossless') and pacing on or

@@ -56,3 +56,19 @@ def test_the_measured_generation_must_be_acknowledged_too(tmp_path):
     assert not controller.flows_applied(PAIRS, since=2, measured=True)
     (tmp_path / "controller.db").unlink()
     assert controller_with(tmp_path, {2: both, 3: both}, acknowledged=3).flows_applied(PAIRS, since=2, measured=True)
+
+
+def test_an_older_matching_generation_every_agent_holds_counts_while_a_newer_one_is_on_its_way(tmp_path):
+    """Round trips to the peers keep coming at first, and with them generations: the newest
+    matching one is seldom acknowledged by every agent yet, the one before it is."""
+    both = [("h2", "h1", 1, "host"), ("h3", "h1", 1, "host")]
+    assert controller_with(tmp_path, {2: both, 3: both}, acknowledged=2).flows_applied(PAIRS, since=2,
+                                                                                        measured=True)
+    (tmp_path / "controller.db").unlink()
+    # What every agent holds was planned on the defaults: not yet, however the newer one was planned.
+    older_default = {2: [("h2", "h1", 1, "default"), ("h3", "h1", 1, "host")], 3: both}
+    assert not controller_with(tmp_path, older_default, acknowledged=2).flows_applied(PAIRS, since=2, measured=True)
+    (tmp_path / "controller.db").unlink()
+    # No matching generation any agent set holds yet.
+    assert not controller_with(tmp_path, {2: [("h2", "h1", 0, "host")], 3: both},
+                               acknowledged=2).flows_applied(PAIRS, since=2)
