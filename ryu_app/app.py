@@ -153,5 +153,6 @@ class OTCPController(app_manager.OSKenApp):
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def flow_stats(self, ev):
         """A switch's flow statistics."""
-        self.core.flow_stats(ev.msg.datapath.id, ev.msg.body)
+        msg = ev.msg
+        self.core.flow_stats(msg.datapath.id, msg.body, more=bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE))
 

@@ -206,6 +206,7 @@ class ControllerCore:
         # A pair that sent fewer packets than this in a poll is not a flow: the agents'
         # round-trip probes (a SYN and its RST) and a ping must not change the windows.
         self.flow_counter = FlowCounter(stability.get("min_flow_packets", 1))
+        self._stats_parts: dict[int, list] = {}  # dpid -> the pair counters of a reply's parts so far
         self.publications = Publications()
         self.generation = generation
         self.changed_at = now
@@ -246,6 +247,7 @@ class ControllerCore:
         self._probed_links = {link for link in self._probed_links if dpid not in (link[0][0], link[1][0])}
         self._unanswered = {port: count for port, count in self._unanswered.items() if port[0] != dpid}
         self.flow_counter.forget_switch(dpid)
+        self._stats_parts.pop(dpid, None)
         return self._changed(now) if self.topology.remove_switch(dpid) else Actions()
 
     def port_status(self, dpid: int) -> Actions:
@@ -460,9 +462,18 @@ class ControllerCore:
             for dpid in self.ready_switches() if dpid in edges
         ])
 
-    def flow_stats(self, dpid: int, stats: Iterable[Any]) -> None:
-        """A switch's flow statistics (os-ken OFPFlowStats): which pairs sent since the last poll."""
-        self.flow_counter.update(dpid, forwarding.pair_counters(stats))
+    def flow_stats(self, dpid: int, stats: Iterable[Any], more: bool = False) -> None:
+        """A switch's flow statistics (os-ken OFPFlowStats): which pairs sent since the last poll.
+
+        A switch sends a long reply in parts, each but the last flagged OFPMPF_REPLY_MORE
+        (more): the parts are gathered and counted as one poll. Counted part by part, the
+        pairs of all but the last part never counted as flows (Open vSwitch splits at
+        64 KB: the pair entries of 32 senders' edge switch, their agents probing each other)."""
+        entries = self._stats_parts.pop(dpid, []) + forwarding.pair_counters(stats)
+        if more:
+            self._stats_parts[dpid] = entries
+        else:
+            self.flow_counter.update(dpid, entries)
 
     # -- planning ----------------------------------------------------------------
 
