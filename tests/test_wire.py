@@ -220,6 +220,9 @@ def test_message_schemas_refuse_unknown_missing_and_mistyped_fields():
         messages.check_message(good, "params")
     with pytest.raises(ProtocolError, match="expected a known message type"):
         messages.check_message({"type": "shutdown"})
+    for unhashable in ([], {}):  # found by the fuzz test: a TypeError, not a protocol error, before
+        with pytest.raises(ProtocolError, match="type: expected a known message type"):
+            messages.check_message({"type": unhashable})
 
 
 # -- authentication ----------------------------------------------------------------

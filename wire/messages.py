@@ -196,7 +196,7 @@ def check_message(message: Any, *expected: str) -> str:
     if not isinstance(message, dict):
         raise ProtocolError(f"expected a JSON object, got {validation.json_type(message)}")
     kind = message.get("type")
-    if kind not in SCHEMAS or (expected and kind not in expected):
+    if not isinstance(kind, str) or kind not in SCHEMAS or (expected and kind not in expected):
         wanted = " or ".join(expected) if expected else "a known message type"
         raise ProtocolError(f"type: expected {wanted}, got {validation.show(kind)}")
     try:
