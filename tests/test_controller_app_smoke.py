@@ -71,7 +71,7 @@ def flow_stats_event(datapath, packets):
         table_id=0, duration_sec=1, duration_nsec=0, priority=forwarding.PAIR_PRIORITY, idle_timeout=0,
         hard_timeout=0, flags=0, cookie=forwarding.PAIR_COOKIE, packet_count=packets, byte_count=packets * 100,
         match=parser.OFPMatch(eth_type=0x0800, ipv4_src=H1[0], ipv4_dst=H2[0]), instructions=[])
-    return ofp_event.EventOFPFlowStatsReply(parser.OFPFlowStatsReply(datapath, body=[entry]))
+    return ofp_event.EventOFPFlowStatsReply(parser.OFPFlowStatsReply(datapath, flags=0, body=[entry]))  # the last part
 
 
 def kinds(messages):
