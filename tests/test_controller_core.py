@@ -217,18 +217,20 @@ def test_foreign_echoes_and_probes_on_host_ports_are_not_measured():
     assert core.delays.delays() == {}
 
 
+def pair_stat(src, dst, packets):
+    """A pair entry's flow statistics, as os-ken parses them from a reply."""
+    match = ofproto_v1_3_parser.OFPMatch(eth_type=0x0800, ipv4_src=src, ipv4_dst=dst)
+    return types.SimpleNamespace(cookie=forwarding.PAIR_COOKIE, priority=forwarding.PAIR_PRIORITY,
+                                 packet_count=packets, match=match)
+
+
 def test_flow_stats_make_pairs_active_and_count_on_their_links():
     core = measured_core()
     (dpid, request), (_, _) = core.stats_round().sends
     assert dpid == 1 and isinstance(request, ofproto_v1_3_parser.OFPFlowStatsRequest)
 
-    def stats(packets):
-        match = ofproto_v1_3_parser.OFPMatch(eth_type=0x0800, ipv4_src=H1[0], ipv4_dst=H2[0])
-        return [types.SimpleNamespace(cookie=forwarding.PAIR_COOKIE, priority=forwarding.PAIR_PRIORITY,
-                                      packet_count=packets, match=match)]
-
-    core.flow_stats(1, stats(10))
-    core.flow_stats(1, stats(50))
+    core.flow_stats(1, [pair_stat(H1[0], H2[0], 10)])
+    core.flow_stats(1, [pair_stat(H1[0], H2[0], 50)])
     rows = {(row.src, row.dst): row for row in core.replan(20.0).measurements}
     assert rows[("s1", "s2")].flows == 1 and rows[("s2", "s1")].flows == 0
     assert rows[("s1", "s2")].delay_source == "measured" and rows[("s1", "s2")].samples == 1
@@ -239,16 +241,10 @@ def test_flow_stats_make_pairs_active_and_count_on_their_links():
 def test_a_flow_stats_reply_in_parts_is_counted_as_one_poll():
     """Open vSwitch splits a reply over 64 KB: every part but the last says more follows."""
     core = measured_core()
-
-    def stat(src, dst, packets):
-        match = ofproto_v1_3_parser.OFPMatch(eth_type=0x0800, ipv4_src=src, ipv4_dst=dst)
-        return types.SimpleNamespace(cookie=forwarding.PAIR_COOKIE, priority=forwarding.PAIR_PRIORITY,
-                                     packet_count=packets, match=match)
-
     for packets in (10, 50):  # two polls, each in two parts: h1 -> h2 in the first, h2 -> h1 in the second
-        core.flow_stats(1, [stat(H1[0], H2[0], packets)], more=True)
+        core.flow_stats(1, [pair_stat(H1[0], H2[0], packets)], more=True)
         assert core.flow_counter.active_pairs() == {}  # nothing counted before the last part
-        core.flow_stats(1, [stat(H2[0], H1[0], packets)])
+        core.flow_stats(1, [pair_stat(H2[0], H1[0], packets)])
     # Both sent 40 packets since the first poll; counted part by part, the first part's pair was not
     # seen in the last "poll" (the second part alone) and never counted.
     assert core.flow_counter.active_pairs() == {(H1[0], H2[0]): 1, (H2[0], H1[0]): 1}
