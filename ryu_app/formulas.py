@@ -143,29 +143,6 @@ def cwnd_clamp_segments(max_bytes, bounds=Bounds()):
     return np.where(unbounded, 0, clamped)
 
 
-def shared_round_trips(flow_links, flow_rtts, links):
-    """RTT_l, the round trip otcp-lossless sizes a switch egress's windows with: per link
-    index below links, the median of the window round trips of the active flows whose data
-    path crosses it, NaN where none does.
-
-    flow_links[i] and flow_rtts[i] are one link a flow crosses and that flow's round trip
-    (a flow gives one entry per link of its path). The median, not each flow's own round
-    trip: the flows through one bottleneck then get one window each, where their own
-    minimums differ by the noise of where and when each host measured them (0.5-3.6 ms
-    for 16 alike paths of the star, measured on this machine), and the flow with the
-    smallest window finishes last, alone on an idle link.
-    """
-    link = np.asarray(flow_links, dtype=np.int64)
-    rtt = np.asarray(flow_rtts, dtype=float)
-    shared = np.full(links, np.nan)
-    if len(link):
-        order = np.lexsort((rtt, link))
-        link, rtt = link[order], rtt[order]
-        ids, first, count = np.unique(link, return_index=True, return_counts=True)
-        shared[ids] = (rtt[first + (count - 1) // 2] + rtt[first + count // 2]) / 2
-    return shared
-
-
 def queue_target_bytes(buffer_bytes, lossless=Lossless()):
     """The queue otcp-lossless aims to stand at a switch egress: a share of its buffer."""
     return np.asarray(buffer_bytes, dtype=float) * lossless.queue_target_fraction

@@ -67,7 +67,7 @@ _LINE_PADDING = {"slope": 0.0, "offset": np.inf}
 
 def _changed_terms(new: dict, old: dict) -> np.ndarray:
     """Per entity (the last axis: edge-switch pair or host), whether any of its terms differ
-    between two plans' (Plan._terms)."""
+    between two plans' (Plan._terms_of_edge_pairs, Plan._terms_of_hosts)."""
     changed = np.zeros(next(iter(new.values())).shape[-1], dtype=bool)
     for name, values in new.items():
         before = old[name]
@@ -95,7 +95,6 @@ class _LinkTable:
     flows: np.ndarray
     spread: np.ndarray  # how far above its delay a measured link's samples reach
     source: np.ndarray  # index into DELAY_SOURCES
-    shared_rtt: np.ndarray  # otcp-lossless: the round trip its active flows share (NaN: none, or not lossless)
 
     @classmethod
     def build(cls, fabric):
@@ -123,7 +122,6 @@ class _LinkTable:
             flows=np.zeros(size, dtype=np.int64),
             spread=spread,
             source=source,
-            shared_rtt=np.full(size, np.nan),
         )
 
     @property
@@ -258,7 +256,7 @@ class Plan:
         self._build_host_link_tables()
         self._host_rtts()
         self._count_flows()
-        self._terms()
+        self._edge_terms, self._host_terms = self._terms_of_edge_pairs(), self._terms_of_hosts()
         self._route_sets: dict[str, list[dict]] | None = None
         self._previous_sets: dict[str, list[dict]] = {}  # route sets still right, by host
         self._coarse_before = (coarse_before if coarse_before is not None
@@ -332,7 +330,7 @@ class Plan:
     # the same backwards. So every sum and minimum the formulas take over a
     # round trip is a term of the pair of edge switches combined with a term
     # of each host, and the terms are computed once per edge-switch pair and
-    # once per host (_terms). Per host pair
+    # once per host (_terms_of_edge_pairs, _terms_of_hosts). Per host pair
     # only their combination remains, and a pair whose terms did not change
     # keeps its parameters. The terms that count flows come twice, along
     # their first axis: [0] for a pair that is not itself a flow
@@ -342,24 +340,19 @@ class Plan:
         """For forward links (..., columns): per sharing (see above), the smallest cap_l / N_l,
         shape (2, ...), and each column's window line, the slope cap_l / N_l and the offset
         buf_l / N_l (the queue target's share with lossless) where the link's tail is a switch,
-        0 and +inf elsewhere (so it never wins the minimum), shapes (2, columns, ...). A
-        lossless egress with flows sizes its windows with their shared round trip RTT_l: its
-        line is flat, slope 0 and offset (cap_l x RTT_l + Q_l) / N_l."""
+        0 and +inf elsewhere (so it never wins the minimum), shapes (2, columns, ...)."""
         t = self._links
         capacity, egress = t.capacity[forward], t.switch_egress[forward]
         queue = (t.buffer[forward] if self.lossless is None
                  else formulas.queue_target_bytes(t.buffer[forward], self.lossless))
-        shared = egress & ~np.isnan(t.shared_rtt[forward])
-        in_flight = np.zeros(forward.shape)
-        in_flight[shared] = capacity[shared] * t.shared_rtt[forward][shared]
         shares, slopes, offsets = [], [], []
         for pair_is_active in (False, True):
             # N_l >= 1 always; only padding columns could reach 0 here.
             sharing = np.maximum(formulas.flows_sharing(t.flows[forward], pair_is_active), 1)
             share = capacity / sharing
             shares.append(share.min(axis=-1, initial=np.inf))
-            slopes.append(np.moveaxis(np.where(egress & ~shared, share, 0.0), -1, 0))
-            offsets.append(np.moveaxis(np.where(egress, (in_flight + queue) / sharing, np.inf), -1, 0))
+            slopes.append(np.moveaxis(np.where(egress, share, 0.0), -1, 0))
+            offsets.append(np.moveaxis(np.where(egress, queue / sharing, np.inf), -1, 0))
         return np.stack(shares), np.stack(slopes), np.stack(offsets)
 
     def _round_trip_sums(self, round_trip):
@@ -369,31 +362,25 @@ class Plan:
                 "source": t.source[round_trip].max(axis=-1, initial=0),
                 "queueing": (t.buffer / t.capacity)[round_trip].sum(axis=-1)}
 
-    def _terms(self):
-        """The terms of the edge-switch pairs (a * len(edges) + b: the switch paths') and of the
-        hosts (their two links; on the data path, the uplink's share and the downlink's share and
-        window line: an uplink's tail is the host, no line). The round-trip sums come first: the
-        flows' round trips, which otcp-lossless's window lines share, are made of them."""
+    def _terms_of_edge_pairs(self):
+        """The switch paths' terms, per ordered pair of edge switches a * len(edges) + b."""
         edges = len(self._edges)
         between = self._segment_links[np.ix_(self._edges, self._edges)]  # the links from a to b
         forward = between.reshape(edges * edges, between.shape[-1])
-        self._edge_terms = e = self._round_trip_sums(
-            np.concatenate([forward, between.transpose(1, 0, 2).reshape(forward.shape)], axis=-1))
-        self._host_terms = h = self._round_trip_sums(np.stack([self._uplink, self._downlink], axis=-1))
-        if self.lossless is not None:
-            self._links.shared_rtt = self._shared_round_trips()
-        e["share"], slope, offset = self._forward_terms(forward)
-        e["slope"], e["offset"] = _undominated(slope, offset)
-        h["uplink_share"] = self._forward_terms(self._uplink[:, None])[0]
-        h["downlink_share"], slope, offset = self._forward_terms(self._downlink[:, None])
-        h["downlink_slope"], h["downlink_offset"] = slope[:, 0], offset[:, 0]
+        terms = self._round_trip_sums(np.concatenate([forward, between.transpose(1, 0, 2).reshape(forward.shape)],
+                                                     axis=-1))
+        terms["share"], slope, offset = self._forward_terms(forward)
+        terms["slope"], terms["offset"] = _undominated(slope, offset)
+        return terms
 
-    def _shared_round_trips(self):
-        """Per link, the round trip the active flows crossing it share (formulas.shared_round_trips)."""
-        src, dst = np.nonzero(self._active)
-        links = self._path_links(src, dst)
-        rtt = self._round_trips(src, dst, self._host_edge[src] * len(self._edges) + self._host_edge[dst])[0]
-        return formulas.shared_round_trips(links.ravel(), np.repeat(rtt, links.shape[-1]), len(self._links.capacity))
+    def _terms_of_hosts(self):
+        """Each host's terms: its two links on the round trip; on the data path, its uplink's
+        share and its downlink's share and window line (an uplink's tail is the host: no line)."""
+        terms = self._round_trip_sums(np.stack([self._uplink, self._downlink], axis=-1))
+        terms["uplink_share"] = self._forward_terms(self._uplink[:, None])[0]
+        terms["downlink_share"], slope, offset = self._forward_terms(self._downlink[:, None])
+        terms["downlink_slope"], terms["downlink_offset"] = slope[:, 0], offset[:, 0]
+        return terms
 
     def _pairs(self):
         """Every reachable ordered pair (src, dst, index of their edge-switch pair), in pair order."""

@@ -5,7 +5,6 @@ vectorised planner, and benchmarks/plan_scale.py as its baseline.
 """
 
 import math
-import statistics
 
 from ryu_app import formulas
 from ryu_app.paths import SwitchPaths
@@ -22,14 +21,10 @@ class ReferencePlanner:
         self.switch_paths = SwitchPaths(fabric.switches, fabric.switch_links())
         self.attachment = fabric.attachments()
         self.flows_on = {}
-        rtts_on: dict = {}  # link -> the window round trips of the active flows crossing it
         for (src, dst), count in fabric.flows.items():
             path = self.host_path(src, dst)
             for link in zip(path or [], (path or [])[1:]):
                 self.flows_on[link] = self.flows_on.get(link, 0) + count
-                if count > 0 and src != dst:
-                    rtts_on.setdefault(link, []).append(self._links_of(src, dst)[2])
-        self.shared_rtt = {link: statistics.median(rtts) for link, rtts in rtts_on.items()}
 
     def host_path(self, src, dst):
         """Node names from host src to host dst, or None if unreachable."""
@@ -97,8 +92,7 @@ class ReferencePlanner:
                 continue
             sharing = self._sharing(src, dst, link)
             target = facts[link].buffer_bytes * self.lossless.queue_target_fraction
-            shared_rtt = self.shared_rtt.get(link, rtt)  # the round trip of the flows through it, if any
-            windows.append((facts[link].capacity_bytes_per_s * shared_rtt + target) / sharing)
+            windows.append((facts[link].capacity_bytes_per_s * rtt + target) / sharing)
         mss = self.bounds.mss_bytes
         if not windows:
             published_initcwnd = self.pair(src, dst)[2]

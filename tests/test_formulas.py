@@ -1,6 +1,5 @@
 """The formulas of docs/design.md, "Formulas", checked against hand-computed values."""
 
-import dataclasses
 import math
 
 import numpy as np
@@ -9,7 +8,6 @@ from helpers import star
 
 from ryu_app import formulas, inventory
 from ryu_app.planner import Plan
-from ryu_app.rtt import PairRtt
 
 
 def plan_of(document):
@@ -207,32 +205,6 @@ def test_lossless_queue_target_is_a_share_of_the_buffer():
         formulas.Lossless(queue_target_fraction=0.0)
     with pytest.raises(ValueError, match="mss_floor_bytes"):
         formulas.Lossless(mss_floor_bytes=10)
-
-
-def test_lossless_flows_through_one_bottleneck_share_its_round_trip():
-    # The hosts measured 0.5, 1.0 and 3.6 ms to h1 (the links' delays are guesses, so theirs count).
-    # s1->h1 sizes the windows with their median, 1.0 ms: (12.5e6 x 1e-3 + 21250) / 3 = 11250 B each,
-    # 7.4 full frames, so 8 frames of 1406.25 B: segment 1340 B, whichever host measured what.
-    fabric = inventory.parse(star(3)).fabric()
-    fabric.links = {link: dataclasses.replace(facts, delay_source="default") for link, facts in fabric.links.items()}
-    for host, low in (("h2", 0.5e-3), ("h3", 1.0e-3), ("h4", 3.6e-3)):
-        fabric.host_rtts[(host, "h1")] = fabric.host_rtts[("h1", host)] = PairRtt(low, low, "tcp")
-    plan = Plan(fabric, formulas.Bounds(), formulas.Lossless())
-    toward_h1 = [r for r in plan.records() if r["dst"] == "h1"]
-    assert {(r["segment_bytes"], r["cwnd_clamp"], r["initcwnd"]) for r in toward_h1} == {(1340, 8, 8)}
-    # Each pair keeps its own round trip on record (and for minRTO).
-    assert {r["src"]: r["rtt_prop_us"] for r in toward_h1} == pytest.approx({"h2": 500, "h3": 1000, "h4": 3600})
-    # The published formulas (otcp) keep each pair's own: (cap x RTT + buf) / 3 is 30 417 B for h2
-    # (21 segments), 43 333 B for h4 (29).
-    published = Plan(fabric, formulas.Bounds())
-    assert (pair(published, "h2", "h1")["cwnd_clamp"], pair(published, "h4", "h1")["cwnd_clamp"]) == (21, 29)
-
-
-def test_shared_round_trip_is_the_median_of_the_flows_crossing_a_link():
-    shared = formulas.shared_round_trips([0, 0, 0, 1, 1, 3], [3e-3, 1e-3, 2e-3, 5e-3, 4e-3, 7e-3], 4)
-    assert shared[[0, 1, 3]] == pytest.approx([2e-3, 4.5e-3, 7e-3])
-    assert np.isnan(shared[2])
-    assert np.isnan(formulas.shared_round_trips([], [], 2)).all()
 
 
 def test_segment_and_window_functions_on_their_edges():
