@@ -380,7 +380,7 @@ def run_scheme(network, scheme, buffer_bytes, progress):
         timeouts=sum(c["TcpExtTCPTimeouts"] for c in counters.values()),
         retransmissions=sum(c["TcpRetransSegs"] for c in counters.values()),
         cpu_busy_pct=cpu_mean, cpu_busiest_pct=cpu_busiest, ce_marks=ce_marks, generations=generations,
-        **stats.queue_emptiness(backlog.series, rounds))
+        **stats.queue_emptiness(backlog.series, rounds), **stats.unfinished_connections(rounds))
     queues = {h: {"egress": {"sent_packets": after_queues[h].egress.sent_packets - before_queues[h].egress.sent_packets,
                              "drops": after_queues[h].egress.drops - before_queues[h].egress.drops},
                   "buffer": {"sent_packets": after_queues[h].buffer.sent_packets - before_queues[h].buffer.sent_packets,

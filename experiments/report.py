@@ -120,6 +120,9 @@ def report(runs):
             table([r for r in these if r.get("backlog_empty_pct") is not None], emptiness,
                   f"{kb}: bottleneck queue found empty, share of backlog samples: during rounds / in their "
                   "tails (after a round's first connection finished); the tail's share of a round"),
+            table([r for r in these if r.get("connections_unfinished_pct") is not None],
+                  lambda r: f"{r['connections_unfinished_pct']:.0f} %",
+                  f"{kb}: connections still unfinished, mean share over a round's time"),
             table([r for r in these if r["scheme"].startswith("otcp-")], lambda r: f"{r['packet_bytes']}",
                   f"{kb}: IP packet size used (B)"),
             table([r for r in these if r.get("generations") is not None], lambda r: f"{r['generations']}",

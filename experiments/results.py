@@ -16,7 +16,8 @@ The summary's schema (issues 4 and 8)::
                "generations",                           # generations the controller made during the
                                                         # measured rounds (null for static schemes)
                "backlog_empty_pct", "backlog_empty_tail_pct",  # the bottleneck's queue found empty:
-               "round_tail_pct"}],                      # stats.queue_emptiness (null: no sample taken)
+               "round_tail_pct",                        # stats.queue_emptiness (null: no sample taken)
+               "connections_unfinished_pct"}],          # stats.unfinished_connections
      "unexplained_losses": [{"scheme", "senders", "buffer_bytes", "unexplained"}],  # runs that lost packets
                                                                                    # no counter names
      "unavailable": [{"scheme", "reason"}],   # schemes that could not run here
@@ -69,6 +70,7 @@ RUN_FIELDS = {
     "backlog_empty_pct": (float, type(None)),
     "backlog_empty_tail_pct": (float, type(None)),
     "round_tail_pct": (float, type(None)),
+    "connections_unfinished_pct": (float, type(None)),
 }
 # May be negative: more packets delivered than sent means the switch made copies.
 SIGNED_FIELDS = {"unexplained"}
@@ -112,6 +114,7 @@ class RunRecord:
     backlog_empty_pct: float | None = None
     backlog_empty_tail_pct: float | None = None
     round_tail_pct: float | None = None
+    connections_unfinished_pct: float | None = None  # stats.unfinished_connections (None: no round)
 
     @classmethod
     def build(cls, head, rounds_summary, account, probe_summary, **rest):

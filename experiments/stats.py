@@ -50,6 +50,20 @@ def summarize_rounds(rounds):
     }
 
 
+def unfinished_connections(rounds):
+    """How many of a round's connections were still unfinished, on average over its time, as a
+    share (%) of them all: per round, the sum of each connection's completion (flows_s, from
+    the round's start) over connections x round duration; the mean over the rounds (None
+    without a round with connections).
+
+    Where every window is held at a fixed share of the bottleneck's budget (otcp-lossless:
+    1/N each), this share bounds the share of the budget the round can use: a finished
+    connection's part is not passed on to those still sending."""
+    shares = [100.0 * sum(r["flows_s"]) / (len(r["flows_s"]) * r["duration_s"])
+              for r in rounds if r["flows_s"] and r["duration_s"] > 0]
+    return {"connections_unfinished_pct": sum(shares) / len(shares) if shares else None}
+
+
 def queue_emptiness(samples, rounds):
     """Where a run's bottleneck queue ran dry, from backlog samples [(monotonic s, bytes)]
     and the client's rounds (start_s, duration_s, flows_s: each connection's completion,

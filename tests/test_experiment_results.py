@@ -16,7 +16,7 @@ def a_run(**changes):
            "drops_other_buffers": 0, "sender_queue_drops": 0, "unexplained": 0, "peak_backlog_bytes": 84000,
            "cpu_busy_pct": 60.0, "cpu_busiest_pct": 80.0, "ce_marks": None,
            "generations": None, "backlog_empty_pct": 12.5,
-           "backlog_empty_tail_pct": 30.0, "round_tail_pct": 15.0}
+           "backlog_empty_tail_pct": 30.0, "round_tail_pct": 15.0, "connections_unfinished_pct": 83.6}
     run.update(changes)
     return run
 
@@ -305,6 +305,11 @@ def test_report_tables_and_the_dctcp_findings():
     assert "the tail's share of a round**\n\n| senders | dctcp | otcp+dctcp |" in text
     assert "| 16 | 12 % / 30 %; 15 % | 12 % / 30 %; 15 % |" in text
     assert report.emptiness(a_run(backlog_empty_tail_pct=None, round_tail_pct=None)) == "12 % / -"
+    # A summary from before a field left its table out, not a blank or an error.
+    assert "connections still unfinished, mean share over a round's time**\n\n| senders | default | dctcp | otcp+dctcp |" \
+        "\n|---|---|---|---|\n| 8 |  | 84 % |  |\n| 16 | 84 % | 84 % | 84 % |" in text
+    older = report.report([{k: v for k, v in run.items() if k != "connections_unfinished_pct"} for run in runs])
+    assert "connections still unfinished" not in older
 
 
 def test_report_merges_sweeps_with_later_runs_replacing_earlier_ones(tmp_path):

@@ -68,6 +68,16 @@ def test_queue_emptiness_counts_samples_in_rounds_and_in_their_tails():
     assert stats.queue_emptiness([(10.01, 0)], rounds)["backlog_empty_tail_pct"] is None
 
 
+def test_unfinished_connections_is_the_mean_share_of_connections_still_running():
+    # Round 1, 100 ms: connections done at 50 and 100 ms, so 2 running for the first half, 1 for the
+    # second: 75 %. Round 2, 200 ms: all three run to the end: 100 %. Mean 87.5 %.
+    rounds = [{"start_s": 0.0, "duration_s": 0.1, "bytes": 1, "flows_s": [0.05, 0.1]},
+              {"start_s": 1.0, "duration_s": 0.2, "bytes": 1, "flows_s": [0.2, 0.2, 0.2]},
+              {"start_s": 2.0, "duration_s": 0.1, "bytes": 0, "flows_s": []}]  # no connection: left out
+    assert stats.unfinished_connections(rounds) == {"connections_unfinished_pct": pytest.approx(87.5)}
+    assert stats.unfinished_connections(rounds[2:]) == {"connections_unfinished_pct": None}
+
+
 def test_summarize_probe():
     summary = stats.summarize_probe([1.0, 3.0], sent=4)
     assert summary["probe_rtt_avg_ms"] == 2.0
