@@ -119,7 +119,7 @@ def run_network(config, progress, runnable, document):
         ceilings = {}
         for packet_bytes in sorted({incast.packet_bytes_of(s) for s in runnable}, reverse=True):
             ceilings[packet_bytes] = stats.Spread(tuple(
-                m for m, _ in incast.ceiling_samples(network, packet_bytes, progress))).median
+                m for m, _ in incast.ceiling_samples(network, packet_bytes, progress).kept)).median
         for scheme in runnable:
             progress.start_run(f"{scheme.name} {config.flows} flows")
             try:
@@ -187,7 +187,7 @@ def run_scheme(network, scheme, progress, ceilings):
                                                                              data_ips))
     if packet_bytes not in ceilings:
         ceilings[packet_bytes] = stats.Spread(tuple(
-            m for m, _ in incast.ceiling_samples(network, packet_bytes, progress))).median
+            m for m, _ in incast.ceiling_samples(network, packet_bytes, progress).kept)).median
     timeouts = sum(stats.counter_deltas(before[h], after[h], measure.TCP_COUNTERS)["TcpExtTCPTimeouts"]
                    for h in hosts)
     drops = queues_after[topo.receiver].buffer.drops - queues_before[topo.receiver].buffer.drops

@@ -234,6 +234,18 @@ def cpu_busy(before, after):
     return (100.0 * busy / total if total else 0.0), max(shares)
 
 
+#: A single-flow ceiling sample more than this share below the best of its network and packet
+#: size was disturbed: contention for the CPU only ever lowers one flow's rate.
+CEILING_AGREEMENT = 0.05
+
+
+def agreeing_ceilings(values, agreement=CEILING_AGREEMENT):
+    """The samples of one ceiling within agreement (a share) of the best, in their order;
+    the others were disturbed."""
+    best = max(values)
+    return [value for value in values if value >= (1 - agreement) * best]
+
+
 @dataclasses.dataclass(frozen=True)
 class Spread:
     """Repeated measurements of one quantity: median, min, max and the

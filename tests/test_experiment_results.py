@@ -2,6 +2,7 @@
 
 import json
 import sqlite3
+import types
 
 import pytest
 
@@ -358,3 +359,48 @@ def test_the_summary_names_the_code_it_ran(tmp_path):
     document = json.loads(open(results.write_summary(str(plain), samples(95.0), [full_record()], [], [], now),
                                encoding="utf-8").read())
     assert document["code"] == {**now, "changed_during_sweep": False}
+
+
+def fake_ceiling_network(monkeypatch, readings):
+    """A network whose single-flow ceiling samples are readings, in order (one too many fails)."""
+    readings = iter(readings)
+    monkeypatch.setattr(incast.measure, "single_flow_ceiling", lambda *args, **kwargs: next(readings))
+    monkeypatch.setattr(incast.measure, "read_cpu_times", lambda: None)
+    monkeypatch.setattr(incast.stats, "cpu_busy", lambda before, after: (50.0, 60.0))
+    monkeypatch.setattr(incast, "flush_tcp_metrics", lambda emulation, hosts: None)
+    return types.SimpleNamespace(config=types.SimpleNamespace(ceiling_repeats=3, ceiling_seconds=3),
+                                 topo=types.SimpleNamespace(senders=["h2"], receiver="h1"), emulation=None,
+                                 data_ips={"h1": "10.0.0.1"})
+
+
+def test_ceiling_samples_that_agree_are_taken_once(monkeypatch):
+    messages = []
+    taken = incast.ceiling_samples(fake_ceiling_network(monkeypatch, [94.6, 95.6, 95.1]), 1500,
+                                   types.SimpleNamespace(message=messages.append))
+    assert (taken.kept, taken.set_aside) == ([(94.6, 50.0), (95.6, 50.0), (95.1, 50.0)], [])
+    assert messages[-1] == "single-flow ceiling, 1500 B packets: median 95.1 Mb/s (94.6, 95.6, 95.1)"
+
+
+def test_disturbed_ceiling_samples_are_measured_again_and_set_aside(monkeypatch):
+    # The 32-sender network of results/gens-64k-now: 56.3, 69.9, 85.5 Mb/s. Within 5 % of the best
+    # only 85.5 itself, so more samples, until three agree (94.0, 94.5, 93.9) or six are taken.
+    network = fake_ceiling_network(monkeypatch, [56.3, 69.9, 85.5, 94.0, 94.5, 93.9])
+    messages = []
+    sweep, stored = incast.SweepResult(), []
+    store = types.SimpleNamespace(add_ceiling=lambda sample, ceiling: stored.append(sample))
+    incast.measure_ceiling(network, store, types.SimpleNamespace(message=messages.append), sweep, 85000, 1500)
+    assert [s.mbps for s in sweep.ceilings] == [s.mbps for s in stored] == [94.0, 94.5, 93.9]
+    assert sweep.ceiling() == 94.0
+    assert "(4/3, again: the samples disagree, 3 s of iperf3)" in messages[3]
+    assert "median 94.0 Mb/s (94.0, 94.5, 93.9); set aside as disturbed: 56.3, 69.9, 85.5" in messages[6]
+    assert sweep.notes == ["ceiling at 1500 B packets on the 1-sender network (85000 B): set aside as disturbed (more than "
+                           "5% below the best, Mb/s, CPU busy): 56.3 (50 %), 69.9 (50 %), 85.5 (50 %)"]
+
+
+def test_ceiling_samples_that_never_agree_stop_at_twice_the_repeats(monkeypatch):
+    # A CPU-bound small-packet ceiling: six samples, and the two within 5 % of the best are kept.
+    taken = incast.ceiling_samples(fake_ceiling_network(monkeypatch, [37.0, 33.7, 40.8, 35.0, 36.0, 39.0]), 415,
+                                   types.SimpleNamespace(message=lambda text: None))
+    assert [m for m, _ in taken.kept] == [40.8, 39.0]
+    assert [m for m, _ in taken.set_aside] == [37.0, 33.7, 35.0, 36.0]
+    assert incast.stats.agreeing_ceilings([37.0, 33.7, 40.8]) == [40.8]
