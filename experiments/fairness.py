@@ -118,8 +118,7 @@ def run_network(config, progress, runnable, document):
         incast.ensure_connectivity(emulation, topo.senders, network.data_ips[topo.receiver])
         ceilings = {}
         for packet_bytes in sorted({incast.packet_bytes_of(s) for s in runnable}, reverse=True):
-            ceilings[packet_bytes] = stats.Spread(tuple(
-                m for m, _ in incast.ceiling_samples(network, packet_bytes, progress).kept)).median
+            ceilings[packet_bytes] = incast.ceiling_samples(network, packet_bytes, progress).median
         for scheme in runnable:
             progress.start_run(f"{scheme.name} {config.flows} flows")
             try:
@@ -186,8 +185,7 @@ def run_scheme(network, scheme, progress, ceilings):
         packet_bytes = incast.packet_bytes_of(scheme, incast.receiver_advmss(emulation, topo.receiver, topo.senders,
                                                                              data_ips))
     if packet_bytes not in ceilings:
-        ceilings[packet_bytes] = stats.Spread(tuple(
-            m for m, _ in incast.ceiling_samples(network, packet_bytes, progress).kept)).median
+        ceilings[packet_bytes] = incast.ceiling_samples(network, packet_bytes, progress).median
     timeouts = sum(stats.counter_deltas(before[h], after[h], measure.TCP_COUNTERS)["TcpExtTCPTimeouts"]
                    for h in hosts)
     drops = queues_after[topo.receiver].buffer.drops - queues_before[topo.receiver].buffer.drops

@@ -277,6 +277,11 @@ class CeilingTaken:
     kept: list
     set_aside: list
 
+    @property
+    def median(self):
+        """The ceiling: the median of the samples kept."""
+        return stats.Spread(tuple(m for m, _ in self.kept)).median
+
 
 def ceiling_samples(network, packet_bytes, progress):
     """The single-flow ceiling of network at packet_bytes: config.ceiling_repeats samples,
@@ -304,7 +309,7 @@ def ceiling_samples(network, packet_bytes, progress):
     taken = CeilingTaken([s for s in samples if s[0] in agreeing], [s for s in samples if s[0] not in agreeing])
     aside = f"; set aside as disturbed: {', '.join(f'{m:.1f}' for m, _ in taken.set_aside)}" if taken.set_aside else ""
     progress.message(f"single-flow ceiling, {packet_bytes} B packets: median "
-                     f"{stats.Spread(tuple(m for m, _ in taken.kept)).median:.1f} Mb/s "
+                     f"{taken.median:.1f} Mb/s "
                      f"({', '.join(f'{m:.1f}' for m, _ in taken.kept)}){aside}")
     return taken
 

@@ -137,9 +137,9 @@ class Controller:
             wanted = set(pairs)
             matching = [number for number, found in counted.items()
                         if (wanted <= found if active else not wanted & found)]
-            if not matching or not status["agents"] or (not active and max(matching) != status["generation"]):
-                return False
             agents = status["agents"]
+            if not matching or not agents or (not active and max(matching) != status["generation"]):
+                return False
             held = max((number for number in matching
                         if all(agent["lag_generations"] == 0 or (agent["acknowledged_generation"] or 0) >= number
                                for agent in agents)), default=None)

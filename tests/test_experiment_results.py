@@ -306,9 +306,9 @@ def test_report_tables_and_the_dctcp_findings():
     assert "the tail's share of a round**\n\n| senders | dctcp | otcp+dctcp |" in text
     assert "| 16 | 12 % / 30 %; 15 % | 12 % / 30 %; 15 % |" in text
     assert report.emptiness(a_run(backlog_empty_tail_pct=None, round_tail_pct=None)) == "12 % / -"
-    # A summary from before a field left its table out, not a blank or an error.
     assert "connections still unfinished, mean share over a round's time**\n\n| senders | default | dctcp | otcp+dctcp |" \
         "\n|---|---|---|---|\n| 8 |  | 84 % |  |\n| 16 | 84 % | 84 % | 84 % |" in text
+    # A summary from before a field left its table out, not a blank or an error.
     older = report.report([{k: v for k, v in run.items() if k != "connections_unfinished_pct"} for run in runs])
     assert "connections still unfinished" not in older
 
