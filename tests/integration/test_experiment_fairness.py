@@ -2,7 +2,7 @@
 default and otcp-lossless (``otcp-experiment fairness``, experiments/fairness.py).
 
 Runs the command as a child process, then checks fairness.json against what the run's own series
-say (the means, the steady goodput, the arrivals), the plots, and that nothing it created is left
+say (the means, the steady goodput, the arrivals), the plots, and that no bridge it created is left
 behind. No assertion on speed.
 """
 
