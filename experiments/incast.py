@@ -34,6 +34,7 @@ import os
 import subprocess
 import sys
 import time
+import typing
 
 import otcp_bpf
 from experiments import measure, otcp, plots, results, schemes, stats
@@ -269,10 +270,19 @@ class Network:
         self.servers_cc = cc
 
 
+class CeilingMeasured(typing.NamedTuple):
+    """One single-flow ceiling sample: Mb/s, both cores' busy share and the switch thread's
+    (measure.switch_thread_time; None without ovs-vswitchd), in %."""
+
+    mbps: float
+    cpu_busy_pct: float
+    switch_cpu_pct: float | None
+
+
 @dataclasses.dataclass
 class CeilingTaken:
     """One network's single-flow ceiling at one packet size: the samples kept, and the
-    disturbed ones set aside (stats.agreeing_ceilings), each (Mb/s, both cores' busy share)."""
+    disturbed ones set aside (stats.agreeing_ceilings), each a CeilingMeasured."""
 
     kept: list
     set_aside: list
@@ -280,7 +290,7 @@ class CeilingTaken:
     @property
     def median(self):
         """The ceiling: the median of the samples kept."""
-        return stats.Spread(tuple(m for m, _ in self.kept)).median
+        return stats.Spread(tuple(s.mbps for s in self.kept)).median
 
 
 def ceiling_samples(network, packet_bytes, progress):
@@ -295,22 +305,26 @@ def ceiling_samples(network, packet_bytes, progress):
     samples: list = []
     while len(samples) < 2 * config.ceiling_repeats:
         if len(samples) >= config.ceiling_repeats and \
-                len(stats.agreeing_ceilings([m for m, _ in samples])) >= config.ceiling_repeats:
+                len(stats.agreeing_ceilings([s.mbps for s in samples])) >= config.ceiling_repeats:
             break
         extra = "" if len(samples) < config.ceiling_repeats else ", again: the samples disagree"
         progress.message(f"measuring the single-flow ceiling, {packet_bytes} B packets "
                          f"({len(samples) + 1}/{config.ceiling_repeats}{extra}, {config.ceiling_seconds} s of iperf3)")
-        cpu_before = measure.read_cpu_times()
+        cpu_before, switch_before = measure.read_cpu_times(), measure.switch_thread_time()
         mbps = measure.single_flow_ceiling(network.emulation, topo.senders[0], topo.receiver,
                                            network.data_ips[topo.receiver], seconds=config.ceiling_seconds,
                                            packet_bytes=packet_bytes)
-        samples.append((mbps, stats.cpu_busy(cpu_before, measure.read_cpu_times())[0]))
-    agreeing = stats.agreeing_ceilings([m for m, _ in samples])
-    taken = CeilingTaken([s for s in samples if s[0] in agreeing], [s for s in samples if s[0] not in agreeing])
-    aside = f"; set aside as disturbed: {', '.join(f'{m:.1f}' for m, _ in taken.set_aside)}" if taken.set_aside else ""
+        samples.append(CeilingMeasured(mbps, stats.cpu_busy(cpu_before, measure.read_cpu_times())[0],
+                                       stats.thread_busy(switch_before, measure.switch_thread_time())))
+    agreeing = stats.agreeing_ceilings([s.mbps for s in samples])
+    taken = CeilingTaken([s for s in samples if s.mbps in agreeing], [s for s in samples if s.mbps not in agreeing])
+    aside = f"; set aside as disturbed: {', '.join(f'{s.mbps:.1f}' for s in taken.set_aside)}" \
+        if taken.set_aside else ""
+    switch = [s.switch_cpu_pct for s in taken.kept if s.switch_cpu_pct is not None]
+    busy = f"; switch thread {min(switch):.0f}-{max(switch):.0f} % of a core" if switch else ""
     progress.message(f"single-flow ceiling, {packet_bytes} B packets: median "
                      f"{taken.median:.1f} Mb/s "
-                     f"({', '.join(f'{m:.1f}' for m, _ in taken.kept)}){aside}")
+                     f"({', '.join(f'{s.mbps:.1f}' for s in taken.kept)}){aside}{busy}")
     return taken
 
 
@@ -318,14 +332,15 @@ def measure_ceiling(network, store, progress, sweep, buffer_bytes, packet_bytes)
     """ceiling_samples: the kept ones in sweep and store, the set-aside ones in the sweep's notes."""
     senders = len(network.topo.senders)
     taken = ceiling_samples(network, packet_bytes, progress)
-    for mbps, cpu in taken.kept:
-        sample = results.CeilingSample(senders, buffer_bytes, packet_bytes, mbps, cpu)
+    for kept in taken.kept:
+        sample = results.CeilingSample(senders, buffer_bytes, packet_bytes, *kept)
         sweep.ceilings.append(sample)
         store.add_ceiling(sample, sweep.ceiling())
     if taken.set_aside:
         sweep.note(progress, f"ceiling at {packet_bytes} B packets on the {senders}-sender network ({buffer_bytes} B): "
                              f"set aside as disturbed (more than {stats.CEILING_AGREEMENT:.0%} below the best, "
-                             f"Mb/s, CPU busy): " + ", ".join(f"{m:.1f} ({cpu:.0f} %)" for m, cpu in taken.set_aside))
+                             f"Mb/s, CPU busy): " + ", ".join(f"{s.mbps:.1f} ({s.cpu_busy_pct:.0f} %)"
+                                                                for s in taken.set_aside))
 
 
 def scheme_settings(network, scheme, buffer_bytes, hosts):
@@ -381,7 +396,7 @@ def run_scheme(network, scheme, buffer_bytes, progress):
         before_path = measure.path_counters(emulation, interfaces)
         before_queues = measure.link_queues(emulation, hosts)
         marks_before = marker.counters().marked if marker else None
-        cpu_before = measure.read_cpu_times()
+        cpu_before, switch_before = measure.read_cpu_times(), measure.switch_thread_time()
         generation_before = network.controller.generation() if scheme.kind == "otcp" else None
         with measure.Probe(emulation, topo.probe, data_ips[topo.receiver], config.probe_interval_s) as probe, \
                 measure.BacklogSampler(emulation, topo.receiver, receiver_intf.buffer_device,
@@ -390,6 +405,7 @@ def run_scheme(network, scheme, buffer_bytes, progress):
                                 lambda done: progress.update(done, config.rounds), cc)
             rtts, sent = probe.stop()
         cpu_mean, cpu_busiest = stats.cpu_busy(cpu_before, measure.read_cpu_times())
+        switch_busy = stats.thread_busy(switch_before, measure.switch_thread_time())
         generations = None if generation_before is None else network.controller.generation() - generation_before
         measure.wait_empty(emulation, topo.receiver, receiver_intf.buffer_device)
         ce_marks = marker.counters().marked - marks_before if marker else None
@@ -410,7 +426,8 @@ def run_scheme(network, scheme, buffer_bytes, progress):
         peak_backlog_bytes=backlog.peak,
         timeouts=sum(c["TcpExtTCPTimeouts"] for c in counters.values()),
         retransmissions=sum(c["TcpRetransSegs"] for c in counters.values()),
-        cpu_busy_pct=cpu_mean, cpu_busiest_pct=cpu_busiest, ce_marks=ce_marks, generations=generations,
+        cpu_busy_pct=cpu_mean, cpu_busiest_pct=cpu_busiest, switch_cpu_pct=switch_busy, ce_marks=ce_marks,
+        generations=generations,
         **stats.queue_emptiness(backlog.series, rounds), **stats.unfinished_connections(rounds))
     queues = {h: {"egress": {"sent_packets": after_queues[h].egress.sent_packets - before_queues[h].egress.sent_packets,
                              "drops": after_queues[h].egress.drops - before_queues[h].egress.drops},
@@ -511,7 +528,7 @@ def draw_plots(out, runs, round_durations, ceiling):
 def summary_table(runs, ceilings):
     """The table printed at the end of a sweep (runs: RunRecords; ceilings: the summary's "ceilings")."""
     header = (f"{'scheme':<18}{'senders':>8}{'buffer':>9}{'pkt':>5}{'goodput':>8}{'%ceil':>6}{'mean':>7}{'p95':>7}"
-              f"{'p99':>7}{'drops':>7}{'other':>6}{'unexpl':>7}{'peakq':>7}{'RTOs':>6}{'rtx':>7}{'cpu%':>5}"
+              f"{'p99':>7}{'drops':>7}{'other':>6}{'unexpl':>7}{'peakq':>7}{'RTOs':>6}{'rtx':>7}{'cpu%':>5}{'sw%':>5}"
               f"{'probe avg/max ms':>17}{'emptyq':>7}{'tail':>5}")
     lines = [header, "-" * len(header)]
     for run in runs:
@@ -520,12 +537,13 @@ def summary_table(runs, ceilings):
         flag = "!" if run.unexplained else ""
         empty, empty_tail = ("-" if share is None else f"{share:.0f}%"
                              for share in (run.backlog_empty_pct, run.backlog_empty_tail_pct))
+        switch = "-" if run.switch_cpu_pct is None else f"{run.switch_cpu_pct:.0f}"
         lines.append(f"{run.scheme:<18}{run.senders:>8}{run.buffer_bytes:>9}{run.packet_bytes:>5}"
                      f"{run.goodput_mbps:>8.1f}{100 * run.share_of_ceiling:>5.0f}%{run.fct_mean_ms:>7.0f}"
                      f"{run.fct_p95_ms:>7.0f}{run.fct_p99_ms:>7.0f}{run.drops:>7}"
                      f"{run.drops_other_buffers + run.sender_queue_drops:>6}{f'{run.unexplained}{flag}':>7}"
                      f"{run.peak_backlog_bytes // 1000:>6}k{run.timeouts:>6}{run.retransmissions:>7}"
-                     f"{run.cpu_busy_pct:>5.0f}{probe:>17}{empty:>7}{empty_tail:>5}")
+                     f"{run.cpu_busy_pct:>5.0f}{switch:>5}{probe:>17}{empty:>7}{empty_tail:>5}")
     described = "; ".join(f"{c['packet_bytes']} B packets: median {c['median']:.1f} Mb/s "
                           f"({c['min']:.1f}-{c['max']:.1f}, ±{c['spread_pct']:.1f} %, {len(c['samples'])} samples)"
                           for c in ceilings)
@@ -534,7 +552,8 @@ def summary_table(runs, ceilings):
                  "bytes); completion times in ms; drops: at the bottleneck buffer; other: at the other buffers and "
                  "the senders' own queues; unexpl: IPv4 packets lost where no kernel counter names them (! flags "
                  "them); peakq: largest bottleneck backlog seen; RTOs and retransmitted segments summed over the "
-                 "hosts; cpu%: both cores' busy share during the measured rounds (/proc/stat); emptyq: share of the "
+                 "hosts; cpu%: both cores' busy share during the measured rounds (/proc/stat); sw%: the switch's "
+                 "forwarding thread (ovs-vswitchd's main thread), % of one core; emptyq: share of the "
                  "bottleneck's backlog samples during rounds that found its queue empty; tail: the same after each "
                  "round's first connection had finished")
     return "\n".join(lines)

@@ -6,7 +6,8 @@
   their links, packets the switch's egress buffers delivered and dropped,
   and what no counter explains; plus every qdisc's and veth's counters;
 - the peak backlog of the bottleneck queue (sampled);
-- host CPU (/proc/stat) over the measured rounds;
+- host CPU (/proc/stat) over the measured rounds, and the switch's: the
+  busy share of ovs-vswitchd's main thread, which forwards every packet;
 - the latency probe: ``ping`` at a fixed interval through the bottleneck
   while the workload runs;
 - the single-flow ceiling: one iperf3 flow over the same links, at a given packet size.
@@ -15,10 +16,12 @@ Parsers are separate from the collectors so they can be tested on text.
 """
 
 import json
+import os
 import re
 import signal
 import subprocess
 import sys
+import time
 
 from experiments import stats
 
@@ -202,8 +205,6 @@ def link_queues(emulation, hosts):
 
 def wait_empty(emulation, host, device, timeout=10.0):
     """Wait until the IPv4 queue on device (in host's namespace) holds nothing."""
-    import time
-
     deadline = time.monotonic() + timeout
     while True:
         queues = parse_queue_counters(emulation.run(host, ["tc", "-s", "-j", "qdisc", "show"]))
@@ -219,6 +220,25 @@ def read_cpu_times():
     """The machine's CPU times now (/proc/stat; the same in every namespace)."""
     with open("/proc/stat", encoding="ascii") as handle:
         return stats.parse_proc_stat(handle.read())
+
+
+#: Where Open vSwitch keeps its pid files (its own OVS_RUNDIR convention).
+OVS_RUNDIR = os.environ.get("OVS_RUNDIR", "/var/run/openvswitch")
+
+
+def switch_thread_time():
+    """ovs-vswitchd's main thread's CPU time now (a stats.ThreadTime), or None when no
+    ovs-vswitchd runs. Without DPDK the userspace datapath runs no PMD threads: that one
+    thread polls every port and forwards every packet of the emulation, so its busy share
+    of a core is the switch's load."""
+    try:
+        with open(os.path.join(OVS_RUNDIR, "ovs-vswitchd.pid"), encoding="ascii") as handle:
+            pid = int(handle.read())
+        with open(f"/proc/{pid}/task/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            text = handle.read()
+    except (OSError, ValueError):
+        return None
+    return stats.ThreadTime(pid, pid, stats.parse_task_stat(text, os.sysconf("SC_CLK_TCK")), time.monotonic())
 
 
 class BacklogSampler:

@@ -12,6 +12,8 @@ The summary's schema (issues 4 and 8)::
                "sent", "delivered", "drops_other_buffers", "sender_queue_drops",
                "unexplained",                           # the loss account (experiments.stats.LossAccount)
                "peak_backlog_bytes", "cpu_busy_pct", "cpu_busiest_pct",
+               "switch_cpu_pct",                        # ovs-vswitchd's forwarding thread, % of a core
+                                                        # (null without ovs-vswitchd)
                "ce_marks",                              # CE marks at the bottleneck (null without ECN)
                "generations",                           # generations the controller made during the
                                                         # measured rounds (null for static schemes)
@@ -65,6 +67,7 @@ RUN_FIELDS = {
     "peak_backlog_bytes": int,
     "cpu_busy_pct": float,
     "cpu_busiest_pct": float,
+    "switch_cpu_pct": (float, type(None)),
     "ce_marks": (int, type(None)),
     "generations": (int, type(None)),
     "backlog_empty_pct": (float, type(None)),
@@ -108,6 +111,7 @@ class RunRecord:
     probe_lost: float | None
     cpu_busy_pct: float
     cpu_busiest_pct: float
+    switch_cpu_pct: float | None = None  # measure.switch_thread_time's busy share over the rounds (None: no OVS)
     ce_marks: int | None = None  # packets the bottleneck's ECN marker marked CE (None: no marker)
     generations: int | None = None  # the controller's new generations during the measured rounds (None: no OTCP)
     # stats.queue_emptiness of the bottleneck's backlog samples (None: no sample taken there)
@@ -155,6 +159,7 @@ class CeilingSample:
     packet_bytes: int
     mbps: float
     cpu_busy_pct: float
+    switch_cpu_pct: float | None = None  # ovs-vswitchd's forwarding thread, % of a core
 
 
 def ceiling_summary(samples):
@@ -183,7 +188,7 @@ CREATE TABLE IF NOT EXISTS invocation (
     id INTEGER PRIMARY KEY, started REAL, arguments TEXT, ceiling_mbps REAL);
 CREATE TABLE IF NOT EXISTS ceiling (
     invocation INTEGER, senders INTEGER, buffer_bytes INTEGER, mbps REAL, packet_bytes INTEGER,
-    cpu_busy_pct REAL);
+    cpu_busy_pct REAL, switch_cpu_pct REAL);
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY, invocation INTEGER, scheme TEXT, senders INTEGER, buffer_bytes INTEGER,
     sru_bytes INTEGER, rounds INTEGER, persistent INTEGER, goodput_mbps REAL,
@@ -192,7 +197,8 @@ CREATE TABLE IF NOT EXISTS runs (
     timeouts INTEGER, retransmissions INTEGER,
     probe_rtt_avg_ms REAL, probe_rtt_max_ms REAL, probe_rtt_std_ms REAL, probe_lost REAL,
     packet_bytes INTEGER, ceiling_mbps REAL, sent INTEGER, delivered INTEGER, drops_other_buffers INTEGER,
-    sender_queue_drops INTEGER, unexplained INTEGER, cpu_busy_pct REAL, cpu_busiest_pct REAL);
+    sender_queue_drops INTEGER, unexplained INTEGER, cpu_busy_pct REAL, cpu_busiest_pct REAL,
+    switch_cpu_pct REAL);
 CREATE TABLE IF NOT EXISTS queues (
     run INTEGER, host TEXT, queue TEXT, sent_packets INTEGER, drops INTEGER);
 CREATE TABLE IF NOT EXISTS rounds (
@@ -288,9 +294,10 @@ class ResultStore:
 
     def add_ceiling(self, sample, ceiling_mbps):
         """Store one CeilingSample; ceiling_mbps: the invocation's ceiling so far (1500 B median)."""
-        self.db.execute("INSERT INTO ceiling (invocation, senders, buffer_bytes, mbps, packet_bytes, cpu_busy_pct) "
-                        "VALUES (?, ?, ?, ?, ?, ?)", (self.invocation, sample.senders, sample.buffer_bytes,
-                                                      sample.mbps, sample.packet_bytes, sample.cpu_busy_pct))
+        self.db.execute("INSERT INTO ceiling (invocation, senders, buffer_bytes, mbps, packet_bytes, cpu_busy_pct, "
+                        "switch_cpu_pct) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (self.invocation, sample.senders, sample.buffer_bytes, sample.mbps, sample.packet_bytes,
+                         sample.cpu_busy_pct, sample.switch_cpu_pct))
         self.db.execute("UPDATE invocation SET ceiling_mbps = ? WHERE id = ?", (ceiling_mbps, self.invocation))
         self.db.commit()
 
@@ -337,7 +344,7 @@ class ResultStore:
 def _add_missing_columns(db):
     """Columns a database from an older version of this runner lacks (it appends to OUT/results.db)."""
     wanted = {"runs": [f.name for f in dataclasses.fields(RunRecord)],
-              "ceiling": ["packet_bytes", "cpu_busy_pct"]}
+              "ceiling": ["packet_bytes", "cpu_busy_pct", "switch_cpu_pct"]}
     for table, columns in wanted.items():
         present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
         for column in columns:

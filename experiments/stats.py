@@ -234,6 +234,31 @@ def cpu_busy(before, after):
     return (100.0 * busy / total if total else 0.0), max(shares)
 
 
+@dataclasses.dataclass(frozen=True)
+class ThreadTime:
+    """One thread's CPU seconds so far (user and system) and the monotonic clock then."""
+
+    pid: int
+    tid: int
+    cpu_s: float
+    at_s: float
+
+
+def parse_task_stat(text, ticks_per_second):
+    """CPU seconds (utime + stime) from a /proc/PID/task/TID/stat line."""
+    fields = text[text.rindex(")") + 2:].split()  # the name in parentheses may hold spaces
+    return (int(fields[11]) + int(fields[12])) / ticks_per_second
+
+
+def thread_busy(before, after):
+    """The thread's busy share of one core between two ThreadTimes, in %; None if either is
+    missing or they are of different threads (the process restarted)."""
+    if before is None or after is None or (before.pid, before.tid) != (after.pid, after.tid) \
+            or after.at_s <= before.at_s:
+        return None
+    return 100.0 * (after.cpu_s - before.cpu_s) / (after.at_s - before.at_s)
+
+
 #: A single-flow ceiling sample more than this share below the best of its network and packet
 #: size was disturbed: contention for the CPU only ever lowers one flow's rate.
 CEILING_AGREEMENT = 0.05

@@ -15,7 +15,7 @@ def a_run(**changes):
            "fct_p99_ms": 320.0, "drops": 120, "timeouts": 30, "probe_rtt_avg_ms": 5.2, "probe_rtt_max_ms": 9.9,
            "packet_bytes": 1500, "ceiling_mbps": 95.0, "sent": 10000, "delivered": 9880,
            "drops_other_buffers": 0, "sender_queue_drops": 0, "unexplained": 0, "peak_backlog_bytes": 84000,
-           "cpu_busy_pct": 60.0, "cpu_busiest_pct": 80.0, "ce_marks": None,
+           "cpu_busy_pct": 60.0, "cpu_busiest_pct": 80.0, "switch_cpu_pct": 71.0, "ce_marks": None,
            "generations": None, "backlog_empty_pct": 12.5,
            "backlog_empty_tail_pct": 30.0, "round_tail_pct": 15.0, "connections_unfinished_pct": 83.6}
     run.update(changes)
@@ -204,6 +204,7 @@ def test_summary_table_shows_share_of_each_runs_ceiling_and_flags():
     table = incast.summary_table(runs, results.ceiling_summary(samples(95.0) + samples(60.0, packet_bytes=750)))
     lines = table.splitlines()
     assert "50%" in lines[2] and "default" in lines[2]
+    assert lines[0].split()[16] == "sw%" and lines[2].split()[16] == "71"
     assert "75%" in lines[3] and "3!" in lines[3]
     assert "1500 B packets: median 95.0" in table and "750 B packets: median 60.0" in table
 
@@ -306,6 +307,11 @@ def test_report_tables_and_the_dctcp_findings():
     assert "the tail's share of a round**\n\n| senders | dctcp | otcp+dctcp |" in text
     assert "| 16 | 12 % / 30 %; 15 % | 12 % / 30 %; 15 % |" in text
     assert report.emptiness(a_run(backlog_empty_tail_pct=None, round_tail_pct=None)) == "12 % / -"
+    # Both cores' busy share and the switch thread's; "-" for a summary from before the switch was measured.
+    assert "the switch's forwarding thread (of one core)**\n\n| senders | default | dctcp | otcp+dctcp |" \
+        "\n|---|---|---|---|\n| 8 |  | 60 / 71 |  |\n| 16 | 60 / 71 | 60 / 71 | 60 / 71 |" in text
+    before = report.report([{k: v for k, v in run.items() if k != "switch_cpu_pct"} for run in runs])
+    assert "| 16 | 60 / - | 60 / - | 60 / - |" in before
     assert "connections still unfinished, mean share over a round's time**\n\n| senders | default | dctcp | otcp+dctcp |" \
         "\n|---|---|---|---|\n| 8 |  | 84 % |  |\n| 16 | 84 % | 84 % | 84 % |" in text
     # A summary from before a field left its table out, not a blank or an error.
@@ -361,12 +367,17 @@ def test_the_summary_names_the_code_it_ran(tmp_path):
     assert document["code"] == {**now, "changed_during_sweep": False}
 
 
-def fake_ceiling_network(monkeypatch, readings):
-    """A network whose single-flow ceiling samples are readings, in order (one too many fails)."""
+def fake_ceiling_network(monkeypatch, readings, switch_seconds=None):
+    """A network whose single-flow ceiling samples are readings, in order (one too many fails).
+    switch_seconds: the switch thread's CPU seconds in each 3 s sample (else no switch runs)."""
     readings = iter(readings)
     monkeypatch.setattr(incast.measure, "single_flow_ceiling", lambda *args, **kwargs: next(readings))
     monkeypatch.setattr(incast.measure, "read_cpu_times", lambda: None)
     monkeypatch.setattr(incast.stats, "cpu_busy", lambda before, after: (50.0, 60.0))
+    # Read before and after each sample: (0 s at 0 s, busy at 3 s), then (10 s at 10 s, 10 + busy at 13 s), ...
+    times = iter([incast.stats.ThreadTime(7, 7, 10.0 * i + busy * at, 10.0 * i + 3 * at)
+                  for i, busy in enumerate(switch_seconds or []) for at in (0, 1)])
+    monkeypatch.setattr(incast.measure, "switch_thread_time", lambda: next(times, None))
     monkeypatch.setattr(incast, "flush_tcp_metrics", lambda emulation, hosts: None)
     return types.SimpleNamespace(config=types.SimpleNamespace(ceiling_repeats=3, ceiling_seconds=3),
                                  topo=types.SimpleNamespace(senders=["h2"], receiver="h1"), emulation=None,
@@ -375,10 +386,12 @@ def fake_ceiling_network(monkeypatch, readings):
 
 def test_ceiling_samples_that_agree_are_taken_once(monkeypatch):
     messages = []
-    taken = incast.ceiling_samples(fake_ceiling_network(monkeypatch, [94.6, 95.6, 95.1]), 1500,
+    taken = incast.ceiling_samples(fake_ceiling_network(monkeypatch, [94.6, 95.6, 95.1], [2.85, 2.94, 2.4]), 1500,
                                    types.SimpleNamespace(message=messages.append))
-    assert (taken.kept, taken.set_aside) == ([(94.6, 50.0), (95.6, 50.0), (95.1, 50.0)], [])
-    assert messages[-1] == "single-flow ceiling, 1500 B packets: median 95.1 Mb/s (94.6, 95.6, 95.1)"
+    assert (taken.kept, taken.set_aside) == ([(94.6, 50.0, pytest.approx(95.0)), (95.6, 50.0, pytest.approx(98.0)),
+                                              (95.1, 50.0, pytest.approx(80.0))], [])
+    assert messages[-1] == ("single-flow ceiling, 1500 B packets: median 95.1 Mb/s (94.6, 95.6, 95.1); "
+                            "switch thread 80-98 % of a core")
 
 
 def test_disturbed_ceiling_samples_are_measured_again_and_set_aside(monkeypatch):
@@ -401,6 +414,7 @@ def test_ceiling_samples_that_never_agree_stop_at_twice_the_repeats(monkeypatch)
     # A CPU-bound small-packet ceiling: six samples, and the two within 5 % of the best are kept.
     taken = incast.ceiling_samples(fake_ceiling_network(monkeypatch, [37.0, 33.7, 40.8, 35.0, 36.0, 39.0]), 415,
                                    types.SimpleNamespace(message=lambda text: None))
-    assert [m for m, _ in taken.kept] == [40.8, 39.0]
-    assert [m for m, _ in taken.set_aside] == [37.0, 33.7, 35.0, 36.0]
+    assert [s.mbps for s in taken.kept] == [40.8, 39.0]
+    assert [s.mbps for s in taken.set_aside] == [37.0, 33.7, 35.0, 36.0]
+    assert {s.switch_cpu_pct for s in taken.kept + taken.set_aside} == {None}  # no switch ran
     assert incast.stats.agreeing_ceilings([37.0, 33.7, 40.8]) == [40.8]

@@ -57,6 +57,8 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
         assert (run["generations"] is None) == (not run["scheme"].startswith("otcp"))
         assert run["generations"] is None or run["generations"] >= 0
         assert 0 < run["cpu_busy_pct"] <= 100 and run["cpu_busy_pct"] <= run["cpu_busiest_pct"] <= 100
+        # The switch's one forwarding thread moved every packet: busy, and at most one core (tick rounding aside).
+        assert 0 < run["switch_cpu_pct"] <= 101
         assert 0 < run["peak_backlog_bytes"] <= 85000
         assert run["probe_rtt_avg_ms"] is not None and 0 < run["probe_rtt_avg_ms"] <= run["probe_rtt_max_ms"]
     assert summary["unexplained_losses"] == []
@@ -71,6 +73,7 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
     assert db.execute("SELECT count(*) FROM rounds").fetchone() == (len(schemes) * ROUNDS,)
     assert db.execute("SELECT count(*) FROM flows").fetchone() == (len(schemes) * ROUNDS * 4,)
     assert db.execute("SELECT count(DISTINCT host) FROM host_counters").fetchone() == (6,)
+    assert all(0 < busy <= 101 for busy, in db.execute("SELECT switch_cpu_pct FROM ceiling"))
 
     for name in ("goodput.png", "fct_cdf.png", "fct_bars.png"):
         assert (out / name).read_bytes().startswith(b"\x89PNG")
