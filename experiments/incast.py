@@ -374,6 +374,8 @@ def run_scheme(network, scheme, buffer_bytes, progress):
         if scheme.kind == "otcp":
             settings[0].wait_for_routes(data_ips)
         marker = settings[-1].marker if scheme.ecn else None
+        # The loss account's counters are read with the agents stopped (otcp.Agents.paused).
+        quiet_agents = settings[0].paused if scheme.kind == "otcp" else contextlib.nullcontext
         record_routes(config.out, emulation, scheme.name, hosts, f"{heading}: before traffic")
         block = config.block_bytes(len(topo.senders))
         servers = [data_ips[s] for s in topo.senders]
@@ -392,9 +394,10 @@ def run_scheme(network, scheme, buffer_bytes, progress):
             + [(h, emulation.host(h).defaultIntf().buffer_device) for h in hosts]
         flush_tcp_metrics(emulation, hosts)
         measure.wait_empty(emulation, topo.receiver, receiver_intf.buffer_device)
-        before_counters = {h: measure.tcp_counters(emulation, h) for h in hosts}
-        before_path = measure.path_counters(emulation, interfaces)
-        before_queues = measure.link_queues(emulation, hosts)
+        with quiet_agents():
+            before_counters = {h: measure.tcp_counters(emulation, h) for h in hosts}
+            before_path = measure.path_counters(emulation, interfaces)
+            before_queues = measure.link_queues(emulation, hosts)
         marks_before = marker.counters().marked if marker else None
         cpu_before, switch_before = measure.read_cpu_times(), measure.switch_thread_time()
         generation_before = network.controller.generation() if scheme.kind == "otcp" else None
@@ -409,9 +412,10 @@ def run_scheme(network, scheme, buffer_bytes, progress):
         generations = None if generation_before is None else network.controller.generation() - generation_before
         measure.wait_empty(emulation, topo.receiver, receiver_intf.buffer_device)
         ce_marks = marker.counters().marked - marks_before if marker else None
-        after_queues = measure.link_queues(emulation, hosts)
-        after_path = measure.path_counters(emulation, interfaces)
-        after_counters = {h: measure.tcp_counters(emulation, h) for h in hosts}
+        with quiet_agents():
+            after_queues = measure.link_queues(emulation, hosts)
+            after_path = measure.path_counters(emulation, interfaces)
+            after_counters = {h: measure.tcp_counters(emulation, h) for h in hosts}
         record_routes(config.out, emulation, scheme.name, hosts, f"{heading}: after the measured rounds")
         packet_bytes = packet_bytes_of(scheme, receiver_advmss(emulation, topo.receiver, topo.senders, data_ips))
     counters = {h: stats.counter_deltas(before_counters[h], after_counters[h], measure.TCP_COUNTERS) for h in hosts}

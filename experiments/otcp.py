@@ -22,6 +22,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import sqlite3
 import sys
 import tempfile
@@ -172,6 +173,11 @@ def agent_endpoint(workdir_config):
     return agents["host"], agents["port"], agents["secret_file"]
 
 
+#: How long a stopped agent's last probe may still be on the wire: its SYN and the RST that
+#: answers it cross the emulation in milliseconds, and the agent gives a probe 0.2 s.
+PROBE_SETTLE_S = 0.3
+
+
 class Agents(Applied):
     """otcp-agent in every host, for one scheme's run."""
 
@@ -219,6 +225,26 @@ class Agents(Applied):
             time.sleep(0.5)
         sample = ", ".join(f"{h} lacks {v[0]}" for h, v in list(missing.items())[:3])
         raise TimeoutError(f"agents did not install routes within {self.timeout:.0f} s ({sample})")
+
+    @contextlib.contextmanager
+    def paused(self, settle_s=PROBE_SETTLE_S):
+        """The agents stopped (SIGSTOP) while the context lasts, from settle_s after their last
+        probe could have gone out: a loss account read meanwhile sees the same packets at both
+        ends. Their round-trip probes (a SYN, and the RST the destination's kernel answers)
+        would otherwise cross the hosts' counters while they are read one host after another:
+        counted sent at one and not yet delivered at the other, or the reverse, they read as
+        packets lost or copied (docs/experiments.md, "The loss account and the agents")."""
+        running = [process for process in self.processes.values() if process.poll() is None]
+        for process in running:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGSTOP)
+        try:
+            time.sleep(settle_s)
+            yield
+        finally:
+            for process in running:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGCONT)
 
     def state_path(self, host):
         """The agent's state database in host."""
