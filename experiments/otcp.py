@@ -233,7 +233,8 @@ class Agents(Applied):
         ends. Their round-trip probes (a SYN, and the RST the destination's kernel answers)
         would otherwise cross the hosts' counters while they are read one host after another:
         counted sent at one and not yet delivered at the other, or the reverse, they read as
-        packets lost or copied (docs/experiments.md, "The loss account and the agents")."""
+        packets lost or copied (docs/experiments.md, "The agents are stopped while the counters
+        are read")."""
         running = [process for process in self.processes.values() if process.poll() is None]
         for process in running:
             with contextlib.suppress(ProcessLookupError):

@@ -75,7 +75,7 @@ RUN_FIELDS = {
     "round_tail_pct": (float, type(None)),
     "connections_unfinished_pct": (float, type(None)),
 }
-# May be negative: more packets delivered than sent means the switch made copies.
+# May be negative: more packets delivered than sent (copies, or a packet counted at one end only).
 SIGNED_FIELDS = {"unexplained"}
 
 
