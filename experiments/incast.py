@@ -339,8 +339,10 @@ def measure_ceiling(network, store, progress, sweep, buffer_bytes, packet_bytes)
     if taken.set_aside:
         sweep.note(progress, f"ceiling at {packet_bytes} B packets on the {senders}-sender network ({buffer_bytes} B): "
                              f"set aside as disturbed (more than {stats.CEILING_AGREEMENT:.0%} below the best, "
-                             f"Mb/s, CPU busy): " + ", ".join(f"{s.mbps:.1f} ({s.cpu_busy_pct:.0f} %)"
-                                                                for s in taken.set_aside))
+                             f"Mb/s (both cores busy, the switch thread busy)): "
+                             + ", ".join(f"{s.mbps:.1f} ({s.cpu_busy_pct:.0f} %, "
+                                         f"{'-' if s.switch_cpu_pct is None else f'{s.switch_cpu_pct:.0f} %'})"
+                                         for s in taken.set_aside))
 
 
 def scheme_settings(network, scheme, buffer_bytes, hosts):
