@@ -204,8 +204,14 @@ def test_wrong_secret_is_refused(network):
 
 
 def test_host_measured_round_trips_are_within_3x_of_the_ping_minimum(network):
-    """Issue 14: the agents' round trips reach the plan, and h1 -> h4's RTT_prop is
-    within 3x of the minimum of 20 pings between the same hosts."""
+    """Issue 14: the agents' round trips reach the plan, and h1 -> h4's RTT_prop comes
+    within 3x of the minimum of 20 pings between the same hosts within a minute.
+
+    Not necessarily the first plan with the hosts' round trip: that can hold one direction's
+    minimum of three probes, and the first probes between two hosts pay the switches'
+    upcalls (in CI, 3 420 us against a 0.527 ms ping minimum, and 600 us against 0.15 ms
+    with the other direction's 111 us reported 0.6 s later). The windowed minimum falls as
+    the probe rounds (every 5 s) add samples from both ends."""
     emulation, controller, workdir, _ = network
 
     def measured():
@@ -216,9 +222,15 @@ def test_host_measured_round_trips_are_within_3x_of_the_ping_minimum(network):
     record = wait_for(measured, 90, interval=1, what="h1 -> h4 planned with the hosts' round trip")
     output = emulation.run("h1", ["ping", "-c", "20", "-i", "0.05", emulation.host("h4").IP()])
     ping_min_ms = float(re.search(r"= ([\d.]+)/", output).group(1))
-    ratio = record["rtt_prop_us"] / 1000 / ping_min_ms
-    if not 1 / 3 <= ratio <= 3:  # once in CI (3 420 us against 0.527 ms): say what the agents had reported
+
+    def close_to_the_ping():
+        latest = measured()
+        return latest if latest is not None and 1 / 3 <= latest["rtt_prop_us"] / 1000 / ping_min_ms <= 3 else None
+
+    try:
+        wait_for(close_to_the_ping, 60, interval=1, what="h1 -> h4's round trip within 3x of the ping minimum")
+    except TimeoutError:  # say what the agents had reported
         reports = {host: [line for line in (workdir / f"{host}-agent.log").read_text().splitlines()
                           if "round trips:" in line][-4:] for host in ("h1", "h4")}
-        pytest.fail(f"h1 -> h4 planned with {record['rtt_prop_us']} us against a {ping_min_ms} ms ping minimum; "
-                    f"the agents' last reports: {reports}")
+        pytest.fail(f"h1 -> h4 planned with {measured()['rtt_prop_us']} us (first {record['rtt_prop_us']} us) "
+                    f"against a {ping_min_ms} ms ping minimum for a minute; the agents' last reports: {reports}")
