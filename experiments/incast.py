@@ -409,7 +409,9 @@ def run_scheme(network, scheme, buffer_bytes, progress):
             rounds = run_client(config, emulation, topo.receiver, servers, block, ["--rounds", str(config.rounds)],
                                 lambda done: progress.update(done, config.rounds), cc)
             rtts, sent = probe.stop()
-        cpu_mean, cpu_busiest = stats.cpu_busy(cpu_before, measure.read_cpu_times())
+        cpu_after = measure.read_cpu_times()
+        cpu_mean, cpu_busiest = stats.cpu_busy(cpu_before, cpu_after)
+        cpu_parts = stats.cpu_parts(cpu_before, cpu_after)
         switch_busy = stats.thread_busy(switch_before, measure.switch_thread_time())
         generations = None if generation_before is None else network.controller.generation() - generation_before
         measure.wait_empty(emulation, topo.receiver, receiver_intf.buffer_device)
@@ -432,8 +434,8 @@ def run_scheme(network, scheme, buffer_bytes, progress):
         peak_backlog_bytes=backlog.peak,
         timeouts=sum(c["TcpExtTCPTimeouts"] for c in counters.values()),
         retransmissions=sum(c["TcpRetransSegs"] for c in counters.values()),
-        cpu_busy_pct=cpu_mean, cpu_busiest_pct=cpu_busiest, switch_cpu_pct=switch_busy, ce_marks=ce_marks,
-        generations=generations,
+        cpu_busy_pct=cpu_mean, cpu_busiest_pct=cpu_busiest, cpu_softirq_pct=cpu_parts["softirq"],
+        cpu_steal_pct=cpu_parts["steal"], switch_cpu_pct=switch_busy, ce_marks=ce_marks, generations=generations,
         **stats.queue_emptiness(backlog.series, rounds), **stats.unfinished_connections(rounds))
     queues = {h: {"egress": {"sent_packets": after_queues[h].egress.sent_packets - before_queues[h].egress.sent_packets,
                              "drops": after_queues[h].egress.drops - before_queues[h].egress.drops},

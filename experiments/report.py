@@ -11,7 +11,8 @@ and block: a re-run of points that failed) and prints, per block size:
 - p95 round completion against the ideal (senders x block / the ceiling);
 - drops at the bottleneck and RTO timeouts;
 - the probe's average RTT;
-- the CPU: both cores' busy share, and the switch's forwarding thread's;
+- the CPU: both cores' busy share, its softirq and steal parts, and the
+  switch's forwarding thread's;
 - the packet size each OTCP-lossless run used;
 - the controller's new generations during each OTCP run's measured rounds;
 
@@ -104,6 +105,15 @@ def dctcp_findings(runs):
     return "\n".join(lines)
 
 
+def cpu_use(run):
+    """Both cores' busy share, its softirq and steal parts, and the switch thread's, as one cell
+    ("-" for what a summary from before that field lacks)."""
+    def share(field):
+        return "-" if run.get(field) is None else f"{run[field]:.0f}"
+    parts = f"{share('cpu_softirq_pct')}, {share('cpu_steal_pct')}"
+    return f"{run['cpu_busy_pct']:.0f} ({parts}) / {share('switch_cpu_pct')}"
+
+
 def report(runs):
     """Every table and finding, per block size."""
     parts = []
@@ -124,9 +134,9 @@ def report(runs):
             table([r for r in these if r.get("connections_unfinished_pct") is not None],
                   lambda r: f"{r['connections_unfinished_pct']:.0f} %",
                   f"{kb}: connections still unfinished, mean share over a round's time"),
-            table(these, lambda r: f"{r['cpu_busy_pct']:.0f} / "
-                                   + ("-" if r.get("switch_cpu_pct") is None else f"{r['switch_cpu_pct']:.0f}"),
-                  f"{kb}: CPU during the rounds, % busy: both cores / the switch's forwarding thread (of one core)"),
+            table(these, cpu_use,
+                  f"{kb}: CPU during the rounds, % busy: both cores (of which softirq, steal) / the switch's "
+                  "forwarding thread (of one core)"),
             table([r for r in these if r["scheme"].startswith("otcp-")], lambda r: f"{r['packet_bytes']}",
                   f"{kb}: IP packet size used (B)"),
             table([r for r in these if r.get("generations") is not None], lambda r: f"{r['generations']}",

@@ -12,6 +12,8 @@ The summary's schema (issues 4 and 8)::
                "sent", "delivered", "drops_other_buffers", "sender_queue_drops",
                "unexplained",                           # the loss account (experiments.stats.LossAccount)
                "peak_backlog_bytes", "cpu_busy_pct", "cpu_busiest_pct",
+               "cpu_softirq_pct", "cpu_steal_pct",      # parts of both cores' time: the kernel's network
+                                                        # processing, and time the hypervisor took
                "switch_cpu_pct",                        # ovs-vswitchd's forwarding thread, % of a core
                                                         # (null without ovs-vswitchd)
                "ce_marks",                              # CE marks at the bottleneck (null without ECN)
@@ -67,6 +69,8 @@ RUN_FIELDS = {
     "peak_backlog_bytes": int,
     "cpu_busy_pct": float,
     "cpu_busiest_pct": float,
+    "cpu_softirq_pct": (float, type(None)),
+    "cpu_steal_pct": (float, type(None)),
     "switch_cpu_pct": (float, type(None)),
     "ce_marks": (int, type(None)),
     "generations": (int, type(None)),
@@ -112,6 +116,9 @@ class RunRecord:
     cpu_busy_pct: float
     cpu_busiest_pct: float
     switch_cpu_pct: float | None = None  # measure.switch_thread_time's busy share over the rounds (None: no OVS)
+    # stats.cpu_parts over the rounds: softirq (the kernel's network processing) and steal, % of all CPUs' time
+    cpu_softirq_pct: float | None = None
+    cpu_steal_pct: float | None = None
     ce_marks: int | None = None  # packets the bottleneck's ECN marker marked CE (None: no marker)
     generations: int | None = None  # the controller's new generations during the measured rounds (None: no OTCP)
     # stats.queue_emptiness of the bottleneck's backlog samples (None: no sample taken there)
@@ -197,8 +204,7 @@ CREATE TABLE IF NOT EXISTS runs (
     timeouts INTEGER, retransmissions INTEGER,
     probe_rtt_avg_ms REAL, probe_rtt_max_ms REAL, probe_rtt_std_ms REAL, probe_lost REAL,
     packet_bytes INTEGER, ceiling_mbps REAL, sent INTEGER, delivered INTEGER, drops_other_buffers INTEGER,
-    sender_queue_drops INTEGER, unexplained INTEGER, cpu_busy_pct REAL, cpu_busiest_pct REAL,
-    switch_cpu_pct REAL);
+    sender_queue_drops INTEGER, unexplained INTEGER, cpu_busy_pct REAL, cpu_busiest_pct REAL);
 CREATE TABLE IF NOT EXISTS queues (
     run INTEGER, host TEXT, queue TEXT, sent_packets INTEGER, drops INTEGER);
 CREATE TABLE IF NOT EXISTS rounds (

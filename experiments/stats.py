@@ -198,28 +198,34 @@ def loss_account(before, after, bottleneck):
 
 @dataclasses.dataclass(frozen=True)
 class CpuTimes:
-    """Jiffies from /proc/stat: busy (everything but idle and iowait) and total, per CPU."""
+    """Jiffies from /proc/stat, per CPU: busy (everything but idle and iowait), total, and two
+    parts of busy: softirq (the kernel's network processing: veth, qdiscs, TCP) and steal
+    (time the hypervisor gave another guest)."""
 
     busy: tuple
     total: tuple
+    softirq: tuple = ()
+    steal: tuple = ()
 
 
 def parse_proc_stat(text):
     """CpuTimes of every cpuN line of /proc/stat."""
-    busy, total = [], []
+    busy, total, softirq, steal = [], [], [], []
     for line in text.splitlines():
         fields = line.split()
         if not fields or not fields[0].startswith("cpu") or fields[0] == "cpu":
             continue
-        values = [int(v) for v in fields[1:]]
+        values = [int(v) for v in fields[1:]] + [0] * 8  # older kernels have fewer columns
         # user nice system idle iowait irq softirq steal (guest and guest_nice are inside user and nice).
-        idle = values[3] + (values[4] if len(values) > 4 else 0)
+        idle = values[3] + values[4]
         everything = sum(values[:8])
         busy.append(everything - idle)
         total.append(everything)
+        softirq.append(values[6])
+        steal.append(values[7])
     if not total:
         raise ValueError("no cpuN lines in /proc/stat")
-    return CpuTimes(tuple(busy), tuple(total))
+    return CpuTimes(tuple(busy), tuple(total), tuple(softirq), tuple(steal))
 
 
 def cpu_busy(before, after):
@@ -232,6 +238,13 @@ def cpu_busy(before, after):
     total = sum(t1 - t0 for t0, t1 in zip(before.total, after.total))
     busy = sum(b1 - b0 for b0, b1 in zip(before.busy, after.busy))
     return (100.0 * busy / total if total else 0.0), max(shares)
+
+
+def cpu_parts(before, after):
+    """{"softirq": %, "steal": %}: those parts of all CPUs' time between two CpuTimes."""
+    total = sum(after.total) - sum(before.total)
+    return {name: 100.0 * (sum(getattr(after, name)) - sum(getattr(before, name))) / total if total else 0.0
+            for name in ("softirq", "steal")}
 
 
 @dataclasses.dataclass(frozen=True)

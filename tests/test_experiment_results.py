@@ -15,7 +15,8 @@ def a_run(**changes):
            "fct_p99_ms": 320.0, "drops": 120, "timeouts": 30, "probe_rtt_avg_ms": 5.2, "probe_rtt_max_ms": 9.9,
            "packet_bytes": 1500, "ceiling_mbps": 95.0, "sent": 10000, "delivered": 9880,
            "drops_other_buffers": 0, "sender_queue_drops": 0, "unexplained": 0, "peak_backlog_bytes": 84000,
-           "cpu_busy_pct": 60.0, "cpu_busiest_pct": 80.0, "switch_cpu_pct": 71.0, "ce_marks": None,
+           "cpu_busy_pct": 60.0, "cpu_busiest_pct": 80.0, "cpu_softirq_pct": 12.0, "cpu_steal_pct": 0.4,
+           "switch_cpu_pct": 71.0, "ce_marks": None,
            "generations": None, "backlog_empty_pct": 12.5,
            "backlog_empty_tail_pct": 30.0, "round_tail_pct": 15.0, "connections_unfinished_pct": 83.6}
     run.update(changes)
@@ -309,9 +310,11 @@ def test_report_tables_and_the_dctcp_findings():
     assert report.emptiness(a_run(backlog_empty_tail_pct=None, round_tail_pct=None)) == "12 % / -"
     # Both cores' busy share and the switch thread's; "-" for a summary from before the switch was measured.
     assert "the switch's forwarding thread (of one core)**\n\n| senders | default | dctcp | otcp+dctcp |" \
-        "\n|---|---|---|---|\n| 8 |  | 60 / 71 |  |\n| 16 | 60 / 71 | 60 / 71 | 60 / 71 |" in text
-    before = report.report([{k: v for k, v in run.items() if k != "switch_cpu_pct"} for run in runs])
-    assert "| 16 | 60 / - | 60 / - | 60 / - |" in before
+        "\n|---|---|---|---|\n| 8 |  | 60 (12, 0) / 71 |  |\n| 16 | 60 (12, 0) / 71 | 60 (12, 0) / 71 | 60 (12, 0) / 71 |" \
+        in text
+    before = report.report([{k: v for k, v in run.items() if k not in ("switch_cpu_pct", "cpu_softirq_pct", "cpu_steal_pct")}
+                            for run in runs])
+    assert "| 16 | 60 (-, -) / - | 60 (-, -) / - | 60 (-, -) / - |" in before
     assert "connections still unfinished, mean share over a round's time**\n\n| senders | default | dctcp | otcp+dctcp |" \
         "\n|---|---|---|---|\n| 8 |  | 84 % |  |\n| 16 | 84 % | 84 % | 84 % |" in text
     # A summary from before a field left its table out, not a blank or an error.

@@ -202,8 +202,21 @@ def test_cpu_busy_from_proc_stat():
     mean, busiest = stats.cpu_busy(before, after)
     assert mean == pytest.approx(50.0)
     assert busiest == pytest.approx(90.0)
+    assert stats.cpu_parts(before, after) == {"softirq": 0.0, "steal": 0.0}
     with pytest.raises(ValueError):
         stats.parse_proc_stat("intr 1\n")
+
+
+def test_softirq_and_steal_shares_from_proc_stat():
+    before = stats.parse_proc_stat("cpu0 10 0 10 70 0 0 5 5 0 0\ncpu1 10 0 10 80 0 0 0 0 0 0\n")
+    # 100 jiffies on each CPU, user +30 and system +10 on both; cpu0: softirq +15, steal +5, idle +40;
+    # cpu1: softirq +5, idle +55.
+    after = stats.parse_proc_stat("cpu0 40 0 20 110 0 0 20 10 0 0\ncpu1 40 0 20 135 0 0 5 0 0 0\n")
+    assert stats.cpu_parts(before, after) == {"softirq": pytest.approx(10.0), "steal": pytest.approx(2.5)}
+    assert stats.cpu_busy(before, after)[0] == pytest.approx(52.5)  # softirq and steal count as busy
+    # A kernel without the steal column: its steal is 0, not an error.
+    short = stats.parse_proc_stat("cpu0 1 2 3 4 5 6 7\n")
+    assert (short.busy, short.total, short.softirq, short.steal) == ((19,), (28,), (7,), (0,))
 
 
 def test_switch_thread_busy_share_from_its_task_stat():
