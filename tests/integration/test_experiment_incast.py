@@ -67,7 +67,14 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
     dctcp = next(r for r in summary["runs"] if r["scheme"] == "dctcp")
     assert dctcp["ce_marks"] > 0
     for ceiling in summary["ceilings"]:
-        assert len(ceiling["samples"]) == 2 and ceiling["min"] <= ceiling["median"] <= ceiling["max"]
+        kept = ceiling["samples"]
+        assert ceiling["min"] <= ceiling["median"] <= ceiling["max"]
+        # Two samples, or up to four where they disagreed: those within 5 % of the best are kept, and the
+        # disturbed ones named in the notes (once in CI, one of 85.96 Mb/s kept after a disturbed pair).
+        assert 1 <= len(kept) <= 4 and min(kept) >= 0.95 * max(kept)
+        if len(kept) < 2:
+            assert any(note.startswith(f"ceiling at {ceiling['packet_bytes']} B packets") and "set aside" in note
+                       for note in summary["notes"]), summary["notes"]
     assert {c["packet_bytes"] for c in summary["ceilings"]} == {r["packet_bytes"] for r in summary["runs"]}
     assert summary["unavailable"] == []
 
