@@ -238,7 +238,7 @@ def switch_thread_time():
             text = handle.read()
     except (OSError, ValueError):
         return None
-    return stats.ThreadTime(pid, pid, stats.parse_task_stat(text, os.sysconf("SC_CLK_TCK")), time.monotonic())
+    return stats.ThreadTime(pid, stats.parse_task_stat(text, os.sysconf("SC_CLK_TCK")), time.monotonic())
 
 
 class BacklogSampler:

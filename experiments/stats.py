@@ -204,8 +204,8 @@ class CpuTimes:
 
     busy: tuple
     total: tuple
-    softirq: tuple = ()
-    steal: tuple = ()
+    softirq: tuple
+    steal: tuple
 
 
 def parse_proc_stat(text):
@@ -251,7 +251,6 @@ def cpu_parts(before, after):
 class ThreadTime:
     """One thread's CPU seconds so far (user and system) and the monotonic clock then."""
 
-    pid: int
     tid: int
     cpu_s: float
     at_s: float
@@ -266,8 +265,7 @@ def parse_task_stat(text, ticks_per_second):
 def thread_busy(before, after):
     """The thread's busy share of one core between two ThreadTimes, in %; None if either is
     missing or they are of different threads (the process restarted)."""
-    if before is None or after is None or (before.pid, before.tid) != (after.pid, after.tid) \
-            or after.at_s <= before.at_s:
+    if before is None or after is None or before.tid != after.tid or after.at_s <= before.at_s:
         return None
     return 100.0 * (after.cpu_s - before.cpu_s) / (after.at_s - before.at_s)
 

@@ -378,7 +378,7 @@ def fake_ceiling_network(monkeypatch, readings, switch_seconds=None):
     monkeypatch.setattr(incast.measure, "read_cpu_times", lambda: None)
     monkeypatch.setattr(incast.stats, "cpu_busy", lambda before, after: (50.0, 60.0))
     # Read before and after each sample: (0 s at 0 s, busy at 3 s), then (10 s at 10 s, 10 + busy at 13 s), ...
-    times = iter([incast.stats.ThreadTime(7, 7, 10.0 * i + busy * at, 10.0 * i + 3 * at)
+    times = iter([incast.stats.ThreadTime(7, 10.0 * i + busy * at, 10.0 * i + 3 * at)
                   for i, busy in enumerate(switch_seconds or []) for at in (0, 1)])
     monkeypatch.setattr(incast.measure, "switch_thread_time", lambda: next(times, None))
     monkeypatch.setattr(incast, "flush_tcp_metrics", lambda emulation, hosts: None)

@@ -223,9 +223,9 @@ def test_switch_thread_busy_share_from_its_task_stat():
     # A /proc/PID/task/TID/stat line whose name holds a space and a parenthesis; utime 250, stime 50 ticks.
     line = "14085 (ovs (vswitchd) R 1 14084 14084 0 -1 4194560 9 0 0 0 250 50 0 0 10 -10 3 0 1000 0 0\n"
     assert stats.parse_task_stat(line, 100) == pytest.approx(3.0)
-    before = stats.ThreadTime(14085, 14085, 3.0, 100.0)
-    assert stats.thread_busy(before, stats.ThreadTime(14085, 14085, 4.8, 102.0)) == pytest.approx(90.0)
-    assert stats.thread_busy(before, stats.ThreadTime(20000, 20000, 0.1, 102.0)) is None  # restarted
+    before = stats.ThreadTime(14085, 3.0, 100.0)
+    assert stats.thread_busy(before, stats.ThreadTime(14085, 4.8, 102.0)) == pytest.approx(90.0)
+    assert stats.thread_busy(before, stats.ThreadTime(20000, 0.1, 102.0)) is None  # restarted
     assert stats.thread_busy(before, None) is None and stats.thread_busy(None, before) is None
     assert stats.thread_busy(before, before) is None  # no time passed
 
