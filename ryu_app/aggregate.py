@@ -142,7 +142,7 @@ def aggregate(trie: PrefixTrie, labels: np.ndarray) -> list[list[tuple[str, int]
     levels = _levels(trie)
     routes: list[list[tuple[str, int]]] = []
     for start in range(0, sources, block):
-        routes += _aggregate_block(trie, levels, labels[start:start + block], words)
+        routes += Aggregation(trie, labels[start:start + block], words, levels).routes()
     return routes
 
 
@@ -161,42 +161,111 @@ def _levels(trie: PrefixTrie) -> tuple[list[np.ndarray], list[np.ndarray], np.nd
             [np.nonzero(depths == d)[0] for d in range(max(depth) + 1)], np.array(parent, dtype=np.int64))
 
 
-def _aggregate_block(trie: PrefixTrie, levels: tuple[list[np.ndarray], list[np.ndarray], np.ndarray],
-                     labels: np.ndarray, words: int) -> list[list[tuple[str, int]]]:
-    """ORTC for a block of sources, all the nodes of one level of the trie at once."""
-    by_height, by_depth, parent = levels
-    sources = labels.shape[0]
-    every_label = np.iinfo(np.uint64).max
-    masks = np.zeros((len(trie), sources, words), dtype=np.uint64)
-    # Pass 1, bottom-up: a leaf's candidates are its label (all labels if it
-    # is a don't-care); an inner node's are its children's common labels if
-    # they have any, else all of theirs.
-    leaves = by_height[0]
-    leaf_labels = labels[:, trie.leaf_host[leaves]].T  # (leaves, sources)
-    leaf, source = np.nonzero(leaf_labels >= 0)
-    label = leaf_labels[leaf, source]
-    masks[leaves[leaf], source, label // 64] = np.left_shift(np.uint64(1), (label % 64).astype(np.uint64))
-    leaf, source = np.nonzero(leaf_labels < 0)
-    masks[leaves[leaf], source] = every_label
-    for nodes in by_height[1:]:
-        left, right = masks[trie.children[nodes, 0]], masks[trie.children[nodes, 1]]
-        common = left & right
-        masks[nodes] = np.where(common.any(axis=-1, keepdims=True), common, left | right)
-    # Pass 2, top-down: a node routes only where the label it inherits is not one of its candidates.
-    chosen = np.full((len(trie), sources), -1, dtype=np.int64)
-    emit = np.zeros((len(trie), sources), dtype=bool)
-    for nodes in by_depth:
-        inherited = np.where(parent[nodes, None] >= 0, chosen[parent[nodes]], -1)
-        mask = masks[nodes]
-        routed = ~_has(mask, inherited) & ~(mask == every_label).all(axis=-1)
-        chosen[nodes] = np.where(routed, _lowest(mask), inherited)
-        emit[nodes] = routed
-    # Per source, its routes most general first: parents before children, the post-order reversed.
-    emitted_source, reversed_node = np.nonzero(emit[::-1].T)
-    node = len(trie) - 1 - reversed_node
-    bounds = np.searchsorted(emitted_source, np.arange(sources + 1)).tolist()
-    routes = list(zip([trie.prefixes[i] for i in node.tolist()], chosen[node, emitted_source].tolist()))
-    return [routes[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
+class Aggregation:
+    """ORTC's state for many sources over one trie, kept so that a change of a
+    few labels redoes only the nodes it reaches (update): the candidate labels
+    of every node (masks: bits, one row per source), the label each node
+    routes or inherits (chosen), and whether it routes (emit).
+
+    Labels must stay below capacity (64 per word of the masks)."""
+
+    def __init__(self, trie: PrefixTrie, labels: np.ndarray, words: int,
+                 levels: tuple[list[np.ndarray], list[np.ndarray], np.ndarray] | None = None) -> None:
+        """ORTC for every row of labels (sources x addresses, -1 for don't care), all the nodes of one level at once."""
+        self.trie = trie
+        self.levels = by_height, by_depth, parent = levels if levels is not None else _levels(trie)
+        self.leaf_node = np.empty(len(trie.leaf_host[trie.leaf_host >= 0]), dtype=np.int64)
+        self.leaf_node[trie.leaf_host[by_height[0]]] = by_height[0]
+        sources = labels.shape[0]
+        self.masks = np.zeros((len(trie), sources, words), dtype=np.uint64)
+        # Pass 1, bottom-up: a leaf's candidates are its label (all labels if it
+        # is a don't-care); an inner node's are its children's common labels if
+        # they have any, else all of theirs.
+        leaves = by_height[0]
+        self.masks[leaves] = _leaf_masks(labels[:, trie.leaf_host[leaves]].T, words)
+        for nodes in by_height[1:]:
+            self.masks[nodes] = _merged(self.masks[trie.children[nodes, 0]], self.masks[trie.children[nodes, 1]])
+        # Pass 2, top-down: a node routes only where the label it inherits is not one of its candidates.
+        self.chosen = np.full((len(trie), sources), -1, dtype=np.int64)
+        self.emit = np.zeros((len(trie), sources), dtype=bool)
+        for nodes in by_depth:
+            inherited = np.where(parent[nodes, None] >= 0, self.chosen[parent[nodes]], -1)
+            self.chosen[nodes], self.emit[nodes] = _choose(self.masks[nodes], inherited)
+
+    @property
+    def capacity(self) -> int:
+        """The labels the masks hold: every label must be below it."""
+        return 64 * self.masks.shape[-1]
+
+    def update(self, rows: np.ndarray, addresses: np.ndarray, labels: np.ndarray) -> None:
+        """Give address addresses[i] the label labels[i] (-1: don't care) for source rows[i]; then
+        redo only the nodes whose candidates changed, their ancestors', and the nodes below
+        whose inherited label changed. The state is then ORTC's for the new labels."""
+        by_height, by_depth, parent = self.levels
+        children = self.trie.children
+        changed = np.zeros(self.emit.shape, dtype=bool)  # (node, source) whose candidates changed
+        words = self.masks.shape[-1]
+        leaves = self.leaf_node[addresses]
+        new = _leaf_masks(labels, words)
+        differs = (new != self.masks[leaves, rows]).any(axis=-1)
+        self.masks[leaves[differs], rows[differs]] = new[differs]
+        changed[leaves[differs], rows[differs]] = True
+        for nodes in by_height[1:]:
+            node, row = np.nonzero(changed[children[nodes, 0]] | changed[children[nodes, 1]])
+            node = nodes[node]
+            new = _merged(self.masks[children[node, 0], row], self.masks[children[node, 1], row])
+            differs = (new != self.masks[node, row]).any(axis=-1)
+            self.masks[node[differs], row[differs]] = new[differs]
+            changed[node[differs], row[differs]] = True
+        moved = np.zeros(self.emit.shape, dtype=bool)  # (node, source) whose chosen label changed
+        for nodes in by_depth:
+            up = parent[nodes]
+            node, row = np.nonzero(changed[nodes] | (moved[np.maximum(up, 0)] & (up >= 0)[:, None]))
+            node = nodes[node]
+            inherited = np.where(parent[node] >= 0, self.chosen[parent[node], row], -1)
+            chosen, self.emit[node, row] = _choose(self.masks[node, row], inherited)
+            differs = chosen != self.chosen[node, row]
+            self.chosen[node, row] = chosen
+            moved[node[differs], row[differs]] = True
+
+    def route_counts(self, rows: np.ndarray) -> np.ndarray:
+        """How many routes each of rows (sources) has."""
+        return self.emit[:, rows].sum(axis=0)
+
+    def routes(self, rows: np.ndarray | None = None) -> list[list[tuple[str, int]]]:
+        """[(prefix, label)] of each of rows (sources; all when None), most general first."""
+        emit, chosen = (self.emit, self.chosen) if rows is None else (self.emit[:, rows], self.chosen[:, rows])
+        sources = emit.shape[1]
+        # Per source, its routes most general first: parents before children, the post-order reversed.
+        emitted_source, reversed_node = np.nonzero(emit[::-1].T)
+        node = len(self.trie) - 1 - reversed_node
+        bounds = np.searchsorted(emitted_source, np.arange(sources + 1)).tolist()
+        routes = list(zip([self.trie.prefixes[i] for i in node.tolist()], chosen[node, emitted_source].tolist()))
+        return [routes[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
+
+
+def _leaf_masks(labels: np.ndarray, words: int) -> np.ndarray:
+    """The candidate masks (..., words) of leaves with labels (...): the label's bit, every bit for -1."""
+    masks = np.zeros((*labels.shape, words), dtype=np.uint64)
+    known = labels >= 0
+    index = np.nonzero(known)
+    label = labels[index]
+    masks[(*index, label // 64)] = np.left_shift(np.uint64(1), (label % 64).astype(np.uint64))
+    masks[~known] = np.iinfo(np.uint64).max
+    return masks
+
+
+def _merged(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """An inner node's candidates from its children's: their common labels if any, else all of theirs."""
+    common = left & right
+    return np.where(common.any(axis=-1, keepdims=True), common, left | right)
+
+
+def _choose(mask: np.ndarray, inherited: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per node (of masks), the label it gives its addresses and whether it routes: where the label it
+    inherits is not among its candidates (and it has any: a don't-care subtree routes nothing), its lowest."""
+    routed = ~_has(mask, inherited) & ~(mask == np.iinfo(np.uint64).max).all(axis=-1)
+    return np.where(routed, _lowest(mask), inherited), routed
 
 
 def _has(mask: np.ndarray, label: np.ndarray) -> np.ndarray:

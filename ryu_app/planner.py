@@ -10,13 +10,13 @@ a fraction of a second.
 import itertools
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ryu_app import formulas
-from ryu_app.aggregate import PrefixTrie, aggregate
+from ryu_app.aggregate import Aggregation, PrefixTrie, aggregate
 from ryu_app.paths import UNREACHABLE, SwitchPaths
 
 #: Where a pair's RTT_prop came from, least trusted last among the link
@@ -145,12 +145,16 @@ def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.nonzero(present)[0], number[values]
 
 
+#: The fields of a route besides its destination that differ between routes (quickack is always on).
+_ROUTE_FIELDS = ("rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "pacing_rate")
+
+
 def _numbered(fields: dict[str, np.ndarray]) -> tuple[np.ndarray, list[dict]]:
     """Number the distinct route parameters of fields ({route field: array}, all of one shape,
     0 for a null field): (each element's number, the route parameters of each number)."""
     shape = fields["rto_min_ms"].shape
     label = np.zeros(int(np.prod(shape)), dtype=np.int64)
-    for name in ("rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "pacing_rate"):
+    for name in _ROUTE_FIELDS:
         values, number = _distinct(fields[name].reshape(-1))
         _, label = _distinct(label * len(values) + number)  # the tuples so far, numbered again
     # An element of each number (any: they are alike), for its parameters.
@@ -164,6 +168,14 @@ def _numbered(fields: dict[str, np.ndarray]) -> tuple[np.ndarray, list[dict]]:
                                                            chosen["pacing_rate"])]
     return label.reshape(shape), params
 
+
+#: Where more than this share of the pairs have new route fields, their labels and ORTC's
+#: state are made afresh: cheaper than updating most of them (measured at k = 16).
+RELABEL_SHARE = 0.25
+
+#: Routes made and kept for sharing (_ExactRoutes.made) per host before they are let go: the
+#: sets hold at most one per edge switch each, mostly the same ones.
+MADE_ROUTES_PER_HOST = 256
 
 #: The safe side of each route field across the destinations one route serves: the largest
 #: minRTO (a shorter timer fires while a segment may still be queued), the smallest initial
@@ -195,6 +207,63 @@ def _safe_side(fields: dict[str, np.ndarray], covering: np.ndarray) -> dict[str,
         safe[name] = side.reduceat(values, starts, axis=1)
         safe[name][safe[name] == _UNBOUNDED] = 0
     return safe
+
+
+@dataclass
+class _ExactRoutes:
+    """What route_sets keeps for the next plan's, which updates it where labels changed: the
+    exact label of every host pair (sources x destinations, -1 for none), numbered for good (a
+    label keeps its number, and _numbered's parameters, from plan to plan), and ORTC's state
+    over each address family's hosts (as _family_tries, with every host a source)."""
+
+    labels: np.ndarray
+    params: list[dict]
+    keys: list[tuple]  # each label's parameters as a tuple of values
+    numbers: dict[tuple, int]  # the other way: a label's key, its number
+    families: list[Aggregation]
+    # Every route made, by (prefix, key): a route is made once and shared by the sets that have
+    # it, plan after plan, so publishing recognises it as the object it validated before.
+    made: dict[tuple[str, tuple], dict] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, labels: np.ndarray, params: list[dict], tries: list) -> "_ExactRoutes":
+        """The state of labels numbered by _numbered, with room for as many labels again."""
+        words = -(-2 * max(len(params), 1) // 64)
+        keys = [tuple(p.values()) for p in params]
+        return cls(labels, params, keys, {key: k for k, key in enumerate(keys)},
+                   [Aggregation(trie, labels[:, members], words) for members, _, trie, _, _ in tries])
+
+    def routes(self, labelled: list[tuple[str, int]], params: list[dict], keys: list[tuple]) -> list[dict]:
+        """The routes [(prefix, label)] of labels with params (and their keys), made once each."""
+        made, routes = self.made, []
+        for prefix, label in labelled:
+            key = (prefix, keys[label])
+            route = made.get(key)
+            if route is None:
+                route = made[key] = {"dst": prefix, **params[label]}
+            routes.append(route)
+        return routes
+
+    def relabel(self, rows: np.ndarray, columns: np.ndarray, labels: np.ndarray, params: list[dict],
+                tries: list) -> bool:
+        """Give pairs (rows[i], columns[i]) the labels numbered by _numbered, and update ORTC's
+        state; False, with nothing changed, if the new labels do not fit the state's masks."""
+        numbers = [self.numbers.get(tuple(p.values()), -1) for p in params]
+        new = [k for k, number in enumerate(numbers) if number < 0]
+        if len(self.params) + len(new) > min(family.capacity for family in self.families):
+            return False
+        for k in new:
+            numbers[k] = self.numbers[tuple(params[k].values())] = len(self.params)
+            self.params.append(params[k])
+            self.keys.append(tuple(params[k].values()))
+        labels = np.array(numbers, dtype=np.int64)[labels]
+        self.labels[rows, columns] = labels
+        for family, (members, *_) in zip(self.families, tries):
+            column = np.full(len(self.labels), -1, dtype=np.int64)
+            column[members] = np.arange(len(members))
+            inside = column[columns] >= 0
+            family.update(rows[inside], column[columns[inside]], labels[inside])
+        return True
 
 
 class Plan:
@@ -263,6 +332,8 @@ class Plan:
                                else previous.coarse_hosts if previous is not None else frozenset())
         self._coarse: frozenset[str] | None = None  # set by route_sets
         self._tries: list[tuple[np.ndarray, int, PrefixTrie, PrefixTrie, np.ndarray]] | None = None  # _family_tries
+        self._exact: _ExactRoutes | None = None  # route_sets' state: made by it, or taken from previous
+        self._relabel = np.zeros(0, dtype=np.int64)  # the pairs whose route fields changed since previous
         if not self._evaluate_changes(previous):
             self._evaluate()
 
@@ -450,8 +521,19 @@ class Plan:
         changed = ((self.rto_min_ms != previous.rto_min_ms) | (self.initcwnd != previous.initcwnd)
                    | (self.cwnd_clamp != previous.cwnd_clamp) | (self.pacing_rate != previous.pacing_rate))
         moved_segment = self.segment != previous.segment
-        stale = {self.hosts[i] for i in np.union1d(src[changed], dst[moved_segment])}  # advmss is set toward dst
+        is_stale = np.zeros(len(self.hosts), dtype=bool)
+        is_stale[src[changed]] = is_stale[dst[moved_segment]] = True  # advmss is set toward dst
+        stale = {self.hosts[i] for i in np.nonzero(is_stale)[0]}
         self._tries = previous._tries  # the same hosts and attachments
+        if previous._exact is not None:  # taken: it is updated in place, and holds for one plan only
+            self._exact, previous._exact = previous._exact, None
+            n = len(self.hosts)
+            moved = np.nonzero(moved_segment)[0]
+            keys = src * n + dst  # in order: pairs go by source, then destination
+            reverse = np.minimum(np.searchsorted(keys, dst[moved] * n + src[moved]), len(keys) - 1)
+            relabel = changed.copy()
+            relabel[reverse[keys[reverse] == dst[moved] * n + src[moved]]] = True
+            self._relabel = np.nonzero(relabel)[0]
         self._previous_sets = {host: routes for host, routes in (previous._route_sets or {}).items()
                                if host not in stale}
         return True
@@ -635,40 +717,37 @@ class Plan:
         if self._route_sets is not None:
             return self._route_sets
         sources = np.array([i for i, host in enumerate(self.hosts) if host not in self._previous_sets], dtype=np.int64)
-        row = np.full(len(self.hosts), -1, dtype=np.int64)
-        row[sources] = np.arange(len(sources))
-        pairs = np.nonzero(row[self.src] >= 0)[0]
-        pair_row, pair_dst = row[self.src[pairs]], self.dst[pairs]
-        fields = self._route_fields(pairs)
-        exact_labels = np.full((len(sources), len(self.hosts)), -1, dtype=np.int64)
-        exact_labels[pair_row, pair_dst], exact_params = _numbered(fields)
+        exact = self._exact_routes()
         sets: dict[str, list[dict]] = {self.hosts[i]: [] for i in sources}
         coarse_now = {host for host in self._coarse_before if host in self._previous_sets}
-        for members, budget, trie, coarse, covering in self._family_tries():
-            exact = aggregate(trie, exact_labels[:, members])
+        for state, (members, budget, _, coarse, covering) in zip(exact.families, self._family_tries()):
             sticky = int(budget * EXACT_AGAIN_SHARE)
-            is_over = np.array([len(exact_routes) > (sticky if self.hosts[i] in self._coarse_before else budget)
-                                for i, exact_routes in zip(sources, exact)], dtype=bool)
+            limit = np.array([sticky if self.hosts[i] in self._coarse_before else budget for i in sources])
+            is_over = state.route_counts(sources) > limit
             over = np.nonzero(is_over)[0]
             coarse_now.update(self.hosts[sources[r]] for r in over)
-            routes = [[] if is_over[r] else [{"dst": prefix, **exact_params[k]} for prefix, k in exact_routes]
-                      for r, exact_routes in enumerate(exact)]
+            routes: list[list[dict]] = [[] for _ in sources]
+            for r, exact_routes in zip(np.nonzero(~is_over)[0], state.routes(sources[~is_over])):
+                routes[r] = exact.routes(exact_routes, exact.params, exact.keys)
             if len(over):
                 # Each over-budget source's routes toward the family's hosts, as (sources x members) arrays:
                 # each field of its exact label there (0 where null or no route, the label -1: the last).
-                labels = exact_labels[np.ix_(over, members)]
-                toward = {name: np.array([params[name] or 0 for params in exact_params] + [0], dtype=np.int64)[labels]
-                          for name in fields}
+                labels = exact.labels[np.ix_(sources[over], members)]
+                toward = {name: np.array([params[name] or 0 for params in exact.params] + [0], dtype=np.int64)[labels]
+                          for name in _ROUTE_FIELDS}
                 safe = _safe_side(toward, covering)
                 covered = safe["rto_min_ms"] > 0
                 safe_labels = np.full(covered.shape, -1, dtype=np.int64)
                 safe_labels[covered], safe_params = _numbered({name: values[covered] for name, values in safe.items()})
+                safe_keys = [tuple(p.values()) for p in safe_params]
                 for r, coarse_routes in zip(over, aggregate(coarse, safe_labels)):
-                    routes[r] = [{"dst": prefix, **safe_params[k]} for prefix, k in coarse_routes]
+                    routes[r] = exact.routes(coarse_routes, safe_params, safe_keys)
             for i, family_routes in zip(sources, routes):
                 sets[self.hosts[i]] += family_routes
         self._route_sets = {host: sets[host] if host in sets else self._previous_sets[host] for host in self.hosts}
         self._coarse = frozenset(coarse_now)
+        if len(exact.made) > MADE_ROUTES_PER_HOST * len(self.hosts):  # routes of sets long gone: start again
+            exact.made = {}
         return self._route_sets
 
     @property
@@ -676,6 +755,24 @@ class Plan:
         """The hosts whose sets are on the safe side (route_sets), for the next plan's
         hysteresis; while route_sets was not made, the ones before this plan."""
         return self._coarse if self._coarse is not None else self._coarse_before
+
+    def _exact_routes(self) -> _ExactRoutes:
+        """The exact labels of every pair and ORTC's state over them: previous's, updated for the pairs
+        whose route fields changed since; made afresh for a first plan, or where the labels outgrew it."""
+        exact, self._exact = self._exact, None
+        if exact is not None and len(self._relabel) > RELABEL_SHARE * len(self.src):
+            exact = None
+        if exact is not None and len(self._relabel):
+            pairs = self._relabel
+            labels, params = _numbered(self._route_fields(pairs))
+            if not exact.relabel(self.src[pairs], self.dst[pairs], labels, params, self._family_tries()):
+                exact = None
+        if exact is None:
+            labels = np.full((len(self.hosts), len(self.hosts)), -1, dtype=np.int64)
+            labels[self.src, self.dst], params = _numbered(self._route_fields(np.arange(len(self.src))))
+            exact = _ExactRoutes.build(labels, params, self._family_tries())
+        self._exact = exact
+        return exact
 
     def _family_tries(self) -> list[tuple[np.ndarray, int, PrefixTrie, PrefixTrie, np.ndarray]]:
         """Per address family with hosts, IPv4 first: its hosts' indices, the route budget (its

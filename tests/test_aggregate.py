@@ -14,7 +14,7 @@ from test_planner_reference import random_inventory
 
 from benchmarks.plan_scale import fat_tree_fabric
 from ryu_app import formulas, inventory
-from ryu_app.aggregate import PrefixTrie, aggregate
+from ryu_app.aggregate import Aggregation, PrefixTrie, aggregate
 from ryu_app.fabric import Fabric
 from ryu_app.planner import EXACT_AGAIN_SHARE, Plan
 
@@ -260,3 +260,36 @@ def test_more_than_64_labels_and_dont_care_addresses():
                 assert lookup(table, address)["label"] == label
     assert len(aggregate(trie, labels[4:])[0]) == 1
     assert aggregate(trie, np.full((2, len(addresses)), -1)) == [[], []]  # nothing to route
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_updated_aggregation_is_the_aggregation_of_its_new_labels(seed):
+    """Aggregation.update redoes only what a few changed labels reach: its state and routes
+    equal a fresh Aggregation's of the new labels, whatever changed (a label, to or from
+    don't care, many of one source, every source), change after change."""
+    rng = np.random.default_rng(seed)
+    ipv6 = seed % 2 == 1
+    base = 0x20010DB8 << 96 if ipv6 else 0x0A000000
+    kind = ipaddress.IPv6Address if ipv6 else ipaddress.IPv4Address
+    addresses = [str(kind(base + int(n))) for n in rng.choice(4096, 200, replace=False)]
+    trie = PrefixTrie.build(addresses)
+    few = 3 if seed < 3 else 130  # one word of labels, or three
+    labels = rng.integers(-1, few, size=(12, len(addresses)))
+    kept = Aggregation(trie, labels, words=-(-few // 64))
+    for step in range(8):
+        count = [1, 5, 40, 600][step % 4]
+        rows, columns = rng.integers(0, 12, count), rng.integers(0, len(addresses), count)
+        if step == 5:
+            rows = np.full(count, 4)
+        new = rng.integers(-1, few, count)
+        labels[rows, columns] = new
+        last = {}
+        for i, (r, c) in enumerate(zip(rows.tolist(), columns.tolist())):
+            last[(r, c)] = i  # a cell given twice keeps its last label, as in labels
+        keep = np.array(sorted(last.values()))
+        kept.update(rows[keep], columns[keep], new[keep])
+        fresh = Aggregation(trie, labels, words=kept.masks.shape[-1])
+        assert np.array_equal(kept.masks, fresh.masks)
+        assert np.array_equal(kept.chosen, fresh.chosen) and np.array_equal(kept.emit, fresh.emit)
+        assert kept.routes() == fresh.routes() == aggregate(trie, labels)
+        assert kept.route_counts(np.arange(12)).tolist() == [len(r) for r in fresh.routes()]

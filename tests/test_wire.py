@@ -467,3 +467,17 @@ def test_routes_already_validated_are_taken_as_they_are_and_the_rest_checked_lik
         paramset.validate_param_set({**param_set(route()), "extra": 1}, known=known)
     with pytest.raises(ValidationError, match=r"routes\[0\]"):
         paramset.validate_param_set(param_set(["10.0.0.2/32"], generation=5), known=known)
+
+
+def test_normal_routes_are_kept_as_the_objects_given_and_not_checked_again():
+    """A route already in normal form is kept as the very object given (a denormal one is
+    replaced by its normal form), so the planner's routes, made once and shared, are recognised
+    by identity in the next set; a copy of equal value is still compared field by field."""
+    normal, needs_normalising = route(), route(dst="10.0.0.3")  # "10.0.0.3" becomes "10.0.0.3/32"
+    first = paramset.validate_param_set(param_set(normal, needs_normalising, generation=4))
+    assert first["routes"][0] is normal
+    assert first["routes"][1] is not needs_normalising and first["routes"][1]["dst"] == "10.0.0.3/32"
+    again = paramset.validate_param_set(param_set(normal, generation=5), known=first)
+    assert again["routes"][0] is normal
+    with pytest.raises(ValidationError, match=r"routes\[0\]\.initcwnd"):  # an equal copy with a bool is refused
+        paramset.validate_param_set(param_set(route(initcwnd=True), generation=5), known=first)

@@ -75,15 +75,16 @@ def validate_param_set(param_set: Any, known: dict | None = None) -> dict:
     known: a set validated before (the host's latest). A route equal to one of
     its routes, value for value and type for type, is valid already and is
     not checked again: after a link change most routes of a changed set are.
+    A route that is normal already is kept as the object given, so that a
+    caller that hands the same objects again (the planner makes each route
+    once, and never changes it) has them recognised at once.
     """
     if not isinstance(param_set, dict):
         raise ValidationError("", f"a parameter set is a JSON object, not {validation.json_type(param_set)}")
     routes = param_set.get("routes")
-    if known is None or not isinstance(routes, list):
-        checked = validation.check(ParamSet, param_set)
-        _refuse_duplicates([route.dst for route in checked.routes])
-        return checked.model_dump()
-    before = {route["dst"]: route for route in known["routes"]}
+    if not isinstance(routes, list):  # refused, naming routes
+        return validation.check(ParamSet, param_set).model_dump()
+    before = {route["dst"]: route for route in known["routes"]} if known is not None else {}
     new = [i for i, route in enumerate(routes) if not _known_route(route, before)]
     try:
         checked = validation.check(ParamSet, {**param_set, "routes": [routes[i] for i in new]})
@@ -92,7 +93,8 @@ def validate_param_set(param_set: Any, known: dict | None = None) -> dict:
         raise
     normalised = list(routes)
     for i, route in zip(new, checked.model_dump()["routes"]):
-        normalised[i] = route
+        if not _known_route(routes[i], {route["dst"]: route}):  # else keep the object given: it is normal already
+            normalised[i] = route
     _refuse_duplicates([route["dst"] for route in normalised])
     return {"generation": checked.generation, "routes": normalised}
 
@@ -103,7 +105,7 @@ def _known_route(route: Any, before: dict[str, dict]) -> bool:
     if not isinstance(route, dict) or not isinstance(route.get("dst"), str):
         return False
     old = before.get(route["dst"])
-    return old == route and all(type(route[key]) is type(value) for key, value in old.items())
+    return old is route or old == route and all(type(route[key]) is type(value) for key, value in old.items())
 
 
 def _refuse_duplicates(destinations: list[str]) -> None:
