@@ -8,7 +8,10 @@ builds the smallest table that sends every known address to its label, with
 the addresses no host has as "don't care". Here it runs over a binary trie of
 the known addresses compressed to its branching nodes (a node with one child
 has that child's candidates, exactly), for many sources at once: label sets
-are bit masks, one row per source.
+are bit masks, one row per source. The state is kept (Aggregation), so that
+when a few labels change only the nodes they reach are done again. Of the
+equally small tables, the one chosen takes the lowest label where there is a
+choice, so it depends on how the labels are numbered.
 
 Scope of "don't care": an address inside the smallest prefix covering the
 known hosts of one family that is no known host's, the source's own address,
@@ -22,9 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-# Label masks of one block of sources stay below this many 64-bit words (2 MB: they stay in the caches).
-_BLOCK_WORDS = 1 << 18
 
 
 @dataclass
@@ -126,24 +126,6 @@ class PrefixTrie:
         covering = np.empty(int(is_leaf.sum()), dtype=np.int64)
         covering[self.leaf_host[is_leaf]] = cut_position[under[is_leaf]]
         return coarse, covering
-
-
-def aggregate(trie: PrefixTrie, labels: np.ndarray) -> list[list[tuple[str, int]]]:
-    """The fewest routes per source: for each row of labels (sources x
-    addresses, the label of each address for that source, -1 for don't
-    care), [(prefix, label)], most general first. Longest-prefix match over
-    them gives every address with a label exactly its label."""
-    sources = labels.shape[0]
-    if not len(trie) or not sources:
-        return [[] for _ in range(sources)]
-    count = int(labels.max(initial=-1)) + 1
-    words = max(1, -(-count // 64))
-    block = max(1, _BLOCK_WORDS // (len(trie) * words))
-    levels = _levels(trie)
-    routes: list[list[tuple[str, int]]] = []
-    for start in range(0, sources, block):
-        routes += Aggregation(trie, labels[start:start + block], words, levels).routes()
-    return routes
 
 
 def _levels(trie: PrefixTrie) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:

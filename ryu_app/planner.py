@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ryu_app import formulas
-from ryu_app.aggregate import Aggregation, PrefixTrie, aggregate
+from ryu_app.aggregate import Aggregation, PrefixTrie
 from ryu_app.paths import UNREACHABLE, SwitchPaths
 
 #: Where a pair's RTT_prop came from, least trusted last among the link
@@ -173,7 +173,7 @@ def _numbered(fields: dict[str, np.ndarray]) -> tuple[np.ndarray, list[dict]]:
 #: state are made afresh: cheaper than updating most of them (measured at k = 16).
 RELABEL_SHARE = 0.25
 
-#: Routes made and kept for sharing (_ExactRoutes.made) per host before they are let go: the
+#: Routes made and kept for sharing (_RouteState.made) per host before they are let go: the
 #: sets hold at most one per edge switch each, mostly the same ones.
 MADE_ROUTES_PER_HOST = 256
 
@@ -191,51 +191,133 @@ _UNBOUNDED = np.iinfo(np.int64).max
 EXACT_AGAIN_SHARE = 0.75
 
 
-def _safe_side(fields: dict[str, np.ndarray], covering: np.ndarray) -> dict[str, np.ndarray]:
-    """Per route field, (sources x coarse leaves): the safe side (_SAFE_SIDE) of fields
-    ((sources x addresses), 0 for a null field and in every field toward an address with no
-    route) over the addresses each coarse leaf covers (covering: the coarse leaf of each
-    address, every leaf covering one at least); 0 in every field where none has a route."""
-    order = np.argsort(covering, kind="stable")
-    starts = np.searchsorted(covering[order], np.arange(covering.max(initial=-1) + 1))
-    reachable = fields["rto_min_ms"][:, order] > 0
+def _safe_side(fields: dict[str, np.ndarray], starts: np.ndarray) -> dict[str, np.ndarray]:
+    """Per route field, the safe side (_SAFE_SIDE) of fields (flat arrays, 0 for a null field and
+    in every field toward an address with no route) over each group of consecutive elements
+    (groups start at starts, none empty); 0 in every field where no element has a route."""
+    reachable = fields["rto_min_ms"] > 0
     safe = {}
     for name, side in _SAFE_SIDE.items():
-        values = fields[name][:, order]
+        values = fields[name]
         if side is np.minimum:  # null and no route are the largest; no route is null again after the minimum
             values = np.where(reachable & (values > 0), values, _UNBOUNDED)
-        safe[name] = side.reduceat(values, starts, axis=1)
+        safe[name] = side.reduceat(values, starts)
         safe[name][safe[name] == _UNBOUNDED] = 0
     return safe
 
 
 @dataclass
-class _ExactRoutes:
-    """What route_sets keeps for the next plan's, which updates it where labels changed: the
-    exact label of every host pair (sources x destinations, -1 for none), numbered for good (a
-    label keeps its number, and _numbered's parameters, from plan to plan), and ORTC's state
-    over each address family's hosts (as _family_tries, with every host a source)."""
+class _Numbering:
+    """Route parameters numbered for good: a label keeps its number, and its parameters, from plan to plan."""
+
+    params: list[dict] = field(default_factory=list)
+    keys: list[tuple] = field(default_factory=list)  # each label's parameters as a tuple of values
+    numbers: dict[tuple, int] = field(default_factory=dict)  # the other way: a label's key, its number
+
+    def numbered(self, params: list[dict]) -> np.ndarray:
+        """The numbers of params (as _numbered gives them), new ones numbered after the others."""
+        numbers = []
+        for p in params:
+            key = tuple(p.values())
+            number = self.numbers.get(key)
+            if number is None:
+                number = self.numbers[key] = len(self.params)
+                self.params.append(p)
+                self.keys.append(key)
+            numbers.append(number)
+        return np.array(numbers, dtype=np.int64)
+
+    def field_values(self) -> dict[str, np.ndarray]:
+        """{route field: its value per label, 0 for null}, with one 0 more at the end (for the label -1)."""
+        return {name: np.array([p[name] or 0 for p in self.params] + [0], dtype=np.int64) for name in _ROUTE_FIELDS}
+
+
+@dataclass
+class _FamilyRoutes:
+    """ORTC's state for one address family's destinations, every host a source (rows): over the
+    trie of the family's hosts with each pair's exact label, and over the coarse trie with the
+    safe label of each coarse leaf (the safe side of the exact labels of the hosts it covers)."""
+
+    exact: Aggregation
+    safe_labels: np.ndarray  # (hosts x coarse leaves), -1 where no host under the leaf has a route
+    coarse: Aggregation
+
+
+@dataclass
+class _RouteState:
+    """What route_sets keeps for the next plan's, which updates it where labels changed (relabel):
+    the exact label of every host pair (sources x destinations, -1 for none), the numberings of the
+    exact and the safe labels, and ORTC's state per address family (as _family_tries)."""
 
     labels: np.ndarray
-    params: list[dict]
-    keys: list[tuple]  # each label's parameters as a tuple of values
-    numbers: dict[tuple, int]  # the other way: a label's key, its number
-    families: list[Aggregation]
+    exact: _Numbering
+    safe: _Numbering
+    families: list[_FamilyRoutes]
     # Every route made, by (prefix, key): a route is made once and shared by the sets that have
     # it, plan after plan, so publishing recognises it as the object it validated before.
     made: dict[tuple[str, tuple], dict] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, labels: np.ndarray, params: list[dict], tries: list) -> "_ExactRoutes":
-        """The state of labels numbered by _numbered, with room for as many labels again."""
-        words = -(-2 * max(len(params), 1) // 64)
-        keys = [tuple(p.values()) for p in params]
-        return cls(labels, params, keys, {key: k for k, key in enumerate(keys)},
-                   [Aggregation(trie, labels[:, members], words) for members, _, trie, _, _ in tries])
+    def build(cls, labels: np.ndarray, params: list[dict], tries: list) -> "_RouteState":
+        """The state of labels numbered by _numbered, each numbering with room for as many labels again."""
+        state = cls(labels, _Numbering(), _Numbering(), [])
+        state.exact.numbered(params)
+        for members, _, trie, coarse, covering in tries:
+            exact = Aggregation(trie, labels[:, members], _words(len(state.exact.params)))
+            width = int((coarse.leaf_host >= 0).sum())  # coarse leaves
+            rows, leaves = np.divmod(np.arange(len(labels) * width), width)
+            safe_labels = state._safe_labels(rows, leaves, members, covering).reshape(len(labels), width)
+            state.families.append(_FamilyRoutes(exact, safe_labels,
+                                                Aggregation(coarse, safe_labels, _words(len(state.safe.params)))))
+        return state
 
-    def routes(self, labelled: list[tuple[str, int]], params: list[dict], keys: list[tuple]) -> list[dict]:
-        """The routes [(prefix, label)] of labels with params (and their keys), made once each."""
-        made, routes = self.made, []
+    def relabel(self, rows: np.ndarray, columns: np.ndarray, labels: np.ndarray, params: list[dict],
+                tries: list) -> bool:
+        """Give pairs (rows[i], columns[i]) the labels numbered by _numbered, and update ORTC's
+        state; False if the labels outgrew its masks (the state is then to be made afresh)."""
+        labels = self.exact.numbered(params)[labels]
+        self.labels[rows, columns] = labels
+        for family, (members, _, _, _, covering) in zip(self.families, tries):
+            if len(self.exact.params) > family.exact.capacity:
+                return False
+            column = np.full(len(self.labels), -1, dtype=np.int64)
+            column[members] = np.arange(len(members))
+            inside = column[columns] >= 0
+            family.exact.update(rows[inside], column[columns[inside]], labels[inside])
+            # The coarse leaves over the changed pairs, each (row, leaf) once.
+            leaves = covering[column[columns[inside]]]
+            width = family.safe_labels.shape[1]
+            rows_at, leaves_at = np.divmod(np.unique(rows[inside] * width + leaves), width)
+            safe = self._safe_labels(rows_at, leaves_at, members, covering)
+            if len(self.safe.params) > family.coarse.capacity:
+                return False
+            family.safe_labels[rows_at, leaves_at] = safe
+            family.coarse.update(rows_at, leaves_at, safe)
+        return True
+
+    def _safe_labels(self, rows: np.ndarray, leaves: np.ndarray, members: np.ndarray,
+                     covering: np.ndarray) -> np.ndarray:
+        """The safe label (numbered by self.safe) of each (rows[i], coarse leaf leaves[i]): the safe side
+        of the exact labels toward the family's hosts under that leaf, -1 where none has a route."""
+        order = np.argsort(covering, kind="stable")  # the members under each leaf, together
+        size = np.bincount(covering, minlength=int(covering.max(initial=-1)) + 1)
+        first = np.cumsum(size) - size
+        count = size[leaves]
+        starts = np.cumsum(count) - count
+        under = order[np.repeat(first[leaves] - starts, count) + np.arange(int(count.sum()))]
+        labels = self.labels[np.repeat(rows, count), members[under]]
+        values = self.exact.field_values()
+        safe = _safe_side({name: values[name][labels] for name in _ROUTE_FIELDS}, starts)
+        covered = safe["rto_min_ms"] > 0
+        numbered = np.full(len(rows), -1, dtype=np.int64)
+        if covered.any():
+            local, params = _numbered({name: values[covered] for name, values in safe.items()})
+            numbered[covered] = self.safe.numbered(params)[local]
+        return numbered
+
+    def routes(self, labelled: list[tuple[str, int]], numbering: _Numbering) -> list[dict]:
+        """The routes [(prefix, label)] of labels numbered by numbering, each made once."""
+        made, params, keys, routes = self.made, numbering.params, numbering.keys, []
         for prefix, label in labelled:
             key = (prefix, keys[label])
             route = made.get(key)
@@ -244,26 +326,10 @@ class _ExactRoutes:
             routes.append(route)
         return routes
 
-    def relabel(self, rows: np.ndarray, columns: np.ndarray, labels: np.ndarray, params: list[dict],
-                tries: list) -> bool:
-        """Give pairs (rows[i], columns[i]) the labels numbered by _numbered, and update ORTC's
-        state; False, with nothing changed, if the new labels do not fit the state's masks."""
-        numbers = [self.numbers.get(tuple(p.values()), -1) for p in params]
-        new = [k for k, number in enumerate(numbers) if number < 0]
-        if len(self.params) + len(new) > min(family.capacity for family in self.families):
-            return False
-        for k in new:
-            numbers[k] = self.numbers[tuple(params[k].values())] = len(self.params)
-            self.params.append(params[k])
-            self.keys.append(tuple(params[k].values()))
-        labels = np.array(numbers, dtype=np.int64)[labels]
-        self.labels[rows, columns] = labels
-        for family, (members, *_) in zip(self.families, tries):
-            column = np.full(len(self.labels), -1, dtype=np.int64)
-            column[members] = np.arange(len(members))
-            inside = column[columns] >= 0
-            family.update(rows[inside], column[columns[inside]], labels[inside])
-        return True
+
+def _words(labels: int) -> int:
+    """64-bit words of ORTC masks with room for labels and as many again."""
+    return -(-2 * max(labels, 1) // 64)
 
 
 class Plan:
@@ -332,7 +398,7 @@ class Plan:
                                else previous.coarse_hosts if previous is not None else frozenset())
         self._coarse: frozenset[str] | None = None  # set by route_sets
         self._tries: list[tuple[np.ndarray, int, PrefixTrie, PrefixTrie, np.ndarray]] | None = None  # _family_tries
-        self._exact: _ExactRoutes | None = None  # route_sets' state: made by it, or taken from previous
+        self._route_state_kept: _RouteState | None = None  # route_sets' state: made by it, or taken from previous
         self._relabel = np.zeros(0, dtype=np.int64)  # the pairs whose route fields changed since previous
         if not self._evaluate_changes(previous):
             self._evaluate()
@@ -523,10 +589,11 @@ class Plan:
         moved_segment = self.segment != previous.segment
         is_stale = np.zeros(len(self.hosts), dtype=bool)
         is_stale[src[changed]] = is_stale[dst[moved_segment]] = True  # advmss is set toward dst
-        stale = {self.hosts[i] for i in np.nonzero(is_stale)[0]}
+        # A set kept was chosen under the previous plan's hysteresis: one host's, for all its address families.
+        stale = {self.hosts[i] for i in np.nonzero(is_stale)[0]} | (self._coarse_before ^ previous._coarse_before)
         self._tries = previous._tries  # the same hosts and attachments
-        if previous._exact is not None:  # taken: it is updated in place, and holds for one plan only
-            self._exact, previous._exact = previous._exact, None
+        if previous._route_state_kept is not None:  # taken: it is updated in place, and holds for one plan only
+            self._route_state_kept, previous._route_state_kept = previous._route_state_kept, None
             n = len(self.hosts)
             moved = np.nonzero(moved_segment)[0]
             keys = src * n + dst  # in order: pairs go by source, then destination
@@ -717,37 +784,22 @@ class Plan:
         if self._route_sets is not None:
             return self._route_sets
         sources = np.array([i for i, host in enumerate(self.hosts) if host not in self._previous_sets], dtype=np.int64)
-        exact = self._exact_routes()
+        state = self._route_state()
         sets: dict[str, list[dict]] = {self.hosts[i]: [] for i in sources}
         coarse_now = {host for host in self._coarse_before if host in self._previous_sets}
-        for state, (members, budget, _, coarse, covering) in zip(exact.families, self._family_tries()):
+        for family, (_, budget, _, _, _) in zip(state.families, self._family_tries()):
             sticky = int(budget * EXACT_AGAIN_SHARE)
             limit = np.array([sticky if self.hosts[i] in self._coarse_before else budget for i in sources])
-            is_over = state.route_counts(sources) > limit
-            over = np.nonzero(is_over)[0]
-            coarse_now.update(self.hosts[sources[r]] for r in over)
-            routes: list[list[dict]] = [[] for _ in sources]
-            for r, exact_routes in zip(np.nonzero(~is_over)[0], state.routes(sources[~is_over])):
-                routes[r] = exact.routes(exact_routes, exact.params, exact.keys)
-            if len(over):
-                # Each over-budget source's routes toward the family's hosts, as (sources x members) arrays:
-                # each field of its exact label there (0 where null or no route, the label -1: the last).
-                labels = exact.labels[np.ix_(sources[over], members)]
-                toward = {name: np.array([params[name] or 0 for params in exact.params] + [0], dtype=np.int64)[labels]
-                          for name in _ROUTE_FIELDS}
-                safe = _safe_side(toward, covering)
-                covered = safe["rto_min_ms"] > 0
-                safe_labels = np.full(covered.shape, -1, dtype=np.int64)
-                safe_labels[covered], safe_params = _numbered({name: values[covered] for name, values in safe.items()})
-                safe_keys = [tuple(p.values()) for p in safe_params]
-                for r, coarse_routes in zip(over, aggregate(coarse, safe_labels)):
-                    routes[r] = exact.routes(coarse_routes, safe_params, safe_keys)
-            for i, family_routes in zip(sources, routes):
-                sets[self.hosts[i]] += family_routes
+            is_over = family.exact.route_counts(sources) > limit
+            coarse_now.update(self.hosts[i] for i in sources[is_over])
+            for i, labelled in zip(sources[~is_over], family.exact.routes(sources[~is_over])):
+                sets[self.hosts[i]] += state.routes(labelled, state.exact)
+            for i, labelled in zip(sources[is_over], family.coarse.routes(sources[is_over])):
+                sets[self.hosts[i]] += state.routes(labelled, state.safe)
         self._route_sets = {host: sets[host] if host in sets else self._previous_sets[host] for host in self.hosts}
         self._coarse = frozenset(coarse_now)
-        if len(exact.made) > MADE_ROUTES_PER_HOST * len(self.hosts):  # routes of sets long gone: start again
-            exact.made = {}
+        if len(state.made) > MADE_ROUTES_PER_HOST * len(self.hosts):  # routes of sets long gone: start again
+            state.made = {}
         return self._route_sets
 
     @property
@@ -756,23 +808,24 @@ class Plan:
         hysteresis; while route_sets was not made, the ones before this plan."""
         return self._coarse if self._coarse is not None else self._coarse_before
 
-    def _exact_routes(self) -> _ExactRoutes:
+    def _route_state(self) -> _RouteState:
         """The exact labels of every pair and ORTC's state over them: previous's, updated for the pairs
-        whose route fields changed since; made afresh for a first plan, or where the labels outgrew it."""
-        exact, self._exact = self._exact, None
-        if exact is not None and len(self._relabel) > RELABEL_SHARE * len(self.src):
-            exact = None
-        if exact is not None and len(self._relabel):
+        whose route fields changed since; made afresh for a first plan, where most pairs changed,
+        or where the labels outgrew it."""
+        state, self._route_state_kept = self._route_state_kept, None
+        if state is not None and len(self._relabel) > RELABEL_SHARE * len(self.src):
+            state = None
+        if state is not None and len(self._relabel):
             pairs = self._relabel
             labels, params = _numbered(self._route_fields(pairs))
-            if not exact.relabel(self.src[pairs], self.dst[pairs], labels, params, self._family_tries()):
-                exact = None
-        if exact is None:
+            if not state.relabel(self.src[pairs], self.dst[pairs], labels, params, self._family_tries()):
+                state = None
+        if state is None:
             labels = np.full((len(self.hosts), len(self.hosts)), -1, dtype=np.int64)
             labels[self.src, self.dst], params = _numbered(self._route_fields(np.arange(len(self.src))))
-            exact = _ExactRoutes.build(labels, params, self._family_tries())
-        self._exact = exact
-        return exact
+            state = _RouteState.build(labels, params, self._family_tries())
+        self._route_state_kept = state
+        return state
 
     def _family_tries(self) -> list[tuple[np.ndarray, int, PrefixTrie, PrefixTrie, np.ndarray]]:
         """Per address family with hosts, IPv4 first: its hosts' indices, the route budget (its

@@ -14,9 +14,14 @@ from test_planner_reference import random_inventory
 
 from benchmarks.plan_scale import fat_tree_fabric
 from ryu_app import formulas, inventory
-from ryu_app.aggregate import Aggregation, PrefixTrie, aggregate
+from ryu_app.aggregate import Aggregation, PrefixTrie
 from ryu_app.fabric import Fabric
 from ryu_app.planner import EXACT_AGAIN_SHARE, Plan
+
+
+def aggregate(trie, labels):
+    """ORTC's routes [(prefix, label)] for each row of labels (sources x addresses, -1: don't care)."""
+    return Aggregation(trie, labels, words=max(1, -(-(int(labels.max()) + 1) // 64))).routes()
 
 
 def lookup(routes, address):

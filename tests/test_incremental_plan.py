@@ -6,7 +6,7 @@ import random
 
 import numpy as np
 import pytest
-from test_aggregate import random_fabric
+from test_aggregate import lookup, random_fabric
 
 from benchmarks.plan_scale import fat_tree_fabric
 from ryu_app import formulas
@@ -22,8 +22,25 @@ def assert_same(incremental, full):
             assert np.allclose(new, old, rtol=1e-12, atol=0), name
         else:
             assert np.array_equal(new, old), name
-    assert incremental.route_sets() == full.route_sets()
+    assert_same_routing(incremental, full)
     assert incremental.unreachable == full.unreachable
+    assert incremental.coarse_hosts == full.coarse_hosts
+
+
+def assert_same_routing(incremental, full):
+    """Route sets alike in all that counts: each host has as many routes, and longest-prefix
+    match gives it the same parameters toward every other host it reaches. (Of ORTC's equally
+    small tables, which one a plan picks depends on how its labels are numbered, and a plan
+    made from a previous one keeps the numbers that one's labels had.)"""
+    incremental_sets, full_sets = incremental.route_sets(), full.route_sets()
+    assert incremental_sets.keys() == full_sets.keys()
+    unreachable = set(full.unreachable)
+    for host, routes in full_sets.items():
+        assert len(incremental_sets[host]) == len(routes), host
+        for other, address in full.fabric.hosts.items():
+            if other != host and (host, other) not in unreachable:
+                chosen = lookup(incremental_sets[host], address)
+                assert {**chosen, "dst": None} == {**lookup(routes, address), "dst": None}, (host, other)
 
 
 def slower(fabric, link, factor):
@@ -102,3 +119,30 @@ def test_fabrics_without_switches_or_hosts_plan_and_replan():
         first = Plan(fabric)
         assert len(first) == 0 and first.route_sets() == {}
         assert len(Plan(fabric, previous=first)) == 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_chain_of_small_changes_replans_like_full_plans_each_time(seed):
+    """Plan after plan, each made from the one before (which updates the route sets' state
+    kept from plan to plan, or makes it afresh where most pairs changed or the labels
+    outgrew it): every one routes like a full plan of the same fabric."""
+    rng = random.Random(100 + seed)
+    lossless = formulas.Lossless() if seed % 2 else None
+    fabric = random_fabric(rng, hosts=40, switches=8, ipv6=seed % 3 == 0)
+    plan = Plan(fabric, formulas.Bounds(), lossless)
+    plan.route_sets()
+    hosts = sorted(fabric.hosts)
+    for step in range(8):
+        fabric = copy.deepcopy(fabric)
+        if step % 4 == 3:  # a host's own link: its pairs, in both directions
+            host = rng.choice(hosts)
+            slower(fabric, next(link for link in fabric.links if host in link), rng.choice([0.2, 5.0]))
+        else:  # a flow or two come and go
+            flows = dict(fabric.flows)
+            for pair in rng.sample(sorted(flows), 2):
+                del flows[pair]
+            flows.update({tuple(rng.sample(hosts, 2)): rng.randint(1, 3) for _ in range(2)})
+            fabric.flows = flows
+        previous_coarse = plan.coarse_hosts
+        plan = Plan(fabric, formulas.Bounds(), lossless, previous=plan)
+        assert_same(plan, Plan(fabric, formulas.Bounds(), lossless, coarse_before=previous_coarse))
