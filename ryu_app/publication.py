@@ -31,12 +31,15 @@ class Publications:
         Every set is validated first (ValueError naming the host or the
         field), and none is kept unless all are valid: a bad set never
         reaches an agent, nor counts as published. Routes the host's
-        latest set has already, exactly, are not checked again.
+        latest set has already, exactly, are not checked again, nor a route
+        object shared with a set checked before it.
         """
-        validated = {}
+        validated: dict[str, dict] = {}
+        valid: set[int] = set()  # the routes validated so far, by id: they stay alive in validated
         for ip, param_set in sets.items():
             host = host_address(ip)
-            validated[host] = paramset.validate_param_set(param_set, known=self._sets.get(host))
+            validated[host] = paramset.validate_param_set(param_set, known=self._sets.get(host), valid=valid)
+            valid.update(id(route) for route in validated[host]["routes"])
         self._sets.update(validated)
 
     def latest(self, host_ip: str) -> dict | None:

@@ -504,6 +504,22 @@ def test_publications_keep_only_valid_sets_and_tell_what_changed():
     assert publications.changed("10.0.0.1", [route])
 
 
+def test_a_route_object_shared_by_sets_is_checked_once_and_a_bad_one_refuses_the_batch():
+    """Sets that share a route object (the planner makes each route once) keep that object;
+    a bad shared route is refused where it first appears, and no set of the batch is kept."""
+    publications = Publications()
+    shared = {"dst": "10.0.0.9/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": None, "advmss": None,
+              "pacing_rate": None, "quickack": True}
+    publications.publish({"10.0.0.1": {"generation": 1, "routes": [shared]},
+                          "10.0.0.2": {"generation": 1, "routes": [shared]}})
+    assert publications.latest("10.0.0.1")["routes"][0] is publications.latest("10.0.0.2")["routes"][0] is shared
+    bad = {**shared, "dst": "10.0.0.8/32", "initcwnd": True}
+    with pytest.raises(ValueError, match=r"routes\[0\].initcwnd"):
+        publications.publish({"10.0.0.3": {"generation": 2, "routes": [bad]},
+                              "10.0.0.4": {"generation": 2, "routes": [bad]}})
+    assert publications.latest("10.0.0.3") is None and publications.latest("10.0.0.4") is None
+
+
 def test_the_core_imports_no_os_ken_machinery():
     source = open(core_module.__file__).read()
     for forbidden in ("os_ken.base", "os_ken.controller", "os_ken.topology", "os_ken.lib.hub", "import time"):

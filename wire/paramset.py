@@ -13,6 +13,7 @@ route. `check_generation` is the one generation rule both peers use.
 
 import functools
 import ipaddress
+from collections.abc import Set as AbstractSet
 from typing import Annotated, Any
 
 from pydantic import AfterValidator
@@ -65,7 +66,7 @@ class ParamSet(Strict):
     routes: list[RouteParams]
 
 
-def validate_param_set(param_set: Any, known: dict | None = None) -> dict:
+def validate_param_set(param_set: Any, known: dict | None = None, valid: AbstractSet[int] = frozenset()) -> dict:
     """Check a parameter set completely; return it normalised as a dict.
 
     Unknown keys, wrong types (a bool is not an integer, 14.0 is not an
@@ -78,14 +79,22 @@ def validate_param_set(param_set: Any, known: dict | None = None) -> dict:
     A route that is normal already is kept as the object given, so that a
     caller that hands the same objects again (the planner makes each route
     once, and never changes it) has them recognised at once.
+
+    valid: the ids of route objects the caller validated already, as routes
+    of other sets, and keeps alive and unchanged (a publication of many sets
+    that share routes checks each once).
     """
     if not isinstance(param_set, dict):
         raise ValidationError("", f"a parameter set is a JSON object, not {validation.json_type(param_set)}")
     routes = param_set.get("routes")
     if not isinstance(routes, list):  # refused, naming routes
         return validation.check(ParamSet, param_set).model_dump()
-    before = {route["dst"]: route for route in known["routes"]} if known is not None else {}
-    new = [i for i, route in enumerate(routes) if not _known_route(route, before)]
+    known_routes = known["routes"] if known is not None else []
+    same_objects = {id(route) for route in known_routes}  # alive in known: no other object has their ids
+    new = [i for i, route in enumerate(routes) if id(route) not in same_objects and id(route) not in valid]
+    if new and known_routes:
+        before = {route["dst"]: route for route in known_routes}
+        new = [i for i in new if not _known_route(routes[i], before)]
     try:
         checked = validation.check(ParamSet, {**param_set, "routes": [routes[i] for i in new]})
     except ValidationError:
@@ -105,7 +114,7 @@ def _known_route(route: Any, before: dict[str, dict]) -> bool:
     if not isinstance(route, dict) or not isinstance(route.get("dst"), str):
         return False
     old = before.get(route["dst"])
-    return old is route or old == route and all(type(route[key]) is type(value) for key, value in old.items())
+    return old == route and all(type(route[key]) is type(value) for key, value in old.items())
 
 
 def _refuse_duplicates(destinations: list[str]) -> None:
