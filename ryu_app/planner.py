@@ -33,13 +33,15 @@ _PAIR_ARRAYS = ("src", "dst", "min_rto_s", "rto_min_ms", "initcwnd", "cwnd_clamp
                 "rtt_prop_s", "rtt_spread_s", "rtt_source")
 
 
-def _differs(new, old, src, dst):
-    """Per pair, whether a matrix of measured round trips (None: none measured, NaN: not this pair) changed."""
+def _differs(new, old):
+    """Per (source, destination) host, whether a matrix of measured round trips (None: none
+    measured, NaN: not this pair) changed; None where none did."""
     if new is None and old is None:
-        return np.zeros(len(src), dtype=bool)
-    new_values = new[src, dst] if new is not None else np.full(len(src), np.nan)
-    old_values = old[src, dst] if old is not None else np.full(len(src), np.nan)
-    return ~((new_values == old_values) | (np.isnan(new_values) & np.isnan(old_values)))
+        return None
+    new = new if new is not None else np.full(old.shape, np.nan)
+    old = old if old is not None else np.full(new.shape, np.nan)
+    differs = ~((new == old) | (np.isnan(new) & np.isnan(old)))
+    return differs if differs.any() else None
 
 
 def _undominated(slope: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -546,12 +548,20 @@ class Plan:
         for name in _PAIR_ARRAYS[2:]:
             setattr(self, name, columns.pop(0) if columns else np.zeros(0, dtype=np.int64))
 
-    def _finish(self):
-        """What follows from the pair arrays: the segment toward each host, the unreachable pairs."""
+    def _finish(self, previous: "Plan | None" = None):
+        """What follows from the pair arrays: the segment toward each host, the unreachable pairs
+        (previous's, where it reaches the same pairs and has the same segments)."""
         n = len(self.hosts)
+        if previous is not None:
+            self.unreachable = previous.unreachable
+            if self.segment is previous.segment:
+                self._segment_toward = previous._segment_toward
+                return
         # The segment of the path *toward* a host is set on that host's route (advmss).
         self._segment_toward = np.full((n, n), self.bounds.mss_bytes, dtype=np.int64)
         self._segment_toward[self.src, self.dst] = self.segment
+        if previous is not None:
+            return
         self.unreachable = []
         if len(self.src) < n * (n - 1):
             no_path = self.switch_paths.hops[np.ix_(self._attach, self._attach)] == UNREACHABLE
@@ -567,26 +577,45 @@ class Plan:
                 or not np.array_equal(previous.switch_paths.hops >= 0, sp.hops >= 0)):
             return False
         src, dst, edge_pair = previous.src, previous.dst, previous._edge_pair
-        redo = (_changed_terms(self._edge_terms, previous._edge_terms)[edge_pair]
-                | _changed_terms(self._host_terms, previous._host_terms)[np.stack([src, dst])].any(axis=0)
-                | (self._active[src, dst] != previous._active[src, dst])
-                | _differs(self._rtt_low, previous._rtt_low, src, dst)
-                | _differs(self._rtt_high, previous._rtt_high, src, dst))
+        redo = np.zeros(len(src), dtype=bool)
+        edges_changed = _changed_terms(self._edge_terms, previous._edge_terms)
+        if edges_changed.any():
+            redo |= edges_changed[edge_pair]
+        hosts_changed = _changed_terms(self._host_terms, previous._host_terms)
+        if hosts_changed.any():
+            redo |= hosts_changed[src] | hosts_changed[dst]
+        for cells in (self._active != previous._active, _differs(self._rtt_low, previous._rtt_low),
+                      _differs(self._rtt_high, previous._rtt_high)):
+            if cells is not None and cells.any():  # (source, destination) matrices
+                redo |= cells[src, dst]
         self.src, self.dst, self._edge_pair = src, dst, edge_pair
         if 2 * redo.sum() > len(redo):  # evaluating every pair in order is cheaper than gathering most of them
             self._evaluate_every_pair()
+            self._finish()
+            changed = ((self.rto_min_ms != previous.rto_min_ms) | (self.initcwnd != previous.initcwnd)
+                       | (self.cwnd_clamp != previous.cwnd_clamp) | (self.pacing_rate != previous.pacing_rate))
+            moved_segment = self.segment != previous.segment
         else:
-            for name in _PAIR_ARRAYS[2:]:
-                setattr(self, name, getattr(previous, name).copy())
             chosen = np.nonzero(redo)[0]
-            for start in range(0, len(chosen), _CHUNK_PAIRS):
-                k = chosen[start:start + _CHUNK_PAIRS]
-                for name, values in zip(_PAIR_ARRAYS[2:], self._evaluate_pairs(src[k], dst[k], edge_pair[k])):
-                    getattr(self, name)[k] = values
-        self._finish()
-        changed = ((self.rto_min_ms != previous.rto_min_ms) | (self.initcwnd != previous.initcwnd)
-                   | (self.cwnd_clamp != previous.cwnd_clamp) | (self.pacing_rate != previous.pacing_rate))
-        moved_segment = self.segment != previous.segment
+            columns = [self._evaluate_pairs(src[k], dst[k], edge_pair[k])
+                       for k in np.array_split(chosen, -(-len(chosen) // _CHUNK_PAIRS))] if len(chosen) else []
+            changed, moved_segment = np.zeros(len(src), dtype=bool), np.zeros(len(src), dtype=bool)
+            for column, name in enumerate(_PAIR_ARRAYS[2:]):
+                before = getattr(previous, name)
+                values = (np.concatenate([chunk[column] for chunk in columns]).astype(before.dtype, copy=False)
+                          if columns else before[chosen])
+                differs = values != before[chosen]
+                if not differs.any():  # shared: no plan writes into its pair arrays once made
+                    setattr(self, name, before)
+                    continue
+                array = before.copy()
+                array[chosen] = values
+                setattr(self, name, array)
+                if name in _ROUTE_FIELDS:
+                    changed[chosen] |= differs
+                elif name == "segment":
+                    moved_segment[chosen] = differs
+            self._finish(previous)
         is_stale = np.zeros(len(self.hosts), dtype=bool)
         is_stale[src[changed]] = is_stale[dst[moved_segment]] = True  # advmss is set toward dst
         # A set kept was chosen under the previous plan's hysteresis: one host's, for all its address families.
