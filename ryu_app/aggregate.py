@@ -214,15 +214,21 @@ class Aggregation:
         """How many routes each of rows (sources) has."""
         return self.emit[:, rows].sum(axis=0)
 
+    def emitted(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The routes of rows (sources), as arrays: each route's position in rows, trie node and
+        label, by source in the order of rows, each source's most general first."""
+        emit = self.emit[:, rows]
+        # Parents before children: the post-order reversed.
+        position, reversed_node = np.nonzero(emit[::-1].T)
+        node = len(self.trie) - 1 - reversed_node
+        return position, node, self.chosen[node, rows[position]]
+
     def routes(self, rows: np.ndarray | None = None) -> list[list[tuple[str, int]]]:
         """[(prefix, label)] of each of rows (sources; all when None), most general first."""
-        emit, chosen = (self.emit, self.chosen) if rows is None else (self.emit[:, rows], self.chosen[:, rows])
-        sources = emit.shape[1]
-        # Per source, its routes most general first: parents before children, the post-order reversed.
-        emitted_source, reversed_node = np.nonzero(emit[::-1].T)
-        node = len(self.trie) - 1 - reversed_node
-        bounds = np.searchsorted(emitted_source, np.arange(sources + 1)).tolist()
-        routes = list(zip([self.trie.prefixes[i] for i in node.tolist()], chosen[node, emitted_source].tolist()))
+        rows = np.arange(self.emit.shape[1]) if rows is None else rows
+        position, node, label = self.emitted(rows)
+        routes = list(zip([self.trie.prefixes[i] for i in node.tolist()], label.tolist()))
+        bounds = np.searchsorted(position, np.arange(len(rows) + 1)).tolist()
         return [routes[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
 
 

@@ -317,16 +317,23 @@ class _RouteState:
             numbered[covered] = self.safe.numbered(params)[local]
         return numbered
 
-    def routes(self, labelled: list[tuple[str, int]], numbering: _Numbering) -> list[dict]:
-        """The routes [(prefix, label)] of labels numbered by numbering, each made once."""
-        made, params, keys, routes = self.made, numbering.params, numbering.keys, []
-        for prefix, label in labelled:
-            key = (prefix, keys[label])
+    def routes(self, aggregation: Aggregation, rows: np.ndarray, numbering: _Numbering) -> list[list[dict]]:
+        """The routes of rows (sources) of aggregation, whose labels numbering numbered: each
+        (prefix, parameters) made once, and shared by every set that has it from then on."""
+        position, node, label = aggregation.emitted(rows)
+        distinct, which = np.unique(node * aggregation.capacity + label, return_inverse=True)
+        made, prefixes, keys, params = self.made, aggregation.trie.prefixes, numbering.keys, numbering.params
+        shared = np.empty(len(distinct), dtype=object)
+        nodes, labels = np.divmod(distinct, aggregation.capacity)
+        for k, (at, labelled) in enumerate(zip(nodes.tolist(), labels.tolist())):
+            key = (prefixes[at], keys[labelled])
             route = made.get(key)
             if route is None:
-                route = made[key] = {"dst": prefix, **params[label]}
-            routes.append(route)
-        return routes
+                route = made[key] = {"dst": prefixes[at], **params[labelled]}
+            shared[k] = route
+        routes = shared[which]
+        bounds = np.searchsorted(position, np.arange(len(rows) + 1)).tolist()
+        return [routes[start:end].tolist() for start, end in zip(bounds[:-1], bounds[1:])]
 
 
 def _words(labels: int) -> int:
@@ -452,14 +459,15 @@ class Plan:
         """F_l: active flows whose data path contains each link."""
         n = len(self.hosts)
         self._active = np.zeros((n, n), dtype=bool)
-        for (src, dst), count in self.fabric.flows.items():
-            if count <= 0 or src == dst:
-                continue
-            s, d = self.host_index[src], self.host_index[dst]
-            if self.switch_paths.hops[self._attach[s], self._attach[d]] == UNREACHABLE:
-                continue
+        flows = [(self.host_index[src], self.host_index[dst], count)
+                 for (src, dst), count in self.fabric.flows.items() if count > 0 and src != dst]
+        if flows:
+            s, d, count = (np.array(column, dtype=np.int64) for column in zip(*flows))
+            reachable = self.switch_paths.hops[self._attach[s], self._attach[d]] != UNREACHABLE
+            s, d, count = s[reachable], d[reachable], count[reachable]
             self._active[s, d] = True
-            np.add.at(self._links.flows, self._path_links(np.array(s), np.array(d)), count)
+            links = self._path_links(s, d)  # (flows, links), padding past a path's end
+            np.add.at(self._links.flows, links.reshape(-1), np.repeat(count, links.shape[1]))
         self._links.flows[self._links.padding] = 0
 
     # -- formulas ------------------------------------------------------------
@@ -821,10 +829,10 @@ class Plan:
             limit = np.array([sticky if self.hosts[i] in self._coarse_before else budget for i in sources])
             is_over = family.exact.route_counts(sources) > limit
             coarse_now.update(self.hosts[i] for i in sources[is_over])
-            for i, labelled in zip(sources[~is_over], family.exact.routes(sources[~is_over])):
-                sets[self.hosts[i]] += state.routes(labelled, state.exact)
-            for i, labelled in zip(sources[is_over], family.coarse.routes(sources[is_over])):
-                sets[self.hosts[i]] += state.routes(labelled, state.safe)
+            for rows, aggregation, numbering in ((sources[~is_over], family.exact, state.exact),
+                                                 (sources[is_over], family.coarse, state.safe)):
+                for i, routes in zip(rows, state.routes(aggregation, rows, numbering)):
+                    sets[self.hosts[i]] += routes
         self._route_sets = {host: sets[host] if host in sets else self._previous_sets[host] for host in self.hosts}
         self._coarse = frozenset(coarse_now)
         if len(state.made) > MADE_ROUTES_PER_HOST * len(self.hosts):  # routes of sets long gone: start again
