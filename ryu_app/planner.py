@@ -361,6 +361,9 @@ class Plan:
     rtt_prop_s: np.ndarray  # the round trip the windows were sized with
     rtt_spread_s: np.ndarray  # how unsure it is
     rtt_source: np.ndarray  # index into DELAY_SOURCES
+    # Set by _finish.
+    unreachable: list[tuple[str, str]]  # the host pairs with no path
+    _segment_toward: np.ndarray  # [a, b]: the segment of the data path from host a to host b
 
     def __init__(self, fabric, bounds=formulas.Bounds(), lossless: formulas.Lossless | None = None,
                  pacing: formulas.Pacing | None = None, previous: "Plan | None" = None,
