@@ -7,7 +7,7 @@ measurements) describe the network as a Fabric, then hand it to the planner.
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LinkFacts:
     """What is known about one direction u -> v of a link.
 

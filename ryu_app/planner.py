@@ -261,7 +261,7 @@ class _RouteState:
 
     @classmethod
     def build(cls, labels: np.ndarray, params: list[dict], tries: list) -> "_RouteState":
-        """The state of labels numbered by _numbered, each numbering with room for as many labels again."""
+        """The state of labels numbered by _numbered, each numbering with room for more (_words)."""
         state = cls(labels, _Numbering(), _Numbering(), [])
         state.exact.numbered(params)
         for members, _, trie, coarse, covering in tries:
@@ -337,8 +337,9 @@ class _RouteState:
 
 
 def _words(labels: int) -> int:
-    """64-bit words of ORTC masks with room for labels and as many again."""
-    return -(-2 * max(labels, 1) // 64)
+    """64-bit words of ORTC masks with room for labels and half as many again (16 at least): a
+    change of flows or delays brings a few new labels, and every word more slows each update."""
+    return -(-(labels + max(16, labels // 2)) // 64)
 
 
 class Plan:

@@ -39,7 +39,7 @@ CREATE TABLE IF NOT EXISTS agents (host_ip TEXT PRIMARY KEY, seen_at REAL, hello
 """
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LinkMeasurement:
     """What one plan used for one directed link, and how many flows crossed it."""
 
@@ -56,7 +56,7 @@ class LinkMeasurement:
 _MEASUREMENT_COLUMNS = ", ".join(f.name for f in fields(LinkMeasurement))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LinkRecord:
     """A discovered directed switch link: names and (dpid, port) ends."""
 
@@ -68,7 +68,7 @@ class LinkRecord:
     dst_port: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HostRecord:
     """A learned host with its name and where it is attached."""
 

@@ -198,7 +198,7 @@ class Topology:
         sources = {}
 
         def add(u: str, v: str, speed: float, measured_delay: float | None, egress: SwitchPort | None) -> None:
-            spec = inventory_links.get(frozenset((u, v)))
+            spec = inventory_links.get(frozenset((u, v))) if inventory_links else None
             pinned = spec is not None and frozenset((u, v)) in self.inventory.pinned_delays
             if spec is not None:
                 capacity = formulas.capacity_bytes_per_s(spec.capacity_mbps)
@@ -214,10 +214,11 @@ class Topology:
                 delay, source = defaults["host_link_delay_us"] * 1e-6, "default"
             buffer = 0.0 if u in hosts else buffer
             spread = (delay_spreads or {}).get(egress, 0.0) if source == "measured" and egress else 0.0
-            fabric.links[(u, v)] = LinkFacts(capacity, delay, buffer, source, spread)
+            link = (u, v)
+            fabric.links[link] = LinkFacts(capacity, delay, buffer, source, spread)
             if egress is not None:
-                fabric.egress[(u, v)] = egress
-            sources[(u, v)] = source
+                fabric.egress[link] = egress
+            sources[link] = source
 
         # Of parallel links between two switches, the lowest source port is the one used.
         for (src_dpid, src_port), (dst_dpid, _) in sorted(self.links.items(), reverse=True):
