@@ -73,19 +73,21 @@ class OTCPController(app_manager.OSKenApp):
                 hub.sleep(RESTART_BACKOFF_S)
 
     def _carry_out(self, actions: Actions) -> None:
-        """Do what the core decided: the one place that sends, stores and delivers."""
+        """Do what the core decided: the one place that sends, delivers and stores. The
+        agents get their sets before the generation is stored (seconds for a large fabric):
+        an agent ahead of the store is followed when it reconnects (ControllerCore.agent_arrived)."""
         for dpid, message in actions.sends:
             if dpid in self.datapaths:
                 self.datapaths[dpid].send_msg(message)
         if actions.replan:
             self.replan.set()
+        if self.agent_server is not None:
+            for host_ip in actions.deliver:
+                self.agent_server.deliver(host_ip)
         if actions.topology is not None:
             self.store.save_topology(actions.topology, actions.measurements)
         if actions.generation is not None:
             self.store.save_generation(actions.generation)
-        if self.agent_server is not None:
-            for host_ip in actions.deliver:
-                self.agent_server.deliver(host_ip)
 
     def _probe(self):
         self._carry_out(self.core.expire_links(time.time()))

@@ -21,7 +21,7 @@ import gc
 import logging
 import math
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -83,6 +83,25 @@ def _collector_paused():
             gc.enable()
 
 
+class MadeWhenRead(Sequence[LinkMeasurement]):
+    """Rows made by a function the first time they are read, and kept."""
+
+    def __init__(self, make: Callable[[], list[LinkMeasurement]]) -> None:
+        self._make: Callable[[], list[LinkMeasurement]] | None = make
+        self._rows: list[LinkMeasurement] = []
+
+    def _made(self) -> list[LinkMeasurement]:
+        if self._make is not None:
+            self._rows, self._make = self._make(), None
+        return self._rows
+
+    def __len__(self) -> int:
+        return len(self._made())
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._made()[index]
+
+
 class OpenFlowCodec(Protocol):
     """What building messages for a switch needs (an os-ken Datapath has both)."""
 
@@ -106,7 +125,7 @@ class Actions:
     sends: list[Send] = field(default_factory=list)
     replan: bool = False  # wake the plan loop
     topology: TopologySnapshot | None = None  # store, with measurements
-    measurements: list[LinkMeasurement] = field(default_factory=list)
+    measurements: Sequence[LinkMeasurement] = ()  # made when first read
     generation: Generation | None = None  # a new generation to store
     deliver: list[str] = field(default_factory=list)  # hosts whose new set goes to their agent
 
@@ -586,24 +605,30 @@ class ControllerCore:
         hosts = [HostRecord(h.ip, topo.host_name(h.ip), h.mac, h.dpid, h.port) for h in topo.located_hosts().values()]
         return TopologySnapshot(names, links, hosts)
 
-    def _link_measurements(self, plan: Plan, delay_sources: dict[tuple[str, str], str]) -> list[LinkMeasurement]:
-        """One row per directed link of the plan: the facts it used and its flows."""
+    def _link_measurements(self, plan: Plan, delay_sources: dict[tuple[str, str], str]) -> "MadeWhenRead":
+        """One row per directed link of the plan: the facts it used and its flows. The delay
+        samples are counted now; the rows, which only the store and the live view read, are
+        made when first read (the plan and its fabric do not change)."""
         topo = self.topology
         samples = {}
         for src, (_, count) in self.delays.delays().items():
             dst = topo.links.get(src)
             if dst is not None and src[0] in topo.switches and dst[0] in topo.switches:
                 samples[(topo.switch_name(src[0]), topo.switch_name(dst[0]))] = count
-        flows_on = plan.link_flows()
-        return [
-            LinkMeasurement(u, v, facts.delay_s, delay_sources[(u, v)], samples.get((u, v), 0),
-                            facts.capacity_bytes_per_s, facts.buffer_bytes, flows_on.get((u, v), 0))
-            for (u, v), facts in sorted(plan.fabric.links.items())
-        ]
+
+        def rows() -> list[LinkMeasurement]:
+            flows_on = plan.link_flows()
+            return [
+                LinkMeasurement(u, v, facts.delay_s, delay_sources[(u, v)], samples.get((u, v), 0),
+                                facts.capacity_bytes_per_s, facts.buffer_bytes, flows_on.get((u, v), 0))
+                for (u, v), facts in sorted(plan.fabric.links.items())
+            ]
+
+        return MadeWhenRead(rows)
 
     # -- generations -------------------------------------------------------------
 
-    def _next_generation(self, plan: Plan, link_rows: list[LinkMeasurement]) -> tuple[Generation | None, list[str]]:
+    def _next_generation(self, plan: Plan, link_rows: Sequence[LinkMeasurement]) -> tuple[Generation | None, list[str]]:
         """Number a new generation and publish the sets of the hosts whose
         routes changed; returns it and those hosts, (None, []) if none did."""
         routes = {plan.fabric.hosts[host]: host_routes for host, host_routes in plan.route_sets().items()}

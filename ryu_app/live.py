@@ -35,7 +35,7 @@ class LiveView:
         self.core = core
         self.agent_server = agent_server  # the AgentServer, once the app started it (None: channel off)
         self.topology = TopologySnapshot()
-        self.links: list[LinkMeasurement] = []  # one per directed link of the latest plan
+        self.links: Sequence[LinkMeasurement] = []  # one per directed link of the latest plan, made when read
         # The parameter records of generation `paths_generation`: a list, or the generation's
         # planner.PlanRecords, whose records are made when first read.
         self.paths: Sequence[dict] = paths or []
@@ -57,7 +57,7 @@ class LiveView:
         self.plan_duration.observe(seconds)
         if actions.topology is not None:
             self.topology = actions.topology
-            self.links = list(actions.measurements)
+            self.links = actions.measurements
         if actions.generation is not None:
             self.paths = actions.generation.records
             self.paths_generation = actions.generation.number

@@ -404,7 +404,7 @@ class Plan:
         self._build_host_link_tables()
         self._host_rtts()
         self._count_flows()
-        self._edge_terms, self._host_terms = self._terms_of_edge_pairs(), self._terms_of_hosts()
+        self._edge_terms, self._host_terms = self._terms_of_edge_pairs(previous), self._terms_of_hosts()
         self._route_sets: dict[str, list[dict]] | None = None
         self._previous_sets: dict[str, list[dict]] = {}  # route sets still right, by host
         self._coarse_before = (coarse_before if coarse_before is not None
@@ -513,7 +513,7 @@ class Plan:
                 "source": t.source[round_trip].max(axis=-1, initial=0),
                 "queueing": (t.buffer / t.capacity)[round_trip].sum(axis=-1)}
 
-    def _terms_of_edge_pairs(self):
+    def _terms_of_edge_pairs(self, previous: "Plan | None"):
         """The switch paths' terms, per ordered pair of edge switches a * len(edges) + b."""
         edges = len(self._edges)
         between = self._segment_links[np.ix_(self._edges, self._edges)]  # the links from a to b
@@ -521,8 +521,36 @@ class Plan:
         terms = self._round_trip_sums(np.concatenate([forward, between.transpose(1, 0, 2).reshape(forward.shape)],
                                                      axis=-1))
         terms["share"], slope, offset = self._forward_terms(forward)
-        terms["slope"], terms["offset"] = _undominated(slope, offset)
+        self._edge_lines = slope, offset
+        terms["slope"], terms["offset"] = self._undominated_edge_lines(slope, offset, previous)
         return terms
+
+    def _undominated_edge_lines(self, slope, offset, previous: "Plan | None"):
+        """_undominated(slope, offset), computed again only for the edge-switch pairs whose
+        lines differ from previous's (the same edge switches); a pair's lines past the
+        ones it keeps never win the minimum, so it may have more of them than before."""
+        if (previous is None or previous.switch_paths.switches != self.switch_paths.switches
+                or not np.array_equal(previous._edges, self._edges)):
+            return _undominated(slope, offset)
+        # Paths longer or shorter than before: compared with padding columns (lines that never win).
+        columns = max(slope.shape[1], previous._edge_lines[0].shape[1])
+        now, before = ([np.pad(lines, ((0, 0), (0, columns - lines.shape[1]), (0, 0)), constant_values=padding)
+                        for lines, padding in ((slope, 0.0), (offset, np.inf))]
+                       for slope, offset in ((slope, offset), previous._edge_lines))
+        changed = ((now[0] != before[0]) | (now[1] != before[1])).any(axis=(0, 1))
+        kept_slope, kept_offset = previous._edge_terms["slope"], previous._edge_terms["offset"]
+        if not changed.any():
+            return kept_slope, kept_offset
+        new_slope, new_offset = _undominated(slope[..., changed], offset[..., changed])
+        columns = max(kept_slope.shape[1], new_slope.shape[1])
+        merged = []
+        for name, kept, new in (("slope", kept_slope, new_slope), ("offset", kept_offset, new_offset)):
+            padding = ((0, 0), (0, columns - kept.shape[1]), (0, 0))
+            values = np.pad(kept, padding, constant_values=_LINE_PADDING[name])
+            values[..., changed] = np.pad(new, ((0, 0), (0, columns - new.shape[1]), (0, 0)),
+                                          constant_values=_LINE_PADDING[name])
+            merged.append(values)
+        return merged[0], merged[1]
 
     def _terms_of_hosts(self):
         """Each host's terms: its two links on the round trip; on the data path, its uplink's
@@ -604,14 +632,16 @@ class Plan:
         if 2 * redo.sum() > len(redo):  # evaluating every pair in order is cheaper than gathering most of them
             self._evaluate_every_pair()
             self._finish()
-            changed = ((self.rto_min_ms != previous.rto_min_ms) | (self.initcwnd != previous.initcwnd)
-                       | (self.cwnd_clamp != previous.cwnd_clamp) | (self.pacing_rate != previous.pacing_rate))
-            moved_segment = self.segment != previous.segment
+            changed = np.nonzero((self.rto_min_ms != previous.rto_min_ms) | (self.initcwnd != previous.initcwnd)
+                                 | (self.cwnd_clamp != previous.cwnd_clamp)
+                                 | (self.pacing_rate != previous.pacing_rate))[0]
+            moved = np.nonzero(self.segment != previous.segment)[0]
         else:
             chosen = np.nonzero(redo)[0]
             columns = [self._evaluate_pairs(src[k], dst[k], edge_pair[k])
                        for k in np.array_split(chosen, -(-len(chosen) // _CHUNK_PAIRS))] if len(chosen) else []
-            changed, moved_segment = np.zeros(len(src), dtype=bool), np.zeros(len(src), dtype=bool)
+            changed_among = np.zeros(len(chosen), dtype=bool)
+            moved = np.zeros(0, dtype=np.int64)
             for column, name in enumerate(_PAIR_ARRAYS[2:]):
                 before = getattr(previous, name)
                 values = (np.concatenate([chunk[column] for chunk in columns]).astype(before.dtype, copy=False)
@@ -624,24 +654,25 @@ class Plan:
                 array[chosen] = values
                 setattr(self, name, array)
                 if name in _ROUTE_FIELDS:
-                    changed[chosen] |= differs
+                    changed_among |= differs
                 elif name == "segment":
-                    moved_segment[chosen] = differs
+                    moved = chosen[differs]
+            changed = chosen[changed_among]
             self._finish(previous)
-        is_stale = np.zeros(len(self.hosts), dtype=bool)
-        is_stale[src[changed]] = is_stale[dst[moved_segment]] = True  # advmss is set toward dst
+        # The pairs whose route fields changed: their own, and the reverse pairs of those whose segment
+        # moved (a host's route toward another carries the segment of the path back, as advmss).
+        if len(moved):
+            n = len(self.hosts)
+            keys = src * n + dst  # in order: pairs go by source, then destination
+            reverse = np.minimum(np.searchsorted(keys, dst[moved] * n + src[moved]), len(keys) - 1)
+            changed = np.union1d(changed, reverse[keys[reverse] == dst[moved] * n + src[moved]])
         # A set kept was chosen under the previous plan's hysteresis: one host's, for all its address families.
-        stale = {self.hosts[i] for i in np.nonzero(is_stale)[0]} | (self._coarse_before ^ previous._coarse_before)
+        stale = ({self.hosts[i] for i in np.unique(src[changed]).tolist()}
+                 | (self._coarse_before ^ previous._coarse_before))
         self._tries = previous._tries  # the same hosts and attachments
         if previous._route_state_kept is not None:  # taken: it is updated in place, and holds for one plan only
             self._route_state_kept, previous._route_state_kept = previous._route_state_kept, None
-            n = len(self.hosts)
-            moved = np.nonzero(moved_segment)[0]
-            keys = src * n + dst  # in order: pairs go by source, then destination
-            reverse = np.minimum(np.searchsorted(keys, dst[moved] * n + src[moved]), len(keys) - 1)
-            relabel = changed.copy()
-            relabel[reverse[keys[reverse] == dst[moved] * n + src[moved]]] = True
-            self._relabel = np.nonzero(relabel)[0]
+            self._relabel = changed
         self._previous_sets = {host: routes for host, routes in (previous._route_sets or {}).items()
                                if host not in stale}
         return True

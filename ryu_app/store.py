@@ -87,7 +87,7 @@ class Generation:
     # One per host pair, as Plan.records gives them: a list, or a planner.PlanRecords that makes
     # them when iterated and gives the store its rows from the plan's columns (`rows(number)`).
     records: Sequence[dict]
-    link_rows: list[LinkMeasurement]
+    link_rows: Sequence[LinkMeasurement]
     flows: dict[tuple[str, str], int]  # active host-pair flows by host name
 
 
