@@ -145,16 +145,19 @@ def _levels(trie: PrefixTrie) -> tuple[list[np.ndarray], list[np.ndarray], np.nd
 
 class Aggregation:
     """ORTC's state for many sources over one trie, kept so that a change of a
-    few labels redoes only the nodes it reaches (update): the candidate labels
-    of every node (masks: bits, one row per source), the label each node
-    routes or inherits (chosen), and whether it routes (emit).
+    few labels redoes only the nodes it reaches (update): the labels (sources x
+    addresses, -1 for don't care), the candidate labels of every node (masks:
+    bits, one row per source), the label each node routes or inherits (chosen),
+    and whether it routes (emit).
 
     Labels must stay below capacity (64 per word of the masks)."""
 
     def __init__(self, trie: PrefixTrie, labels: np.ndarray, words: int,
                  levels: tuple[list[np.ndarray], list[np.ndarray], np.ndarray] | None = None) -> None:
-        """ORTC for every row of labels (sources x addresses, -1 for don't care), all the nodes of one level at once."""
+        """ORTC for every row of labels (sources x addresses, -1 for don't care), all the nodes of one level
+        at once. The labels are kept, not copied: update changes them."""
         self.trie = trie
+        self.labels = labels
         self.levels = by_height, by_depth, parent = levels if levels is not None else _levels(trie)
         self.leaf_node = np.empty(len(trie.leaf_host[trie.leaf_host >= 0]), dtype=np.int64)
         self.leaf_node[trie.leaf_host[by_height[0]]] = by_height[0]
@@ -187,6 +190,7 @@ class Aggregation:
         children = self.trie.children
         changed = np.zeros(self.emit.shape, dtype=bool)  # (node, source) whose candidates changed
         words = self.masks.shape[-1]
+        self.labels[rows, addresses] = labels
         leaves = self.leaf_node[addresses]
         new = _leaf_masks(labels, words)
         differs = (new != self.masks[leaves, rows]).any(axis=-1)
@@ -205,7 +209,16 @@ class Aggregation:
             node, row = np.nonzero(changed[nodes] | (moved[np.maximum(up, 0)] & (up >= 0)[:, None]))
             node = nodes[node]
             inherited = np.where(parent[node] >= 0, self.chosen[parent[node], row], -1)
-            chosen, self.emit[node, row] = _choose(self.masks[node, row], inherited)
+            address = self.trie.leaf_host[node]
+            leaf = address >= 0
+            # A leaf routes its own label where it inherits another; a don't-care leaf routes nothing.
+            label = self.labels[row[leaf], address[leaf]]
+            chosen = np.empty(len(node), dtype=np.int64)
+            routes = np.empty(len(node), dtype=bool)
+            chosen[leaf] = np.where(label >= 0, label, inherited[leaf])
+            routes[leaf] = (label >= 0) & (label != inherited[leaf])
+            chosen[~leaf], routes[~leaf] = _choose(self.masks[node[~leaf], row[~leaf]], inherited[~leaf])
+            self.emit[node, row] = routes
             differs = chosen != self.chosen[node, row]
             self.chosen[node, row] = chosen
             moved[node[differs], row[differs]] = True

@@ -510,18 +510,19 @@ class ControllerCore:
         topology and link measurements to store and, once settled, a new
         generation if any host's parameters changed."""
         with _collector_paused():
-            plan, delay_sources = self._plan(now)
+            delays = self.delays.delays()
+            plan, delay_sources = self._plan(now, delays)
             actions = Actions(self._sync_forwarding(plan.fabric, plan.switch_paths))
             actions.topology = self._topology_snapshot()
-            actions.measurements = self._link_measurements(plan, delay_sources)
+            actions.measurements = self._link_measurements(plan, delay_sources, delays)
             if self.settled(now):
                 actions.generation, actions.deliver = self._next_generation(plan, actions.measurements)
         return actions
 
-    def _plan(self, now: float) -> tuple[Plan, dict[tuple[str, str], str]]:
-        """The plan of the fabric as measured now, inputs held still, and where each link's delay came from;
-        only the pairs whose inputs changed since the last plan are evaluated again."""
-        measured = {key: value for key, (value, _) in self.delays.delays().items()}
+    def _plan(self, now: float, delays: dict) -> tuple[Plan, dict[tuple[str, str], str]]:
+        """The plan of the fabric as measured now (delays: DelayEstimator.delays()), inputs held still, and where
+        each link's delay came from; only the pairs whose inputs changed since the last plan are evaluated again."""
+        measured = {key: value for key, (value, _) in delays.items()}
         taking = self.delay_refresh.inputs(now, measured, self._link_delays)
         if taking is not None:
             self._link_delays = self.stable_delays.update(taking)
@@ -605,13 +606,14 @@ class ControllerCore:
         hosts = [HostRecord(h.ip, topo.host_name(h.ip), h.mac, h.dpid, h.port) for h in topo.located_hosts().values()]
         return TopologySnapshot(names, links, hosts)
 
-    def _link_measurements(self, plan: Plan, delay_sources: dict[tuple[str, str], str]) -> "MadeWhenRead":
+    def _link_measurements(self, plan: Plan, delay_sources: dict[tuple[str, str], str],
+                           delays: dict) -> "MadeWhenRead":
         """One row per directed link of the plan: the facts it used and its flows. The delay
         samples are counted now; the rows, which only the store and the live view read, are
         made when first read (the plan and its fabric do not change)."""
         topo = self.topology
         samples = {}
-        for src, (_, count) in self.delays.delays().items():
+        for src, (_, count) in delays.items():
             dst = topo.links.get(src)
             if dst is not None and src[0] in topo.switches and dst[0] in topo.switches:
                 samples[(topo.switch_name(src[0]), topo.switch_name(dst[0]))] = count

@@ -240,18 +240,16 @@ class _FamilyRoutes:
     trie of the family's hosts with each pair's exact label, and over the coarse trie with the
     safe label of each coarse leaf (the safe side of the exact labels of the hosts it covers)."""
 
-    exact: Aggregation
-    safe_labels: np.ndarray  # (hosts x coarse leaves), -1 where no host under the leaf has a route
-    coarse: Aggregation
+    exact: Aggregation  # its labels: (hosts x the family's hosts)
+    coarse: Aggregation  # its labels: (hosts x coarse leaves), -1 where no host under the leaf has a route
 
 
 @dataclass
 class _RouteState:
     """What route_sets keeps for the next plan's, which updates it where labels changed (relabel):
-    the exact label of every host pair (sources x destinations, -1 for none), the numberings of the
-    exact and the safe labels, and ORTC's state per address family (as _family_tries)."""
+    the numberings of the exact and the safe labels, and ORTC's state per address family (as
+    _family_tries), which holds the labels."""
 
-    labels: np.ndarray
     exact: _Numbering
     safe: _Numbering
     families: list[_FamilyRoutes]
@@ -261,16 +259,17 @@ class _RouteState:
 
     @classmethod
     def build(cls, labels: np.ndarray, params: list[dict], tries: list) -> "_RouteState":
-        """The state of labels numbered by _numbered, each numbering with room for more (_words)."""
-        state = cls(labels, _Numbering(), _Numbering(), [])
+        """The state of labels (sources x destinations, -1 for none) numbered by _numbered, each
+        numbering with room for more (_words)."""
+        state = cls(_Numbering(), _Numbering(), [])
         state.exact.numbered(params)
         for members, _, trie, coarse, covering in tries:
             exact = Aggregation(trie, labels[:, members], _words(len(state.exact.params)))
             width = int((coarse.leaf_host >= 0).sum())  # coarse leaves
             rows, leaves = np.divmod(np.arange(len(labels) * width), width)
-            safe_labels = state._safe_labels(rows, leaves, members, covering).reshape(len(labels), width)
-            state.families.append(_FamilyRoutes(exact, safe_labels,
-                                                Aggregation(coarse, safe_labels, _words(len(state.safe.params)))))
+            safe_labels = state._safe_labels(exact.labels, rows, leaves, covering).reshape(len(labels), width)
+            state.families.append(_FamilyRoutes(exact, Aggregation(coarse, safe_labels,
+                                                                   _words(len(state.safe.params)))))
         return state
 
     def relabel(self, rows: np.ndarray, columns: np.ndarray, labels: np.ndarray, params: list[dict],
@@ -278,36 +277,35 @@ class _RouteState:
         """Give pairs (rows[i], columns[i]) the labels numbered by _numbered, and update ORTC's
         state; False if the labels outgrew its masks (the state is then to be made afresh)."""
         labels = self.exact.numbered(params)[labels]
-        self.labels[rows, columns] = labels
         for family, (members, _, _, _, covering) in zip(self.families, tries):
             if len(self.exact.params) > family.exact.capacity:
                 return False
-            column = np.full(len(self.labels), -1, dtype=np.int64)
+            column = np.full(family.exact.labels.shape[0], -1, dtype=np.int64)  # a host's among members
             column[members] = np.arange(len(members))
             inside = column[columns] >= 0
             family.exact.update(rows[inside], column[columns[inside]], labels[inside])
             # The coarse leaves over the changed pairs, each (row, leaf) once.
             leaves = covering[column[columns[inside]]]
-            width = family.safe_labels.shape[1]
+            width = family.coarse.labels.shape[1]
             rows_at, leaves_at = np.divmod(np.unique(rows[inside] * width + leaves), width)
-            safe = self._safe_labels(rows_at, leaves_at, members, covering)
+            safe = self._safe_labels(family.exact.labels, rows_at, leaves_at, covering)
             if len(self.safe.params) > family.coarse.capacity:
                 return False
-            family.safe_labels[rows_at, leaves_at] = safe
             family.coarse.update(rows_at, leaves_at, safe)
         return True
 
-    def _safe_labels(self, rows: np.ndarray, leaves: np.ndarray, members: np.ndarray,
+    def _safe_labels(self, exact_labels: np.ndarray, rows: np.ndarray, leaves: np.ndarray,
                      covering: np.ndarray) -> np.ndarray:
         """The safe label (numbered by self.safe) of each (rows[i], coarse leaf leaves[i]): the safe side
-        of the exact labels toward the family's hosts under that leaf, -1 where none has a route."""
+        of the exact labels (sources x the family's hosts) toward the hosts under that leaf, -1 where
+        none has a route."""
         order = np.argsort(covering, kind="stable")  # the members under each leaf, together
         size = np.bincount(covering, minlength=int(covering.max(initial=-1)) + 1)
         first = np.cumsum(size) - size
         count = size[leaves]
         starts = np.cumsum(count) - count
         under = order[np.repeat(first[leaves] - starts, count) + np.arange(int(count.sum()))]
-        labels = self.labels[np.repeat(rows, count), members[under]]
+        labels = exact_labels[np.repeat(rows, count), under]
         values = self.exact.field_values()
         safe = _safe_side({name: values[name][labels] for name in _ROUTE_FIELDS}, starts)
         covered = safe["rto_min_ms"] > 0

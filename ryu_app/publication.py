@@ -39,7 +39,7 @@ class Publications:
         for ip, param_set in sets.items():
             host = host_address(ip)
             validated[host] = paramset.validate_param_set(param_set, known=self._sets.get(host), valid=valid)
-            valid.update(id(route) for route in validated[host]["routes"])
+            valid.update(map(id, validated[host]["routes"]))
         self._sets.update(validated)
 
     def latest(self, host_ip: str) -> dict | None:

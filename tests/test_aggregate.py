@@ -280,7 +280,7 @@ def test_an_updated_aggregation_is_the_aggregation_of_its_new_labels(seed):
     trie = PrefixTrie.build(addresses)
     few = 3 if seed < 3 else 130  # one word of labels, or three
     labels = rng.integers(-1, few, size=(12, len(addresses)))
-    kept = Aggregation(trie, labels, words=-(-few // 64))
+    kept = Aggregation(trie, labels.copy(), words=-(-few // 64))  # its own labels, which update changes
     for step in range(8):
         count = [1, 5, 40, 600][step % 4]
         rows, columns = rng.integers(0, 12, count), rng.integers(0, len(addresses), count)
@@ -293,7 +293,8 @@ def test_an_updated_aggregation_is_the_aggregation_of_its_new_labels(seed):
             last[(r, c)] = i  # a cell given twice keeps its last label, as in labels
         keep = np.array(sorted(last.values()))
         kept.update(rows[keep], columns[keep], new[keep])
-        fresh = Aggregation(trie, labels, words=kept.masks.shape[-1])
+        fresh = Aggregation(trie, labels.copy(), words=kept.masks.shape[-1])
+        assert np.array_equal(kept.labels, labels)
         assert np.array_equal(kept.masks, fresh.masks)
         assert np.array_equal(kept.chosen, fresh.chosen) and np.array_equal(kept.emit, fresh.emit)
         assert kept.routes() == fresh.routes() == aggregate(trie, labels)

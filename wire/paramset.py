@@ -90,8 +90,10 @@ def validate_param_set(param_set: Any, known: dict | None = None, valid: Abstrac
     if not isinstance(routes, list):  # refused, naming routes
         return validation.check(ParamSet, param_set).model_dump()
     known_routes = known["routes"] if known is not None else []
-    same_objects = {id(route) for route in known_routes}  # alive in known: no other object has their ids
-    new = [i for i, route in enumerate(routes) if id(route) not in same_objects and id(route) not in valid]
+    ids = list(map(id, routes))
+    # Objects alive in known or valid: no other object has their ids.
+    unknown = set(ids).difference(map(id, known_routes), valid)
+    new = [i for i, route_id in enumerate(ids) if route_id in unknown] if unknown else []
     if new and known_routes:
         before = {route["dst"]: route for route in known_routes}
         new = [i for i in new if not _known_route(routes[i], before)]
@@ -118,6 +120,8 @@ def _known_route(route: Any, before: dict[str, dict]) -> bool:
 
 
 def _refuse_duplicates(destinations: list[str]) -> None:
+    if len(set(destinations)) == len(destinations):
+        return
     seen: dict[str, int] = {}
     for i, dst in enumerate(destinations):
         if dst in seen:
