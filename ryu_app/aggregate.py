@@ -155,12 +155,17 @@ class Aggregation:
     def __init__(self, trie: PrefixTrie, labels: np.ndarray, words: int,
                  levels: tuple[list[np.ndarray], list[np.ndarray], np.ndarray] | None = None) -> None:
         """ORTC for every row of labels (sources x addresses, -1 for don't care), all the nodes of one level
-        at once. The labels are kept, not copied: update changes them."""
+        at once. The labels are kept, and changed by update (copied only if not in C order)."""
         self.trie = trie
-        self.labels = labels
+        self.labels = np.ascontiguousarray(labels)
         self.levels = by_height, by_depth, parent = levels if levels is not None else _levels(trie)
         self.leaf_node = np.empty(len(trie.leaf_host[trie.leaf_host >= 0]), dtype=np.int64)
         self.leaf_node[trie.leaf_host[by_height[0]]] = by_height[0]
+        self._height, self._depth = (np.zeros(len(trie), dtype=np.int64) for _ in range(2))
+        for level, nodes in enumerate(by_height):
+            self._height[nodes] = level
+        for level, nodes in enumerate(by_depth):
+            self._depth[nodes] = level
         sources = labels.shape[0]
         self.masks = np.zeros((len(trie), sources, words), dtype=np.uint64)
         # Pass 1, bottom-up: a leaf's candidates are its label (all labels if it
@@ -185,43 +190,86 @@ class Aggregation:
     def update(self, rows: np.ndarray, addresses: np.ndarray, labels: np.ndarray) -> None:
         """Give address addresses[i] the label labels[i] (-1: don't care) for source rows[i]; then
         redo only the nodes whose candidates changed, their ancestors', and the nodes below
-        whose inherited label changed. The state is then ORTC's for the new labels."""
+        whose inherited label changed. The state is then ORTC's for the new labels.
+
+        Cells (node, source) are numbered node x sources + source, to index the state flat."""
         by_height, by_depth, parent = self.levels
-        children = self.trie.children
-        changed = np.zeros(self.emit.shape, dtype=bool)  # (node, source) whose candidates changed
-        words = self.masks.shape[-1]
+        sources = self.emit.shape[1]
+        children, leaf_host = self.trie.children, self.trie.leaf_host
+        masks = self.masks.reshape(-1, self.masks.shape[-1])
+        chosen, emit = self.chosen.reshape(-1), self.emit.reshape(-1)
         self.labels[rows, addresses] = labels
-        leaves = self.leaf_node[addresses]
-        new = _leaf_masks(labels, words)
-        differs = (new != self.masks[leaves, rows]).any(axis=-1)
-        self.masks[leaves[differs], rows[differs]] = new[differs]
-        changed[leaves[differs], rows[differs]] = True
-        for nodes in by_height[1:]:
-            node, row = np.nonzero(changed[children[nodes, 0]] | changed[children[nodes, 1]])
-            node = nodes[node]
-            new = _merged(self.masks[children[node, 0], row], self.masks[children[node, 1], row])
-            differs = (new != self.masks[node, row]).any(axis=-1)
-            self.masks[node[differs], row[differs]] = new[differs]
-            changed[node[differs], row[differs]] = True
-        moved = np.zeros(self.emit.shape, dtype=bool)  # (node, source) whose chosen label changed
-        for nodes in by_depth:
-            up = parent[nodes]
-            node, row = np.nonzero(changed[nodes] | (moved[np.maximum(up, 0)] & (up >= 0)[:, None]))
-            node = nodes[node]
-            inherited = np.where(parent[node] >= 0, self.chosen[parent[node], row], -1)
-            address = self.trie.leaf_host[node]
+        stamp = np.empty(chosen.shape, dtype=np.int64)
+
+        def distinct(cells: np.ndarray) -> np.ndarray:
+            """Each of cells once (in no order): of a cell given twice, the one whose position
+            its stamp holds after all are stamped, whichever write came last."""
+            position = np.arange(len(cells))
+            stamp[cells] = position
+            return cells[stamp[cells] == position]
+
+        # Pass 1, up from the changed leaves: the cells to redo, by height.
+        up: list[list[np.ndarray]] = [[] for _ in by_height]
+        changed: list[np.ndarray] = []  # the cells whose candidates changed
+
+        cells = self.leaf_node[addresses] * sources + rows
+        new = _leaf_masks(labels, masks.shape[-1])
+        differs = (new != masks[cells]).any(axis=-1)
+        cells = cells[differs]
+        masks[cells] = new[differs]
+        changed.append(cells)
+        self._push_up(cells, up)
+        for height in range(1, len(by_height)):
+            if not up[height]:
+                continue
+            cells = distinct(np.concatenate(up[height]))
+            node, row = np.divmod(cells, sources)
+            new = _merged(masks[children[node, 0] * sources + row], masks[children[node, 1] * sources + row])
+            differs = (new != masks[cells]).any(axis=-1)
+            cells = cells[differs]
+            masks[cells] = new[differs]
+            changed.append(cells)
+            self._push_up(cells, up)
+        # Pass 2, down: by depth, the cells whose candidates changed and the children of those whose label moved.
+        every = np.concatenate(changed)
+        depth_of = self._depth[every // sources]
+        order = np.argsort(depth_of, kind="stable")
+        bounds = np.searchsorted(depth_of[order], np.arange(len(by_depth) + 1))
+        down = [[every[order[bounds[d]:bounds[d + 1]]]] for d in range(len(by_depth))]
+        flat_labels = self.labels.reshape(-1)
+        for depth in range(len(by_depth)):
+            cells = distinct(np.concatenate(down[depth]))
+            if not len(cells):
+                continue
+            node, row = np.divmod(cells, sources)
+            up_node = parent[node]
+            inherited = np.where(up_node >= 0, chosen[np.maximum(up_node, 0) * sources + row], -1)
+            address = leaf_host[node]
             leaf = address >= 0
             # A leaf routes its own label where it inherits another; a don't-care leaf routes nothing.
-            label = self.labels[row[leaf], address[leaf]]
-            chosen = np.empty(len(node), dtype=np.int64)
-            routes = np.empty(len(node), dtype=bool)
-            chosen[leaf] = np.where(label >= 0, label, inherited[leaf])
+            label = flat_labels[row[leaf] * self.labels.shape[1] + address[leaf]]
+            now = np.empty(len(cells), dtype=np.int64)
+            routes = np.empty(len(cells), dtype=bool)
+            now[leaf] = np.where(label >= 0, label, inherited[leaf])
             routes[leaf] = (label >= 0) & (label != inherited[leaf])
-            chosen[~leaf], routes[~leaf] = _choose(self.masks[node[~leaf], row[~leaf]], inherited[~leaf])
-            self.emit[node, row] = routes
-            differs = chosen != self.chosen[node, row]
-            self.chosen[node, row] = chosen
-            moved[node[differs], row[differs]] = True
+            now[~leaf], routes[~leaf] = _choose(masks[cells[~leaf]], inherited[~leaf])
+            emit[cells] = routes
+            moved = (now != chosen[cells]) & ~leaf
+            chosen[cells] = now
+            if moved.any() and depth + 1 < len(by_depth):
+                node, row = node[moved], row[moved]
+                down[depth + 1] += [children[node, 0] * sources + row, children[node, 1] * sources + row]
+
+    def _push_up(self, cells: np.ndarray, up: list[list[np.ndarray]]) -> None:
+        """Add the parent cells of cells (but the root's) to up, by the parents' heights."""
+        sources = self.emit.shape[1]
+        node, row = np.divmod(cells, sources)
+        above = self.levels[2][node]
+        node, row = above[above >= 0], row[above >= 0]
+        heights = self._height[node]
+        for height in sorted_distinct(heights).tolist():
+            at = heights == height
+            up[height].append(node[at] * sources + row[at])
 
     def route_counts(self, rows: np.ndarray) -> np.ndarray:
         """How many routes each of rows (sources) has."""
@@ -243,6 +291,13 @@ class Aggregation:
         routes = list(zip([self.trie.prefixes[i] for i in node.tolist()], label.tolist()))
         bounds = np.searchsorted(position, np.arange(len(rows) + 1)).tolist()
         return [routes[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
+
+
+def sorted_distinct(values: np.ndarray) -> np.ndarray:
+    """np.unique(values) for a flat array, by sorting: numpy 2's np.unique hashes first, and
+    is ten times slower on the hundred thousand cells an update sees."""
+    values = np.sort(values)
+    return values[np.concatenate(([True], values[1:] != values[:-1]))] if len(values) else values
 
 
 def _leaf_masks(labels: np.ndarray, words: int) -> np.ndarray:

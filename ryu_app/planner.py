@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ryu_app import formulas
-from ryu_app.aggregate import Aggregation, PrefixTrie
+from ryu_app.aggregate import Aggregation, PrefixTrie, sorted_distinct
 from ryu_app.paths import UNREACHABLE, SwitchPaths
 
 #: Where a pair's RTT_prop came from, least trusted last among the link
@@ -287,7 +287,7 @@ class _RouteState:
             # The coarse leaves over the changed pairs, each (row, leaf) once.
             leaves = covering[column[columns[inside]]]
             width = family.coarse.labels.shape[1]
-            rows_at, leaves_at = np.divmod(np.unique(rows[inside] * width + leaves), width)
+            rows_at, leaves_at = np.divmod(sorted_distinct(rows[inside] * width + leaves), width)
             safe = self._safe_labels(family.exact.labels, rows_at, leaves_at, covering)
             if len(self.safe.params) > family.coarse.capacity:
                 return False
@@ -319,7 +319,7 @@ class _RouteState:
         """The routes of rows (sources) of aggregation, whose labels numbering numbered: each
         (prefix, parameters) made once, and shared by every set that has it from then on."""
         position, node, label = aggregation.emitted(rows)
-        distinct, which = np.unique(node * aggregation.capacity + label, return_inverse=True)
+        distinct, which = _distinct(node * aggregation.capacity + label)
         made, prefixes, keys, params = self.made, aggregation.trie.prefixes, numbering.keys, numbering.params
         shared = np.empty(len(distinct), dtype=object)
         nodes, labels = np.divmod(distinct, aggregation.capacity)
@@ -663,9 +663,9 @@ class Plan:
             n = len(self.hosts)
             keys = src * n + dst  # in order: pairs go by source, then destination
             reverse = np.minimum(np.searchsorted(keys, dst[moved] * n + src[moved]), len(keys) - 1)
-            changed = np.union1d(changed, reverse[keys[reverse] == dst[moved] * n + src[moved]])
+            changed = sorted_distinct(np.concatenate([changed, reverse[keys[reverse] == dst[moved] * n + src[moved]]]))
         # A set kept was chosen under the previous plan's hysteresis: one host's, for all its address families.
-        stale = ({self.hosts[i] for i in np.unique(src[changed]).tolist()}
+        stale = ({self.hosts[i] for i in sorted_distinct(src[changed]).tolist()}
                  | (self._coarse_before ^ previous._coarse_before))
         self._tries = previous._tries  # the same hosts and attachments
         if previous._route_state_kept is not None:  # taken: it is updated in place, and holds for one plan only
