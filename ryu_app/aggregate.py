@@ -181,6 +181,7 @@ class Aggregation:
         for nodes in by_depth:
             inherited = np.where(parent[nodes, None] >= 0, self.chosen[parent[nodes]], -1)
             self.chosen[nodes], self.emit[nodes] = _choose(self.masks[nodes], inherited)
+        self.counts = self.emit.sum(axis=0)  # each source's routes
 
     @property
     def capacity(self) -> int:
@@ -253,6 +254,9 @@ class Aggregation:
             now[leaf] = np.where(label >= 0, label, inherited[leaf])
             routes[leaf] = (label >= 0) & (label != inherited[leaf])
             now[~leaf], routes[~leaf] = _choose(masks[cells[~leaf]], inherited[~leaf])
+            flipped = routes != emit[cells]
+            self.counts += np.bincount(row[flipped], weights=np.where(routes[flipped], 1, -1),
+                                       minlength=sources).astype(np.int64)
             emit[cells] = routes
             moved = (now != chosen[cells]) & ~leaf
             chosen[cells] = now
@@ -273,7 +277,7 @@ class Aggregation:
 
     def route_counts(self, rows: np.ndarray) -> np.ndarray:
         """How many routes each of rows (sources) has."""
-        return self.emit[:, rows].sum(axis=0)
+        return self.counts[rows]
 
     def emitted(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The routes of rows (sources), as arrays: each route's position in rows, trie node and
