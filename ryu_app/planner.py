@@ -663,11 +663,14 @@ class Plan:
             n = len(self.hosts)
             keys = src * n + dst  # in order: pairs go by source, then destination
             reverse = np.minimum(np.searchsorted(keys, dst[moved] * n + src[moved]), len(keys) - 1)
-            changed = sorted_distinct(np.concatenate([changed, reverse[keys[reverse] == dst[moved] * n + src[moved]]]))
-        # A set kept was chosen under the previous plan's hysteresis: one host's, for all its address families.
+            relabel = np.zeros(len(src), dtype=bool)
+            relabel[changed] = relabel[reverse[keys[reverse] == dst[moved] * n + src[moved]]] = True
+            changed = np.nonzero(relabel)[0]
         is_stale = np.zeros(len(self.hosts), dtype=bool)
         is_stale[src[changed]] = True
-        stale = {self.hosts[i] for i in np.nonzero(is_stale)[0].tolist()} | (self._coarse_before ^ previous._coarse_before)
+        # A set kept was chosen under the previous plan's hysteresis: one host's, for all its address families.
+        stale = ({self.hosts[i] for i in np.nonzero(is_stale)[0].tolist()}
+                 | (self._coarse_before ^ previous._coarse_before))
         self._tries = previous._tries  # the same hosts and attachments
         if previous._route_state_kept is not None:  # taken: it is updated in place, and holds for one plan only
             self._route_state_kept, previous._route_state_kept = previous._route_state_kept, None

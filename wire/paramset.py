@@ -13,6 +13,7 @@ route. `check_generation` is the one generation rule both peers use.
 
 import functools
 import ipaddress
+import operator
 from collections.abc import Set as AbstractSet
 from typing import Annotated, Any
 
@@ -103,10 +104,10 @@ def validate_param_set(param_set: Any, known: dict | None = None, valid: Abstrac
         validation.check(ParamSet, param_set)  # the same error, named at its place in the whole set
         raise
     normalised = list(routes)
-    for i, route in zip(new, checked.model_dump()["routes"]):
+    for i, route in zip(new, checked.model_dump()["routes"] if new else ()):
         if not _known_route(routes[i], {route["dst"]: route}):  # else keep the object given: it is normal already
             normalised[i] = route
-    _refuse_duplicates([route["dst"] for route in normalised])
+    _refuse_duplicates(list(map(operator.itemgetter("dst"), normalised)))
     return {"generation": checked.generation, "routes": normalised}
 
 
