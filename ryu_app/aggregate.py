@@ -271,7 +271,7 @@ class Aggregation:
         above = self.levels[2][node]
         node, row = above[above >= 0], row[above >= 0]
         heights = self._height[node]
-        for height in sorted_distinct(heights).tolist():
+        for height in np.nonzero(np.bincount(heights))[0].tolist():
             at = heights == height
             up[height].append(node[at] * sources + row[at])
 

@@ -5,11 +5,13 @@ needs a new generation, and the agent server sends from it when an agent
 connects or a set changes (docs/design.md, "Parameter set").
 """
 
+import functools
 import ipaddress
 
 from wire import paramset
 
 
+@functools.lru_cache(maxsize=1 << 16)  # every re-plan publishes for the same hosts
 def host_address(address: str) -> str:
     """A host's address in canonical form; ValueError naming host_ip if it is not one."""
     try:
