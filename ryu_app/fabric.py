@@ -5,14 +5,15 @@ measurements) describe the network as a Fabric, then hand it to the planner.
 """
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class LinkFacts:
+class LinkFacts(NamedTuple):
     """What is known about one direction u -> v of a link.
 
     buffer_bytes is the egress buffer of u toward v; it is 0 when u is a host,
-    because host queues are not counted (docs/design.md, "Formulas").
+    because host queues are not counted (docs/design.md, "Formulas"). A named
+    tuple: the live controller makes one per link at every re-plan.
     """
 
     capacity_bytes_per_s: float
