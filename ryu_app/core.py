@@ -23,7 +23,7 @@ import math
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from os_ken.lib.packet import arp as arp_packet
 from os_ken.lib.packet import packet
@@ -65,6 +65,7 @@ ECHO_PAYLOAD = b"otcp"
 MAX_GENERATION_LEAP = 2**32
 
 Send = tuple[int, Any]  # (dpid, OpenFlow message)
+Row = TypeVar("Row")
 Pair = tuple[str, str]  # (src_ip, dst_ip)
 
 
@@ -83,14 +84,15 @@ def _collector_paused():
             gc.enable()
 
 
-class MadeWhenRead(Sequence[LinkMeasurement]):
-    """Rows made by a function the first time they are read, and kept."""
+class MadeWhenRead(Sequence[Row]):
+    """Rows made by a function the first time they are read, and kept: what only the store
+    and the live view read is made after the agents have their sets."""
 
-    def __init__(self, make: Callable[[], list[LinkMeasurement]]) -> None:
-        self._make: Callable[[], list[LinkMeasurement]] | None = make
-        self._rows: list[LinkMeasurement] = []
+    def __init__(self, make: Callable[[], list[Row]]) -> None:
+        self._make: Callable[[], list[Row]] | None = make
+        self._rows: list[Row] = []
 
-    def _made(self) -> list[LinkMeasurement]:
+    def _made(self) -> list[Row]:
         if self._make is not None:
             self._rows, self._make = self._make(), None
         return self._rows
@@ -596,29 +598,31 @@ class ControllerCore:
         return {dpid: len(switch.installed) + len(switch.punts) + 2 for dpid, switch in self._switches.items()}
 
     def _topology_snapshot(self) -> TopologySnapshot:
+        """The topology now: its switches' names, and its links and hosts, taken now and made into
+        records when first read."""
         topo = self.topology
         names = {dpid: topo.switch_name(dpid) for dpid in topo.switches}
-        links = [
-            LinkRecord(names[src[0]], names[dst[0]], *src, *dst)
-            for src, dst in topo.links.items()
-            if src[0] in names and dst[0] in names
-        ]
-        hosts = [HostRecord(h.ip, topo.host_name(h.ip), h.mac, h.dpid, h.port) for h in topo.located_hosts().values()]
-        return TopologySnapshot(names, links, hosts)
+        links = [(src, dst) for src, dst in topo.links.items() if src[0] in names and dst[0] in names]
+        hosts = [(h, topo.host_name(h.ip)) for h in topo.located_hosts().values()]
+        return TopologySnapshot(
+            names,
+            MadeWhenRead(lambda: [LinkRecord(names[src[0]], names[dst[0]], *src, *dst) for src, dst in links]),
+            MadeWhenRead(lambda: [HostRecord(h.ip, name, h.mac, h.dpid, h.port) for h, name in hosts]))
 
     def _link_measurements(self, plan: Plan, delay_sources: dict[tuple[str, str], str],
                            delays: dict) -> "MadeWhenRead":
-        """One row per directed link of the plan: the facts it used and its flows. The delay
-        samples are counted now; the rows, which only the store and the live view read, are
-        made when first read (the plan and its fabric do not change)."""
+        """One row per directed link of the plan: the facts it used, its delay samples and its flows,
+        made when first read (the plan, its fabric and delays do not change; the links are taken now)."""
         topo = self.topology
-        samples = {}
-        for src, (_, count) in delays.items():
-            dst = topo.links.get(src)
-            if dst is not None and src[0] in topo.switches and dst[0] in topo.switches:
-                samples[(topo.switch_name(src[0]), topo.switch_name(dst[0]))] = count
+        names = {dpid: topo.switch_name(dpid) for dpid in topo.switches}
+        links = dict(topo.links)
 
         def rows() -> list[LinkMeasurement]:
+            samples = {}
+            for src, (_, count) in delays.items():
+                dst = links.get(src)
+                if dst is not None and src[0] in names and dst[0] in names:
+                    samples[(names[src[0]], names[dst[0]])] = count
             flows_on = plan.link_flows()
             return [
                 LinkMeasurement(u, v, facts.delay_s, delay_sources[(u, v)], samples.get((u, v), 0),

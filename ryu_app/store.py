@@ -96,8 +96,8 @@ class TopologySnapshot:
     """The topology at one plan: switches {dpid: name}, links and hosts."""
 
     switches: dict[int, str] = field(default_factory=dict)
-    links: list[LinkRecord] = field(default_factory=list)
-    hosts: list[HostRecord] = field(default_factory=list)
+    links: Sequence[LinkRecord] = field(default_factory=list)
+    hosts: Sequence[HostRecord] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
