@@ -152,13 +152,12 @@ class Aggregation:
 
     Labels must stay below capacity (64 per word of the masks)."""
 
-    def __init__(self, trie: PrefixTrie, labels: np.ndarray, words: int,
-                 levels: tuple[list[np.ndarray], list[np.ndarray], np.ndarray] | None = None) -> None:
+    def __init__(self, trie: PrefixTrie, labels: np.ndarray, words: int) -> None:
         """ORTC for every row of labels (sources x addresses, -1 for don't care), all the nodes of one level
         at once. The labels are kept, and changed by update (copied only if not in C order)."""
         self.trie = trie
         self.labels = np.ascontiguousarray(labels)
-        self.levels = by_height, by_depth, parent = levels if levels is not None else _levels(trie)
+        self.levels = by_height, by_depth, parent = _levels(trie)
         self.leaf_node = np.empty(len(trie.leaf_host[trie.leaf_host >= 0]), dtype=np.int64)
         self.leaf_node[trie.leaf_host[by_height[0]]] = by_height[0]
         self._height, self._depth = (np.zeros(len(trie), dtype=np.int64) for _ in range(2))
@@ -288,18 +287,10 @@ class Aggregation:
         node = len(self.trie) - 1 - reversed_node
         return position, node, self.chosen[node, rows[position]]
 
-    def routes(self, rows: np.ndarray | None = None) -> list[list[tuple[str, int]]]:
-        """[(prefix, label)] of each of rows (sources; all when None), most general first."""
-        rows = np.arange(self.emit.shape[1]) if rows is None else rows
-        position, node, label = self.emitted(rows)
-        routes = list(zip([self.trie.prefixes[i] for i in node.tolist()], label.tolist()))
-        bounds = np.searchsorted(position, np.arange(len(rows) + 1)).tolist()
-        return [routes[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
-
 
 def sorted_distinct(values: np.ndarray) -> np.ndarray:
     """np.unique(values) for a flat array, by sorting: numpy 2's np.unique hashes first, and
-    is ten times slower on the hundred thousand cells an update sees."""
+    is ten times slower on a hundred thousand values."""
     values = np.sort(values)
     return values[np.concatenate(([True], values[1:] != values[:-1]))] if len(values) else values
 
