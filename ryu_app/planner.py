@@ -854,7 +854,9 @@ class Plan:
           again where alike. A host whose set was on the safe side before (coarse_before)
           stays there until its exact set fits in EXACT_AGAIN_SHARE of the budget.
 
-        Computed once; a host whose parameters did not change since the previous plan keeps its set."""
+        Computed once; a host whose parameters did not change since the previous plan keeps its set,
+        and the others' come from the previous plan's route state, updated where labels changed
+        (_route_state)."""
         if self._route_sets is not None:
             return self._route_sets
         sources = np.array([i for i, host in enumerate(self.hosts) if host not in self._previous_sets], dtype=np.int64)
