@@ -674,6 +674,10 @@ class Plan:
         self._tries = previous._tries  # the same hosts and attachments
         if previous._route_state_kept is not None:  # taken: it is updated in place, and holds for one plan only
             self._route_state_kept, previous._route_state_kept = previous._route_state_kept, None
+            if previous._route_sets is None:  # the state is still of the plan before previous: its changes too
+                relabel = np.zeros(len(src), dtype=bool)
+                relabel[changed] = relabel[previous._relabel] = True
+                changed = np.nonzero(relabel)[0]
             self._relabel = changed
         self._previous_sets = {host: routes for host, routes in (previous._route_sets or {}).items()
                                if host not in stale}

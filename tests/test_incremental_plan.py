@@ -146,3 +146,23 @@ def test_a_chain_of_small_changes_replans_like_full_plans_each_time(seed):
         previous_coarse = plan.coarse_hosts
         plan = Plan(fabric, formulas.Bounds(), lossless, previous=plan)
         assert_same(plan, Plan(fabric, formulas.Bounds(), lossless, coarse_before=previous_coarse))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_changes_of_a_plan_whose_route_sets_were_never_made_are_not_lost(seed):
+    """The controller makes no route sets while discovery settles: the plan after such a
+    plan takes its route state with both plans' changes, and routes like a full plan (the
+    link that came back up in tests/integration/test_controller_mininet.py made no generation)."""
+    rng = random.Random(200 + seed)
+    fabric = random_fabric(rng, hosts=30, switches=8, ipv6=seed % 2 == 1)
+    first = Plan(fabric)
+    first.route_sets()
+    unpublished = copy.deepcopy(fabric)
+    without(unpublished, *rng.choice(sorted(unpublished.switch_links())))
+    if Plan(unpublished).unreachable:  # the same reachability keeps the plans incremental
+        unpublished = copy.deepcopy(fabric)
+        slower(unpublished, rng.choice(sorted(unpublished.switch_links())), 4.0)
+    second = Plan(unpublished, previous=first)  # its route sets are never made
+    third = Plan(copy.deepcopy(unpublished), previous=second)  # settled: nothing changed since second
+    assert_same(third, Plan(unpublished, coarse_before=second.coarse_hosts))
+    assert third.route_sets() != first.route_sets()
