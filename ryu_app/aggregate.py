@@ -288,13 +288,6 @@ class Aggregation:
         return position, node, self.chosen[node, rows[position]]
 
 
-def sorted_distinct(values: np.ndarray) -> np.ndarray:
-    """np.unique(values) for a flat array, by sorting: numpy 2's np.unique hashes first, and
-    is ten times slower on a hundred thousand values."""
-    values = np.sort(values)
-    return values[np.concatenate(([True], values[1:] != values[:-1]))] if len(values) else values
-
-
 def _leaf_masks(labels: np.ndarray, words: int) -> np.ndarray:
     """The candidate masks (..., words) of leaves with labels (...): the label's bit, every bit for -1."""
     masks = np.zeros((*labels.shape, words), dtype=np.uint64)

@@ -516,7 +516,7 @@ class ControllerCore:
             plan, delay_sources = self._plan(now, delays)
             actions = Actions(self._sync_forwarding(plan.fabric, plan.switch_paths))
             actions.topology = self._topology_snapshot()
-            actions.measurements = self._link_measurements(plan, delay_sources, delays)
+            actions.measurements = self._link_measurements(plan, delay_sources, delays, actions.topology.switches)
             if self.settled(now):
                 actions.generation, actions.deliver = self._next_generation(plan, actions.measurements)
         return actions
@@ -610,12 +610,11 @@ class ControllerCore:
             MadeWhenRead(lambda: [HostRecord(h.ip, name, h.mac, h.dpid, h.port) for h, name in hosts]))
 
     def _link_measurements(self, plan: Plan, delay_sources: dict[tuple[str, str], str],
-                           delays: dict) -> "MadeWhenRead":
+                           delays: dict, names: dict[int, str]) -> "MadeWhenRead":
         """One row per directed link of the plan: the facts it used, its delay samples and its flows,
-        made when first read (the plan, its fabric and delays do not change; the links are taken now)."""
-        topo = self.topology
-        names = {dpid: topo.switch_name(dpid) for dpid in topo.switches}
-        links = dict(topo.links)
+        made when first read (the plan, its fabric and delays do not change; the links are taken now).
+        names: the switches' names, {dpid: name} (the topology snapshot's)."""
+        links = dict(self.topology.links)
 
         def rows() -> list[LinkMeasurement]:
             samples = {}

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ryu_app import formulas
-from ryu_app.aggregate import Aggregation, PrefixTrie, sorted_distinct
+from ryu_app.aggregate import Aggregation, PrefixTrie
 from ryu_app.paths import UNREACHABLE, SwitchPaths
 
 #: Where a pair's RTT_prop came from, least trusted last among the link
@@ -287,7 +287,7 @@ class _RouteState:
             # The coarse leaves over the changed pairs, each (row, leaf) once.
             leaves = covering[column[columns[inside]]]
             width = family.coarse.labels.shape[1]
-            rows_at, leaves_at = np.divmod(sorted_distinct(rows[inside] * width + leaves), width)
+            rows_at, leaves_at = np.divmod(_distinct(rows[inside] * width + leaves)[0], width)
             safe = self._safe_labels(family.exact.labels, rows_at, leaves_at, covering)
             if len(self.safe.params) > family.coarse.capacity:
                 return False
