@@ -10,6 +10,9 @@ import ipaddress
 
 from wire import paramset
 
+#: How many checked route objects Publications keeps per host before it forgets those no set has.
+CHECKED_ROUTES_PER_HOST = 256
+
 
 @functools.lru_cache(maxsize=1 << 16)  # every re-plan publishes for the same hosts
 def host_address(address: str) -> str:
@@ -26,6 +29,8 @@ class Publications:
     def __init__(self) -> None:
         self.peers: list[str] = []  # every planned host's address, sent along for round-trip probes
         self._sets: dict[str, dict] = {}
+        # The route objects of the sets published, by id (kept alive here): checked once, not at every publication.
+        self._checked: dict[int, dict] = {}
 
     def publish(self, sets: dict[str, dict]) -> None:
         """Make each {host ip: parameter set} the latest for its host.
@@ -34,15 +39,14 @@ class Publications:
         field), and none is kept unless all are valid: a bad set never
         reaches an agent, nor counts as published. Routes the host's
         latest set has already, exactly, are not checked again, nor a route
-        object shared with a set checked before it.
+        object checked before, in this publication or an earlier one: a
+        caller never changes a route object it has published (the planner
+        makes each once).
         """
-        validated: dict[str, dict] = {}
-        valid: set[int] = set()  # the routes validated so far, by id: they stay alive in validated
-        for ip, param_set in sets.items():
-            host = host_address(ip)
-            validated[host] = paramset.validate_param_set(param_set, known=self._sets.get(host), valid=valid)
-            valid.update(map(id, validated[host]["routes"]))
-        self._sets.update(validated)
+        named = {host_address(ip): param_set for ip, param_set in sets.items()}
+        self._sets.update(paramset.validate_param_sets(named, self._sets, self._checked))
+        if len(self._checked) > CHECKED_ROUTES_PER_HOST * len(self._sets):  # most are routes of sets gone
+            self._checked = {id(route): route for param_set in self._sets.values() for route in param_set["routes"]}
 
     def latest(self, host_ip: str) -> dict | None:
         """The set to send to host_ip's agent, or None."""

@@ -25,6 +25,7 @@ from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
 from ryu_app import core as core_module
 from ryu_app import delay, formulas, forwarding
+from ryu_app import publication as publication_module
 from ryu_app.arp import probe_frame as arp_probe_frame
 from ryu_app.core import ARP_PENDING_S, ECHO_PAYLOAD, MAX_GENERATION_LEAP
 from ryu_app.publication import Publications
@@ -518,6 +519,20 @@ def test_a_route_object_shared_by_sets_is_checked_once_and_a_bad_one_refuses_the
         publications.publish({"10.0.0.3": {"generation": 2, "routes": [bad]},
                               "10.0.0.4": {"generation": 2, "routes": [bad]}})
     assert publications.latest("10.0.0.3") is None and publications.latest("10.0.0.4") is None
+
+
+def test_publications_remember_checked_routes_only_while_a_set_may_still_hold_them():
+    """Route objects checked once are not checked again, and the memory of them stays
+    bounded: past CHECKED_ROUTES_PER_HOST per host it keeps only the routes of the latest sets."""
+    publications = Publications()
+    base = {"dst": "10.0.0.2/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": None, "advmss": None,
+            "pacing_rate": None, "quickack": True}
+    for generation in range(1, publication_module.CHECKED_ROUTES_PER_HOST + 3):
+        publications.publish({"10.0.0.1": {"generation": generation, "routes": [{**base, "rto_min_ms": generation}]}})
+        assert len(publications._checked) <= publication_module.CHECKED_ROUTES_PER_HOST
+    latest = publications.latest("10.0.0.1")["routes"][0]
+    assert latest["rto_min_ms"] == publication_module.CHECKED_ROUTES_PER_HOST + 2
+    assert id(latest) in publications._checked
 
 
 def test_the_core_imports_no_os_ken_machinery():

@@ -481,3 +481,34 @@ def test_normal_routes_are_kept_as_the_objects_given_and_not_checked_again():
     assert again["routes"][0] is normal
     with pytest.raises(ValidationError, match=r"routes\[0\]\.initcwnd"):  # an equal copy with a bool is refused
         paramset.validate_param_set(param_set(route(initcwnd=True), generation=5), known=first)
+
+
+def test_sets_validated_together_check_a_shared_route_once_and_each_set_still_whole(monkeypatch):
+    """validate_param_sets (a publication): a route object shared by sets, or checked by an
+    earlier call with the same `checked`, is not checked again; each set's own rules still hold
+    though its routes were all checked: its generation, its keys, one route per destination."""
+    shared = route()
+    routes_checked = []
+    original = paramset.validation.check
+
+    def counting(model, data, where=""):
+        routes_checked.extend(data.get("routes", []) if isinstance(data, dict) else [])
+        return original(model, data, where)
+
+    monkeypatch.setattr(paramset.validation, "check", counting)
+    checked: dict = {}
+    sets = {"a": param_set(shared, generation=5), "b": param_set(shared, route(dst="10.0.0.3/32"), generation=5)}
+    validated = paramset.validate_param_sets(sets, {}, checked)
+    assert validated["a"]["routes"][0] is validated["b"]["routes"][0] is shared
+    assert [r["dst"] for r in routes_checked] == ["10.0.0.2/32", "10.0.0.3/32"]
+    assert checked == {id(shared): shared, id(validated["b"]["routes"][1]): validated["b"]["routes"][1]}
+    routes_checked.clear()
+    assert paramset.validate_param_sets({"c": param_set(shared, generation=6)}, {}, checked)["c"]["routes"] == [shared]
+    assert routes_checked == []  # known from the call before
+    for bad, message in ((param_set(shared, generation=True), "generation"),  # 5 was checked: 5.0 == 5, True == 1
+                         (param_set(shared, generation=5.0), "generation"),
+                         (param_set(shared, generation=0), "generation"),
+                         ({**param_set(shared, generation=5), "extra": 1}, "extra"),
+                         (param_set(shared, shared), r"routes\[1\]\.dst: 10.0.0.2/32 duplicates routes\[0\]\.dst")):
+        with pytest.raises(ValidationError, match=message):
+            paramset.validate_param_sets({"a": param_set(shared, generation=5), "b": bad}, {}, checked)

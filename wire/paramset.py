@@ -14,7 +14,7 @@ route. `check_generation` is the one generation rule both peers use.
 import functools
 import ipaddress
 import operator
-from collections.abc import Set as AbstractSet
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from pydantic import AfterValidator
@@ -67,7 +67,7 @@ class ParamSet(Strict):
     routes: list[RouteParams]
 
 
-def validate_param_set(param_set: Any, known: dict | None = None, valid: AbstractSet[int] = frozenset()) -> dict:
+def validate_param_set(param_set: Any, known: dict | None = None) -> dict:
     """Check a parameter set completely; return it normalised as a dict.
 
     Unknown keys, wrong types (a bool is not an integer, 14.0 is not an
@@ -80,35 +80,53 @@ def validate_param_set(param_set: Any, known: dict | None = None, valid: Abstrac
     A route that is normal already is kept as the object given, so that a
     caller that hands the same objects again (the planner makes each route
     once, and never changes it) has them recognised at once.
-
-    valid: the ids of route objects the caller validated already, as routes
-    of other sets, and keeps alive and unchanged (a publication of many sets
-    that share routes checks each once).
     """
+    return validate_param_sets({"": param_set}, {"": known} if known is not None else {})[""]
+
+
+def validate_param_sets(sets: Mapping[str, Any], known: Mapping[str, dict],
+                        checked: dict[int, dict] | None = None) -> dict[str, dict]:
+    """validate_param_set for each {key: set} against known[key] (its latest, if any): all
+    valid, or ValidationError for the first that is not.
+
+    checked: route objects validated already, by id, which the caller keeps unchanged; the
+    dict keeps them alive, so no other object has their ids. Routes the call validates are
+    added to it, so that a publication of many sets that share route objects checks each
+    object once, and the next publication does not check them again."""
+    checked = {} if checked is None else checked
+    generations: set[int] = set()  # the generation values checked, of sets with no other key
+    return {key: _validated(param_set, known.get(key), checked, generations) for key, param_set in sets.items()}
+
+
+def _validated(param_set: Any, known: dict | None, checked: dict[int, dict], generations: set[int]) -> dict:
+    """validate_param_set, with the route objects validated already (checked: the routes it
+    validates are added) and the generations of two-key sets checked already."""
     if not isinstance(param_set, dict):
         raise ValidationError("", f"a parameter set is a JSON object, not {validation.json_type(param_set)}")
     routes = param_set.get("routes")
     if not isinstance(routes, list):  # refused, naming routes
         return validation.check(ParamSet, param_set).model_dump()
-    known_routes = known["routes"] if known is not None else []
-    ids = list(map(id, routes))
-    # Objects alive in known or valid: no other object has their ids.
-    unknown = set(ids).difference(map(id, known_routes), valid)
-    new = [i for i, route_id in enumerate(ids) if route_id in unknown] if unknown else []
-    if new and known_routes:
-        before = {route["dst"]: route for route in known_routes}
-        new = [i for i in new if not _known_route(routes[i], before)]
-    try:
-        checked = validation.check(ParamSet, {**param_set, "routes": [routes[i] for i in new]})
-    except ValidationError:
-        validation.check(ParamSet, param_set)  # the same error, named at its place in the whole set
-        raise
+    new = [i for i, route in enumerate(routes) if id(route) not in checked]
+    if new and known is not None:
+        before = {route["dst"]: route for route in known["routes"]}
+        checked.update((id(routes[i]), routes[i]) for i in new if _known_route(routes[i], before))
+        new = [i for i in new if id(routes[i]) not in checked]
+    generation = param_set.get("generation")
     normalised = list(routes)
-    for i, route in zip(new, checked.model_dump()["routes"] if new else ()):
-        if not _known_route(routes[i], {route["dst"]: route}):  # else keep the object given: it is normal already
-            normalised[i] = route
+    if new or type(generation) is not int or generation not in generations or len(param_set) != 2:
+        try:
+            model = validation.check(ParamSet, {**param_set, "routes": [routes[i] for i in new]})
+        except ValidationError:
+            validation.check(ParamSet, param_set)  # the same error, named at its place in the whole set
+            raise
+        if len(param_set) == 2:
+            generations.add(model.generation)
+        for i, route in zip(new, model.model_dump()["routes"]):
+            if not _known_route(routes[i], {route["dst"]: route}):  # else keep the object given: it is normal already
+                normalised[i] = route
+            checked[id(normalised[i])] = normalised[i]
     _refuse_duplicates(list(map(operator.itemgetter("dst"), normalised)))
-    return {"generation": checked.generation, "routes": normalised}
+    return {"generation": generation, "routes": normalised}
 
 
 def _known_route(route: Any, before: dict[str, dict]) -> bool:
