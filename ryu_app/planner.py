@@ -67,12 +67,12 @@ def _undominated(slope: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.
 _LINE_PADDING = {"slope": 0.0, "offset": np.inf}
 
 
-def _changed_terms(new: dict, old: dict) -> np.ndarray:
-    """Per entity (the last axis: edge-switch pair or host), whether any of its terms differ
-    between two plans' (Plan._terms_of_edge_pairs, Plan._terms_of_hosts)."""
+def _changed_terms(new: dict, old: dict, names=None) -> np.ndarray:
+    """Per entity (the last axis: edge-switch pair or host), whether any of its terms (of names,
+    if given) differ between two plans' (Plan._terms_of_edge_pairs, Plan._terms_of_hosts)."""
     changed = np.zeros(next(iter(new.values())).shape[-1], dtype=bool)
-    for name, values in new.items():
-        before = old[name]
+    for name in names or new:
+        values, before = new[name], old[name]
         if values.shape != before.shape:  # window lines of longer or shorter switch paths than before
             columns = max(values.shape[1], before.shape[1])
             values, before = (np.pad(v, ((0, 0), (0, columns - v.shape[1]), (0, 0)),
@@ -149,6 +149,9 @@ def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 #: The fields of a route besides its destination that differ between routes (quickack is always on).
 _ROUTE_FIELDS = ("rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "pacing_rate")
+# The terms of a round trip's delays, and the pair arrays that follow from them alone (_round_trips, minRTO).
+_DELAY_TERMS = ("delay", "spread", "source", "queueing")
+_DELAY_ARRAYS = ("min_rto_s", "rto_min_ms", "rtt_prop_s", "rtt_spread_s", "rtt_source")
 
 
 def _numbered(fields: dict[str, np.ndarray]) -> tuple[np.ndarray, list[dict]]:
@@ -424,26 +427,21 @@ class Plan:
         self._downlink = np.array([links[(self.attachment[h], h)] for h in self.hosts], dtype=np.int64)
         # The switches hosts hang off (edge switches), and each host's among them.
         self._edges, self._host_edge = np.unique(self._attach, return_inverse=True)
-        # Switch-pair link matrix: column c is the link between the c-th and
-        # (c+1)-th switch of the path, padding beyond its end.
-        switch_count, _, longest_path = sp.node_matrix.shape
+        # Edge-switch-pair link matrix: [a, b, c] is the link between the c-th and (c+1)-th
+        # switch of the path from the a-th edge switch to the b-th, padding beyond its end.
         lookup = np.full((len(sp.switches), len(sp.switches)), self._links.padding)
         for (u, v), i in links.items():
             if u in sp.index and v in sp.index:
                 lookup[sp.index[u], sp.index[v]] = i
-        tails, heads = sp.node_matrix[:, :, :-1], sp.node_matrix[:, :, 1:]
+        nodes = sp.node_matrix[np.ix_(self._edges, self._edges)]
+        tails, heads = nodes[:, :, :-1], nodes[:, :, 1:]
         valid = (tails != UNREACHABLE) & (heads != UNREACHABLE)
-        self._segment_links = np.where(
-            valid, lookup[np.maximum(tails, 0), np.maximum(heads, 0)], self._links.padding
-        ).reshape(switch_count, switch_count, max(longest_path - 1, 0))
+        self._segment_links = np.where(valid, lookup[np.maximum(tails, 0), np.maximum(heads, 0)], self._links.padding)
 
     def _path_links(self, src, dst):
         """Forward link indices (..., links) for host index arrays src, dst."""
-        a_s, a_d = self._attach[src], self._attach[dst]
-        return np.concatenate(
-            [self._uplink[src][..., None], self._segment_links[a_s, a_d], self._downlink[dst][..., None]],
-            axis=-1,
-        )
+        between = self._segment_links[self._host_edge[src], self._host_edge[dst]]
+        return np.concatenate([self._uplink[src][..., None], between, self._downlink[dst][..., None]], axis=-1)
 
     def _host_rtts(self):
         """Matrices of the round trips the hosts measured (NaN where none), if any were."""
@@ -514,7 +512,7 @@ class Plan:
     def _terms_of_edge_pairs(self, previous: "Plan | None"):
         """The switch paths' terms, per ordered pair of edge switches a * len(edges) + b."""
         edges = len(self._edges)
-        between = self._segment_links[np.ix_(self._edges, self._edges)]  # the links from a to b
+        between = self._segment_links  # the links from a to b
         forward = between.reshape(edges * edges, between.shape[-1])
         terms = self._round_trip_sums(np.concatenate([forward, between.transpose(1, 0, 2).reshape(forward.shape)],
                                                      axis=-1))
@@ -622,10 +620,14 @@ class Plan:
         hosts_changed = _changed_terms(self._host_terms, previous._host_terms)
         if hosts_changed.any():
             redo |= hosts_changed[src] | hosts_changed[dst]
-        for cells in (self._active != previous._active, _differs(self._rtt_low, previous._rtt_low),
-                      _differs(self._rtt_high, previous._rtt_high)):
+        measured = [_differs(self._rtt_low, previous._rtt_low), _differs(self._rtt_high, previous._rtt_high)]
+        for cells in (self._active != previous._active, *measured):
             if cells is not None and cells.any():  # (source, destination) matrices
                 redo |= cells[src, dst]
+        # Where no delay moved (flows moved, say), every pair keeps what follows from delays alone.
+        delays_kept = (all(cells is None for cells in measured)
+                       and not _changed_terms(self._edge_terms, previous._edge_terms, _DELAY_TERMS).any()
+                       and not _changed_terms(self._host_terms, previous._host_terms, _DELAY_TERMS).any())
         self.src, self.dst, self._edge_pair = src, dst, edge_pair
         if 2 * redo.sum() > len(redo):  # evaluating every pair in order is cheaper than gathering most of them
             self._evaluate_every_pair()
@@ -636,25 +638,30 @@ class Plan:
             moved = np.nonzero(self.segment != previous.segment)[0]
         else:
             chosen = np.nonzero(redo)[0]
-            columns = [self._evaluate_pairs(src[k], dst[k], edge_pair[k])
-                       for k in np.array_split(chosen, -(-len(chosen) // _CHUNK_PAIRS))] if len(chosen) else []
+            names = _PAIR_ARRAYS[2:]
+            compared = [column for column, name in enumerate(names) if not (delays_kept and name in _DELAY_ARRAYS)]
+            chunks = []  # each chunk's values, compared with previous's as it is evaluated
+            differs = np.zeros((len(names), len(chosen)), dtype=bool)
+            for start in range(0, len(chosen), _CHUNK_PAIRS):
+                k = chosen[start:start + _CHUNK_PAIRS]
+                chunks.append(self._evaluate_pairs(src[k], dst[k], edge_pair[k]))
+                for column in compared:
+                    np.not_equal(chunks[-1][column], getattr(previous, names[column])[k],
+                                 out=differs[column, start:start + len(k)])
             changed_among = np.zeros(len(chosen), dtype=bool)
             moved = np.zeros(0, dtype=np.int64)
-            for column, name in enumerate(_PAIR_ARRAYS[2:]):
+            for column, name in enumerate(names):
                 before = getattr(previous, name)
-                values = (np.concatenate([chunk[column] for chunk in columns]).astype(before.dtype, copy=False)
-                          if columns else before[chosen])
-                differs = values != before[chosen]
-                if not differs.any():  # shared: no plan writes into its pair arrays once made
+                if not differs[column].any():  # shared: no plan writes into its pair arrays once made
                     setattr(self, name, before)
                     continue
                 array = before.copy()
-                array[chosen] = values
+                array[chosen] = np.concatenate([chunk[column] for chunk in chunks])
                 setattr(self, name, array)
                 if name in _ROUTE_FIELDS:
-                    changed_among |= differs
+                    changed_among |= differs[column]
                 elif name == "segment":
-                    moved = chosen[differs]
+                    moved = chosen[differs[column]]
             changed = chosen[changed_among]
             self._finish(previous)
         # The pairs whose route fields changed: their own, and the reverse pairs of those whose segment
