@@ -193,56 +193,52 @@ class Topology:
             for spec in self.inventory.links:
                 inventory_links[frozenset((spec.a, spec.b))] = spec
         attached = {ip: h for ip, h in self.located_hosts().items() if h.dpid in self.switches}
-        hosts = {self.host_name(ip): ip for ip in attached}
-        fabric = Fabric(switches=[self.switch_name(d) for d in self.switches], hosts=hosts)
+        host_names = {ip: self.host_name(ip) for ip in attached}
+        switch_names = {dpid: self.switch_name(dpid) for dpid in self.switches}
+        hosts = {name: ip for ip, name in host_names.items()}
+        fabric = Fabric(switches=list(switch_names.values()), hosts=hosts)
         sources = {}
+        default_capacity = formulas.capacity_bytes_per_s(defaults["capacity_mbps"])
+        default_delay = defaults["host_link_delay_us"] * 1e-6
+        spreads = delay_spreads or {}
 
         def add(u: str, v: str, speed: float, measured_delay: float | None, egress: SwitchPort | None) -> None:
             spec = inventory_links.get(frozenset((u, v))) if inventory_links else None
-            pinned = spec is not None and frozenset((u, v)) in self.inventory.pinned_delays
             if spec is not None:
-                capacity = formulas.capacity_bytes_per_s(spec.capacity_mbps)
-                buffer = spec.buffer_bytes
+                capacity, buffer = formulas.capacity_bytes_per_s(spec.capacity_mbps), spec.buffer_bytes
             else:
-                capacity = speed or formulas.capacity_bytes_per_s(defaults["capacity_mbps"])
-                buffer = defaults["buffer_bytes"]
-            if pinned and spec is not None:
+                capacity, buffer = speed or default_capacity, defaults["buffer_bytes"]
+            if spec is not None and frozenset((u, v)) in self.inventory.pinned_delays:
                 delay, source = spec.delay_us * 1e-6, "inventory"
             elif measured_delay is not None:
                 delay, source = measured_delay, "measured"
             else:
-                delay, source = defaults["host_link_delay_us"] * 1e-6, "default"
-            buffer = 0.0 if u in hosts else buffer
-            spread = (delay_spreads or {}).get(egress, 0.0) if source == "measured" and egress else 0.0
+                delay, source = default_delay, "default"
+            spread = spreads.get(egress, 0.0) if source == "measured" and egress else 0.0
             link = (u, v)
-            fabric.links[link] = LinkFacts(capacity, delay, buffer, source, spread)
+            fabric.links[link] = LinkFacts(capacity, delay, 0.0 if u in hosts else buffer, source, spread)
             if egress is not None:
                 fabric.egress[link] = egress
             sources[link] = source
 
         # Of parallel links between two switches, the lowest source port is the one used.
         for (src_dpid, src_port), (dst_dpid, _) in sorted(self.links.items(), reverse=True):
-            if src_dpid in self.switches and dst_dpid in self.switches:
+            if src_dpid in switch_names and dst_dpid in switch_names:
                 speed = self.switches[src_dpid].get(src_port, 0)
-                add(
-                    self.switch_name(src_dpid),
-                    self.switch_name(dst_dpid),
-                    speed,
-                    link_delays.get((src_dpid, src_port)),
-                    (src_dpid, src_port),
-                )
+                add(switch_names[src_dpid], switch_names[dst_dpid], speed, link_delays.get((src_dpid, src_port)),
+                    (src_dpid, src_port))
         for ip, host in attached.items():
-            name, switch = self.host_name(ip), self.switch_name(host.dpid)
+            name, switch = host_names[ip], switch_names[host.dpid]
             speed = self.switches[host.dpid].get(host.port, 0)
             add(switch, name, speed, None, (host.dpid, host.port))
             add(name, switch, speed, None, None)
         fabric.host_rtts = {
-            (self.host_name(a), self.host_name(b)): rtt
+            (host_names[a], host_names[b]): rtt
             for (a, b), rtt in (host_rtts or {}).items()
             if a in attached and b in attached
         }
         fabric.flows = {
-            (self.host_name(s), self.host_name(d)): n
+            (host_names[s], host_names[d]): n
             for (s, d), n in active_pairs.items()
             if s in attached and d in attached
         }
