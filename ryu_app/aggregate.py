@@ -175,7 +175,7 @@ class Aggregation:
         for nodes in by_height[1:]:
             self.masks[nodes] = _merged(self.masks[trie.children[nodes, 0]], self.masks[trie.children[nodes, 1]])
         # Pass 2, top-down: a node routes only where the label it inherits is not one of its candidates.
-        self.chosen = np.full((len(trie), sources), -1, dtype=np.int64)
+        self.chosen = np.full((len(trie), sources), -1, dtype=np.int32)  # labels stay below capacity
         self.emit = np.zeros((len(trie), sources), dtype=bool)
         for nodes in by_depth:
             inherited = np.where(parent[nodes, None] >= 0, self.chosen[parent[nodes]], -1)
@@ -199,12 +199,12 @@ class Aggregation:
         masks = self.masks.reshape(-1, self.masks.shape[-1])
         chosen, emit = self.chosen.reshape(-1), self.emit.reshape(-1)
         self.labels[rows, addresses] = labels
-        stamp = np.empty(chosen.shape, dtype=np.int64)
+        stamp = np.empty(chosen.shape, dtype=np.int32)  # no update changes 2**31 cells
 
         def distinct(cells: np.ndarray) -> np.ndarray:
             """Each of cells once (in no order): of a cell given twice, the one whose position
             its stamp holds after all are stamped, whichever write came last."""
-            position = np.arange(len(cells))
+            position = np.arange(len(cells), dtype=np.int32)
             stamp[cells] = position
             return cells[stamp[cells] == position]
 
@@ -235,10 +235,15 @@ class Aggregation:
         depth_of = self._depth[every // sources]
         order = np.argsort(depth_of, kind="stable")
         bounds = np.searchsorted(depth_of[order], np.arange(len(by_depth) + 1))
-        down = [[every[order[bounds[d]:bounds[d + 1]]]] for d in range(len(by_depth))]
+        own = [every[order[bounds[d]:bounds[d + 1]]] for d in range(len(by_depth))]  # each cell once
+        below = np.zeros(0, dtype=np.int64)  # the children of the cells above whose label moved, each once
+        seen = np.zeros(chosen.shape, dtype=bool)
         flat_labels = self.labels.reshape(-1)
         for depth in range(len(by_depth)):
-            cells = distinct(np.concatenate(down[depth]))
+            seen[own[depth]] = True
+            cells = np.concatenate([own[depth], below[~seen[below]]])
+            seen[own[depth]] = False
+            below = np.zeros(0, dtype=np.int64)
             if not len(cells):
                 continue
             node, row = np.divmod(cells, sources)
@@ -248,7 +253,7 @@ class Aggregation:
             leaf = address >= 0
             # A leaf routes its own label where it inherits another; a don't-care leaf routes nothing.
             label = flat_labels[row[leaf] * self.labels.shape[1] + address[leaf]]
-            now = np.empty(len(cells), dtype=np.int64)
+            now = np.empty(len(cells), dtype=np.int32)
             routes = np.empty(len(cells), dtype=bool)
             now[leaf] = np.where(label >= 0, label, inherited[leaf])
             routes[leaf] = (label >= 0) & (label != inherited[leaf])
@@ -261,7 +266,7 @@ class Aggregation:
             chosen[cells] = now
             if moved.any() and depth + 1 < len(by_depth):
                 node, row = node[moved], row[moved]
-                down[depth + 1] += [children[node, 0] * sources + row, children[node, 1] * sources + row]
+                below = np.concatenate([children[node, 0] * sources + row, children[node, 1] * sources + row])
 
     def _push_up(self, cells: np.ndarray, up: list[list[np.ndarray]]) -> None:
         """Add the parent cells of cells (but the root's) to up, by the parents' heights."""
@@ -308,7 +313,7 @@ def _merged(left: np.ndarray, right: np.ndarray) -> np.ndarray:
 def _choose(mask: np.ndarray, inherited: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per node (of masks), the label it gives its addresses and whether it routes: where the label it
     inherits is not among its candidates (and it has any: a don't-care subtree routes nothing), its lowest."""
-    routed = ~_has(mask, inherited) & ~(mask == np.iinfo(np.uint64).max).all(axis=-1)
+    routed = ~_has(mask, inherited) & (mask != np.iinfo(np.uint64).max).any(axis=-1)
     return np.where(routed, _lowest(mask), inherited), routed
 
 
@@ -321,10 +326,10 @@ def _has(mask: np.ndarray, label: np.ndarray) -> np.ndarray:
 
 def _lowest(mask: np.ndarray) -> np.ndarray:
     """Per (node, source), the lowest label in the mask (the mask has at least one)."""
-    first_word = (mask != 0).argmax(axis=-1)
+    first_word = (mask != 0).argmax(axis=-1) if mask.shape[-1] > 1 else 0
     word = _word(mask, first_word)
-    lowest_bit = word & (~word + np.uint64(1))
-    return first_word * 64 + np.log2(lowest_bit.astype(np.float64)).astype(np.int64)
+    below_lowest_bit = (word & (~word + np.uint64(1))) - np.uint64(1)  # the bits under the lowest one
+    return first_word * 64 + np.bitwise_count(below_lowest_bit).astype(np.int32)
 
 
 def _word(mask: np.ndarray, index: np.ndarray) -> np.ndarray:
