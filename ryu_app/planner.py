@@ -51,6 +51,8 @@ def _undominated(slope: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.
     negative and float rounding is monotone, so the minimum over the rest is the same number.
     Columns are cut to the most lines any entity keeps; its others are lines it left out."""
     columns = slope.shape[1]
+    if not columns:
+        return slope, offset
     before = np.arange(columns)[:, None] > np.arange(columns)[None, :]  # [i, j]: j comes before i
     s_i, s_j = slope[:, :, None], slope[:, None, :]
     o_i, o_j = offset[:, :, None], offset[:, None, :]
@@ -58,9 +60,16 @@ def _undominated(slope: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.
     at_or_below = (s_j <= s_i) & (o_j <= o_i) & ((s_j < s_i) | (o_j < o_i) | before[None, :, :, None])
     never_finite = np.isinf(o_i) & (np.isfinite(o_j) | before[None, :, :, None])
     left_out = ((at_or_below | never_finite) & other).any(axis=2)
-    order = np.argsort(left_out, axis=1, kind="stable")
-    kept = max(1, int((~left_out).sum(axis=1).max(initial=0)))
-    return (np.take_along_axis(slope, order, axis=1)[:, :kept], np.take_along_axis(offset, order, axis=1)[:, :kept])
+    # Each line's new column: the kept ones first, then the others, each in their order (a stable sort).
+    kept_before = np.cumsum(~left_out, axis=1)
+    column = np.where(left_out, kept_before[:, -1:] + np.arange(columns)[:, None] - kept_before, kept_before - 1)
+    kept = max(1, int(kept_before[:, -1].max(initial=0)))
+    moved = []
+    for lines in (slope, offset):
+        out = np.empty_like(lines)
+        np.put_along_axis(out, column, lines, axis=1)
+        moved.append(out[:, :kept])
+    return moved[0], moved[1]
 
 
 # What pads a window-line column (a switch path shorter than the longest): a line that never wins the minimum.
@@ -101,20 +110,17 @@ class _LinkTable:
     @classmethod
     def build(cls, fabric):
         links = sorted(fabric.links)
-        facts = [fabric.links[link] for link in links]
         size = len(links) + 1
         capacity = np.full(size, np.inf)
         delay = np.zeros(size)
         buffer = np.zeros(size)
         switch_egress = np.zeros(size, dtype=bool)
-        capacity[:-1] = [f.capacity_bytes_per_s for f in facts]
-        delay[:-1] = [f.delay_s for f in facts]
-        buffer[:-1] = [f.buffer_bytes for f in facts]
-        switch_egress[:-1] = [u not in fabric.hosts for (u, _) in links]
         spread = np.zeros(size)
-        spread[:-1] = [f.delay_spread_s for f in facts]
         source = np.zeros(size, dtype=np.int64)
-        source[:-1] = [DELAY_SOURCES.index(f.delay_source) for f in facts]
+        if links:  # the facts' fields, as columns (LinkFacts order)
+            capacity[:-1], delay[:-1], buffer[:-1], sources, spread[:-1] = zip(*map(fabric.links.__getitem__, links))
+            source[:-1] = [DELAY_SOURCES.index(name) for name in sources]
+        switch_egress[:-1] = [u not in fabric.hosts for (u, _) in links]
         return cls(
             index={link: i for i, link in enumerate(links)},
             capacity=capacity,
@@ -644,7 +650,8 @@ class Plan:
             differs = np.zeros((len(names), len(chosen)), dtype=bool)
             for start in range(0, len(chosen), _CHUNK_PAIRS):
                 k = chosen[start:start + _CHUNK_PAIRS]
-                chunks.append(self._evaluate_pairs(src[k], dst[k], edge_pair[k]))
+                chunks.append(self._evaluate_pairs(src[k], dst[k], edge_pair[k],
+                                                   previous.rtt_prop_s[k] if delays_kept else None))
                 for column in compared:
                     np.not_equal(chunks[-1][column], getattr(previous, names[column])[k],
                                  out=differs[column, start:start + len(k)])
@@ -690,20 +697,26 @@ class Plan:
                                if host not in stale}
         return True
 
-    def _evaluate_pairs(self, src, dst, edge_pair):
+    def _evaluate_pairs(self, src, dst, edge_pair, window_rtt=None):
         """The formulas for the pairs src[i] -> dst[i] whose edge switches are pair edge_pair[i]:
-        the arrays of _PAIR_ARRAYS after src and dst."""
+        the arrays of _PAIR_ARRAYS after src and dst. With window_rtt (the pairs' round trips for
+        the windows, as a plan before had them, where no delay moved since), only the columns
+        that do not follow from delays alone: the others (_DELAY_ARRAYS) are None."""
         e, h = self._edge_terms, self._host_terms
         sharing = self._active[src, dst].astype(np.int64)
-        rtt, spread, source, rtt_for_rto = self._round_trips(src, dst, edge_pair)
-        queueing = e["queueing"][edge_pair] + h["queueing"][src] + h["queueing"][dst]
+        if window_rtt is None:
+            rtt, spread, source, rtt_for_rto = self._round_trips(src, dst, edge_pair)
+            queueing = e["queueing"][edge_pair] + h["queueing"][src] + h["queueing"][dst]
+            min_rto = formulas.min_rto_seconds(rtt_for_rto, queueing)
+            rto_min_ms = formulas.rto_min_ms(min_rto, self.bounds)
+        else:
+            rtt, spread, source, min_rto, rto_min_ms = window_rtt, None, None, None, None
         fair_share = np.minimum(e["share"][sharing, edge_pair],
                                 np.minimum(h["uplink_share"][sharing, src], h["downlink_share"][sharing, dst]))
         # The window lines of the data path's switch egresses, one row each: the switch path's, the downlink.
         slope = np.concatenate([e["slope"][sharing, :, edge_pair].T, h["downlink_slope"][sharing, dst][None]])
         offset = np.concatenate([e["offset"][sharing, :, edge_pair].T, h["downlink_offset"][sharing, dst][None]])
         window = formulas.max_window_bytes(slope.T, offset.T, rtt)
-        min_rto = formulas.min_rto_seconds(rtt_for_rto, queueing)
         initcwnd = formulas.initcwnd_segments(formulas.initial_window_bytes(fair_share, rtt), self.bounds)
         if self.lossless is None:
             cwnd = formulas.cwnd_clamp_segments(window, self.bounds)
@@ -714,8 +727,8 @@ class Plan:
             initcwnd = formulas.lossless_initcwnd_segments(cwnd, initcwnd, self.bounds)
         pacing = (np.zeros(len(src), dtype=np.int64) if self.pacing is None
                   else formulas.pacing_rate_bytes_per_s(fair_share, self.pacing))
-        return (min_rto, formulas.rto_min_ms(min_rto, self.bounds), initcwnd, cwnd, segment, pacing, rtt, spread,
-                source)
+        return (min_rto, rto_min_ms, initcwnd, cwnd, segment, pacing, None if window_rtt is not None else rtt,
+                spread, source)
 
     def _round_trips(self, src, dst, edge_pair):
         """RTT_prop for the windows, its spread and source, and the RTT for minRTO, per pair.
