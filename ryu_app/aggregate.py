@@ -332,8 +332,8 @@ def _lowest(mask: np.ndarray) -> np.ndarray:
     return first_word * 64 + np.bitwise_count(below_lowest_bit).astype(np.int32)
 
 
-def _word(mask: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """Per (node, source), the mask's 64-bit word at index (with one word, that one)."""
+def _word(mask: np.ndarray, index: np.ndarray | int) -> np.ndarray:
+    """Per (node, source), the mask's 64-bit word at index (with one word, that one, whatever index is)."""
     if mask.shape[-1] == 1:
         return mask[..., 0]
-    return np.take_along_axis(mask, index[..., None], axis=-1)[..., 0]
+    return np.take_along_axis(mask, np.asarray(index)[..., None], axis=-1)[..., 0]
