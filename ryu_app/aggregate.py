@@ -286,9 +286,10 @@ class Aggregation:
     def emitted(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The routes of rows (sources), as arrays: each route's position in rows, trie node and
         label, by source in the order of rows, each source's most general first."""
-        emit = self.emit[:, rows]
-        # Parents before children: the post-order reversed.
-        position, reversed_node = np.nonzero(emit[::-1].T)
+        # Parents before children: the post-order reversed. (A flat nonzero of a C-ordered
+        # copy, divided again: np.nonzero of the 2-D view is three times slower.)
+        emit = self.emit.T[rows, ::-1]
+        position, reversed_node = np.divmod(np.flatnonzero(emit), emit.shape[1])
         node = len(self.trie) - 1 - reversed_node
         return position, node, self.chosen[node, rows[position]]
 
