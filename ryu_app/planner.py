@@ -53,13 +53,17 @@ def _undominated(slope: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.
     columns = slope.shape[1]
     if not columns:
         return slope, offset
-    before = np.arange(columns)[:, None] > np.arange(columns)[None, :]  # [i, j]: j comes before i
-    s_i, s_j = slope[:, :, None], slope[:, None, :]
-    o_i, o_j = offset[:, :, None], offset[:, None, :]
-    other = ~np.eye(columns, dtype=bool)[None, :, :, None]
-    at_or_below = (s_j <= s_i) & (o_j <= o_i) & ((s_j < s_i) | (o_j < o_i) | before[None, :, :, None])
-    never_finite = np.isinf(o_i) & (np.isfinite(o_j) | before[None, :, :, None])
-    left_out = ((at_or_below | never_finite) & other).any(axis=2)
+    left_out = np.zeros(slope.shape, dtype=bool)
+    infinite, finite = np.isinf(offset), np.isfinite(offset)
+    for i in range(columns):  # line i against each other line j, a column pair at a time (small temporaries)
+        s_i, o_i = slope[:, i], offset[:, i]
+        for j in range(columns):
+            s_j, o_j = slope[:, j], offset[:, j]
+            if j < i:  # j comes first: it leaves an equal line i out
+                left_out[:, i] |= (s_j <= s_i) & (o_j <= o_i) | infinite[:, i]
+            elif j > i:
+                left_out[:, i] |= ((s_j <= s_i) & (o_j <= o_i) & ((s_j < s_i) | (o_j < o_i))
+                                   | infinite[:, i] & finite[:, j])
     # Each line's new column: the kept ones first, then the others, each in their order (a stable sort).
     kept_before = np.cumsum(~left_out, axis=1)
     column = np.where(left_out, kept_before[:, -1:] + np.arange(columns)[:, None] - kept_before, kept_before - 1)
