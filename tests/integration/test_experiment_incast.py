@@ -62,11 +62,15 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
         # Parts of both cores' busy time, measured. This kernel samples softirq at the tick (no
         # IRQ_TIME_ACCOUNTING): a run of under a second can find none (once in CI).
         assert 0 <= run["cpu_softirq_pct"] <= run["cpu_busy_pct"] and 0 <= run["cpu_steal_pct"] <= run["cpu_busy_pct"]
-        assert 0 < run["peak_backlog_bytes"] <= 85000
+        assert 0 <= run["peak_backlog_bytes"] <= 85000
         assert run["probe_rtt_avg_ms"] is not None and 0 < run["probe_rtt_avg_ms"] <= run["probe_rtt_max_ms"]
     assert summary["unexplained_losses"] == []
     dctcp = next(r for r in summary["runs"] if r["scheme"] == "dctcp")
     assert dctcp["ce_marks"] > 0
+    # The backlog sampler sees the queue: 4 x 64 KB overflow 85 000 B under default. otcp-lossless may
+    # keep it empty at every sample, where its windows sum to about the round trip (once in CI: 0 B).
+    default = next(r for r in summary["runs"] if r["scheme"] == "default")
+    assert default["peak_backlog_bytes"] > 0
     for ceiling in summary["ceilings"]:
         kept = ceiling["samples"]
         assert ceiling["min"] <= ceiling["median"] <= ceiling["max"]
