@@ -192,6 +192,17 @@ def lossless_initcwnd_segments(cwnd_clamp, published_initcwnd, bounds=Bounds()):
     return np.where(cwnd == 0, published_initcwnd, whole).astype(np.int64)
 
 
+def lossless_quickack(cwnd_clamp_back):
+    """otcp-lossless: whether a receiver acknowledges every segment at once (the quickack
+    route attribute, on its route toward the sender), given the clamp of the sender's path
+    toward it: only where that window is a single segment, which a delayed ACK would hold
+    for the delayed-ACK timer. From 2 segments on, Linux acknowledges every second full
+    segment at once anyway, and quickack only doubles the ACKs: packets the switch forwards
+    and both kernels handle. No clamp (0) is not a single segment. The published formulas
+    keep quickack on every route."""
+    return np.asarray(cwnd_clamp_back) == 1
+
+
 def advmss_bytes(segment, bounds=Bounds()):
     """The advmss route attribute that makes the peer send `segment` payloads, or None
     when the segment is the configured MSS (the kernel's own choice stands)."""

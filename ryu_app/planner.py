@@ -157,8 +157,8 @@ def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.nonzero(present)[0], number[values]
 
 
-#: The fields of a route besides its destination that differ between routes (quickack is always on).
-_ROUTE_FIELDS = ("rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "pacing_rate")
+#: The fields of a route besides its destination (quickack as 0 or 1).
+_ROUTE_FIELDS = ("rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "pacing_rate", "quickack")
 # The terms of a round trip's delays, and the pair arrays that follow from them alone (_round_trips, minRTO).
 _DELAY_TERMS = ("delay", "spread", "source", "queueing")
 _DELAY_ARRAYS = ("min_rto_s", "rto_min_ms", "rtt_prop_s", "rtt_spread_s", "rtt_source")
@@ -177,10 +177,8 @@ def _numbered(fields: dict[str, np.ndarray]) -> tuple[np.ndarray, list[dict]]:
     element[label] = np.arange(len(label))
     chosen = {name: fields[name].reshape(-1)[element].tolist() for name in fields}
     params = [{"rto_min_ms": rto, "initcwnd": initcwnd, "cwnd_clamp": clamp or None, "advmss": advmss or None,
-               "pacing_rate": rate or None, "quickack": True}
-              for rto, initcwnd, clamp, advmss, rate in zip(chosen["rto_min_ms"], chosen["initcwnd"],
-                                                           chosen["cwnd_clamp"], chosen["advmss"],
-                                                           chosen["pacing_rate"])]
+               "pacing_rate": rate or None, "quickack": bool(quickack)}
+              for rto, initcwnd, clamp, advmss, rate, quickack in zip(*(chosen[name] for name in _ROUTE_FIELDS))]
     return label.reshape(shape), params
 
 
@@ -195,9 +193,10 @@ MADE_ROUTES_PER_HOST = 256
 #: The safe side of each route field across the destinations one route serves: the largest
 #: minRTO (a shorter timer fires while a segment may still be queued), the smallest initial
 #: window, window clamp, advertised MSS (what the destination sends this host; fewer, smaller
-#: frames in flight) and pacing rate. A null clamp, MSS or rate is unbounded: larger than any.
+#: frames in flight) and pacing rate, and quickack on where any destination needs it. A null
+#: clamp, MSS or rate is unbounded: larger than any.
 _SAFE_SIDE = {"rto_min_ms": np.maximum, "initcwnd": np.minimum, "cwnd_clamp": np.minimum, "advmss": np.minimum,
-              "pacing_rate": np.minimum}
+              "pacing_rate": np.minimum, "quickack": np.maximum}
 _UNBOUNDED = np.iinfo(np.int64).max
 
 #: A host whose set is on the safe side stays there until its exact set fits in this share of the
@@ -376,6 +375,7 @@ class Plan:
     # Set by _finish.
     unreachable: list[tuple[str, str]]  # the host pairs with no path
     _segment_toward: np.ndarray  # [a, b]: the segment of the data path from host a to host b
+    _quickack_toward: np.ndarray | None  # [a, b]: whether b acknowledges a's segments at once (lossless only)
 
     def __init__(self, fabric, bounds=formulas.Bounds(), lossless: formulas.Lossless | None = None,
                  pacing: formulas.Pacing | None = None, previous: "Plan | None" = None,
@@ -595,18 +595,26 @@ class Plan:
             setattr(self, name, columns.pop(0) if columns else np.zeros(0, dtype=np.int64))
 
     def _finish(self, previous: "Plan | None" = None):
-        """What follows from the pair arrays: the segment toward each host, the unreachable pairs
-        (previous's, where it reaches the same pairs and has the same segments)."""
+        """What follows from the pair arrays: per data path, the segment and (otcp-lossless) whether
+        its receiver acknowledges every segment at once, both set on the receiver's route toward
+        the sender (advmss, quickack); the unreachable pairs. Previous's, where it reaches the
+        same pairs and has the same segments or clamps."""
         n = len(self.hosts)
+
+        def per_path(values, default):
+            """[a, b]: values of the data path from host a to host b (default where none)."""
+            matrix = np.full((n, n), default, dtype=np.asarray(values).dtype)
+            matrix[self.src, self.dst] = values
+            return matrix
+
+        self._segment_toward = (previous._segment_toward if previous is not None and self.segment is previous.segment
+                                else per_path(self.segment, self.bounds.mss_bytes))
+        self._quickack_toward = (
+            None if self.lossless is None
+            else previous._quickack_toward if previous is not None and self.cwnd_clamp is previous.cwnd_clamp
+            else per_path(formulas.lossless_quickack(self.cwnd_clamp), True))
         if previous is not None:
             self.unreachable = previous.unreachable
-            if self.segment is previous.segment:
-                self._segment_toward = previous._segment_toward
-                return
-        # The segment of the path *toward* a host is set on that host's route (advmss).
-        self._segment_toward = np.full((n, n), self.bounds.mss_bytes, dtype=np.int64)
-        self._segment_toward[self.src, self.dst] = self.segment
-        if previous is not None:
             return
         self.unreachable = []
         if len(self.src) < n * (n - 1):
@@ -645,7 +653,7 @@ class Plan:
             changed = np.nonzero((self.rto_min_ms != previous.rto_min_ms) | (self.initcwnd != previous.initcwnd)
                                  | (self.cwnd_clamp != previous.cwnd_clamp)
                                  | (self.pacing_rate != previous.pacing_rate))[0]
-            moved = np.nonzero(self.segment != previous.segment)[0]
+            moved = np.nonzero(self._reverse_fields_differ(previous.segment, previous.cwnd_clamp))[0]
         else:
             chosen = np.nonzero(redo)[0]
             names = _PAIR_ARRAYS[2:]
@@ -660,7 +668,6 @@ class Plan:
                     np.not_equal(chunks[-1][column], getattr(previous, names[column])[k],
                                  out=differs[column, start:start + len(k)])
             changed_among = np.zeros(len(chosen), dtype=bool)
-            moved = np.zeros(0, dtype=np.int64)
             for column, name in enumerate(names):
                 before = getattr(previous, name)
                 if not differs[column].any():  # shared: no plan writes into its pair arrays once made
@@ -671,12 +678,11 @@ class Plan:
                 setattr(self, name, array)
                 if name in _ROUTE_FIELDS:
                     changed_among |= differs[column]
-                elif name == "segment":
-                    moved = chosen[differs[column]]
             changed = chosen[changed_among]
+            moved = chosen[self._reverse_fields_differ(previous.segment[chosen], previous.cwnd_clamp[chosen], chosen)]
             self._finish(previous)
-        # The pairs whose route fields changed: their own, and the reverse pairs of those whose segment
-        # moved (a host's route toward another carries the segment of the path back, as advmss).
+        # The pairs whose route fields changed: their own, and the reverse pairs of those whose segment or
+        # quickack moved (a host's route toward another carries them for the path back: advmss, quickack).
         if len(moved):
             n = len(self.hosts)
             keys = src * n + dst  # in order: pairs go by source, then destination
@@ -700,6 +706,15 @@ class Plan:
         self._previous_sets = {host: routes for host, routes in (previous._route_sets or {}).items()
                                if host not in stale}
         return True
+
+    def _reverse_fields_differ(self, segment_before, clamp_before, pairs=slice(None)):
+        """Per pair (of pairs), whether what its receiver's route toward its sender carries for it
+        changed: its segment (advmss), or with otcp-lossless whether it is acknowledged at once."""
+        differ = self.segment[pairs] != segment_before
+        if self.lossless is not None:
+            differ |= (formulas.lossless_quickack(self.cwnd_clamp[pairs])
+                       != formulas.lossless_quickack(clamp_before))
+        return differ
 
     def _evaluate_pairs(self, src, dst, edge_pair, window_rtt=None):
         """The formulas for the pairs src[i] -> dst[i] whose edge switches are pair edge_pair[i]:
@@ -795,8 +810,15 @@ class Plan:
             "rtt_prop_us": formulas.seconds_to_us(self.rtt_prop_s[k]),
             "rtt_spread_us": formulas.seconds_to_us(self.rtt_spread_s[k]),
             "rtt_source": DELAY_SOURCES[int(self.rtt_source[k])],
-            "quickack": True,
+            "quickack": bool(self._quickacks(np.array([k]))[0]),
         }
+
+    def _quickacks(self, pairs) -> np.ndarray:
+        """Per pair (indices), whether its source's route toward its destination carries quickack
+        (acknowledging at once what the destination sends): always, but where otcp-lossless turns it off."""
+        if self._quickack_toward is None:
+            return np.ones(len(self.src[pairs]), dtype=bool)
+        return self._quickack_toward[self.dst[pairs], self.src[pairs]]
 
     def records(self):
         """Every reachable pair's record, in pair order: record(k) for every k,
@@ -807,8 +829,10 @@ class Plan:
         columns = zip(self.src.tolist(), self.dst.tolist(), np.round(self.min_rto_s * 1e6, 3).tolist(),
                       self.rto_min_ms.tolist(), self.initcwnd.tolist(), self.cwnd_clamp.tolist(),
                       self.segment.tolist(), self.pacing_rate.tolist(), np.round(self.rtt_prop_s * 1e6, 3).tolist(),
-                      np.round(self.rtt_spread_s * 1e6, 3).tolist(), self.rtt_source.tolist())
-        for s, d, min_rto_us, rto_min_ms, initcwnd, clamp, segment, pacing, rtt_us, spread_us, source in columns:
+                      np.round(self.rtt_spread_s * 1e6, 3).tolist(), self.rtt_source.tolist(),
+                      self._quickacks(slice(None)).tolist())
+        for (s, d, min_rto_us, rto_min_ms, initcwnd, clamp, segment, pacing, rtt_us, spread_us, source,
+             quickack) in columns:
             key = (attach[s], attach[d])
             middle = middles.get(key)
             if middle is None:
@@ -817,7 +841,7 @@ class Plan:
                    "min_rto_us": min_rto_us, "rto_min_ms": rto_min_ms, "initcwnd": initcwnd,
                    "cwnd_clamp": clamp or None, "segment_bytes": segment, "pacing_rate": pacing or None,
                    "rtt_prop_us": rtt_us,
-                   "rtt_spread_us": spread_us, "rtt_source": DELAY_SOURCES[source], "quickack": True}
+                   "rtt_spread_us": spread_us, "rtt_source": DELAY_SOURCES[source], "quickack": quickack}
 
     def record_rows(self, generation: int):
         """The records as rows of the store's parameters table, (generation, src,
@@ -845,7 +869,7 @@ class Plan:
         source_names = np.array(DELAY_SOURCES, dtype=object)[self.rtt_source].tolist()
         return zip(itertools.repeat(generation), sources, destinations, ips[self.dst].tolist(), hops,
                    np.round(self.min_rto_s * 1e6, 3).tolist(), self.rto_min_ms.tolist(), self.initcwnd.tolist(),
-                   clamp.tolist(), itertools.repeat(1), self.segment.tolist(),
+                   clamp.tolist(), self._quickacks(slice(None)).astype(int).tolist(), self.segment.tolist(),
                    np.round(self.rtt_prop_s * 1e6, 3).tolist(), np.round(self.rtt_spread_s * 1e6, 3).tolist(),
                    source_names, pacing.tolist())
 
@@ -865,7 +889,7 @@ class Plan:
                     "cwnd_clamp": clamp or None,
                     "advmss": formulas.advmss_bytes(self._segment_toward[self.dst[k], source], self.bounds),
                     "pacing_rate": int(self.pacing_rate[k]) or None,
-                    "quickack": True,
+                    "quickack": bool(self._quickacks(np.array([k]))[0]),
                 }
             )
         return routes
@@ -956,8 +980,11 @@ class Plan:
         else:
             segment = self._segment_toward[self.dst[pairs], self.src[pairs]]
             advmss = np.where(segment >= self.bounds.mss_bytes, 0, segment + formulas.TIMESTAMP_OPTION_BYTES)
+        quickack = (np.ones(len(pairs), dtype=np.int64) if self._quickack_toward is None
+                    else self._quickack_toward[self.dst[pairs], self.src[pairs]].astype(np.int64))
         return {"rto_min_ms": self.rto_min_ms[pairs], "initcwnd": self.initcwnd[pairs],
-                "cwnd_clamp": self.cwnd_clamp[pairs], "advmss": advmss, "pacing_rate": self.pacing_rate[pairs]}
+                "cwnd_clamp": self.cwnd_clamp[pairs], "advmss": advmss, "pacing_rate": self.pacing_rate[pairs],
+                "quickack": quickack}
 
 
 class PlanRecords(Sequence[dict]):

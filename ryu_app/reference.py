@@ -106,6 +106,12 @@ class ReferencePlanner:
         initcwnd = max(self.bounds.initcwnd_low, min(self.bounds.initcwnd_high, cwnd))
         return initcwnd, cwnd, segment
 
+    def lossless_quickack(self, host, peer):
+        """otcp-lossless: whether host's route toward peer carries quickack: where the window of
+        the data path from peer to host is a single segment, or that path has none."""
+        back = self.lossless_pair(peer, host)
+        return back is None or back[1] == 1
+
     def pacing_rate(self, src, dst):
         """otcp-paced: the fair share at the path's bottleneck, min over its links of cap_l / N_l,
         times (1 + headroom), in whole bytes/s within 1..MAX_PACING_RATE_BYTES_PER_S; None if no path."""

@@ -57,8 +57,9 @@ def unbounded(value):
 
 def never_less_safe(chosen, wanted):
     """Whether the route chosen for a destination is at least as safe as its own route: a minRTO
-    no shorter, and no larger initial window, clamp, advertised MSS or pacing rate."""
-    return chosen["rto_min_ms"] >= wanted["rto_min_ms"] and chosen["quickack"] == wanted["quickack"] and all(
+    no shorter, quickack on where its own has it, and no larger initial window, clamp, advertised
+    MSS or pacing rate."""
+    return chosen["rto_min_ms"] >= wanted["rto_min_ms"] and chosen["quickack"] >= wanted["quickack"] and all(
         unbounded(chosen[name]) <= unbounded(wanted[name]) for name in ("initcwnd", "cwnd_clamp", "advmss",
                                                                          "pacing_rate"))
 

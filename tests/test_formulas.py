@@ -174,6 +174,8 @@ def test_lossless_16_senders_shrink_the_segment_to_fit_one_frame_each():
     # The receiver advertises it: h1's route toward h2 carries advmss 1340 + 12 (timestamps).
     toward_h2 = next(r for r in plan.routes_for("h1") if r["dst"] == "10.0.0.2/32")
     assert toward_h2["advmss"] == 1352
+    # One frame in flight: a delayed ACK would hold it, so h1 acknowledges h2's segments at once.
+    assert toward_h2["quickack"] is True
     # h2's route toward h1 sets what h1 sends to h2, a path no other flow shares: window 22 500 B is
     # 14.9 full frames, so 15 frames of 1500 B: segment 1434 B, advmss 1446.
     assert next(r for r in plan.routes_for("h2") if r["dst"] == "10.0.0.1/32")["advmss"] == 1446
@@ -182,8 +184,19 @@ def test_lossless_16_senders_shrink_the_segment_to_fit_one_frame_each():
 def test_lossless_4_senders_send_their_whole_share_at_once():
     # window = 22500 / 4 = 5625 B: 3.7 full frames of 1448 + 66 = 1514 B, so 4 frames of 5625 / 4 = 1406 B:
     # segment 1406 - 66 = 1340 B fills 5624 B of it (3 full frames would leave 1083 B unused).
-    record = pair(lossless_plan_of(star(4)), "h2", "h1")
+    plan = lossless_plan_of(star(4))
+    record = pair(plan, "h2", "h1")
     assert (record["segment_bytes"], record["cwnd_clamp"], record["initcwnd"]) == (1340, 4, 4)
+    # 4 frames in flight: Linux acknowledges every second one at once, so h1's route toward h2 leaves
+    # quickack off (it would only double the ACKs); h2's route toward h1 has it off too (15 frames).
+    assert next(r for r in plan.routes_for("h1") if r["dst"] == "10.0.0.2/32")["quickack"] is False
+    assert pair(plan, "h1", "h2")["quickack"] is False
+
+
+def test_lossless_quickack_only_where_the_window_back_is_one_segment():
+    assert formulas.lossless_quickack([0, 1, 2, 5]).tolist() == [False, True, False, False]  # 0: no clamp
+    # The published formulas keep quickack on every route, whatever the window.
+    assert all(r["quickack"] for host in ("h1", "h2") for r in plan_of(star(4)).routes_for(host))
 
 
 def test_lossless_64_senders_and_the_floor():

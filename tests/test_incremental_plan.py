@@ -2,6 +2,7 @@
 parameters and every host's route set equal a full plan's, whatever changed."""
 
 import copy
+import ipaddress
 import random
 
 import numpy as np
@@ -11,7 +12,7 @@ from test_aggregate import lookup, random_fabric
 from benchmarks.plan_scale import fat_tree_fabric
 from ryu_app import formulas
 from ryu_app.fabric import Fabric, LinkFacts
-from ryu_app.planner import _PAIR_ARRAYS, Plan
+from ryu_app.planner import _PAIR_ARRAYS, RELABEL_SHARE, Plan
 from ryu_app.rtt import PairRtt
 
 
@@ -166,3 +167,32 @@ def test_changes_of_a_plan_whose_route_sets_were_never_made_are_not_lost(seed):
     third = Plan(copy.deepcopy(unpublished), previous=second)  # settled: nothing changed since second
     assert_same(third, Plan(unpublished, coarse_before=second.coarse_hosts))
     assert third.route_sets() != first.route_sets()
+
+
+def test_lossless_quickack_follows_the_window_back_when_flows_join():
+    """otcp-lossless: a receiver's route toward a sender carries quickack while that sender's window
+    toward it is one frame. h1 and 16 senders share one switch, 60 other hosts another: when 14 more
+    senders join the 2, their windows toward h1 drop to one frame, and the re-plan relabels h1's
+    routes toward them (the reverse pairs) like a full plan does."""
+    fabric = Fabric(switches=["sA", "sB"], hosts={})
+    fabric.add_link("sA", "sB", 1.25e7, 2e-5, 85000)
+    for i in range(1, 78):
+        name = f"h{i}"
+        fabric.hosts[name] = f"10.0.{0 if i <= 17 else 1}.{i}"
+        fabric.add_link(name, "sA" if i <= 17 else "sB", 1.25e7, 1e-5, 85000)
+    senders = [f"h{i}" for i in range(2, 18)]
+    fabric.flows = {(src, "h1"): 1 for src in senders[:2]}
+    bounds, lossless = formulas.Bounds(), formulas.Lossless()
+    before = Plan(fabric, bounds, lossless)
+    before.route_sets()
+    after = copy.deepcopy(fabric)
+    after.flows = {(src, "h1"): 1 for src in senders}
+    incremental = Plan(after, bounds, lossless, previous=before)
+    assert 0 < len(incremental._relabel) <= RELABEL_SHARE * len(incremental)  # the state is updated, not remade
+    assert_same(incremental, Plan(after, bounds, lossless, coarse_before=before.coarse_hosts))
+
+    def quickack(plan, sender):
+        return lookup(plan.route_sets()["h1"], ipaddress.ip_address(plan.fabric.hosts[sender]))["quickack"]
+
+    assert [quickack(before, s) for s in senders] == [False] * 16
+    assert [quickack(incremental, s) for s in senders] == [True] * 16

@@ -66,6 +66,11 @@ def test_planner_matches_reference(seed):
 
 @pytest.mark.parametrize("seed", range(25))
 def test_lossless_planner_matches_reference(seed):
+    lossless_matches_reference(seed)
+
+
+def lossless_matches_reference(seed):
+    """Every otcp-lossless record and route of a random fabric against the reference; the quickack values seen."""
     inv = inventory.parse(random_inventory(seed))
     bounds = formulas.Bounds(mss_bytes=1448)
     lossless = formulas.Lossless(queue_target_fraction=[0.1, 0.25, 0.5, 1.0][seed % 4], mss_floor_bytes=200)
@@ -76,11 +81,24 @@ def test_lossless_planner_matches_reference(seed):
         expected = reference.lossless_pair(src, dst)
         assert (got["initcwnd"], got["cwnd_clamp"] or 0, got["segment_bytes"]) == expected
         assert got["rto_min_ms"] == reference.pair(src, dst)[1]
+        assert got["quickack"] == reference.lossless_quickack(src, dst)
+    quickacks = set()
     for host in fabric.hosts:
         for route in plan.routes_for(host):
             peer = next(name for name, ip in fabric.hosts.items() if route["dst"] == f"{ip}/32")
             segment = reference.lossless_pair(peer, host)[2]
             assert route["advmss"] == (None if segment == 1448 else segment + 12)
+            assert route["quickack"] == reference.lossless_quickack(host, peer)
+            quickacks.add(route["quickack"])
+    return quickacks
+
+
+def test_lossless_quickack_is_both_on_and_off_in_the_random_fabrics():
+    """The reference comparison above sees routes with quickack on and off (else it tests little)."""
+    seen = set()
+    for seed in range(25):
+        seen |= lossless_matches_reference(seed)
+    assert seen == {True, False}
 
 
 @pytest.mark.parametrize("seed", range(25))
