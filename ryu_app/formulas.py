@@ -148,12 +148,6 @@ def queue_target_bytes(buffer_bytes, lossless=Lossless()):
     return np.asarray(buffer_bytes, dtype=float) * lossless.queue_target_fraction
 
 
-#: The frames otcp-lossless cuts a window into at least, where frames of the floor segment allow:
-#: a receiver acknowledges every second full segment at once, so a window of two needs no quickack
-#: (lossless_quickack), and the ACKs it saves are packets the switch and both kernels handle.
-LOSSLESS_MIN_FRAMES = 2
-
-
 def segment_bytes(window_wire_bytes, bounds=Bounds(), lossless=Lossless()):
     """Payload per segment on a path: the largest at which a whole number of
     frames fills the flow's window.
@@ -161,17 +155,14 @@ def segment_bytes(window_wire_bytes, bounds=Bounds(), lossless=Lossless()):
     k = ceil(window / full frame) frames (at most cwnd_high), each window / k
     bytes on the wire: the window is used to within k bytes, where full
     segments would leave up to one frame of it unused (a quarter of the
-    window at 4 frames). k is at least LOSSLESS_MIN_FRAMES where that many
-    frames of the floor segment fit. Never below the floor nor above the
-    configured MSS. window_wire_bytes counts frames as a switch queue does;
-    an unbounded window (no switch egress) keeps the configured MSS.
+    window at 4 frames). Never below the floor nor above the configured MSS.
+    window_wire_bytes counts frames as a switch queue does; an unbounded
+    window (no switch egress) keeps the configured MSS.
     """
     window = np.asarray(window_wire_bytes, dtype=float)
     finite = np.where(np.isfinite(window), window, 0.0)
     full_frame = bounds.mss_bytes + FRAME_OVERHEAD_BYTES
     frames = np.clip(np.ceil(finite / full_frame - _ROUNDING_SLACK), 1, bounds.cwnd_high)
-    floor_frames = np.floor(finite / (lossless.mss_floor_bytes + FRAME_OVERHEAD_BYTES) + _ROUNDING_SLACK)
-    frames = np.maximum(frames, np.minimum(min(LOSSLESS_MIN_FRAMES, bounds.cwnd_high), floor_frames))
     fitting = np.floor(finite / frames + _ROUNDING_SLACK) - FRAME_OVERHEAD_BYTES
     segment = np.clip(fitting, lossless.mss_floor_bytes, bounds.mss_bytes)
     return np.where(np.isfinite(window), segment, bounds.mss_bytes).astype(np.int64)

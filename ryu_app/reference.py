@@ -100,8 +100,6 @@ class ReferencePlanner:
         window = min(windows)
         overhead = formulas.FRAME_OVERHEAD_BYTES
         frames = min(self.bounds.cwnd_high, max(1, math.ceil(window / (mss + overhead) - 1e-9)))
-        floor_frames = math.floor(window / (self.lossless.mss_floor_bytes + overhead) + 1e-9)
-        frames = max(frames, min(formulas.LOSSLESS_MIN_FRAMES, self.bounds.cwnd_high, floor_frames))
         segment = max(self.lossless.mss_floor_bytes, min(mss, math.floor(window / frames + 1e-9) - overhead))
         frames = math.floor(window / (segment + overhead) + 1e-9)
         cwnd = max(self.bounds.cwnd_low, min(self.bounds.cwnd_high, frames))

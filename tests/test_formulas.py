@@ -165,18 +165,17 @@ def lossless_plan_of(document, fraction=0.25, floor=256):
     return Plan(inv.fabric(), formulas.Bounds(mss_bytes=inv.mss_bytes), formulas.Lossless(fraction, floor))
 
 
-def test_lossless_16_senders_shrink_the_segment_to_two_frames_each():
+def test_lossless_16_senders_shrink_the_segment_to_fit_one_frame_each():
     # Target queue 85000 x 0.25 = 21250 B; BDP at s1->h1 = 12.5e6 x 100e-6 = 1250 B.
-    # N = 16: window = (1250 + 21250) / 16 = 1406.25 B of frames: less than one full frame (1514 B), but two
-    # frames of the floor (2 x 322 B) fit, so two frames of 703 B: segment 703 - 66 = 637 B.
+    # N = 16: window = (1250 + 21250) / 16 = 1406.25 B of frames -> segment 1406 - 66 = 1340 B, 1 frame.
     plan = lossless_plan_of(star(16))
     record = pair(plan, "h2", "h1")
-    assert (record["segment_bytes"], record["cwnd_clamp"], record["initcwnd"], record["rto_min_ms"]) == (637, 2, 2, 14)
-    # The receiver advertises it: h1's route toward h2 carries advmss 637 + 12 (timestamps).
+    assert (record["segment_bytes"], record["cwnd_clamp"], record["initcwnd"], record["rto_min_ms"]) == (1340, 1, 1, 14)
+    # The receiver advertises it: h1's route toward h2 carries advmss 1340 + 12 (timestamps).
     toward_h2 = next(r for r in plan.routes_for("h1") if r["dst"] == "10.0.0.2/32")
-    assert toward_h2["advmss"] == 649
-    # Two frames in flight: Linux acknowledges every second one at once, so quickack stays off.
-    assert toward_h2["quickack"] is False
+    assert toward_h2["advmss"] == 1352
+    # One frame in flight: a delayed ACK would hold it, so h1 acknowledges h2's segments at once.
+    assert toward_h2["quickack"] is True
     # h2's route toward h1 sets what h1 sends to h2, a path no other flow shares: window 22 500 B is
     # 14.9 full frames, so 15 frames of 1500 B: segment 1434 B, advmss 1446.
     assert next(r for r in plan.routes_for("h2") if r["dst"] == "10.0.0.1/32")["advmss"] == 1446
@@ -201,12 +200,9 @@ def test_lossless_quickack_only_where_the_window_back_is_one_segment():
 
 
 def test_lossless_64_senders_and_the_floor():
-    # 64: window = 22500 / 64 = 351.6 B: not two frames of the floor (2 x 322 B) -> segment 285 B, one
-    # frame each; a delayed ACK would hold it, so h1 acknowledges h2's segments at once.
-    plan = lossless_plan_of(star(64))
-    record = pair(plan, "h2", "h1")
+    # 64: window = 22500 / 64 = 351.6 B -> segment 285 B, one frame each.
+    record = pair(lossless_plan_of(star(64)), "h2", "h1")
     assert (record["segment_bytes"], record["cwnd_clamp"]) == (285, 1)
-    assert next(r for r in plan.routes_for("h1") if r["dst"] == "10.0.0.2/32")["quickack"] is True
     # 128: window = 175.8 B; the floor (256 B) wins, one frame each: 128 x 322 B exceeds the target
     # but still fits the buffer, which the formulas cannot do better than.
     record = pair(lossless_plan_of(star(128)), "h2", "h1")

@@ -182,9 +182,7 @@ def test_lossless_quickack_follows_the_window_back_when_flows_join():
         fabric.add_link(name, "sA" if i <= 17 else "sB", 1.25e7, 1e-5, 85000)
     senders = [f"h{i}" for i in range(2, 18)]
     fabric.flows = {(src, "h1"): 1 for src in senders[:2]}
-    # A target of a tenth of the buffer: 16 windows of (500 + 8 500) / 16 = 562 B, less than two frames
-    # of the floor (2 x 322 B); 2 windows of 4 500 B are 3 frames each.
-    bounds, lossless = formulas.Bounds(), formulas.Lossless(queue_target_fraction=0.1)
+    bounds, lossless = formulas.Bounds(), formulas.Lossless()
     before = Plan(fabric, bounds, lossless)
     before.route_sets()
     after = copy.deepcopy(fabric)
