@@ -653,7 +653,7 @@ class Plan:
             changed = np.nonzero((self.rto_min_ms != previous.rto_min_ms) | (self.initcwnd != previous.initcwnd)
                                  | (self.cwnd_clamp != previous.cwnd_clamp)
                                  | (self.pacing_rate != previous.pacing_rate))[0]
-            moved = np.nonzero(self._reverse_fields_differ(previous.segment, previous.cwnd_clamp))[0]
+            moved = np.nonzero(self._reverse_fields_differ(previous, slice(None)))[0]
         else:
             chosen = np.nonzero(redo)[0]
             names = _PAIR_ARRAYS[2:]
@@ -679,7 +679,8 @@ class Plan:
                 if name in _ROUTE_FIELDS:
                     changed_among |= differs[column]
             changed = chosen[changed_among]
-            moved = chosen[self._reverse_fields_differ(previous.segment[chosen], previous.cwnd_clamp[chosen], chosen)]
+            candidates = chosen[differs[names.index("segment")] | differs[names.index("cwnd_clamp")]]
+            moved = candidates[self._reverse_fields_differ(previous, candidates)]
             self._finish(previous)
         # The pairs whose route fields changed: their own, and the reverse pairs of those whose segment or
         # quickack moved (a host's route toward another carries them for the path back: advmss, quickack).
@@ -707,13 +708,14 @@ class Plan:
                                if host not in stale}
         return True
 
-    def _reverse_fields_differ(self, segment_before, clamp_before, pairs=slice(None)):
+    def _reverse_fields_differ(self, previous: "Plan", pairs) -> np.ndarray:
         """Per pair (of pairs), whether what its receiver's route toward its sender carries for it
-        changed: its segment (advmss), or with otcp-lossless whether it is acknowledged at once."""
-        differ = self.segment[pairs] != segment_before
+        changed since previous: its segment (advmss), or with otcp-lossless whether it is
+        acknowledged at once (quickack)."""
+        differ = self.segment[pairs] != previous.segment[pairs]
         if self.lossless is not None:
             differ |= (formulas.lossless_quickack(self.cwnd_clamp[pairs])
-                       != formulas.lossless_quickack(clamp_before))
+                       != formulas.lossless_quickack(previous.cwnd_clamp[pairs]))
         return differ
 
     def _evaluate_pairs(self, src, dst, edge_pair, window_rtt=None):
@@ -980,11 +982,9 @@ class Plan:
         else:
             segment = self._segment_toward[self.dst[pairs], self.src[pairs]]
             advmss = np.where(segment >= self.bounds.mss_bytes, 0, segment + formulas.TIMESTAMP_OPTION_BYTES)
-        quickack = (np.ones(len(pairs), dtype=np.int64) if self._quickack_toward is None
-                    else self._quickack_toward[self.dst[pairs], self.src[pairs]].astype(np.int64))
         return {"rto_min_ms": self.rto_min_ms[pairs], "initcwnd": self.initcwnd[pairs],
                 "cwnd_clamp": self.cwnd_clamp[pairs], "advmss": advmss, "pacing_rate": self.pacing_rate[pairs],
-                "quickack": quickack}
+                "quickack": self._quickacks(pairs).astype(np.int64)}
 
 
 class PlanRecords(Sequence[dict]):
