@@ -239,6 +239,10 @@ class Agents(Applied):
         for process in running:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGSTOP)
+        for process in running:
+            # SIGSTOP lands when the process next runs: wait for it (or its exit), reaping nothing.
+            with contextlib.suppress(ChildProcessError):
+                os.waitid(os.P_PID, process.pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)
         try:
             time.sleep(settle_s)
             yield
