@@ -250,10 +250,13 @@ class _Numbering:
 class _FamilyRoutes:
     """ORTC's state for one address family's destinations, every host a source (rows): over the
     trie of the family's hosts with each pair's exact label, and over the coarse trie with the
-    safe label of each coarse leaf (the safe side of the exact labels of the hosts it covers)."""
+    safe label of each coarse leaf (the safe side of the exact labels of the hosts it covers).
+    The coarse state of a source is brought up to date only when its set is on the safe side
+    (_RouteState.settle): until then its changed leaves wait in pending."""
 
     exact: Aggregation  # its labels: (hosts x the family's hosts)
     coarse: Aggregation  # its labels: (hosts x coarse leaves), -1 where no host under the leaf has a route
+    pending: np.ndarray  # (hosts x coarse leaves): whether the coarse label waits for exact labels that changed
 
 
 @dataclass
@@ -280,14 +283,15 @@ class _RouteState:
             width = int((coarse.leaf_host >= 0).sum())  # coarse leaves
             rows, leaves = np.divmod(np.arange(len(labels) * width), width)
             safe_labels = state._safe_labels(exact.labels, rows, leaves, covering).reshape(len(labels), width)
-            state.families.append(_FamilyRoutes(exact, Aggregation(coarse, safe_labels,
-                                                                   _words(len(state.safe.params)))))
+            state.families.append(_FamilyRoutes(exact, Aggregation(coarse, safe_labels, _words(len(state.safe.params))),
+                                                np.zeros((len(labels), width), dtype=bool)))
         return state
 
     def relabel(self, rows: np.ndarray, columns: np.ndarray, labels: np.ndarray, params: list[dict],
                 tries: list) -> bool:
         """Give pairs (rows[i], columns[i]) the labels numbered by _numbered, and update ORTC's
-        state; False if the labels outgrew its masks (the state is then to be made afresh)."""
+        exact state (the coarse state's leaves over them wait: settle); False if the labels
+        outgrew its masks (the state is then to be made afresh)."""
         labels = self.exact.numbered(params)[labels]
         for family, (members, _, _, _, covering) in zip(self.families, tries):
             if len(self.exact.params) > family.exact.capacity:
@@ -296,14 +300,22 @@ class _RouteState:
             column[members] = np.arange(len(members))
             inside = column[columns] >= 0
             family.exact.update(rows[inside], column[columns[inside]], labels[inside])
-            # The coarse leaves over the changed pairs, each (row, leaf) once.
-            leaves = covering[column[columns[inside]]]
-            width = family.coarse.labels.shape[1]
-            rows_at, leaves_at = np.divmod(_distinct(rows[inside] * width + leaves)[0], width)
+            family.pending[rows[inside], covering[column[columns[inside]]]] = True
+        return True
+
+    def settle(self, coarse_rows: list[np.ndarray], tries: list) -> bool:
+        """Bring the coarse state of coarse_rows (sources, per family) up to date with the exact
+        labels: the safe labels of their pending leaves; False if the labels outgrew its masks."""
+        for family, rows, (_, _, _, _, covering) in zip(self.families, coarse_rows, tries):
+            waiting, leaves_at = np.nonzero(family.pending[rows])
+            if not len(waiting):
+                continue
+            rows_at = rows[waiting]
             safe = self._safe_labels(family.exact.labels, rows_at, leaves_at, covering)
             if len(self.safe.params) > family.coarse.capacity:
                 return False
             family.coarse.update(rows_at, leaves_at, safe)
+            family.pending[rows_at, leaves_at] = False
         return True
 
     def _safe_labels(self, exact_labels: np.ndarray, rows: np.ndarray, leaves: np.ndarray,
@@ -914,13 +926,10 @@ class Plan:
         if self._route_sets is not None:
             return self._route_sets
         sources = np.array([i for i, host in enumerate(self.hosts) if host not in self._previous_sets], dtype=np.int64)
-        state = self._route_state()
+        state, over = self._route_state(sources)
         sets: dict[str, list[dict]] = {self.hosts[i]: [] for i in sources}
         coarse_now = {host for host in self._coarse_before if host in self._previous_sets}
-        for family, (_, budget, _, _, _) in zip(state.families, self._family_tries()):
-            sticky = int(budget * EXACT_AGAIN_SHARE)
-            limit = np.array([sticky if self.hosts[i] in self._coarse_before else budget for i in sources])
-            is_over = family.exact.route_counts(sources) > limit
+        for family, is_over in zip(state.families, over):
             coarse_now.update(self.hosts[i] for i in sources[is_over])
             for rows, aggregation, numbering in ((sources[~is_over], family.exact, state.exact),
                                                  (sources[is_over], family.coarse, state.safe)):
@@ -938,24 +947,35 @@ class Plan:
         hysteresis; while route_sets was not made, the ones before this plan."""
         return self._coarse if self._coarse is not None else self._coarse_before
 
-    def _route_state(self) -> _RouteState:
+    def _route_state(self, sources: np.ndarray) -> tuple[_RouteState, list[np.ndarray]]:
         """The exact labels of every pair and ORTC's state over them: previous's, updated for the pairs
         whose route fields changed since; made afresh for a first plan, where most pairs changed,
-        or where the labels outgrew it."""
+        or where the labels outgrew it. And, per address family, which of sources have their
+        sets on the safe side (their coarse state is then up to date): those whose exact sets
+        are over the budget, or over EXACT_AGAIN_SHARE of it for those on the safe side before."""
         state, self._route_state_kept = self._route_state_kept, None
+        tries = self._family_tries()
         if state is not None and len(self._relabel) > RELABEL_SHARE * len(self.src):
             state = None
         if state is not None and len(self._relabel):
             pairs = self._relabel
             labels, params = _numbered(self._route_fields(pairs))
-            if not state.relabel(self.src[pairs], self.dst[pairs], labels, params, self._family_tries()):
+            if not state.relabel(self.src[pairs], self.dst[pairs], labels, params, tries):
                 state = None
+        was_coarse = np.array([self.hosts[i] in self._coarse_before for i in sources.tolist()], dtype=bool)
+
+        def over_budget(state: _RouteState) -> list[np.ndarray]:
+            return [family.exact.route_counts(sources) > np.where(was_coarse, int(budget * EXACT_AGAIN_SHARE), budget)
+                    for family, (_, budget, _, _, _) in zip(state.families, tries)]
+
+        if state is not None and not state.settle([sources[over] for over in over_budget(state)], tries):
+            state = None
         if state is None:
             labels = np.full((len(self.hosts), len(self.hosts)), -1, dtype=np.int64)
             labels[self.src, self.dst], params = _numbered(self._route_fields(np.arange(len(self.src))))
-            state = _RouteState.build(labels, params, self._family_tries())
+            state = _RouteState.build(labels, params, tries)
         self._route_state_kept = state
-        return state
+        return state, over_budget(state)
 
     def _family_tries(self) -> list[tuple[np.ndarray, int, PrefixTrie, PrefixTrie, np.ndarray]]:
         """Per address family with hosts, IPv4 first: its hosts' indices, the route budget (its

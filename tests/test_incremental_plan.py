@@ -196,3 +196,31 @@ def test_lossless_quickack_follows_the_window_back_when_flows_join():
 
     assert [quickack(before, s) for s in senders] == [False] * 16
     assert [quickack(incremental, s) for s in senders] == [True] * 16
+
+
+def test_a_set_that_goes_to_the_safe_side_takes_the_changes_made_while_it_was_exact():
+    """The coarse state of a host whose set is exact waits (its changed leaves pending) until the
+    host goes to the safe side. One host's downlink buffer shrinks while every set is exact; then
+    six hosts' at a time, each in an edge switch of its own, until the sets outgrow one route per
+    edge switch. The first host's edge switch is never touched again: its safe route must still
+    carry the smaller window, as a full plan's does."""
+    fabric = fat_tree_fabric(6)
+    edge_of = {host: switch for (host, switch) in fabric.links if host in fabric.hosts}
+    by_edge: dict = {}
+    for host in sorted(fabric.hosts, key=lambda h: int(h[1:])):
+        by_edge.setdefault(edge_of[host], []).append(host)
+    first, *others = [hosts[0] for hosts in by_edge.values()]
+    plan = Plan(fabric)
+    plan.route_sets()
+    for step, shrunk in enumerate([[first], others[:6], others[6:12], others[12:]]):
+        fabric = copy.deepcopy(fabric)
+        for i, host in enumerate(shrunk):
+            facts = fabric.links[(edge_of[host], host)]
+            fabric.links[(edge_of[host], host)] = LinkFacts(
+                facts.capacity_bytes_per_s, facts.delay_s, int(facts.buffer_bytes * (0.1 + 0.03 * i)),
+                facts.delay_source, facts.delay_spread_s)
+        coarse_before = plan.coarse_hosts
+        plan = Plan(fabric, previous=plan)
+        assert 0 < len(plan._relabel) <= RELABEL_SHARE * len(plan)  # the state is updated, not remade
+        assert_same(plan, Plan(fabric, coarse_before=coarse_before))
+        assert bool(plan.coarse_hosts) == (step == 3), step
