@@ -428,6 +428,7 @@ class Plan:
         self._host_rtts()
         self._count_flows()
         self._edge_terms, self._host_terms = self._terms_of_edge_pairs(previous), self._terms_of_hosts()
+        self._edge_line_rows = self._line_rows(previous)
         self._route_sets: dict[str, list[dict]] | None = None
         self._previous_sets: dict[str, list[dict]] = {}  # route sets still right, by host
         self._coarse_before = (coarse_before if coarse_before is not None
@@ -542,6 +543,17 @@ class Plan:
         self._edge_lines = slope, offset
         terms["slope"], terms["offset"] = self._undominated_edge_lines(slope, offset, previous)
         return terms
+
+    def _line_rows(self, previous: "Plan | None") -> tuple[np.ndarray, np.ndarray]:
+        """The edge-switch pairs' window lines (slope, offset) as rows [sharing x edge-switch pairs +
+        pair, column], so that a host pair's lines are one contiguous row; previous's where its
+        lines are the same objects."""
+        slope, offset = self._edge_terms["slope"], self._edge_terms["offset"]
+        if previous is not None and previous._edge_terms["slope"] is slope and previous._edge_terms["offset"] is offset:
+            return previous._edge_line_rows
+        sharing, columns, pairs = slope.shape
+        return (np.ascontiguousarray(slope.transpose(0, 2, 1)).reshape(sharing * pairs, columns),
+                np.ascontiguousarray(offset.transpose(0, 2, 1)).reshape(sharing * pairs, columns))
 
     def _undominated_edge_lines(self, slope, offset, previous: "Plan | None"):
         """_undominated(slope, offset), computed again only for the edge-switch pairs whose
@@ -736,7 +748,10 @@ class Plan:
         the windows, as a plan before had them, where no delay moved since), only the columns
         that do not follow from delays alone: the others (_DELAY_ARRAYS) are None."""
         e, h = self._edge_terms, self._host_terms
-        sharing = self._active[src, dst].astype(np.int64)
+        n, edge_pairs = len(self.hosts), e["share"].shape[-1]
+        # Flat indices into the [sharing, ...] terms: one gather each.
+        sharing = self._active.reshape(-1)[src * n + dst].astype(np.int64)
+        line, up, down = sharing * edge_pairs + edge_pair, sharing * n + src, sharing * n + dst
         if window_rtt is None:
             rtt, spread, source, rtt_for_rto = self._round_trips(src, dst, edge_pair)
             queueing = e["queueing"][edge_pair] + h["queueing"][src] + h["queueing"][dst]
@@ -744,12 +759,14 @@ class Plan:
             rto_min_ms = formulas.rto_min_ms(min_rto, self.bounds)
         else:
             rtt, spread, source, min_rto, rto_min_ms = window_rtt, None, None, None, None
-        fair_share = np.minimum(e["share"][sharing, edge_pair],
-                                np.minimum(h["uplink_share"][sharing, src], h["downlink_share"][sharing, dst]))
-        # The window lines of the data path's switch egresses, one row each: the switch path's, the downlink.
-        slope = np.concatenate([e["slope"][sharing, :, edge_pair].T, h["downlink_slope"][sharing, dst][None]])
-        offset = np.concatenate([e["offset"][sharing, :, edge_pair].T, h["downlink_offset"][sharing, dst][None]])
-        window = formulas.max_window_bytes(slope.T, offset.T, rtt)
+        fair_share = np.minimum(e["share"].reshape(-1)[line],
+                                np.minimum(h["uplink_share"].reshape(-1)[up], h["downlink_share"].reshape(-1)[down]))
+        # The smallest window of the data path's switch egresses: the switch path's, then the downlink's.
+        window = formulas.max_window_bytes(h["downlink_slope"].reshape(-1)[down, None],
+                                           h["downlink_offset"].reshape(-1)[down, None], rtt)
+        slope, offset = self._edge_line_rows
+        if slope.shape[1]:  # else no switch path has a link: one switch
+            window = np.minimum(formulas.max_window_bytes(slope[line], offset[line], rtt), window)
         initcwnd = formulas.initcwnd_segments(formulas.initial_window_bytes(fair_share, rtt), self.bounds)
         if self.lossless is None:
             cwnd = formulas.cwnd_clamp_segments(window, self.bounds)
