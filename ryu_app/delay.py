@@ -90,6 +90,7 @@ class DelayEstimator:
         self._echo_sent = {}  # dpid -> sent_at
         self._echo_rtts = {}  # dpid -> deque of round trips
         self._samples = {}  # (src_dpid, src_port, dst_dpid, dst_port) -> deque
+        self._summaries = {}  # the same keys -> (delay_s, samples, spread_s), until the next sample
 
     # -- echo (controller <-> switch) -----------------------------------------
 
@@ -158,28 +159,40 @@ class DelayEstimator:
             self.refused["beyond_bound"] += 1
             return None
         key = (src_dpid, src_port, dst_dpid, dst_port)
-        self._samples.setdefault(key, deque(maxlen=self.window)).append(sample)
+        self.record(key, sample)
         return key
+
+    def record(self, key, sample):
+        """Keep one checked sample (seconds) of link key (src_dpid, src_port, dst_dpid, dst_port)."""
+        self._samples.setdefault(key, deque(maxlen=self.window)).append(sample)
+        self._summaries.pop(key, None)
+
+    def _summarised(self):
+        """{link key: (delay_s, samples, spread_s)} for every measured link: each link's
+        computed again only after a new sample (a plan reads every link; few have moved)."""
+        for key, samples in self._samples.items():
+            if key not in self._summaries:
+                ordered = sorted(samples)
+                low = max(0.0, ordered[0])
+                self._summaries[key] = (low, len(ordered), max(0.0, ordered[int(0.9 * (len(ordered) - 1))]) - low)
+        return self._summaries
 
     def delays(self):
         """{(src_dpid, src_port): (delay_s, samples)} for every measured link."""
-        return {key[:2]: (max(0.0, min(s)), len(s)) for key, s in self._samples.items() if s}
+        return {key[:2]: (delay_s, count) for key, (delay_s, count, _) in self._summarised().items()}
 
     def spreads(self):
         """{(src_dpid, src_port): seconds between the smallest and the 90th-percentile sample}."""
-        spread = {}
-        for key, samples in self._samples.items():
-            if samples:
-                ordered = sorted(samples)
-                spread[key[:2]] = max(0.0, ordered[int(0.9 * (len(ordered) - 1))]) - max(0.0, ordered[0])
-        return spread
+        return {key[:2]: spread for key, (_, _, spread) in self._summarised().items()}
 
     def forget_link(self, src, dst):
         """Drop the samples of a link that went away: (dpid, port) ends."""
         self._samples.pop((*src, *dst), None)
+        self._summaries.pop((*src, *dst), None)
 
     def forget_switch(self, dpid):
         """Drop the echoes and the link samples of a switch that went away."""
         self._echo_rtts.pop(dpid, None)
         self._echo_sent.pop(dpid, None)
         self._samples = {k: s for k, s in self._samples.items() if dpid not in (k[0], k[2])}
+        self._summaries = {k: s for k, s in self._summaries.items() if k in self._samples}

@@ -80,6 +80,20 @@ def test_the_spread_of_the_accepted_samples():
     assert estimator.spreads()[(1, 1)] == pytest.approx(20e-6)  # p90 of 4 samples is the 3rd: 30 - 10 us
 
 
+def test_each_read_follows_the_samples_taken_since_the_last():
+    """A link's delay and spread are computed once per new sample, and read by every plan."""
+    estimator = delay.DelayEstimator(window=3)
+    key = (1, 1, 2, 1)
+    seen = []
+    for sample in (40e-6, 30e-6, 50e-6, 90e-6, 80e-6):
+        estimator.record(key, sample)
+        seen.append((estimator.delays()[(1, 1)], estimator.spreads()[(1, 1)]))
+    assert seen == [((40e-6, 1), 0.0), ((30e-6, 2), 0.0), ((30e-6, 3), pytest.approx(10e-6)),
+                    ((30e-6, 3), pytest.approx(20e-6)), ((50e-6, 3), pytest.approx(30e-6))]
+    estimator.forget_switch(2)
+    assert estimator.delays() == {} and estimator.spreads() == {}
+
+
 def test_delay_never_below_zero_and_replays_rejected():
     estimator = delay.DelayEstimator()
     for dpid in (1, 2):

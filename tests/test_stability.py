@@ -1,8 +1,6 @@
 """Inputs that hold still (ryu_app/stability.py), and the controller core
 producing no generation under steady load while a real change still re-plans."""
 
-from collections import deque
-
 import pytest
 from controller_fakes import H1, H2, H3, arp_frame, connected_core
 from os_ken.lib.packet import arp as arp_packet
@@ -55,7 +53,8 @@ def test_steady_load_with_pauses_and_jitter_makes_no_new_generation():
             packets += 10
         core.flow_counter.update(1, [(H3[0], H2[0], packets)])
         # The control path's jitter: the probe samples of s1 -> s2 wander between 100 and 140 us.
-        core.delays._samples[(1, 1, 2, 1)] = deque([100e-6 + (second % 3) * 20e-6])
+        core.delays.forget_link((1, 1), (2, 1))
+        core.delays.record((1, 1, 2, 1), 100e-6 + (second % 3) * 20e-6)
         actions = core.replan(now)
         if actions.generation is not None:
             generations.append((second, actions.generation.number))
