@@ -437,7 +437,7 @@ def main(argv=None) -> int:
     with PartTimes() as parts:
         failure_s, failure = run.plan()
     mods = sum(1 for _, m in rerouted.sends + failure.sends if isinstance(m, ofproto_v1_3_parser.OFPFlowMod))
-    run.row("re-plan after one link failure (s)", f"{failure_s:.2f}", "",
+    run.row("re-plan after one link failure (s)", f"{failure_s:.3f}", "",
             f"target < {TARGETS['re-plan s']} s; {parts.summary(failure_s)}")
     run.row("flow mods sent for the failure", f"{mods:,}", "",
             f"only entries that changed; {len(failure.sends)} of them in the re-plan")
