@@ -171,31 +171,45 @@ def test_changes_of_a_plan_whose_route_sets_were_never_made_are_not_lost(seed):
 
 def test_lossless_quickack_follows_the_window_back_when_flows_join():
     """otcp-lossless: a receiver's route toward a sender carries quickack while that sender's window
-    toward it is one frame. h1 and 16 senders share one switch, 60 other hosts another: when 14 more
-    senders join the 2, their windows toward h1 drop to one frame, and the re-plan relabels h1's
-    routes toward them (the reverse pairs) like a full plan does."""
-    fabric = Fabric(switches=["sA", "sB"], hosts={})
-    fabric.add_link("sA", "sB", 1.25e7, 2e-5, 85000)
-    for i in range(1, 78):
-        name = f"h{i}"
-        fabric.hosts[name] = f"10.0.{0 if i <= 17 else 1}.{i}"
-        fabric.add_link(name, "sA" if i <= 17 else "sB", 1.25e7, 1e-5, 85000)
-    senders = [f"h{i}" for i in range(2, 18)]
-    fabric.flows = {(src, "h1"): 1 for src in senders[:2]}
+    toward it is one frame. h1 hangs off one switch, 20 hosts (10.0.1.0/27) off another, and 192 more
+    off six others, all joined by a core switch (the others keep most pairs out of the change). 8 of the 20 send to h1, then 16: the first 8's
+    windows go from 2 frames of 1 355 B to 1 frame of the same size. Only quickack, carried on h1's
+    routes toward them (the reverse pairs), changes there; the re-plan relabels them like a full plan."""
+    fabric = Fabric(switches=["sC", "sA", "sS"] + [f"s{j}" for j in range(2, 8)], hosts={})
+    for switch in fabric.switches[1:]:
+        fabric.add_link(switch, "sC", 1.25e7, 2e-5, 85000)
+    fabric.hosts["h1"] = "10.0.0.1"
+    fabric.add_link("h1", "sA", 1.25e7, 1e-5, 85000)
+    senders = [f"x{i}" for i in range(20)]
+    for i, name in enumerate(senders):
+        fabric.hosts[name] = f"10.0.1.{i}"
+        fabric.add_link(name, "sS", 1.25e7, 1e-5, 85000)
+    for j in range(2, 8):
+        for i in range(32):
+            fabric.hosts[f"o{j}_{i}"] = f"10.0.{j}.{i}"
+            fabric.add_link(f"o{j}_{i}", f"s{j}", 1.25e7, 1e-5, 85000)
+    fabric.flows = {(src, "h1"): 1 for src in senders[:8]}
     bounds, lossless = formulas.Bounds(), formulas.Lossless()
     before = Plan(fabric, bounds, lossless)
     before.route_sets()
     after = copy.deepcopy(fabric)
-    after.flows = {(src, "h1"): 1 for src in senders}
+    after.flows = {(src, "h1"): 1 for src in senders[:16]}
     incremental = Plan(after, bounds, lossless, previous=before)
     assert 0 < len(incremental._relabel) <= RELABEL_SHARE * len(incremental)  # the state is updated, not remade
+    assert "h1" not in incremental.coarse_hosts  # h1's set is exact: a route tells each sender apart
     assert_same(incremental, Plan(after, bounds, lossless, coarse_before=before.coarse_hosts))
+
+    def toward_h1(plan, sender):
+        pair = np.nonzero((plan.src == plan.host_index[sender]) & (plan.dst == plan.host_index["h1"]))[0][0]
+        return plan.cwnd_clamp[pair], plan.segment[pair]
 
     def quickack(plan, sender):
         return lookup(plan.route_sets()["h1"], ipaddress.ip_address(plan.fabric.hosts[sender]))["quickack"]
 
-    assert [quickack(before, s) for s in senders] == [False] * 16
-    assert [quickack(incremental, s) for s in senders] == [True] * 16
+    assert [toward_h1(before, s) for s in senders[:8]] == [(2, 1355)] * 8
+    assert [toward_h1(incremental, s) for s in senders[:8]] == [(1, 1355)] * 8
+    assert [quickack(before, s) for s in senders[:8]] == [False] * 8
+    assert [quickack(incremental, s) for s in senders[:8]] == [True] * 8
 
 
 def test_a_set_that_goes_to_the_safe_side_takes_the_changes_made_while_it_was_exact():
