@@ -985,14 +985,16 @@ class Plan:
             return [family.exact.route_counts(sources) > np.where(was_coarse, int(budget * EXACT_AGAIN_SHARE), budget)
                     for family, (_, budget, _, _, _) in zip(state.families, tries)]
 
-        if state is not None and not state.settle([sources[over] for over in over_budget(state)], tries):
+        over = over_budget(state) if state is not None else []
+        if state is not None and not state.settle([sources[is_over] for is_over in over], tries):
             state = None
         if state is None:
             labels = np.full((len(self.hosts), len(self.hosts)), -1, dtype=np.int64)
             labels[self.src, self.dst], params = _numbered(self._route_fields(np.arange(len(self.src))))
             state = _RouteState.build(labels, params, tries)
+            over = over_budget(state)
         self._route_state_kept = state
-        return state, over_budget(state)
+        return state, over
 
     def _family_tries(self) -> list[tuple[np.ndarray, int, PrefixTrie, PrefixTrie, np.ndarray]]:
         """Per address family with hosts, IPv4 first: its hosts' indices, the route budget (its
