@@ -31,6 +31,7 @@ import dataclasses
 import ipaddress
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -405,7 +406,8 @@ def run_scheme(network, scheme, buffer_bytes, progress):
         generation_before = network.controller.generation() if scheme.kind == "otcp" else None
         with measure.Probe(emulation, topo.probe, data_ips[topo.receiver], config.probe_interval_s) as probe, \
                 measure.BacklogSampler(emulation, topo.receiver, receiver_intf.buffer_device,
-                                       interval=RUN_BACKLOG_INTERVAL_S, series=True) as backlog:
+                                       interval=RUN_BACKLOG_INTERVAL_S, series=True,
+                                       switch_inputs=switch_port_indexes(topo)) as backlog:
             rounds = run_client(config, emulation, topo.receiver, servers, block, ["--rounds", str(config.rounds)],
                                 lambda done: progress.update(done, config.rounds), cc)
             rtts, sent = probe.stop()
@@ -436,7 +438,8 @@ def run_scheme(network, scheme, buffer_bytes, progress):
         retransmissions=sum(c["TcpRetransSegs"] for c in counters.values()),
         cpu_busy_pct=cpu_mean, cpu_busiest_pct=cpu_busiest, cpu_softirq_pct=cpu_parts["softirq"],
         cpu_steal_pct=cpu_parts["steal"], switch_cpu_pct=switch_busy, ce_marks=ce_marks, generations=generations,
-        **stats.queue_emptiness(backlog.series, rounds), **stats.unfinished_connections(rounds))
+        **stats.queue_emptiness(backlog.series, rounds), **stats.switch_input(backlog.series, rounds),
+        **stats.unfinished_connections(rounds))
     queues = {h: {"egress": {"sent_packets": after_queues[h].egress.sent_packets - before_queues[h].egress.sent_packets,
                              "drops": after_queues[h].egress.drops - before_queues[h].egress.drops},
                   "buffer": {"sent_packets": after_queues[h].buffer.sent_packets - before_queues[h].buffer.sent_packets,
@@ -465,6 +468,11 @@ def warm_until_flows_applied(network, servers, block, progress, cc, since):
 def switch_ports(topo):
     """(switch, interface) of every switch port that faces a host."""
     return [topo.switch_port(host) for host in topo.hosts()]
+
+
+def switch_port_indexes(topo):
+    """Root-namespace ifindexes of the switch ports that face hosts, where the userspace switch takes frames in."""
+    return [socket.if_nametoindex(interface) for _, interface in switch_ports(topo)]
 
 
 def run_client(config, emulation, receiver, servers, block, count, on_round, cc):
@@ -537,7 +545,7 @@ def summary_table(runs, ceilings):
     """The table printed at the end of a sweep (runs: RunRecords; ceilings: the summary's "ceilings")."""
     header = (f"{'scheme':<18}{'senders':>8}{'buffer':>9}{'pkt':>5}{'goodput':>8}{'%ceil':>6}{'mean':>7}{'p95':>7}"
               f"{'p99':>7}{'drops':>7}{'other':>6}{'unexpl':>7}{'peakq':>7}{'RTOs':>6}{'rtx':>7}{'cpu%':>5}{'sw%':>5}"
-              f"{'probe avg/max ms':>17}{'emptyq':>7}{'tail':>5}")
+              f"{'probe avg/max ms':>17}{'emptyq':>7}{'tail':>5}{'swin':>6}")
     lines = [header, "-" * len(header)]
     for run in runs:
         probe = (f"{run.probe_rtt_avg_ms:.2f}/{run.probe_rtt_max_ms:.2f}"
@@ -546,12 +554,13 @@ def summary_table(runs, ceilings):
         empty, empty_tail = ("-" if share is None else f"{share:.0f}%"
                              for share in (run.backlog_empty_pct, run.backlog_empty_tail_pct))
         switch = "-" if run.switch_cpu_pct is None else f"{run.switch_cpu_pct:.0f}"
+        held = "-" if run.switch_input_mean_bytes is None else f"{run.switch_input_mean_bytes / 1000:.1f}k"
         lines.append(f"{run.scheme:<18}{run.senders:>8}{run.buffer_bytes:>9}{run.packet_bytes:>5}"
                      f"{run.goodput_mbps:>8.1f}{100 * run.share_of_ceiling:>5.0f}%{run.fct_mean_ms:>7.0f}"
                      f"{run.fct_p95_ms:>7.0f}{run.fct_p99_ms:>7.0f}{run.drops:>7}"
                      f"{run.drops_other_buffers + run.sender_queue_drops:>6}{f'{run.unexplained}{flag}':>7}"
                      f"{run.peak_backlog_bytes // 1000:>6}k{run.timeouts:>6}{run.retransmissions:>7}"
-                     f"{run.cpu_busy_pct:>5.0f}{switch:>5}{probe:>17}{empty:>7}{empty_tail:>5}")
+                     f"{run.cpu_busy_pct:>5.0f}{switch:>5}{probe:>17}{empty:>7}{empty_tail:>5}{held:>6}")
     described = "; ".join(f"{c['packet_bytes']} B packets: median {c['median']:.1f} Mb/s "
                           f"({c['min']:.1f}-{c['max']:.1f}, ±{c['spread_pct']:.1f} %, {len(c['samples'])} samples)"
                           for c in ceilings)
@@ -563,5 +572,6 @@ def summary_table(runs, ceilings):
                  "hosts; cpu%: both cores' busy share during the measured rounds (/proc/stat); sw%: the switch's "
                  "forwarding thread (ovs-vswitchd's main thread), % of one core; emptyq: share of the "
                  "bottleneck's backlog samples during rounds that found its queue empty; tail: the same after each "
-                 "round's first connection had finished")
+                 "round's first connection had finished; swin: mean memory held during rounds by the switch's "
+                 "input sockets, frames the userspace switch had not yet taken in (skb truesize)")
     return "\n".join(lines)

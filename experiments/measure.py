@@ -247,13 +247,18 @@ class BacklogSampler:
     in that namespace (experiments.backlog_probe, a netlink dump every half
     millisecond). peak is the largest backlog seen: the buffer the port
     really offered; samples how many were taken; mean their mean; with
-    series, every sample as (CLOCK_MONOTONIC seconds, bytes)."""
+    series, every sample as (CLOCK_MONOTONIC seconds, bytes), and with
+    switch_inputs (root-namespace ifindexes of switch ports, which need
+    series) a third value: the bytes queued in the switch's input sockets
+    for those ports (experiments.backlog_probe --switch-inputs)."""
 
-    def __init__(self, emulation, node, device, handle=DATA_QUEUE_HANDLE, interval=0.0005, series=False):
+    def __init__(self, emulation, node, device, handle=DATA_QUEUE_HANDLE, interval=0.0005, series=False,
+                 switch_inputs=()):
         self.emulation = emulation
         self.node = node
         self.argv = [sys.executable, "-m", "experiments.backlog_probe", "--dev", device, "--handle", handle,
-                     "--interval", str(interval)] + (["--series"] if series else [])
+                     "--interval", str(interval)] + (["--series"] if series else []) \
+            + (["--switch-inputs", ",".join(str(index) for index in switch_inputs)] if switch_inputs else [])
         self.peak = 0
         self.samples = 0
         self.mean = 0.0

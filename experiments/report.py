@@ -134,6 +134,10 @@ def report(runs):
             table([r for r in these if r.get("connections_unfinished_pct") is not None],
                   lambda r: f"{r['connections_unfinished_pct']:.0f} %",
                   f"{kb}: connections still unfinished, mean share over a round's time"),
+            table([r for r in these if r.get("switch_input_mean_bytes") is not None],
+                  lambda r: f"{r['switch_input_mean_bytes'] / 1000:.1f} kB, {r['switch_input_busy_pct']:.0f} %",
+                  f"{kb}: the switch's input sockets during rounds: mean memory held (skb truesize) / share "
+                  "of samples that found frames the switch had not yet taken in"),
             table(these, cpu_use,
                   f"{kb}: CPU during the rounds, % busy: both cores (of which softirq, steal) / the switch's "
                   "forwarding thread (of one core)"),

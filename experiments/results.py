@@ -21,7 +21,8 @@ The summary's schema (issues 4 and 8)::
                                                         # measured rounds (null for static schemes)
                "backlog_empty_pct", "backlog_empty_tail_pct",  # the bottleneck's queue found empty:
                "round_tail_pct",                        # stats.queue_emptiness (null: no sample taken)
-               "connections_unfinished_pct"}],          # stats.unfinished_connections
+               "connections_unfinished_pct",            # stats.unfinished_connections
+               "switch_input_mean_bytes", "switch_input_busy_pct"}],  # stats.switch_input (null: not sampled)
      "unexplained_losses": [{"scheme", "senders", "buffer_bytes", "unexplained"}],  # runs that lost packets
                                                                                    # no counter names
      "unavailable": [{"scheme", "reason"}],   # schemes that could not run here
@@ -78,6 +79,8 @@ RUN_FIELDS = {
     "backlog_empty_tail_pct": (float, type(None)),
     "round_tail_pct": (float, type(None)),
     "connections_unfinished_pct": (float, type(None)),
+    "switch_input_mean_bytes": (float, type(None)),
+    "switch_input_busy_pct": (float, type(None)),
 }
 # May be negative: more packets delivered than sent (copies, or a packet counted at one end only).
 SIGNED_FIELDS = {"unexplained"}
@@ -126,6 +129,9 @@ class RunRecord:
     backlog_empty_tail_pct: float | None = None
     round_tail_pct: float | None = None
     connections_unfinished_pct: float | None = None  # stats.unfinished_connections (None: no round)
+    # stats.switch_input: the switch's input sockets during rounds (None: not sampled)
+    switch_input_mean_bytes: float | None = None
+    switch_input_busy_pct: float | None = None
 
     @classmethod
     def build(cls, head, rounds_summary, account, probe_summary, **rest):

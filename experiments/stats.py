@@ -64,8 +64,23 @@ def unfinished_connections(rounds):
     return {"connections_unfinished_pct": sum(shares) / len(shares) if shares else None}
 
 
+def _round_spans(rounds):
+    """Each round's (start, end, first connection's finish) in monotonic seconds, by start."""
+    return sorted((r["start_s"], r["start_s"] + r["duration_s"], r["start_s"] + min(r["flows_s"], default=0.0))
+                  for r in rounds)
+
+
+def _during_rounds(samples, spans):
+    """The samples (at, ...) taken during a round, each with whether it fell in the round's tail."""
+    starts = [start for start, _, _ in spans]
+    for sample in samples:
+        i = bisect.bisect_right(starts, sample[0]) - 1
+        if i >= 0 and sample[0] <= spans[i][1]:
+            yield sample, sample[0] > spans[i][2]
+
+
 def queue_emptiness(samples, rounds):
-    """Where a run's bottleneck queue ran dry, from backlog samples [(monotonic s, bytes)]
+    """Where a run's bottleneck queue ran dry, from backlog samples [(monotonic s, bytes, ...)]
     and the client's rounds (start_s, duration_s, flows_s: each connection's completion,
     from the round's start). A sample with no backlog is a moment the link could only send
     what had just arrived, with no standing queue to keep it busy.
@@ -76,20 +91,34 @@ def queue_emptiness(samples, rounds):
     - round_tail_pct: the median share (%) of a round's time that is its tail.
 
     A share is None where no sample fell in (a round, a tail)."""
-    spans = sorted((r["start_s"], r["start_s"] + r["duration_s"], r["start_s"] + min(r["flows_s"], default=0.0))
-                   for r in rounds)
-    starts = [start for start, _, _ in spans]
+    spans = _round_spans(rounds)
     during, tail = [], []
-    for at, backlog in samples:
-        i = bisect.bisect_right(starts, at) - 1
-        if i >= 0 and at <= spans[i][1]:
-            during.append(backlog == 0)
-            if at > spans[i][2]:
-                tail.append(backlog == 0)
+    for sample, in_tail in _during_rounds(samples, spans):
+        during.append(sample[1] == 0)
+        if in_tail:
+            tail.append(sample[1] == 0)
     tails = [100.0 * (end - first) / (end - start) for start, end, first in spans if end > start]
     return {"backlog_empty_pct": 100.0 * sum(during) / len(during) if during else None,
             "backlog_empty_tail_pct": 100.0 * sum(tail) / len(tail) if tail else None,
             "round_tail_pct": percentile(tails, 50) if tails else None}
+
+
+def switch_input(samples, rounds):
+    """What the userspace switch had not yet taken in during the rounds, from backlog samples
+    [(monotonic s, bottleneck bytes, switch input bytes)] (experiments.backlog_probe
+    --switch-inputs): frames queued in its ports' input sockets, which no qdisc counts and
+    which add to every round trip when its forwarding thread falls behind.
+
+    - switch_input_mean_bytes: their mean over the samples taken during rounds (skb truesize,
+      which counts a frame's buffer, not its bytes on the wire);
+    - switch_input_busy_pct: share (%) of those samples that found some.
+
+    None where no sample with a switch input value fell in a round."""
+    held = [sample[2] for sample, _ in _during_rounds(samples, _round_spans(rounds)) if len(sample) > 2]
+    if not held:
+        return {"switch_input_mean_bytes": None, "switch_input_busy_pct": None}
+    return {"switch_input_mean_bytes": sum(held) / len(held),
+            "switch_input_busy_pct": 100.0 * sum(1 for value in held if value) / len(held)}
 
 
 def summarize_probe(rtts_ms, sent):

@@ -47,6 +47,24 @@ def test_backlog_probe_reads_the_handle_it_is_given():
     assert backlog_probe.backlog_of(messages, 0x00200000) is None
 
 
+def test_backlog_probe_sums_the_receive_queues_of_the_switch_ports_it_is_given():
+    # /proc/net/packet as the root namespace shows it with ovs-vswitchd on three ports: its shared send
+    # socket (protocol 0, unbound) holds what waits further on and is never counted.
+    table = """sk               RefCnt Type Proto  Iface R Rmem   User   Inode
+000000002400b815 2      3    0000   0     0 93000  0      43727443
+00000000e7fea42b 3      3    0003   5872  1 2304   0      49041384
+000000009956ea83 3      3    0003   5870  1 0      0      49041385
+0000000041f89a63 3      3    0003   5869  1 4608   0      49041386
+"""
+    assert backlog_probe.switch_input_bytes(table, {5872, 5869}) == 6912
+    assert backlog_probe.switch_input_bytes(table, {5870}) == 0
+    assert backlog_probe.switch_input_bytes(table, {0}) == 0
+    assert backlog_probe.parse_ifindexes("5872,5869") == {5872, 5869}
+    for bad in ("", "5872,x", "0", "-3"):
+        with pytest.raises(ValueError, match="interface indexes"):
+            backlog_probe.parse_ifindexes(bad)
+
+
 def test_burst_datagrams_make_ip_packets_of_the_size_asked():
     assert burst.payload_size(1500) == 1472
     assert burst.payload_size(750) == 722

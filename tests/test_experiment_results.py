@@ -18,7 +18,8 @@ def a_run(**changes):
            "cpu_busy_pct": 60.0, "cpu_busiest_pct": 80.0, "cpu_softirq_pct": 12.0, "cpu_steal_pct": 0.4,
            "switch_cpu_pct": 71.0, "ce_marks": None,
            "generations": None, "backlog_empty_pct": 12.5,
-           "backlog_empty_tail_pct": 30.0, "round_tail_pct": 15.0, "connections_unfinished_pct": 83.6}
+           "backlog_empty_tail_pct": 30.0, "round_tail_pct": 15.0, "connections_unfinished_pct": 83.6,
+           "switch_input_mean_bytes": 9200.0, "switch_input_busy_pct": 94.0}
     run.update(changes)
     return run
 
@@ -199,14 +200,15 @@ def test_plots_are_written(tmp_path):
 
 
 def test_summary_table_shows_share_of_each_runs_ceiling_and_flags():
-    runs = [full_record(goodput_mbps=47.5, ceiling_mbps=95.0),
+    runs = [full_record(goodput_mbps=47.5, ceiling_mbps=95.0, switch_input_mean_bytes=9230.0),
             full_record(scheme="small-packets", packet_bytes=750, goodput_mbps=45.0, ceiling_mbps=60.0,
-                        unexplained=3)]
+                        unexplained=3, switch_input_mean_bytes=None, switch_input_busy_pct=None)]
     table = incast.summary_table(runs, results.ceiling_summary(samples(95.0) + samples(60.0, packet_bytes=750)))
     lines = table.splitlines()
     assert "50%" in lines[2] and "default" in lines[2]
     assert lines[0].split()[16] == "sw%" and lines[2].split()[16] == "71"
     assert "75%" in lines[3] and "3!" in lines[3]
+    assert lines[0].split()[-1] == "swin" and lines[2].split()[-1] == "9.2k" and lines[3].split()[-1] == "-"
     assert "1500 B packets: median 95.0" in table and "750 B packets: median 60.0" in table
 
 
@@ -320,6 +322,10 @@ def test_report_tables_and_the_dctcp_findings():
     # A summary from before a field left its table out, not a blank or an error.
     older = report.report([{k: v for k, v in run.items() if k != "connections_unfinished_pct"} for run in runs])
     assert "connections still unfinished" not in older
+    assert "had not yet taken in**\n\n| senders | default | dctcp | otcp+dctcp |" \
+        "\n|---|---|---|---|\n| 8 |  | 9.2 kB, 94 % |  |" in text
+    assert "the switch's input sockets" not in report.report(
+        [{k: v for k, v in run.items() if not k.startswith("switch_input")} for run in runs])
 
 
 def test_report_merges_sweeps_with_later_runs_replacing_earlier_ones(tmp_path):

@@ -68,6 +68,22 @@ def test_queue_emptiness_counts_samples_in_rounds_and_in_their_tails():
     assert stats.queue_emptiness([(10.01, 0)], rounds)["backlog_empty_tail_pct"] is None
 
 
+def test_switch_input_averages_what_the_switch_had_not_taken_in_during_rounds():
+    rounds = [{"start_s": 10.0, "duration_s": 0.1, "bytes": 1, "flows_s": [0.09, 0.06]}]
+    samples = [(9.9, 0, 50000),                   # before the round: not counted
+               (10.0, 0, 0), (10.05, 3000, 4600),  # in the round
+               (10.1, 0, 2300),                    # its end, included
+               (10.2, 0, 90000)]                   # after it: not counted
+    assert stats.switch_input(samples, rounds) == {"switch_input_mean_bytes": pytest.approx(6900 / 3),
+                                                   "switch_input_busy_pct": pytest.approx(200 / 3)}
+    # Samples without the switch's inputs (the probe was not asked for them), or none in a round: no figure.
+    empty = {"switch_input_mean_bytes": None, "switch_input_busy_pct": None}
+    assert stats.switch_input([(10.05, 3000)], rounds) == empty
+    assert stats.switch_input([(11.0, 0, 4600)], rounds) == empty
+    # queue_emptiness reads the same three-valued samples.
+    assert stats.queue_emptiness(samples, rounds)["backlog_empty_pct"] == pytest.approx(200 / 3)
+
+
 def test_unfinished_connections_is_the_mean_share_of_connections_still_running():
     # Round 1, 100 ms: connections done at 50 and 100 ms, so 2 running for the first half, 1 for the
     # second: 75 %. Round 2, 200 ms: all three run to the end: 100 %. Mean 87.5 %.

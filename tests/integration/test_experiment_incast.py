@@ -63,8 +63,12 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
         # IRQ_TIME_ACCOUNTING): a run of under a second can find none (once in CI).
         assert 0 <= run["cpu_softirq_pct"] <= run["cpu_busy_pct"] and 0 <= run["cpu_steal_pct"] <= run["cpu_busy_pct"]
         assert 0 <= run["peak_backlog_bytes"] <= 85000
+        # The switch's input sockets were sampled during the rounds.
+        assert run["switch_input_mean_bytes"] >= 0 and 0 <= run["switch_input_busy_pct"] <= 100
         assert run["probe_rtt_avg_ms"] is not None and 0 < run["probe_rtt_avg_ms"] <= run["probe_rtt_max_ms"]
     assert summary["unexplained_losses"] == []
+    # The readings name the switch's own ports: at line rate its forwarding thread lags at times.
+    assert any(run["switch_input_busy_pct"] > 0 for run in summary["runs"]), summary["runs"]
     dctcp = next(r for r in summary["runs"] if r["scheme"] == "dctcp")
     assert dctcp["ce_marks"] > 0
     # The backlog sampler sees the queue: 4 x 64 KB overflow 85 000 B under default. otcp-lossless may
