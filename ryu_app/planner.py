@@ -388,6 +388,11 @@ class Plan:
     unreachable: list[tuple[str, str]]  # the host pairs with no path
     _segment_toward: np.ndarray  # [a, b]: the segment of the data path from host a to host b
     _quickack_toward: np.ndarray | None  # [a, b]: whether b acknowledges a's segments at once (lossless only)
+    # otcp-lossless only (else None): per pair, its window in bytes on the wire and the segment its path
+    # alone would take; per host, the segment of the paths into it (_segments_of_receivers; 0: their own).
+    _window: np.ndarray | None = None
+    _own_segment: np.ndarray | None = None
+    _receiver_segment: np.ndarray | None = None
 
     def __init__(self, fabric, bounds=formulas.Bounds(), lossless: formulas.Lossless | None = None,
                  pacing: formulas.Pacing | None = None, previous: "Plan | None" = None,
@@ -609,14 +614,22 @@ class Plan:
         each chunk written into them as it is evaluated (no chunk outlives the next)."""
         count = len(self.src)
         columns: list[np.ndarray] = []
+        windows = np.empty(count) if self.lossless is not None else None
         for start in range(0, count, _CHUNK_PAIRS):
             end = start + _CHUNK_PAIRS
-            values = self._evaluate_pairs(self.src[start:end], self.dst[start:end], self._edge_pair[start:end])
+            *values, window = self._evaluate_pairs(self.src[start:end], self.dst[start:end],
+                                                   self._edge_pair[start:end])
             columns = columns or [np.empty(count, dtype=np.asarray(v).dtype) for v in values]
             for column, chunk in zip(columns, values):
                 column[start:end] = chunk
+            if windows is not None:
+                windows[start:end] = window
         for name in _PAIR_ARRAYS[2:]:
             setattr(self, name, columns.pop(0) if columns else np.zeros(0, dtype=np.int64))
+        if windows is not None:
+            self._window, self._own_segment = windows, self.segment
+            self._receiver_segment = self._smallest_active_segments()
+            self.segment, self.cwnd_clamp, self.initcwnd = self._segments_of_receivers(slice(None), self.initcwnd)
 
     def _finish(self, previous: "Plan | None" = None):
         """What follows from the pair arrays: per data path, the segment and (otcp-lossless) whether
@@ -682,15 +695,25 @@ class Plan:
             chosen = np.nonzero(redo)[0]
             names = _PAIR_ARRAYS[2:]
             compared = [column for column, name in enumerate(names) if not (delays_kept and name in _DELAY_ARRAYS)]
-            chunks = []  # each chunk's values, compared with previous's as it is evaluated
-            differs = np.zeros((len(names), len(chosen)), dtype=bool)
+            chunks, windows = [], []
             for start in range(0, len(chosen), _CHUNK_PAIRS):
                 k = chosen[start:start + _CHUNK_PAIRS]
-                chunks.append(self._evaluate_pairs(src[k], dst[k], edge_pair[k],
-                                                   previous.rtt_prop_s[k] if delays_kept else None))
-                for column in compared:
-                    np.not_equal(chunks[-1][column], getattr(previous, names[column])[k],
-                                 out=differs[column, start:start + len(k)])
+                *values, window = self._evaluate_pairs(src[k], dst[k], edge_pair[k],
+                                                       previous.rtt_prop_s[k] if delays_kept else None)
+                chunks.append(values)
+                windows.append(window)
+            # Per column, its values for chosen (None: a column not evaluated, kept from previous).
+            columns = [None if chunks and chunks[0][column] is None
+                       else np.concatenate([chunk[column] for chunk in chunks]) if chunks
+                       else getattr(previous, name)[:0] for column, name in enumerate(names)]
+            if self.lossless is not None:
+                chosen, columns = self._receivers_follow(previous, chosen, columns,
+                                                         np.concatenate(windows) if chunks else np.zeros(0))
+            differs = np.zeros((len(names), len(chosen)), dtype=bool)
+            for column in compared:
+                evaluated = columns[column]
+                assert evaluated is not None  # a compared column is one _evaluate_pairs gave
+                np.not_equal(evaluated, getattr(previous, names[column])[chosen], out=differs[column])
             changed_among = np.zeros(len(chosen), dtype=bool)
             for column, name in enumerate(names):
                 before = getattr(previous, name)
@@ -698,7 +721,7 @@ class Plan:
                     setattr(self, name, before)
                     continue
                 array = before.copy()
-                array[chosen] = np.concatenate([chunk[column] for chunk in chunks])
+                array[chosen] = columns[column]
                 setattr(self, name, array)
                 if name in _ROUTE_FIELDS:
                     changed_among |= differs[column]
@@ -778,7 +801,51 @@ class Plan:
         pacing = (np.zeros(len(src), dtype=np.int64) if self.pacing is None
                   else formulas.pacing_rate_bytes_per_s(fair_share, self.pacing))
         return (min_rto, rto_min_ms, initcwnd, cwnd, segment, pacing, None if window_rtt is not None else rtt,
-                spread, source)
+                spread, source, None if self.lossless is None else window)
+
+    def _smallest_active_segments(self):
+        """otcp-lossless: per host, the smallest segment its active pairs' paths into it would take
+        alone; 0 for a host nothing sends to."""
+        n = len(self.hosts)
+        senders, receivers = np.nonzero(self._active)
+        smallest = np.full(n, np.iinfo(np.int64).max)
+        if len(senders):
+            pairs = np.searchsorted(self.src * n + self.dst, senders * n + receivers)  # active pairs have paths
+            np.minimum.at(smallest, receivers, self._own_segment[pairs])
+        return np.where(smallest == np.iinfo(np.int64).max, 0, smallest)
+
+    def _segments_of_receivers(self, pairs, initcwnd):
+        """otcp-lossless: the (segment, cwnd_clamp, initcwnd) of pairs (initcwnd as _evaluate_pairs
+        gives it). A host's aggregated route toward many senders carries one advmss, the smallest:
+        counted in frames of its own path's segment, a sender's clamp would hold fewer bytes than
+        its window. So every path into a host with active pairs takes the smallest segment of those,
+        and counts its window in frames of it; a host nothing sends to leaves each its own."""
+        receiver = self._receiver_segment[self.dst[pairs]]
+        segment = np.where(receiver > 0, receiver, self._own_segment[pairs])
+        cwnd = formulas.lossless_cwnd_segments(self._window[pairs], segment, self.bounds)
+        # Where the window is unbounded the clamp stays 0 and initcwnd the published one.
+        return segment, cwnd, formulas.lossless_initcwnd_segments(cwnd, initcwnd, self.bounds)
+
+    def _receivers_follow(self, previous, chosen, columns, window):
+        """otcp-lossless, in an incremental plan: the chosen pairs' columns (as evaluated, with their
+        windows) under _segments_of_receivers, and chosen grown by the pairs into every host whose
+        segment moved (with previous's columns, but for segment, clamp and initcwnd)."""
+        names = _PAIR_ARRAYS[2:]
+        segment_at, cwnd_at, initcwnd_at = (names.index(name) for name in ("segment", "cwnd_clamp", "initcwnd"))
+        self._own_segment, self._window = previous._own_segment.copy(), previous._window.copy()
+        self._own_segment[chosen], self._window[chosen] = columns[segment_at], window
+        self._receiver_segment = self._smallest_active_segments()
+        moved = self._receiver_segment != previous._receiver_segment
+        if moved.any():
+            extra = np.setdiff1d(np.nonzero(moved[self.dst])[0], chosen, assume_unique=True)
+            merged = np.concatenate([chosen, extra])
+            order = np.argsort(merged, kind="stable")
+            chosen = merged[order]
+            columns = [None if values is None else np.concatenate([values, getattr(previous, name)[extra]])[order]
+                       for values, name in zip(columns, names)]
+        columns[segment_at], columns[cwnd_at], columns[initcwnd_at] = self._segments_of_receivers(
+            chosen, columns[initcwnd_at])
+        return chosen, columns
 
     def _round_trips(self, src, dst, edge_pair):
         """RTT_prop for the windows, its spread and source, and the RTT for minRTO, per pair.

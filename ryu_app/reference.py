@@ -80,7 +80,28 @@ class ReferencePlanner:
         )
 
     def lossless_pair(self, src, dst):
-        """(initcwnd, cwnd_clamp, segment_bytes) by the otcp-lossless formulas, or None if no path."""
+        """(initcwnd, cwnd_clamp, segment_bytes) by the otcp-lossless formulas, or None if no path.
+        Where dst has active senders, the segment is the smallest their paths would take alone;
+        else the path's own: the largest whose whole frames fill its window."""
+        own = self._lossless_window_and_segment(src, dst)
+        if own is None:
+            return None
+        window, segment = own
+        if window is None:
+            published_initcwnd = self.pair(src, dst)[2]
+            return published_initcwnd, 0, segment
+        active = [self._lossless_window_and_segment(sender, dst)[1]
+                  for (sender, receiver), count in self.fabric.flows.items()
+                  if receiver == dst and count > 0 and sender != dst and self._links_of(sender, dst) is not None]
+        segment = min(active, default=segment)
+        frames = math.floor(window / (segment + formulas.FRAME_OVERHEAD_BYTES) + 1e-9)
+        cwnd = max(self.bounds.cwnd_low, min(self.bounds.cwnd_high, frames))
+        initcwnd = max(self.bounds.initcwnd_low, min(self.bounds.initcwnd_high, cwnd))
+        return initcwnd, cwnd, segment
+
+    def _lossless_window_and_segment(self, src, dst):
+        """The otcp-lossless window of the path src -> dst in bytes on the wire (None: no switch
+        egress, unbounded) and the segment that path alone would take; None if no path."""
         found = self._links_of(src, dst)
         if found is None:
             return None
@@ -95,16 +116,11 @@ class ReferencePlanner:
             windows.append((facts[link].capacity_bytes_per_s * rtt + target) / sharing)
         mss = self.bounds.mss_bytes
         if not windows:
-            published_initcwnd = self.pair(src, dst)[2]
-            return published_initcwnd, 0, mss
+            return None, mss
         window = min(windows)
         overhead = formulas.FRAME_OVERHEAD_BYTES
         frames = min(self.bounds.cwnd_high, max(1, math.ceil(window / (mss + overhead) - 1e-9)))
-        segment = max(self.lossless.mss_floor_bytes, min(mss, math.floor(window / frames + 1e-9) - overhead))
-        frames = math.floor(window / (segment + overhead) + 1e-9)
-        cwnd = max(self.bounds.cwnd_low, min(self.bounds.cwnd_high, frames))
-        initcwnd = max(self.bounds.initcwnd_low, min(self.bounds.initcwnd_high, cwnd))
-        return initcwnd, cwnd, segment
+        return window, max(self.lossless.mss_floor_bytes, min(mss, math.floor(window / frames + 1e-9) - overhead))
 
     def lossless_quickack(self, host, peer):
         """otcp-lossless: whether host's route toward peer carries quickack: where the window of

@@ -8,6 +8,7 @@ from helpers import star
 
 from ryu_app import formulas, inventory
 from ryu_app.planner import Plan
+from ryu_app.rtt import PairRtt
 
 
 def plan_of(document):
@@ -179,6 +180,34 @@ def test_lossless_16_senders_shrink_the_segment_to_fit_one_frame_each():
     # h2's route toward h1 sets what h1 sends to h2, a path no other flow shares: window 22 500 B is
     # 14.9 full frames, so 15 frames of 1500 B: segment 1434 B, advmss 1446.
     assert next(r for r in plan.routes_for("h2") if r["dst"] == "10.0.0.1/32")["advmss"] == 1446
+
+
+def test_lossless_senders_to_one_receiver_share_its_segment_and_count_frames_of_it():
+    # h2 and h3 send to h1, h4 is idle; links of 375 us make a round trip of 1.5 ms, except where
+    # h2's host measured 4 us. Queue target 85000 x 0.0352 = 2992 B; N = 2 on h1's downlink (3 for h4).
+    # h2: window (12.5e6 x 4e-6 + 2992) / 2 = 1521 B, just over one full frame: 2 frames of 760 B, segment 694 B.
+    # h3: window (12.5e6 x 1.5e-3 + 2992) / 2 = 10871 B, 7.2 full frames: alone, 8 frames of 1358 B.
+    # h4: window (18750 + 2992) / 3 = 7247 B: alone, 5 frames of 1449 B.
+    document = star(3, delay_us=375)
+    document["flows"] = [{"src": "h2", "dst": "h1"}, {"src": "h3", "dst": "h1"}]
+    inv = inventory.parse(document)
+    fabric = inv.fabric()
+    fabric.host_rtts[("h2", "h1")] = fabric.host_rtts[("h1", "h2")] = PairRtt(4e-6, 4e-6, "tcp")
+    plan = Plan(fabric, formulas.Bounds(mss_bytes=inv.mss_bytes), formulas.Lossless(0.0352, 256))
+
+    def segment_and_clamp(src, dst):
+        return pair(plan, src, dst)["segment_bytes"], pair(plan, src, dst)["cwnd_clamp"]
+
+    # h1 advertises one segment, the smallest its senders need (one aggregated route carries no
+    # other), and every clamp counts frames of it: h3 has 10871 / 760 = 14 frames, 10 640 B. Counted in
+    # its own 1 292 B segment it would be 8 frames, only 6 080 B once it sends 694 B segments.
+    assert segment_and_clamp("h2", "h1") == (694, 2)
+    assert segment_and_clamp("h3", "h1") == (694, 14) and pair(plan, "h3", "h1")["initcwnd"] == 14
+    assert segment_and_clamp("h4", "h1") == (694, 9)  # idle: 7247 / 760 frames
+    assert {r["advmss"] for r in plan.routes_for("h1")} == {694 + 12}
+    # Nothing sends to h2: each path into it keeps its own segment. h3's window there is
+    # (18750 + 2992) / 1 = 21742 B, 14.4 full frames: 15 frames of 1449 B, segment 1383 B.
+    assert segment_and_clamp("h3", "h2") == (1383, 15)
 
 
 def test_lossless_4_senders_send_their_whole_share_at_once():
