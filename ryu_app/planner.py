@@ -432,6 +432,7 @@ class Plan:
         self._build_host_link_tables()
         self._host_rtts()
         self._count_flows()
+        self._receiver_rtt = self._smallest_active_round_trips()
         self._edge_terms, self._host_terms = self._terms_of_edge_pairs(previous), self._terms_of_hosts()
         self._edge_line_rows = self._line_rows(previous)
         self._route_sets: dict[str, list[dict]] | None = None
@@ -482,6 +483,14 @@ class Plan:
             if a in self.host_index and b in self.host_index:
                 self._rtt_low[self.host_index[a], self.host_index[b]] = rtt.low_s
                 self._rtt_high[self.host_index[a], self.host_index[b]] = rtt.high_s
+
+    def _smallest_active_round_trips(self):
+        """otcp-lossless: per host, the smallest minimum the hosts measured on the paths of its
+        active pairs into it (NaN where none); None without lossless or measurements."""
+        if self.lossless is None or self._rtt_low is None:
+            return None
+        smallest = np.where(self._active & ~np.isnan(self._rtt_low), self._rtt_low, np.inf).min(axis=0)
+        return np.where(np.isfinite(smallest), smallest, np.nan)
 
     def _count_flows(self):
         """F_l: active flows whose data path contains each link."""
@@ -679,8 +688,11 @@ class Plan:
         for cells in (self._active != previous._active, *measured):
             if cells is not None and cells.any():  # (source, destination) matrices
                 redo |= cells[src, dst]
+        receivers_moved = _differs(self._receiver_rtt, previous._receiver_rtt)  # per destination host
+        if receivers_moved is not None:
+            redo |= receivers_moved[dst]
         # Where no delay moved (flows moved, say), every pair keeps what follows from delays alone.
-        delays_kept = (all(cells is None for cells in measured)
+        delays_kept = (all(cells is None for cells in measured) and receivers_moved is None
                        and not _changed_terms(self._edge_terms, previous._edge_terms, _DELAY_TERMS).any()
                        and not _changed_terms(self._host_terms, previous._host_terms, _DELAY_TERMS).any())
         self.src, self.dst, self._edge_pair = src, dst, edge_pair
@@ -855,6 +867,12 @@ class Plan:
         minimum, or the links' sum where it is smaller and no link's delay is
         a default); minRTO shrinks
         with it, so it takes the top of the estimate (plus the spread).
+
+        otcp-lossless: a measured pair's window takes the smallest minimum
+        measured on any active pair's path into its destination, where that
+        is smaller than its own. Each is an upper bound of the round trip into
+        the host (a sender measures the queue its neighbours built too), and
+        the paths into one host share its downlink: so they get alike windows.
         """
         e, h = self._edge_terms, self._host_terms
         rtt = e["delay"][edge_pair] + h["delay"][src] + h["delay"][dst]
@@ -864,6 +882,8 @@ class Plan:
             return rtt, spread, source, rtt + spread
         low, high = self._rtt_low[src, dst], self._rtt_high[src, dst]
         measured = ~np.isnan(low)
+        if self._receiver_rtt is not None:
+            low = np.where(measured, np.fmin(low, self._receiver_rtt[dst]), low)
         # Where every link's delay is known (measured or declared), both are upper
         # bounds of the propagation round trip (a loaded host measures its queues
         # too), so the windows take the smaller: pairs sharing a bottleneck then

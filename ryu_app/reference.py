@@ -43,6 +43,22 @@ class ReferencePlanner:
             return (min(measured.low_s, rtt) if known else measured.low_s), measured.high_s
         return rtt, rtt + sum(facts[link].delay_spread_s for link in round_trip)
 
+    def lossless_round_trip(self, src, dst, round_trip):
+        """otcp-lossless: the RTT for the windows. A pair the hosts measured takes the smallest
+        minimum they measured on it or on the path of any active pair into dst (then the links'
+        sum if smaller and none of them is a default); any other pair, as round_trip gives it."""
+        own = self.fabric.host_rtts.get((src, dst))
+        if own is None:
+            return self.round_trip(src, dst, round_trip)[0]
+        lows = [own.low_s] + [
+            self.fabric.host_rtts[(sender, dst)].low_s for (sender, receiver), count in self.fabric.flows.items()
+            if receiver == dst and count > 0 and sender != dst and (sender, dst) in self.fabric.host_rtts
+            and self.host_path(sender, dst) is not None]
+        facts = self.fabric.links
+        rtt = sum(facts[link].delay_s for link in round_trip)
+        known = all(facts[link].delay_source in ("inventory", "measured") for link in round_trip)
+        return min(*lows, rtt) if known else min(lows)
+
     def _links_of(self, src, dst):
         """(forward links, round-trip links, the RTT for windows, the RTT for minRTO), or None if no path."""
         path = self.host_path(src, dst)
@@ -105,7 +121,8 @@ class ReferencePlanner:
         found = self._links_of(src, dst)
         if found is None:
             return None
-        forward, _, rtt, _ = found
+        forward, round_trip, _, _ = found
+        rtt = self.lossless_round_trip(src, dst, round_trip)
         facts = self.fabric.links
         windows = []
         for link in forward:

@@ -210,6 +210,32 @@ def test_lossless_senders_to_one_receiver_share_its_segment_and_count_frames_of_
     assert segment_and_clamp("h3", "h2") == (1383, 15)
 
 
+def test_lossless_pairs_into_a_host_take_the_smallest_round_trip_measured_on_its_active_pairs():
+    # h2 and h3 send to h1, h4 is idle. The links' delays are defaults, so the hosts' minimums count:
+    # 1.0 ms on h2's path, 3.0 ms on h3's, 0.4 ms on h4's. Both are upper bounds of the round trip into
+    # h1, so the active pairs' windows take the smaller: (12.5e6 x 1e-3 + 21250) / 2 = 16875 B each,
+    # 12 frames of 1406 B (segment 1340 B). Per pair, h3's would have been (37500 + 21250) / 2 = 29375 B.
+    # h4's own 0.4 ms is smaller still: (5000 + 21250) / 3 = 8750 B, 6 frames of h1's 1406 B.
+    document = star(3, delay_us=375)
+    document["flows"] = [{"src": "h2", "dst": "h1"}, {"src": "h3", "dst": "h1"}]
+    inv = inventory.parse(document)
+    fabric = inv.fabric()
+    for link, facts in fabric.links.items():
+        fabric.links[link] = facts._replace(delay_source="default")
+    for host, low in (("h2", 1e-3), ("h3", 3e-3), ("h4", 0.4e-3)):
+        fabric.host_rtts[(host, "h1")] = fabric.host_rtts[("h1", host)] = PairRtt(low, low + 0.5e-3, "tcp")
+    plan = Plan(fabric, formulas.Bounds(mss_bytes=inv.mss_bytes), formulas.Lossless(0.25, 256))
+    fields = ("rtt_prop_us", "segment_bytes", "cwnd_clamp", "initcwnd")
+    assert [pair(plan, "h2", "h1")[f] for f in fields] == [1000, 1340, 12, 12]
+    assert [pair(plan, "h3", "h1")[f] for f in fields] == [1000, 1340, 12, 12]
+    assert [pair(plan, "h4", "h1")[f] for f in fields] == [400, 1340, 6, 6]
+    # minRTO still takes each pair's own top: h3's is 2 ms above h2's.
+    assert pair(plan, "h3", "h1")["min_rto_us"] - pair(plan, "h2", "h1")["min_rto_us"] == pytest.approx(2000)
+    # The published formulas keep each pair's own round trip.
+    published = Plan(fabric, formulas.Bounds(mss_bytes=inv.mss_bytes))
+    assert [pair(published, h, "h1")["rtt_prop_us"] for h in ("h2", "h3", "h4")] == [1000, 3000, 400]
+
+
 def test_lossless_4_senders_send_their_whole_share_at_once():
     # window = 22500 / 4 = 5625 B: 3.7 full frames of 1448 + 66 = 1514 B, so 4 frames of 5625 / 4 = 1406 B:
     # segment 1406 - 66 = 1340 B fills 5624 B of it (3 full frames would leave 1083 B unused).

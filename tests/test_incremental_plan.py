@@ -169,6 +169,39 @@ def test_changes_of_a_plan_whose_route_sets_were_never_made_are_not_lost(seed):
     assert third.route_sets() != first.route_sets()
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_lossless_windows_follow_the_smallest_round_trip_into_a_host(seed):
+    """otcp-lossless: the measured pairs into a host take the smallest minimum measured on its active
+    pairs' paths. When that one falls, or a flow joins whose path measured less, every measured pair
+    into the host changes, though only one pair's own measurement or flow did."""
+    rng = random.Random(300 + seed)
+    fabric = random_fabric(rng, hosts=30, switches=8, ipv6=seed % 2 == 1)
+    for link, facts in fabric.links.items():  # links of default delays: the hosts' measurements count
+        fabric.links[link] = facts._replace(delay_source="default")
+    hosts = sorted(fabric.hosts)
+    receiver, *senders = rng.sample(hosts, 9)
+    lows = [rng.uniform(2e-3, 8e-3) for _ in senders]
+    for sender, low in zip(senders, lows):
+        fabric.host_rtts[(sender, receiver)] = fabric.host_rtts[(receiver, sender)] = PairRtt(low, low + 1e-3, "tcp")
+    fabric.flows = {(sender, receiver): 1 for sender in senders[:5]}
+    lossless = formulas.Lossless()
+    before = Plan(fabric, formulas.Bounds(), lossless)
+    before.route_sets()
+    after = copy.deepcopy(fabric)
+    if seed % 2:  # the smallest active minimum falls
+        fastest = min(senders[:5], key=lambda sender: after.host_rtts[(sender, receiver)].low_s)
+        after.host_rtts[(fastest, receiver)] = PairRtt(1e-3, 2e-3, "tcp")
+    else:  # an idle pair whose path measured less than any active one starts a flow
+        after.host_rtts[(senders[5], receiver)] = PairRtt(1e-3, 2e-3, "tcp")
+        after.flows = {**after.flows, (senders[5], receiver): 1}
+    incremental = Plan(after, formulas.Bounds(), lossless, previous=before)
+    assert_same(incremental, Plan(after, formulas.Bounds(), lossless, coarse_before=before.coarse_hosts))
+    into = [np.nonzero((incremental.src == incremental.host_index[s])
+                       & (incremental.dst == incremental.host_index[receiver]))[0][0] for s in senders]
+    assert np.allclose(incremental.rtt_prop_s[into], 1e-3)
+    assert np.all(before.rtt_prop_s[into] > 1e-3)
+
+
 def test_lossless_quickack_follows_the_window_back_when_flows_join():
     """otcp-lossless: a receiver's route toward a sender carries quickack while that sender's window
     toward it is one frame. h1 hangs off one switch, 20 hosts (10.0.1.0/27) off another, and 192 more

@@ -150,10 +150,13 @@ def test_planner_matches_reference_with_host_measured_round_trips(seed):
         expected = reference.pair(src, dst)
         assert record["min_rto_us"] == pytest.approx(expected[0] * 1e6, abs=1e-3)
         if (src, dst) in fabric.host_rtts:
-            # The windows take the smaller of the hosts' minimum and the links' sum.
-            window_rtt = reference.round_trip(src, dst, reference._links_of(src, dst)[1])[0]
-            host_low = fabric.host_rtts[(src, dst)].low_s
-            assert record["rtt_source"] == ("host" if host_low == window_rtt else record["rtt_source"])
+            # The windows take the smaller of the hosts' minimum and the links' sum; otcp-lossless's,
+            # the smallest of those measured on the pair and on the active pairs into its destination.
+            round_trip = reference._links_of(src, dst)[1]
+            window_rtt = (reference.round_trip(src, dst, round_trip)[0] if lossless is None
+                          else reference.lossless_round_trip(src, dst, round_trip))
+            host_lows = {rtt.low_s for rtt in fabric.host_rtts.values()}
+            assert record["rtt_source"] == ("host" if window_rtt in host_lows else record["rtt_source"])
             assert record["rtt_prop_us"] == pytest.approx(window_rtt * 1e6, abs=1e-3)
         if lossless is None:
             assert (record["rto_min_ms"], record["initcwnd"], record["cwnd_clamp"] or 0) == expected[1:]
