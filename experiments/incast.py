@@ -387,11 +387,14 @@ def run_scheme(network, scheme, buffer_bytes, progress):
         # for an hour: flushed so no scheme inherits another's.
         flush_tcp_metrics(emulation, hosts)
         since = network.controller.generation() if scheme.kind == "otcp" else None
-        if config.warmup_seconds:
-            run_client(config, emulation, topo.receiver, servers, block, ["--seconds", str(config.warmup_seconds)],
-                       lambda done: progress.update(0, config.rounds), cc)
-        if scheme.kind == "otcp":
-            warm_until_flows_applied(network, servers, block, progress, cc, since)
+        # The probe pings through the warm-up too: the controller counts its flow before the measured
+        # rounds, as the senders', instead of planning again when the measuring probe starts.
+        with measure.Probe(emulation, topo.probe, data_ips[topo.receiver], config.probe_interval_s):
+            if config.warmup_seconds:
+                run_client(config, emulation, topo.receiver, servers, block, ["--seconds", str(config.warmup_seconds)],
+                           lambda done: progress.update(0, config.rounds), cc)
+            if scheme.kind == "otcp":
+                warm_until_flows_applied(network, servers, block, progress, cc, since)
         receiver_intf = emulation.host(topo.receiver).defaultIntf()
         interfaces = switch_ports(topo) + [(h, schemes.data_interface(emulation, h)) for h in hosts] \
             + [(h, emulation.host(h).defaultIntf().buffer_device) for h in hosts]
@@ -452,12 +455,12 @@ def run_scheme(network, scheme, buffer_bytes, progress):
 
 def warm_until_flows_applied(network, servers, block, progress, cc, since):
     """More warm-up rounds until the agents hold parameters the controller
-    computed, after generation since, with every sender's flow to the receiver active
-    and its round trip measured by the hosts."""
+    computed, after generation since, with every sender's flow to the receiver
+    and the probe's active, and the senders' round trips measured by the hosts."""
     config, topo = network.config, network.topo
-    pairs = [(sender, topo.receiver) for sender in topo.senders]
+    senders = [(sender, topo.receiver) for sender in topo.senders]
     deadline = time.monotonic() + config.agent_timeout_s
-    while not network.controller.flows_applied(pairs, since, measured=True):
+    while not network.controller.flows_applied([*senders, (topo.probe, topo.receiver)], since, measured=senders):
         if time.monotonic() > deadline:
             raise RunError(f"the agents did not get parameters for the senders' flows, planned with the round "
                            f"trips the hosts measured, within {config.agent_timeout_s:.0f} s of warm-up")

@@ -109,13 +109,13 @@ class Controller:
         """The newest generation the controller made."""
         return self.status()["generation"]
 
-    def flows_applied(self, pairs, since, active=True, measured=False):
+    def flows_applied(self, pairs, since, active=True, measured=()):
         """Whether the agents hold parameters computed with every (source host,
         destination host) of pairs active (with none of them, if not active):
         what a run waits for after its warm-up, so that its measured rounds
         see the parameters for their flows (the controller counts flows from
         the switches' statistics, polled and re-planned every few seconds).
-        With measured, that generation must also have planned every pair with
+        That generation must also have planned every pair of measured with
         the round trip its hosts measured (rtt_source "host"), as a long-running
         deployment does, not with the per-link defaults its agents start from.
 
@@ -149,7 +149,7 @@ class Controller:
             if measured:
                 planned = {(src, dst) for src, dst in db.execute(
                     "SELECT src, dst FROM parameters WHERE generation = ? AND rtt_source = 'host'", (held,))}
-                return wanted <= planned
+                return set(measured) <= planned
         return True
 
     def use(self, formulas, pacing=False):

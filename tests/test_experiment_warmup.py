@@ -40,22 +40,29 @@ def test_a_run_waits_for_the_round_trips_the_hosts_measured_when_asked(tmp_path)
     controller = controller_with(tmp_path, {1: [("h2", "h1", 0, "default"), ("h3", "h1", 0, "default")],
                                             2: defaults})
     assert controller.flows_applied(PAIRS, since=1)
-    assert not controller.flows_applied(PAIRS, since=1, measured=True)
+    assert not controller.flows_applied(PAIRS, since=1, measured=PAIRS)
     (tmp_path / "controller.db").unlink()
     one_measured = [("h2", "h1", 1, "host"), ("h3", "h1", 1, "default")]
-    assert not controller_with(tmp_path, {2: one_measured}).flows_applied(PAIRS, since=1, measured=True)
+    assert not controller_with(tmp_path, {2: one_measured}).flows_applied(PAIRS, since=1, measured=PAIRS)
     (tmp_path / "controller.db").unlink()
     both = [("h2", "h1", 1, "host"), ("h3", "h1", 1, "host")]
-    assert controller_with(tmp_path, {2: both}).flows_applied(PAIRS, since=1, measured=True)
+    assert controller_with(tmp_path, {2: both}).flows_applied(PAIRS, since=1, measured=PAIRS)
+    # The probe's flow must be counted too, but its pair carries no TCP for the hosts to measure.
+    (tmp_path / "controller.db").unlink()
+    probed = controller_with(tmp_path, {2: [*both, ("h4", "h1", 1, "default")]})
+    assert probed.flows_applied([*PAIRS, ("h4", "h1")], since=1, measured=PAIRS)
+    assert not probed.flows_applied([*PAIRS, ("h4", "h1")], since=1, measured=[*PAIRS, ("h4", "h1")])
+    (tmp_path / "controller.db").unlink()
+    assert not controller_with(tmp_path, {2: both}).flows_applied([*PAIRS, ("h4", "h1")], since=1, measured=PAIRS)
 
 
 def test_the_measured_generation_must_be_acknowledged_too(tmp_path):
     both = [("h2", "h1", 1, "host"), ("h3", "h1", 1, "host")]
     controller = controller_with(tmp_path, {2: [("h2", "h1", 1, "default"), ("h3", "h1", 1, "default")], 3: both},
                                  acknowledged=2)
-    assert not controller.flows_applied(PAIRS, since=2, measured=True)
+    assert not controller.flows_applied(PAIRS, since=2, measured=PAIRS)
     (tmp_path / "controller.db").unlink()
-    assert controller_with(tmp_path, {2: both, 3: both}, acknowledged=3).flows_applied(PAIRS, since=2, measured=True)
+    assert controller_with(tmp_path, {2: both, 3: both}, acknowledged=3).flows_applied(PAIRS, since=2, measured=PAIRS)
 
 
 def test_an_older_matching_generation_every_agent_holds_counts_while_a_newer_one_is_on_its_way(tmp_path):
@@ -63,11 +70,11 @@ def test_an_older_matching_generation_every_agent_holds_counts_while_a_newer_one
     matching one is seldom acknowledged by every agent yet, the one before it is."""
     both = [("h2", "h1", 1, "host"), ("h3", "h1", 1, "host")]
     assert controller_with(tmp_path, {2: both, 3: both}, acknowledged=2).flows_applied(PAIRS, since=2,
-                                                                                        measured=True)
+                                                                                        measured=PAIRS)
     (tmp_path / "controller.db").unlink()
     # What every agent holds was planned on the defaults: not yet, however the newer one was planned.
     older_default = {2: [("h2", "h1", 1, "default"), ("h3", "h1", 1, "host")], 3: both}
-    assert not controller_with(tmp_path, older_default, acknowledged=2).flows_applied(PAIRS, since=2, measured=True)
+    assert not controller_with(tmp_path, older_default, acknowledged=2).flows_applied(PAIRS, since=2, measured=PAIRS)
     (tmp_path / "controller.db").unlink()
     # No matching generation any agent set holds yet.
     assert not controller_with(tmp_path, {2: [("h2", "h1", 0, "host")], 3: both},
