@@ -873,6 +873,8 @@ class Plan:
         is smaller than its own. Each is an upper bound of the round trip into
         the host (a sender measures the queue its neighbours built too), and
         the paths into one host share its downlink: so they get alike windows.
+        An unmeasured pair whose links' delays are defaults takes it too: a
+        measurement of the host's downlink beats a guess.
         """
         e, h = self._edge_terms, self._host_terms
         rtt = e["delay"][edge_pair] + h["delay"][src] + h["delay"][dst]
@@ -882,14 +884,15 @@ class Plan:
             return rtt, spread, source, rtt + spread
         low, high = self._rtt_low[src, dst], self._rtt_high[src, dst]
         measured = ~np.isnan(low)
+        known = source <= KNOWN
         if self._receiver_rtt is not None:
-            low = np.where(measured, np.fmin(low, self._receiver_rtt[dst]), low)
+            into = self._receiver_rtt[dst]
+            low = np.where(measured, np.fmin(low, into), np.where(known, low, into))
         # Where every link's delay is known (measured or declared), both are upper
         # bounds of the propagation round trip (a loaded host measures its queues
         # too), so the windows take the smaller: pairs sharing a bottleneck then
         # get alike windows, whichever of them a host measured busy.
-        known = source <= KNOWN
-        host = measured & ~(known & (rtt <= low))
+        host = ~np.isnan(low) & ~(known & (rtt <= low))
         window_rtt = np.where(host, low, rtt)
         return (window_rtt, np.where(measured, high - window_rtt, spread), np.where(host, HOST, source),
                 np.where(measured, high, rtt + spread))

@@ -44,19 +44,21 @@ class ReferencePlanner:
         return rtt, rtt + sum(facts[link].delay_spread_s for link in round_trip)
 
     def lossless_round_trip(self, src, dst, round_trip):
-        """otcp-lossless: the RTT for the windows. A pair the hosts measured takes the smallest
-        minimum they measured on it or on the path of any active pair into dst (then the links'
-        sum if smaller and none of them is a default); any other pair, as round_trip gives it."""
-        own = self.fabric.host_rtts.get((src, dst))
-        if own is None:
-            return self.round_trip(src, dst, round_trip)[0]
-        lows = [own.low_s] + [
-            self.fabric.host_rtts[(sender, dst)].low_s for (sender, receiver), count in self.fabric.flows.items()
-            if receiver == dst and count > 0 and sender != dst and (sender, dst) in self.fabric.host_rtts
-            and self.host_path(sender, dst) is not None]
+        """otcp-lossless: the RTT for the windows: the smallest of the minimums the hosts measured
+        on the pair and on the path of any active pair into dst (then the links' sum if smaller and
+        none of them is a default). A pair not measured itself takes them only where some link's
+        delay is a default; else, and where there are none, as round_trip gives it."""
         facts = self.fabric.links
         rtt = sum(facts[link].delay_s for link in round_trip)
         known = all(facts[link].delay_source in ("inventory", "measured") for link in round_trip)
+        own = self.fabric.host_rtts.get((src, dst))
+        lows = [self.fabric.host_rtts[(sender, dst)].low_s for (sender, receiver), count in self.fabric.flows.items()
+                if receiver == dst and count > 0 and sender != dst and (sender, dst) in self.fabric.host_rtts
+                and self.host_path(sender, dst) is not None]
+        if own is not None:
+            lows.append(own.low_s)
+        elif known or not lows:
+            return self.round_trip(src, dst, round_trip)[0]
         return min(*lows, rtt) if known else min(lows)
 
     def _links_of(self, src, dst):

@@ -215,8 +215,10 @@ def test_lossless_pairs_into_a_host_take_the_smallest_round_trip_measured_on_its
     # 1.0 ms on h2's path, 3.0 ms on h3's, 0.4 ms on h4's. Both are upper bounds of the round trip into
     # h1, so the active pairs' windows take the smaller: (12.5e6 x 1e-3 + 21250) / 2 = 16875 B each,
     # 12 frames of 1406 B (segment 1340 B). Per pair, h3's would have been (37500 + 21250) / 2 = 29375 B.
-    # h4's own 0.4 ms is smaller still: (5000 + 21250) / 3 = 8750 B, 6 frames of h1's 1406 B.
-    document = star(3, delay_us=375)
+    # h4's own 0.4 ms is smaller still: (5000 + 21250) / 3 = 8750 B, 6 frames of h1's 1406 B. Nothing
+    # measured h5's path, and its links' delays are guesses: it takes 1.0 ms too, (12500 + 21250) / 3 =
+    # 11250 B, 8 frames.
+    document = star(4, delay_us=375)
     document["flows"] = [{"src": "h2", "dst": "h1"}, {"src": "h3", "dst": "h1"}]
     inv = inventory.parse(document)
     fabric = inv.fabric()
@@ -229,6 +231,8 @@ def test_lossless_pairs_into_a_host_take_the_smallest_round_trip_measured_on_its
     assert [pair(plan, "h2", "h1")[f] for f in fields] == [1000, 1340, 12, 12]
     assert [pair(plan, "h3", "h1")[f] for f in fields] == [1000, 1340, 12, 12]
     assert [pair(plan, "h4", "h1")[f] for f in fields] == [400, 1340, 6, 6]
+    assert [pair(plan, "h5", "h1")[f] for f in fields] == [1000, 1340, 8, 8]
+    assert pair(plan, "h5", "h1")["rtt_source"] == "host"
     # minRTO still takes each pair's own top: h3's is 2 ms above h2's.
     assert pair(plan, "h3", "h1")["min_rto_us"] - pair(plan, "h2", "h1")["min_rto_us"] == pytest.approx(2000)
     # The published formulas keep each pair's own round trip.

@@ -127,13 +127,17 @@ def test_pacing_rates_match_reference(seed):
 
 @pytest.mark.parametrize("seed", range(24))
 def test_planner_matches_reference_with_host_measured_round_trips(seed):
-    """Some pairs measured by their hosts (in one order or both), some links with a spread."""
+    """Some pairs measured by their hosts (in one order or both), some links with a spread, some
+    with a default delay."""
     rng = random.Random(1000 + seed)
     inv = inventory.parse(random_inventory(seed))
     fabric = inv.fabric()
     for link, facts in list(fabric.links.items()):
-        if rng.random() < 0.3:
+        draw = rng.random()
+        if draw < 0.3:
             fabric.links[link] = facts._replace(delay_source="measured", delay_spread_s=rng.random() * 1e-4)
+        elif draw < 0.5:
+            fabric.links[link] = facts._replace(delay_source="default")
     names = list(fabric.hosts)
     for _ in range(rng.randint(1, 6)):
         a, b = rng.sample(names, 2)
