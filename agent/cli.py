@@ -23,6 +23,7 @@ import signal
 import ssl
 import sys
 
+from agent import rtt
 from agent.client import ControllerClient, client_tls, parse_address
 from agent.core import Agent
 from agent.enforcement import MODES, Enforcement, status_path
@@ -86,7 +87,7 @@ def build_parser():
     run.add_argument("--secret-file", required=True, metavar="FILE")
     run.add_argument("--backoff-max", type=float, default=30.0, metavar="SECONDS",
                      help="longest wait between reconnection attempts (default 30)")
-    run.add_argument("--rtt-interval", type=float, default=5.0, metavar="SECONDS",
+    run.add_argument("--rtt-interval", type=float, default=rtt.INTERVAL_S, metavar="SECONDS",
                      help="how often to measure and report round trips to the set's destinations (default 5)")
     run.add_argument("--metrics", metavar="ADDRESS:PORT",
                      help="serve Prometheus metrics here (off by default)")

@@ -17,7 +17,7 @@ import time
 from agent.core import BaseMismatch
 from agent.metrics import AgentMetrics
 from agent.routes import ApplyError
-from agent.rtt import RttMeter
+from agent.rtt import INTERVAL_S, RttMeter
 from validation import ValidationError
 from wire import framing, limits, messages, paramset, session
 from wire.framing import ProtocolError
@@ -36,7 +36,7 @@ class ControllerClient:
 
     def __init__(self, agent, host, port, secret, connect_timeout=5.0, handshake_timeout=10.0,
                  backoff_initial=0.5, backoff_max=30.0, logger=LOG, metrics=None, tls=None, server_name=None,
-                 rtt_meter=None, rtt_interval_s=5.0):
+                 rtt_meter=None, rtt_interval_s=INTERVAL_S):
         self.agent = agent
         self.address = (host, port)
         self.secret = secret

@@ -41,10 +41,16 @@ class Sample:
     source: str
 
 
+#: How often an agent measures and reports by default, and how many peers it probes each time.
+INTERVAL_S = 5.0
+PROBES_PER_ROUND = 8
+
+
 class RttMeter:
     """Minimum round trips to a set of destinations, over a sliding window."""
 
-    def __init__(self, window_s=60.0, probes_per_round=8, probe_timeout_s=0.2, clock=time.monotonic):
+    def __init__(self, window_s=60.0, probes_per_round=PROBES_PER_ROUND, probe_timeout_s=0.2,
+                 clock=time.monotonic):
         self.window_s = window_s
         self.probes_per_round = probes_per_round
         self.probe_timeout_s = probe_timeout_s

@@ -394,7 +394,7 @@ def run_scheme(network, scheme, buffer_bytes, progress):
                 run_client(config, emulation, topo.receiver, servers, block, ["--seconds", str(config.warmup_seconds)],
                            lambda done: progress.update(0, config.rounds), cc)
             if scheme.kind == "otcp":
-                warm_until_flows_applied(network, servers, block, progress, cc, since)
+                warm_until_flows_applied(network, servers, block, progress, cc, since, settings[0])
         receiver_intf = emulation.host(topo.receiver).defaultIntf()
         interfaces = switch_ports(topo) + [(h, schemes.data_interface(emulation, h)) for h in hosts] \
             + [(h, emulation.host(h).defaultIntf().buffer_device) for h in hosts]
@@ -453,14 +453,18 @@ def run_scheme(network, scheme, buffer_bytes, progress):
     return run, detail
 
 
-def warm_until_flows_applied(network, servers, block, progress, cc, since):
+def warm_until_flows_applied(network, servers, block, progress, cc, since, agents):
     """More warm-up rounds until the agents hold parameters the controller
     computed, after generation since, with every sender's flow to the receiver
-    and the probe's active, and the senders' round trips measured by the hosts."""
+    and the probe's active and their round trips measured by the hosts, and
+    until the agents have probed each of their peers once (Agents.first_probes_done_at).
+    The probe's pair carries no TCP: its hosts' SYN probes measure it after a few
+    of their rounds, and its first measurement would otherwise re-plan during the run."""
     config, topo = network.config, network.topo
-    senders = [(sender, topo.receiver) for sender in topo.senders]
-    deadline = time.monotonic() + config.agent_timeout_s
-    while not network.controller.flows_applied([*senders, (topo.probe, topo.receiver)], since, measured=senders):
+    pairs = [(sender, topo.receiver) for sender in [*topo.senders, topo.probe]]
+    deadline = max(time.monotonic(), agents.first_probes_done_at()) + config.agent_timeout_s
+    while (time.monotonic() < agents.first_probes_done_at()
+           or not network.controller.flows_applied(pairs, since, measured=pairs)):
         if time.monotonic() > deadline:
             raise RunError(f"the agents did not get parameters for the senders' flows, planned with the round "
                            f"trips the hosts measured, within {config.agent_timeout_s:.0f} s of warm-up")

@@ -19,6 +19,7 @@ import contextlib
 import importlib.util
 import ipaddress
 import json
+import math
 import os
 import secrets
 import shutil
@@ -28,6 +29,7 @@ import sys
 import tempfile
 import time
 
+from agent import rtt
 from agent.enforcement import status_path
 from agent.routes import OTCP_PROTO
 from experiments.schemes import Applied
@@ -164,6 +166,12 @@ class Controller:
         return True
 
 
+def first_probes_s(hosts):
+    """Seconds until agents started together on hosts hosts have probed each of their peers
+    once, at their default interval and probes per round, and reported it."""
+    return (math.ceil((hosts - 1) / rtt.PROBES_PER_ROUND) + 1) * rtt.INTERVAL_S
+
+
 def agent_endpoint(workdir_config):
     """(host, port, secret_file) of the agent channel from a controller.yaml."""
     import yaml
@@ -190,6 +198,7 @@ class Agents(Applied):
         self.timeout = timeout
         self.processes = {}
         self.command = _agent_command()
+        self.started = None
 
     def apply(self):
         """Start the agents (see the class docstring)."""
@@ -201,6 +210,14 @@ class Agents(Applied):
                 "--secret-file", self.secret_file, "--state", self.state_path(host), "--enforce", self.enforce,
             ], stdout=log, stderr=log)
             log.close()
+
+    def first_probes_done_at(self):
+        """When (time.monotonic) every agent has probed each of its peers once, counted from
+        wait_for_routes (the agents take seconds to start on a loaded host). A probe of a peer
+        the host never reached is a new pair at its switch, which punts it to the controller
+        (both ways): all the agents' first probes at once slowed the rounds of 32 senders by up
+        to half for a second and a half. A long-running agent no longer pays that."""
+        return self.started + first_probes_s(len(self.hosts))
 
     def wait_for_routes(self, data_ips):
         """Wait until every host holds an agent route covering every other host
@@ -221,6 +238,7 @@ class Agents(Applied):
                     missing[host] = uncovered
             if not missing:
                 self.check_enforcement()
+                self.started = time.monotonic()  # every agent runs: its first round trips are on their way
                 return
             time.sleep(0.5)
         sample = ", ".join(f"{h} lacks {v[0]}" for h, v in list(missing.items())[:3])

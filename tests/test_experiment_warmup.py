@@ -1,5 +1,6 @@
 """What an incast run waits for after its warm-up (experiments.otcp.Controller.flows_applied), on a
-controller database written by hand (no controller, no network)."""
+controller database written by hand (no controller, no network), and how long the agents' first
+probes take."""
 
 import sqlite3
 import types
@@ -79,3 +80,9 @@ def test_an_older_matching_generation_every_agent_holds_counts_while_a_newer_one
     # No matching generation any agent set holds yet.
     assert not controller_with(tmp_path, {2: [("h2", "h1", 0, "host")], 3: both},
                                acknowledged=2).flows_applied(PAIRS, since=2)
+
+
+def test_the_agents_first_probes_take_a_round_per_eight_peers_and_one_to_report():
+    assert otcp.first_probes_s(34) == 30.0  # 33 peers: 5 rounds of 8 probes, 5 s apart, and the report after
+    assert otcp.first_probes_s(9) == 10.0
+    assert otcp.first_probes_s(66) == 50.0
