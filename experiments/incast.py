@@ -456,15 +456,18 @@ def run_scheme(network, scheme, buffer_bytes, progress):
 def warm_until_flows_applied(network, servers, block, progress, cc, since, agents):
     """More warm-up rounds until the agents hold parameters the controller
     computed, after generation since, with every sender's flow to the receiver
-    and the probe's active and their round trips measured by the hosts, and
-    until the agents have probed each of their peers once (Agents.first_probes_done_at).
+    active and its round trip and the probe's measured by the hosts, and until
+    the agents have probed each of their peers once (Agents.first_probes_done_at).
     The probe's pair carries no TCP: its hosts' SYN probes measure it after a few
-    of their rounds, and its first measurement would otherwise re-plan during the run."""
+    of their rounds, and its first measurement would otherwise re-plan during the
+    run. Its flow is not waited for: at 64 senders the controller counted it in
+    some polls and not in others, and the warm-up never ended."""
     config, topo = network.config, network.topo
-    pairs = [(sender, topo.receiver) for sender in [*topo.senders, topo.probe]]
+    senders = [(sender, topo.receiver) for sender in topo.senders]
+    measured = [*senders, (topo.probe, topo.receiver)]
     deadline = max(time.monotonic(), agents.first_probes_done_at()) + config.agent_timeout_s
     while (time.monotonic() < agents.first_probes_done_at()
-           or not network.controller.flows_applied(pairs, since, measured=pairs)):
+           or not network.controller.flows_applied(senders, since, measured=measured)):
         if time.monotonic() > deadline:
             raise RunError(f"the agents did not get parameters for the senders' flows, planned with the round "
                            f"trips the hosts measured, within {config.agent_timeout_s:.0f} s of warm-up")
