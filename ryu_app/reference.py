@@ -52,14 +52,18 @@ class ReferencePlanner:
         rtt = sum(facts[link].delay_s for link in round_trip)
         known = all(facts[link].delay_source in ("inventory", "measured") for link in round_trip)
         own = self.fabric.host_rtts.get((src, dst))
-        lows = [self.fabric.host_rtts[(sender, dst)].low_s for (sender, receiver), count in self.fabric.flows.items()
-                if receiver == dst and count > 0 and sender != dst and (sender, dst) in self.fabric.host_rtts
-                and self.host_path(sender, dst) is not None]
+        lows = [self.fabric.host_rtts[(sender, dst)].low_s for sender in self._active_senders(dst)
+                if (sender, dst) in self.fabric.host_rtts]
         if own is not None:
             lows.append(own.low_s)
         elif known or not lows:
             return self.round_trip(src, dst, round_trip)[0]
         return min(*lows, rtt) if known else min(lows)
+
+    def _active_senders(self, dst):
+        """The hosts with an active flow to dst along a path."""
+        return [sender for (sender, receiver), count in self.fabric.flows.items()
+                if receiver == dst and count > 0 and sender != dst and self.host_path(sender, dst) is not None]
 
     def _links_of(self, src, dst):
         """(forward links, round-trip links, the RTT for windows, the RTT for minRTO), or None if no path."""
@@ -108,9 +112,7 @@ class ReferencePlanner:
         if window is None:
             published_initcwnd = self.pair(src, dst)[2]
             return published_initcwnd, 0, segment
-        active = [self._lossless_window_and_segment(sender, dst)[1]
-                  for (sender, receiver), count in self.fabric.flows.items()
-                  if receiver == dst and count > 0 and sender != dst and self._links_of(sender, dst) is not None]
+        active = [self._lossless_window_and_segment(sender, dst)[1] for sender in self._active_senders(dst)]
         segment = min(active, default=segment)
         frames = math.floor(window / (segment + formulas.FRAME_OVERHEAD_BYTES) + 1e-9)
         cwnd = max(self.bounds.cwnd_low, min(self.bounds.cwnd_high, frames))
