@@ -24,14 +24,11 @@ under 1 s.
 import argparse
 import os
 import subprocess
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from agent.core import Agent  # noqa: E402
-from agent.routes import OTCP_PROTO  # noqa: E402
+from otcp.agent.core import Agent
+from otcp.agent.routes import OTCP_PROTO
 
 
 class Namespace:

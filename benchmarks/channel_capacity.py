@@ -17,21 +17,17 @@ with green-thread peers that speak the real protocol:
 """
 
 import argparse
-import os
 import resource
 import statistics
-import sys
 import time
 
 from eventlet.green import socket as green_socket
 from os_ken.lib import hub
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from ryu_app.agent_server import AgentServer  # noqa: E402
-from ryu_app.launcher import raise_descriptor_limit  # noqa: E402
-from ryu_app.publication import Publications  # noqa: E402
-from wire import framing, limits, messages, session  # noqa: E402
+from otcp.controller.publication import Publications
+from otcp.service.agent_server import AgentServer
+from otcp.service.launcher import raise_descriptor_limit
+from otcp.wire import framing, limits, messages, session
 
 SECRET = b"benchmark-secret-0123456789"
 

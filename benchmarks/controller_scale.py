@@ -1,7 +1,7 @@
 """How the controller core carries a large fat-tree, without os-ken or switches.
 
-It drives `ryu_app.core.ControllerCore` the way the glue does, with a
-simulated k-ary fat-tree (topo.fabrics.FatTreeTopo: k = 16 is 1 024 hosts
+It drives `otcp.controller.core.ControllerCore` the way the glue does, with a
+simulated k-ary fat-tree (otcp.topo.fabrics.FatTreeTopo: k = 16 is 1 024 hosts
 and 320 switches): every switch connects and describes its ports; probe
 rounds discover the links (each probe the core sends out of a switch port
 is handed back as a packet-in at the port's peer); every host sends a
@@ -51,14 +51,15 @@ from os_ken.lib.packet import arp as arp_packet
 from os_ken.lib.packet import ethernet, ipv4, packet
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
-from ryu_app import formulas, forwarding, inventory, store
-from ryu_app.core import ECHO_PAYLOAD, SETTLE_PROBE_ROUNDS, ControllerCore, PortInfo
-from ryu_app.paths import SwitchPaths
-from ryu_app.planner import Plan
-from ryu_app.publication import Publications
-from ryu_app.topology import Topology
-from topo.fabrics import FatTreeTopo
-from wire import framing, messages, paramset
+from otcp.controller import forwarding, store
+from otcp.controller.core import ECHO_PAYLOAD, SETTLE_PROBE_ROUNDS, ControllerCore, PortInfo
+from otcp.controller.publication import Publications
+from otcp.controller.topology import Topology
+from otcp.planning import formulas, inventory
+from otcp.planning.paths import SwitchPaths
+from otcp.planning.planner import Plan
+from otcp.topo.fabrics import FatTreeTopo
+from otcp.wire import framing, messages, paramset
 
 DEFAULTS = {"capacity_mbps": 100, "buffer_bytes": 85000, "host_link_delay_us": 10}
 PROBE_S = 1.0
@@ -184,7 +185,7 @@ def whole_message_bytes(param_set: dict) -> int:
 def pushed_message_bytes(acknowledged: dict, latest: dict) -> tuple[int, bool]:
     """(bytes, whether a delta) of the params message the agent server sends an agent
     that acknowledged `acknowledged` when `latest` is published: the delta against it
-    where that is the shorter message (ryu_app.agent_server), else the whole set."""
+    where that is the shorter message (otcp.service.agent_server), else the whole set."""
     delta = paramset.worth_a_delta(acknowledged, latest)
     if delta is not None:
         return len(framing.encode_json(messages.delta_message(delta, None))), True
@@ -247,7 +248,7 @@ def timed_once(part) -> float:
 
 
 def store_seconds(generation) -> float:
-    """Seconds the app's plan loop spends storing a generation (ryu_app.store, a fresh SQLite file)."""
+    """Seconds the app's plan loop spends storing a generation (otcp.controller.store, a fresh SQLite file)."""
     with tempfile.TemporaryDirectory() as directory:
         state = store.Store(os.path.join(directory, "otcp.db"))
         try:

@@ -1,8 +1,8 @@
 """pingall on a Mininet fabric against the OTCP controller: loss, time, CPU, entries.
 
-It builds the network with experiments.emulation.emulate (Open vSwitch
+It builds the network with otcp.experiments.emulation.emulate (Open vSwitch
 userspace datapath, OpenFlow 1.3) against `otcp-controller run` started by
-ryu_app.process.ControllerProcess in DIR (default configuration, no
+otcp.experiments.controller_process.ControllerProcess in DIR (default configuration, no
 inventory), waits until every switch link is stored as up (or --wait
 seconds, for a controller that never gets there), then pings and prints:
 
@@ -29,10 +29,10 @@ import subprocess
 import sys
 import time
 
-from experiments.emulation import emulate
-from ryu_app import store
-from ryu_app.process import ControllerProcess, wait_for
-from topo.fabrics import FatTreeTopo, LeafSpineTopo
+from otcp.controller import store
+from otcp.experiments.controller_process import ControllerProcess, wait_for
+from otcp.experiments.emulation import emulate
+from otcp.topo.fabrics import FatTreeTopo, LeafSpineTopo
 
 ROLES = (("core", ("c", "spine")), ("aggregation", ("a",)), ("edge", ("e", "leaf")))
 

@@ -1,10 +1,10 @@
 """How fast the planner evaluates every host pair of a fat-tree.
 
 For k = 4, 8, 16 and 24 (24 only if it fits in memory) it builds the
-fat-tree's inventory (topo.fabrics.FatTreeTopo), plans every ordered host
+fat-tree's inventory (otcp.topo.fabrics.FatTreeTopo), plans every ordered host
 pair, and prints hosts, pairs, seconds and pairs per second. The baseline,
 measured in the same run on the same fabric, is the one-pair-at-a-time
-reference evaluation (ryu_app.reference) over a sample of pairs.
+reference evaluation (support.reference) over a sample of pairs.
 
 Target: k = 16 (1024 hosts, about a million pairs) in under 10 s.
 
@@ -19,11 +19,13 @@ import random
 import sys
 import time
 
-from ryu_app import formulas, inventory
-from ryu_app.paths import SwitchPaths
-from ryu_app.planner import Plan
-from ryu_app.reference import ReferencePlanner
-from topo.fabrics import FatTreeTopo
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+
+from otcp.planning import formulas, inventory  # noqa: E402
+from otcp.planning.paths import SwitchPaths  # noqa: E402
+from otcp.planning.planner import Plan  # noqa: E402
+from otcp.topo.fabrics import FatTreeTopo  # noqa: E402
+from support.reference import ReferencePlanner  # noqa: E402
 
 TARGET_K, TARGET_SECONDS = 16, 10.0
 # Measured peak for k = 24 (12 M pairs) is about 1.5 GB; keep a wide margin.

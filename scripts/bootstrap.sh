@@ -31,12 +31,16 @@ if [ ! -x "$VENV/bin/python" ]; then
     log "creating virtualenv $VENV"
     /usr/bin/python3 -m venv --system-site-packages "$VENV"
 fi
+# The editable install maps each package of the `otcp` namespace to its folder,
+# so it is redone when setup.py or the set of packages changes.
 stamp="$VENV/.otcp-installed"
-if [ ! -f "$stamp" ] || [ "$ROOT/setup.py" -nt "$stamp" ]; then
+layout="$(cd "$ROOT" && cat setup.py pyproject.toml && find otcp ryu_app agent topo experiments -name __init__.py | sort)"
+layout_hash="$(printf '%s' "$layout" | sha256sum | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$layout_hash" ]; then
     log "installing OTCP and its Python dependencies into $VENV"
     "$VENV/bin/pip" install -q --upgrade pip
-    "$VENV/bin/pip" install -q -e "$ROOT[test]"
-    touch "$stamp"
+    "$VENV/bin/pip" install -q -e "$ROOT[experiments,test]"
+    printf '%s\n' "$layout_hash" > "$stamp"
 fi
 
 # Runs "$@" with no descriptor open but standard input, output and error.
@@ -68,7 +72,7 @@ log "ready: $VENV"
 # BPF programs (bpf/: DCTCP congestion control, ECN marker), compiled against
 # this kernel's BTF into build/bpf/; skipped when up to date. A kernel that
 # refuses leaves the DCTCP schemes unavailable, with the reason, not the set-up.
-if "$VENV/bin/python" -m otcp_bpf build >/dev/null; then
+if "$VENV/bin/python" -m otcp.bpf build >/dev/null; then
     log "BPF programs built in $ROOT/build/bpf"
 else
     log "BPF programs not built (see above): the dctcp schemes will be reported unavailable"

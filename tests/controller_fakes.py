@@ -8,8 +8,8 @@ from os_ken.lib.packet import arp as arp_packet
 from os_ken.lib.packet import ethernet, ipv4, packet
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
-from ryu_app import formulas
-from ryu_app.core import ControllerCore, PortInfo
+from otcp.controller.core import ControllerCore, PortInfo
+from otcp.planning import formulas
 
 DEFAULTS = {"capacity_mbps": 100, "buffer_bytes": 85000, "host_link_delay_us": 10}
 PORTS = {1: [1, 2, 3], 2: [1, 2]}

@@ -16,12 +16,12 @@ import pytest
 from pyroute2 import netns
 from test_agent_routes import ROOT, expected, otcp_agent, route
 
-from agent.client import ControllerClient
-from agent.core import Agent
-from agent.routes import OTCP_PROTO
-from agent.state import DETAIL_BYTES, CorruptState, State
-from validation import ValidationError
-from wire import framing, paramset
+from otcp.agent.client import ControllerClient
+from otcp.agent.core import Agent
+from otcp.agent.routes import OTCP_PROTO
+from otcp.agent.state import DETAIL_BYTES, CorruptState, State
+from otcp.wire import framing, paramset
+from otcp.wire.validation import ValidationError
 
 
 def write_set(path, generation, routes):
@@ -123,7 +123,7 @@ def test_b7_a_restart_removes_what_a_killed_first_apply_left(ns, tmp_path):
     state = str(tmp_path / "state.db")
     routes = [route(f"10.77.{i // 250}.{i % 250 + 2}/32") for i in range(20_000)]
     path = write_set(tmp_path / "big.json", 1, routes)
-    applying = subprocess.Popen([sys.executable, "-m", "agent.cli", "--netns", ns.name, "apply", path, "--state",
+    applying = subprocess.Popen([sys.executable, "-m", "otcp.agent.cli", "--netns", ns.name, "apply", path, "--state",
                                  state], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while applying.poll() is None and not _has_otcp_route(ns):
         time.sleep(0.02)
@@ -132,7 +132,7 @@ def test_b7_a_restart_removes_what_a_killed_first_apply_left(ns, tmp_path):
     assert _has_otcp_route(ns)
     with Agent(state, netns=ns.name) as agent:
         assert agent.state.applied() is None and agent.state.intent() is not None
-    running = subprocess.Popen([sys.executable, "-m", "agent.cli", "--netns", ns.name, "run", "--controller",
+    running = subprocess.Popen([sys.executable, "-m", "otcp.agent.cli", "--netns", ns.name, "run", "--controller",
                                 "127.0.0.1:9", "--secret-file", _secret(tmp_path), "--state", state],
                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines = []
@@ -227,7 +227,7 @@ def test_b8_run_moves_a_corrupt_state_aside_and_still_dials(ns, tmp_path, kind):
     _corrupt(kind, state)
     listener = _listener_in(ns)
     listener.settimeout(30)
-    running = subprocess.Popen([sys.executable, "-m", "agent.cli", "--netns", ns.name, "run", "--controller",
+    running = subprocess.Popen([sys.executable, "-m", "otcp.agent.cli", "--netns", ns.name, "run", "--controller",
                                 f"127.0.0.1:{listener.getsockname()[1]}", "--secret-file", _secret(tmp_path),
                                 "--state", state], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True)

@@ -16,11 +16,11 @@ import time
 
 import pytest
 
-from agent.core import Agent
-from agent.enforcement import OFF_REASON, ONE_SHOT_REASON, Enforcement
-from agent.routes import OTCP_PROTO, ApplyError, RouteTable
-from validation import ValidationError
-from wire import limits, messages, paramset
+from otcp.agent.core import Agent
+from otcp.agent.enforcement import OFF_REASON, ONE_SHOT_REASON, Enforcement
+from otcp.agent.routes import OTCP_PROTO, ApplyError, RouteTable
+from otcp.wire import limits, messages, paramset
+from otcp.wire.validation import ValidationError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _counter = itertools.count()
@@ -244,7 +244,7 @@ def test_tcp_uses_the_applied_values(ns, agent):
     clamp (read with `ss`): the metrics are in effect, not just stored.
 
     The clamp reaches TCP through the kernel's TCP metrics cache (see
-    agent/tcp_metrics.py): the agent clears the entry made before its route,
+    `otcp.agent.tcp_metrics`): the agent clears the entry made before its route,
     and the entry the next connection leaves behind carries the clamp."""
     peer = f"{ns.name}-peer"
     subprocess.run(["ip", "netns", "add", peer], check=True)
@@ -428,7 +428,7 @@ def test_hello_reports_addresses_and_kernel_facts(ns, agent):
 
 
 def otcp_agent(ns, *args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "agent.cli", "--netns", ns.name, *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", ns.name, *args], cwd=ROOT,
                           capture_output=True, text=True, input=stdin)
 
 
@@ -500,7 +500,7 @@ def test_cli_apply_reads_stdin(ns, tmp_path):
 
 
 def test_cli_refuses_a_missing_namespace():
-    done = subprocess.run([sys.executable, "-m", "agent.cli", "--netns", f"otcp-test-{os.getpid()}-absent", "show"],
+    done = subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", f"otcp-test-{os.getpid()}-absent", "show"],
                           cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 2 and "--netns" in done.stderr
 
@@ -534,7 +534,7 @@ def test_a_delta_is_applied_as_a_whole_set_against_the_applied_generation(ns, ag
 
 
 def test_a_delta_against_another_generation_touches_nothing(ns, agent):
-    from agent.core import BaseMismatch
+    from otcp.agent.core import BaseMismatch
 
     agent.apply({"generation": 3, "routes": [route("10.77.0.2/32")]}, "test")
     before, journal = ns.otcp_routes(), agent.state.journal()

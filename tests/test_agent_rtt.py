@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from agent.rtt import RttMeter, Sample
+from otcp.agent.rtt import RttMeter, Sample
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _names = itertools.count()
@@ -45,7 +45,7 @@ def in_namespace(name, code):
 
 def test_a_syn_probe_measures_the_round_trip_to_a_closed_port(pair):
     a, _ = pair
-    code = ("import json; from agent.rtt import syn_probe\n"
+    code = ("import json; from otcp.agent.rtt import syn_probe\n"
             "print(json.dumps([syn_probe('10.66.0.2', 1.0), syn_probe('10.66.0.99', 0.3)]))")
     answered, silent = in_namespace(a, code)
     assert answered is not None and 0 < answered < 0.2
@@ -60,7 +60,7 @@ def test_tcp_connections_give_their_kernel_min_rtt_and_the_meter_reports_minima(
                                "while c.recv(65536): pass\n"], cwd=ROOT)
     try:
         code = ("import json, socket, time\n"
-                "from agent.rtt import RttMeter\n"
+                "from otcp.agent.rtt import RttMeter\n"
                 "for _ in range(50):\n"
                 "    try:\n"
                 "        c = socket.create_connection(('10.66.0.2', 7000)); break\n"

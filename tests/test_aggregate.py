@@ -1,4 +1,4 @@
-"""Aggregated parameter sets (ryu_app/aggregate.py, Plan.route_sets): at most one
+"""Aggregated parameter sets (`otcp.planning.aggregate`, Plan.route_sets): at most one
 route per edge switch; longest-prefix match over them gives every destination
 exactly its own parameters (Plan.routes_for is the oracle) where the exact
 aggregation fits in that budget, and never less safe ones where it does not."""
@@ -13,10 +13,10 @@ import pytest
 from test_planner_reference import random_inventory
 
 from benchmarks.plan_scale import fat_tree_fabric
-from ryu_app import formulas, inventory
-from ryu_app.aggregate import Aggregation, PrefixTrie
-from ryu_app.fabric import Fabric
-from ryu_app.planner import EXACT_AGAIN_SHARE, Plan
+from otcp.planning import formulas, inventory
+from otcp.planning.aggregate import Aggregation, PrefixTrie
+from otcp.planning.fabric import Fabric
+from otcp.planning.planner import EXACT_AGAIN_SHARE, Plan
 
 
 def routes_of(aggregation):

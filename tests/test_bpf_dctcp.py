@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-import otcp_bpf
-from otcp_bpf.dctcp import available_congestion_controls, unregister_leftover
-from otcp_bpf.objects import PIN_ROOT
-from otcp_bpf.testbed import Testbed, finish
+from otcp import bpf as otcp_bpf
+from otcp.bpf.dctcp import available_congestion_controls, unregister_leftover
+from otcp.bpf.objects import PIN_ROOT
+from otcp.experiments.kernel.testbed import Testbed, finish
 
 RATE_MBIT = 20
 BUFFER = 85000
@@ -120,7 +120,7 @@ def test_marker_detach_leaves_the_interface_as_it_was(testbed):
 
 def test_a_registration_left_by_a_killed_process_is_cleaned_up_on_request():
     killed = subprocess.Popen(
-        [sys.executable, "-c", "import time, otcp_bpf\n"
+        [sys.executable, "-c", "import time\nfrom otcp import bpf as otcp_bpf\n"
          f"cc = otcp_bpf.register_dctcp(wait_s={WAIT_FOR_OTHERS_S})\n"
          "print(cc.map_id, flush=True)\n"
          "time.sleep(120)\n"],

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-import otcp_bpf
-from otcp_bpf.build import object_path
-from otcp_bpf.marker import CONFIG, QUEUE, Marker, MarkerConfig, MarkerCounters
-from otcp_bpf.objects import BPF_F_LOCK, PIN_ROOT, load_pinned, unpin_stale
+from otcp import bpf as otcp_bpf
+from otcp.bpf.build import object_path
+from otcp.bpf.marker import CONFIG, QUEUE, Marker, MarkerConfig, MarkerCounters
+from otcp.bpf.objects import BPF_F_LOCK, PIN_ROOT, load_pinned, unpin_stale
 
 ETH = b"\x02" * 6 + b"\x04" * 6
 NOT_ECT, ECT1, ECT0, CE = 0, 1, 2, 3
@@ -256,7 +256,7 @@ def test_pins_of_a_killed_process_are_found_and_removed():
     mine = Marker(MarkerConfig(rate_bps=SLOW, k_bytes=FRAME), unique("test-live-"))
     try:
         loader = subprocess.Popen(
-            [sys.executable, "-c", "import time, otcp_bpf\n"
+            [sys.executable, "-c", "import time\nfrom otcp import bpf as otcp_bpf\n"
              "m = otcp_bpf.Marker(otcp_bpf.MarkerConfig(8, 1000), 'stale-test')\n"
              "print(m.loaded.path, flush=True)\n"
              "time.sleep(120)\n"],

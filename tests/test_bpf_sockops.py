@@ -1,5 +1,5 @@
-"""The sock_ops enforcer (bpf/otcp_sockops.bpf.c, otcp_bpf/sockops.py,
-agent/enforcement.py): the map encoding, the kernel's longest-prefix match
+"""The sock_ops enforcer (bpf/otcp_sockops.bpf.c, `otcp.bpf.sockops`,
+`otcp.agent.enforcement`): the map encoding, the kernel's longest-prefix match
 on it, atomic set switching, the agent's transaction, the machine-wide
 registry, and real connections between two namespaces through a shaped
 bottleneck. Needs root and the BPF toolchain (scripts/bootstrap.sh); runs for
@@ -17,16 +17,15 @@ from pathlib import Path
 import pytest
 from test_agent_routes import RacedRouteTable, route
 
-import otcp_bpf
-from agent.client import ControllerClient
-from agent.core import Agent
-from agent.enforcement import Enforcement, status_path
-from agent.routes import ApplyError, RouteTable
-from otcp_bpf import sockops
-from otcp_bpf.build import object_path
-from otcp_bpf.firstconn import PORT, PREFIX, one_connection, receiver_set, sender_set, ss_sample
-from otcp_bpf.objects import load_pinned
-from otcp_bpf.sockops import (
+from otcp import bpf as otcp_bpf
+from otcp.agent.client import ControllerClient
+from otcp.agent.core import Agent
+from otcp.agent.enforcement import Enforcement, status_path
+from otcp.agent.routes import ApplyError, RouteTable
+from otcp.bpf import sockops
+from otcp.bpf.build import object_path
+from otcp.bpf.objects import load_pinned
+from otcp.bpf.sockops import (
     COUNTERS,
     KEY,
     VALUE,
@@ -37,8 +36,9 @@ from otcp_bpf.sockops import (
     enforced_for,
     netns_cookie,
 )
-from otcp_bpf.testbed import Testbed
-from wire import messages
+from otcp.experiments.kernel.firstconn import PORT, PREFIX, one_connection, receiver_set, sender_set, ss_sample
+from otcp.experiments.kernel.testbed import Testbed
+from otcp.wire import messages
 
 RATE_MBIT = 20
 BUFFER = 85000
@@ -306,7 +306,7 @@ def test_without_bpf_the_agent_says_why_and_uses_routes(host, tmp_path, monkeypa
 
 def test_a_killed_user_is_pruned_with_its_entries(host):
     code = ("import sys, time\n"
-            "from otcp_bpf.sockops import SockOpsEnforcer, Enforced, netns_cookie\n"
+            "from otcp.bpf.sockops import SockOpsEnforcer, Enforced, netns_cookie\n"
             "e = SockOpsEnforcer.attach()\n"
             "e.update(netns_cookie(sys.argv[1]), {'10.0.0.0/8': Enforced(3, 3)})\n"
             "print(e.user, flush=True)\n"
@@ -324,7 +324,7 @@ def test_a_killed_user_is_pruned_with_its_entries(host):
     visitor = SockOpsEnforcer.open_pinned()
     assert visitor is not None and visitor.live_slot(cookie) is not None
     visitor.close_maps()
-    cleaned = subprocess.run([sys.executable, "-m", "otcp_bpf", "cleanup"], capture_output=True, text=True,
+    cleaned = subprocess.run([sys.executable, "-m", "otcp.bpf", "cleanup"], capture_output=True, text=True,
                              cwd=str(Path(__file__).resolve().parent.parent))
     assert cleaned.returncode == 0, cleaned.stderr
     assert f"removed the sock_ops entries of agent {user} (gone)" in cleaned.stdout
@@ -401,7 +401,7 @@ def test_with_bpf_the_very_first_connection_is_held_and_revert_removes_it(bed, t
 
 def show(ns, state):
     """``otcp-agent --netns NS show`` in a process of its own (it enters the namespace)."""
-    done = subprocess.run([sys.executable, "-m", "agent.cli", "--netns", ns, "show", "--state", state],
+    done = subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", ns, "show", "--state", state],
                           capture_output=True, text=True, cwd=str(Path(__file__).resolve().parent.parent))
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -755,7 +755,7 @@ def test_revert_removes_what_a_killed_agent_left(host, tmp_path):
         assert visitor is not None and list(visitor.entries(cookie)) == ["10.77.0.2/32"]
         visitor.close_maps()
         assert "enforcement: routes (the otcp-agent run that enforced (pid" in show(host, str(agent.state))
-        reverted = subprocess.run([sys.executable, "-m", "agent.cli", "--netns", host, "revert", "--state",
+        reverted = subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", host, "revert", "--state",
                                    str(agent.state)], capture_output=True, text=True,
                                   cwd=str(Path(__file__).resolve().parent.parent))
         assert reverted.returncode == 0, reverted.stderr
@@ -774,7 +774,7 @@ def test_revert_removes_what_a_killed_agent_left(host, tmp_path):
 def test_an_agent_in_a_mininet_host_reaches_the_machines_program():
     # mnexec -n (a Mininet host) covers /sys with a sysfs of its own, hiding /sys/fs/bpf and the
     # cgroup-v2 root; the enforcer reaches both through its parent's mount namespace.
-    code = ("from otcp_bpf.sockops import SockOpsEnforcer, Enforced, netns_cookie, _view, attached\n"
+    code = ("from otcp.bpf.sockops import SockOpsEnforcer, Enforced, netns_cookie, _view, attached\n"
             "e = SockOpsEnforcer.attach()\n"
             "cookie = netns_cookie()\n"
             "e.update(cookie, {'10.0.0.0/8': Enforced(3, 3)})\n"

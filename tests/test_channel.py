@@ -1,9 +1,9 @@
 """The controller <-> agent channel over loopback.
 
-The server (ryu_app/agent_server.py) runs on os-ken's hub in this process,
+The server (`otcp.service.agent_server`) runs on os-ken's hub in this process,
 as it does inside osken-manager. Two kinds of peer talk to it:
 
-- the real agent, `python -m agent.cli --netns NS run ...`, in a throwaway
+- the real agent, `python -m otcp.agent.cli --netns NS run ...`, in a throwaway
   namespace whose loopback the server listens on: authentication, push ->
   apply -> ack, reconnection, restart;
 - hand-written green clients on the root namespace's loopback that
@@ -34,9 +34,9 @@ from os_ken.lib import hub
 from pyroute2 import netns as pyroute2_netns
 from test_agent_routes import ROOT, expected, route
 
-from ryu_app.agent_server import AgentServer
-from ryu_app.publication import Publications
-from wire import framing, limits, messages, session
+from otcp.controller.publication import Publications
+from otcp.service.agent_server import AgentServer
+from otcp.wire import framing, limits, messages, session
 
 SECRET = b"test-secret-0123456789abcdef"
 ROUTES_ONLY = {"mode": "routes", "reason": None}
@@ -121,7 +121,7 @@ class AgentProcess:
     def start(self):
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "agent.cli", "--netns", self.ns.name, "--log-level", "debug", "run",
+                [sys.executable, "-m", "otcp.agent.cli", "--netns", self.ns.name, "--log-level", "debug", "run",
                  "--controller", f"127.0.0.1:{self.port}", "--secret-file", str(self.secret_file),
                  "--state", str(self.state), "--backoff-max", "1", *self.extra],
                 cwd=ROOT, stdout=log, stderr=log,
@@ -326,7 +326,7 @@ def test_agent_probes_the_peers_under_an_aggregated_prefix(ns, tmp_path, cleanup
 
 
 def test_agent_state_defaults_to_one_file_per_namespace():
-    from agent.cli import default_state_path
+    from otcp.agent.cli import default_state_path
 
     assert default_state_path(None) == "/var/lib/otcp-agent/state.db"
     assert default_state_path("h1") == "/var/lib/otcp-agent/h1/state.db"

@@ -1,6 +1,6 @@
 """TLS on the agent channel (docs/operations.md, "TLS on the agent channel").
 
-The server (ryu_app/agent_server.py, `server_tls`) on os-ken's hub in this
+The server (`otcp.service.agent_server`, `server_tls`) on os-ken's hub in this
 process, listening in a throwaway namespace, and the real agent
 (`otcp-agent run --tls-ca`) in it. Certificates are made with openssl the
 way the operations guide says. An agent that does not trust the
@@ -15,7 +15,7 @@ import pytest
 from test_agent_routes import expected
 from test_channel import AgentProcess, Controller, cleanup, set_for, wait_for  # noqa: F401 (fixture)
 
-from ryu_app.agent_server import server_tls
+from otcp.service.agent_server import server_tls
 
 
 def openssl(*args, cwd):

@@ -1,4 +1,4 @@
-"""Every handler of the os-ken app (ryu_app/app.py), driven with os-ken's own
+"""Every handler of the os-ken app (`otcp.service.app`), driven with os-ken's own
 event and message classes on fake datapaths, without a switch; the app's
 loops run one step at a time; a failing loop step is logged and run again.
 
@@ -19,8 +19,9 @@ from os_ken.lib.packet import packet
 from os_ken.ofproto import ofproto_v1_3 as ofproto
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from ryu_app import app, config, core, delay, forwarding
-from ryu_app.process import free_port
+from otcp.controller import config, core, delay, forwarding
+from otcp.experiments.controller_process import free_port
+from otcp.service import app
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """The controller core with an explicit `now`: what it learns from each event
-and what it asks the glue to do (ryu_app/core.py)."""
+and what it asks the glue to do (`otcp.controller.core`)."""
 
 import gc
 import ipaddress
@@ -23,14 +23,15 @@ from controller_fakes import (
 from os_ken.lib.packet import arp as arp_packet
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
-from ryu_app import core as core_module
-from ryu_app import delay, formulas, forwarding
-from ryu_app import publication as publication_module
-from ryu_app.arp import probe_frame as arp_probe_frame
-from ryu_app.core import ARP_PENDING_S, ECHO_PAYLOAD, MAX_GENERATION_LEAP
-from ryu_app.publication import Publications
-from ryu_app.topology import Host
-from wire.limits import GENERATION
+from otcp.controller import core as core_module
+from otcp.controller import delay, forwarding
+from otcp.controller import publication as publication_module
+from otcp.controller.arp import probe_frame as arp_probe_frame
+from otcp.controller.core import ARP_PENDING_S, ECHO_PAYLOAD, MAX_GENERATION_LEAP
+from otcp.controller.publication import Publications
+from otcp.controller.topology import Host
+from otcp.planning import formulas
+from otcp.wire.limits import GENERATION
 
 
 def packet_outs(actions):

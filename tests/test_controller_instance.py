@@ -6,11 +6,11 @@ import sys
 
 import yaml
 
-from ryu_app.process import ControllerProcess, free_port
+from otcp.experiments.controller_process import ControllerProcess, free_port
 
 
 def run_again(config_path, tmp_path):
-    return subprocess.run([sys.executable, "-m", "ryu_app.cli", "run", "--config", str(config_path)],
+    return subprocess.run([sys.executable, "-m", "otcp.service.cli", "run", "--config", str(config_path)],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
 
 

@@ -8,10 +8,11 @@ import pytest
 from helpers import star, write_inventory
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
-from ryu_app import arp, config, delay, formulas, forwarding, inventory, store
-from ryu_app.flowcount import FlowCounter
-from ryu_app.planner import Plan
-from ryu_app.topology import Host, Topology
+from otcp.controller import arp, config, delay, forwarding, store
+from otcp.controller.flowcount import FlowCounter
+from otcp.controller.topology import Host, Topology
+from otcp.planning import formulas, inventory
+from otcp.planning.planner import Plan
 
 
 def fake_datapath(dpid=1):
@@ -181,7 +182,7 @@ def test_lldp_on_host_port_is_ignored():
 
 
 def test_fabric_uses_inventory_then_port_speed_and_defaults(tmp_path):
-    from ryu_app import inventory
+    from otcp.planning import inventory
 
     path = write_inventory(
         tmp_path,
@@ -267,7 +268,7 @@ def test_entries_after_links_went_are_the_entries_made_afresh_and_keep_the_rest(
     import random
 
     from benchmarks.plan_scale import fat_tree_fabric
-    from ryu_app.paths import SwitchPaths
+    from otcp.planning.paths import SwitchPaths
 
     fabric = fat_tree_fabric(6)
     for (u, v) in fabric.links:
@@ -448,7 +449,7 @@ def test_paths_are_shortest_symmetric_and_trees_toward_each_switch():
     import networkx as nx
 
     from benchmarks.plan_scale import fat_tree_fabric
-    from ryu_app.paths import SwitchPaths
+    from otcp.planning.paths import SwitchPaths
 
     fabric = fat_tree_fabric(6)
     paths = SwitchPaths(fabric.switches, fabric.switch_links())
@@ -479,7 +480,7 @@ def test_paths_after_links_went_are_the_paths_computed_afresh(seed):
     import random
 
     from benchmarks.plan_scale import fat_tree_fabric
-    from ryu_app.paths import SwitchPaths
+    from otcp.planning.paths import SwitchPaths
 
     rng = random.Random(seed)
     fabric = fat_tree_fabric(6)
@@ -503,7 +504,7 @@ def test_paths_after_links_went_are_the_paths_computed_afresh(seed):
 
 def test_paths_with_a_new_link_or_switch_are_computed_afresh():
     """A link or switch that came is no removal: every pair is computed again."""
-    from ryu_app.paths import SwitchPaths
+    from otcp.planning.paths import SwitchPaths
 
     line = [("s1", "s2"), ("s2", "s3")]
     paths = SwitchPaths(["s1", "s2", "s3"], line)
@@ -542,7 +543,7 @@ def test_a_generation_keeps_its_pacing_rates(tmp_path):
 
 def test_a_generation_stored_from_the_plans_columns_reads_back_as_its_records(tmp_path):
     """PlanRecords makes no record until asked; the rows it gives the store are the records'."""
-    from ryu_app.planner import PlanRecords
+    from otcp.planning.planner import PlanRecords
 
     fabric = inventory.parse(star(4)).fabric()
     fabric.flows = {("h1", "h2"): 2}
@@ -565,7 +566,7 @@ def test_a_generation_stored_from_the_plans_columns_reads_back_as_its_records(tm
 def test_the_generations_of_a_time_span_and_what_each_changed(tmp_path):
     """Store.generations_made and generation_parameters, and rtt_accuracy's account of
     each generation in a span: the parameters it moved and whether its flows changed."""
-    from experiments import rtt_accuracy
+    from otcp.experiments import rtt_accuracy
 
     fabric = inventory.parse(star(3)).fabric()
     idle = Plan(fabric, formulas.Bounds(), formulas.Lossless())

@@ -1,6 +1,6 @@
 """The Grafana dashboard (packaging/grafana/otcp.json) queries only metrics
 the services really export: the names come from the controller's collector
-(ryu_app/metrics.py) and the agent's registry (agent/metrics.py), not from
+(`otcp.service.metrics`) and the agent's registry (`otcp.agent.metrics`), not from
 a list kept by hand."""
 
 import json
@@ -9,9 +9,9 @@ import re
 
 from controller_fakes import new_core
 
-from agent.metrics import AgentMetrics
-from ryu_app.live import LiveView
-from ryu_app.metrics import registry_for
+from otcp.agent.metrics import AgentMetrics
+from otcp.service.live import LiveView
+from otcp.service.metrics import registry_for
 
 DASHBOARD = pathlib.Path(__file__).resolve().parents[1] / "packaging" / "grafana" / "otcp.json"
 # What PromQL lets stand bare in the dashboard's queries besides metric names.

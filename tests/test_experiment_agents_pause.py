@@ -1,11 +1,11 @@
-"""The agents stopped while a run's loss account is read (experiments.otcp.Agents.paused), on
+"""The agents stopped while a run's loss account is read (otcp.experiments.otcp.Agents.paused), on
 real processes standing in for them (no network)."""
 
 import subprocess
 
 import pytest
 
-from experiments import otcp
+from otcp.experiments import otcp
 
 
 def state(process):

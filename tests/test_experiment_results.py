@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from experiments import cli, incast, results, schemes
+from otcp.experiments import cli, incast, results, schemes
 
 
 def a_run(**changes):
@@ -287,7 +287,7 @@ def test_quick_preset_and_explicit_options():
 
 
 def test_report_tables_and_the_dctcp_findings():
-    from experiments import report
+    from otcp.experiments import report
 
     runs = [a_run(scheme="dctcp", senders=8, sru_bytes=65536, ceiling_mbps=94.0, timeouts=0, fct_p95_ms=60.0,
                   fct_mean_ms=50.0),
@@ -329,7 +329,7 @@ def test_report_tables_and_the_dctcp_findings():
 
 
 def test_report_merges_sweeps_with_later_runs_replacing_earlier_ones(tmp_path):
-    from experiments import report
+    from otcp.experiments import report
 
     for name, goodput in (("first", 30.0), ("again", 60.0)):
         (tmp_path / name).mkdir()

@@ -1,12 +1,12 @@
-"""What an incast run waits for after its warm-up (experiments.otcp.Controller.flows_applied), on a
+"""What an incast run waits for after its warm-up (otcp.experiments.otcp.Controller.flows_applied), on a
 controller database written by hand (no controller, no network), and how long the agents' first
 probes take."""
 
 import sqlite3
 import types
 
-from experiments import otcp
-from ryu_app import store
+from otcp.controller import store
+from otcp.experiments import otcp
 
 PAIRS = [("h2", "h1"), ("h3", "h1")]
 

@@ -1,10 +1,10 @@
-"""The fairness experiment's record (experiments.fairness.summarize) on a hand-worked run."""
+"""The fairness experiment's record (otcp.experiments.fairness.summarize) on a hand-worked run."""
 
 import types
 
 import pytest
 
-from experiments import fairness
+from otcp.experiments import fairness
 
 MB = 1e6 / 8  # bytes in one megabit
 

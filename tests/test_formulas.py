@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from helpers import star
 
-from ryu_app import formulas, inventory
-from ryu_app.planner import Plan
-from ryu_app.rtt import PairRtt
+from otcp.controller.rtt import PairRtt
+from otcp.planning import formulas, inventory
+from otcp.planning.planner import Plan
 
 
 def plan_of(document):

@@ -16,12 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_agent_routes import ROOT, Namespace, route
 
-from agent.core import Agent
-from agent.routes import ApplyError
-from ryu_app import config, inventory
-from validation import ValidationError
-from wire import framing, messages, paramset, session
-from wire.framing import ProtocolError
+from otcp.agent.core import Agent
+from otcp.agent.routes import ApplyError
+from otcp.controller import config
+from otcp.planning import inventory
+from otcp.wire import framing, messages, paramset, session
+from otcp.wire.framing import ProtocolError
+from otcp.wire.validation import ValidationError
 
 EXAMPLES = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -201,7 +202,7 @@ def test_otcp_agent_apply_exits_0_or_2_with_one_line(tmp_path):
         def check(text):
             path = tmp_path / f"fuzz-{next(counter)}.json"
             path.write_text(text, encoding="latin-1")
-            done = subprocess.run([sys.executable, "-m", "agent.cli", "--netns", namespace.name, "apply", str(path),
+            done = subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", namespace.name, "apply", str(path),
                                    "--state", str(tmp_path / "state.db")], cwd=ROOT, capture_output=True, text=True)
             assert done.returncode in (0, 2), done.stderr
             assert "Traceback" not in done.stderr

@@ -10,10 +10,10 @@ import pytest
 from test_aggregate import lookup, random_fabric
 
 from benchmarks.plan_scale import fat_tree_fabric
-from ryu_app import formulas
-from ryu_app.fabric import Fabric, LinkFacts
-from ryu_app.planner import _PAIR_ARRAYS, RELABEL_SHARE, Plan
-from ryu_app.rtt import PairRtt
+from otcp.controller.rtt import PairRtt
+from otcp.planning import formulas
+from otcp.planning.fabric import Fabric, LinkFacts
+from otcp.planning.planner import _PAIR_ARRAYS, RELABEL_SHARE, Plan
 
 
 def assert_same(incremental, full):

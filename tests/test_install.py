@@ -7,7 +7,7 @@ import subprocess
 
 import yaml
 
-from ryu_app import config
+from otcp.controller import config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 INSTALL = ROOT / "scripts" / "install.sh"

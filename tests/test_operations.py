@@ -1,6 +1,6 @@
 """Operating the controller (docs/operations.md): bounded history, the live
 view behind the admin socket and `otcp-controller status`, and the
-Prometheus metrics, driven through the app's own steps (ryu_app/app.py) on
+Prometheus metrics, driven through the app's own steps (`otcp.service.app`) on
 fake datapaths with a simulated clock."""
 
 import json
@@ -15,8 +15,9 @@ from controller_fakes import H1, H2, H3, PORTS, FakeDatapath, arp_frame, port_in
 from os_ken.lib import hub
 from os_ken.lib.packet import arp as arp_packet
 
-from ryu_app import app, config, metrics
-from ryu_app.process import free_port
+from otcp.controller import config
+from otcp.experiments.controller_process import free_port
+from otcp.service import app, metrics
 
 ROOT = __file__.rsplit("/tests/", 1)[0]
 LINKS = 8  # directed: s1 <-> s2, h1 <-> s1, h2 <-> s2, h3 <-> s1
@@ -154,7 +155,7 @@ def test_metrics_follow_the_plan_and_a_lost_link(tmp_path, clock):
 
 
 def status_command(*args):
-    return subprocess.Popen([sys.executable, "-m", "ryu_app.cli", "status", *args], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "otcp.service.cli", "status", *args], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -203,7 +204,7 @@ def test_status_without_a_running_controller_says_so_in_one_line(tmp_path):
 
 def test_reading_the_status_does_not_import_eventlet():
     """The experiment runner and `status` read the socket; eventlet's deprecation warning must not reach them."""
-    code = ("import sys, experiments.otcp, ryu_app.admin\n"
+    code = ("import sys, otcp.experiments.otcp, otcp.service.admin\n"
             "print('eventlet' in sys.modules)")
     done = subprocess.run([sys.executable, "-W", "always", "-c", code], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)

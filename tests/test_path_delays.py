@@ -6,7 +6,7 @@ import pytest
 from controller_fakes import H1, H2, H3, arp_frame, connected_core
 from os_ken.lib.packet import arp as arp_packet
 
-from ryu_app.rtt import HostRtts, PairRtt
+from otcp.controller.rtt import HostRtts, PairRtt
 
 
 def learned_core(**options):

@@ -8,7 +8,7 @@ import sys
 import pytest
 from helpers import star, write_inventory
 
-from ryu_app import cli
+from otcp.service import cli
 
 
 def run_plan(capsys, path, *extra):
@@ -134,14 +134,14 @@ def test_missing_inventory_file(tmp_path, capsys):
 def test_console_script_exit_status(tmp_path):
     path = write_inventory(tmp_path, edited(links=BASE["links"][1:]))
     result = subprocess.run(
-        [sys.executable, "-m", "ryu_app.cli", "plan", path], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "otcp.service.cli", "plan", path], capture_output=True, text=True, check=False
     )
     assert result.returncode == 2
     assert "hosts.h1: has no link" in result.stderr
 
 
 def test_show_prints_the_last_generation_its_inputs_and_acks(tmp_path, capsys):
-    from ryu_app import store
+    from otcp.controller import store
 
     path = str(tmp_path / "controller.db")
     state = store.Store(path)

@@ -5,10 +5,10 @@ import random
 
 import pytest
 
-from ryu_app import formulas, inventory
-from ryu_app.planner import Plan
-from ryu_app.reference import ReferencePlanner
-from ryu_app.rtt import PairRtt
+from otcp.controller.rtt import PairRtt
+from otcp.planning import formulas, inventory
+from otcp.planning.planner import Plan
+from support.reference import ReferencePlanner
 
 
 def random_inventory(seed):

@@ -3,8 +3,8 @@ out (planner._undominated), and the minimum over the rest is the same number."""
 
 import numpy as np
 
-from ryu_app import formulas
-from ryu_app.planner import _undominated
+from otcp.planning import formulas
+from otcp.planning.planner import _undominated
 
 
 def test_the_minimum_over_the_lines_kept_is_the_minimum_over_all():

@@ -4,7 +4,7 @@ writes, skips and removals out. No root, no netlink."""
 import errno
 import socket
 
-from agent.routes import RT_SCOPE_LINK, RT_TABLE_MAIN, KernelRoute, Lookup, Route, plan_routes
+from otcp.agent.routes import RT_SCOPE_LINK, RT_TABLE_MAIN, KernelRoute, Lookup, Route, plan_routes
 
 MAIN = RT_TABLE_MAIN
 LAN = KernelRoute(family=socket.AF_INET, table=MAIN, dst="10.0.0.0/8", proto=2, type=1, priority=None,

@@ -1,12 +1,12 @@
-"""Inputs that hold still (ryu_app/stability.py), and the controller core
+"""Inputs that hold still (`otcp.controller.stability`), and the controller core
 producing no generation under steady load while a real change still re-plans."""
 
 import pytest
 from controller_fakes import H1, H2, H3, arp_frame, connected_core
 from os_ken.lib.packet import arp as arp_packet
 
-from ryu_app import formulas
-from ryu_app.stability import HeldFlows, StableDelays
+from otcp.controller.stability import HeldFlows, StableDelays
+from otcp.planning import formulas
 
 
 def test_delays_are_quantised_up_and_move_only_past_the_tolerance():

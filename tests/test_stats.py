@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from experiments import measure, stats
+from otcp.experiments import measure, stats
 
 
 def test_percentile_interpolates_between_ranks():

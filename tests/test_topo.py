@@ -5,8 +5,8 @@ import collections
 import pytest
 import yaml
 
-from ryu_app import inventory as controller_inventory
-from topo.fabrics import (
+from otcp.planning import inventory as controller_inventory
+from otcp.topo.fabrics import (
     DEEP_BUFFER,
     SHALLOW_BUFFER,
     FatTreeTopo,

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from validation import ValidationError
-from wire import framing, limits, messages, paramset, session
-from wire.framing import ProtocolError
-from wire.session import AuthenticationError
+from otcp.wire import framing, limits, messages, paramset, session
+from otcp.wire.framing import ProtocolError
+from otcp.wire.session import AuthenticationError
+from otcp.wire.validation import ValidationError
 
 ROUTES_ONLY = {"mode": "routes", "reason": "BPF enforcement turned off (otcp-agent run --enforce routes)"}
 
@@ -57,8 +57,8 @@ def test_pacing_rate_is_bytes_per_second_or_null():
     assert [r["pacing_rate"] for r in checked["routes"]] == [2_000_000, top]
     assert paramset.validate_param_set(param_set(route()))["routes"][0]["pacing_rate"] is None
     # The wire's top is what the sock_ops program can hand SO_MAX_PACING_RATE, and what the planner caps at.
-    from otcp_bpf.sockops import MAX_PACING_RATE
-    from ryu_app import formulas
+    from otcp.bpf.sockops import MAX_PACING_RATE
+    from otcp.planning import formulas
     assert limits.PACING_RATE[1] == MAX_PACING_RATE == formulas.MAX_PACING_RATE_BYTES_PER_S == top
 
 

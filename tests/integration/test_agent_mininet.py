@@ -12,9 +12,9 @@ import sys
 import pytest
 from triangle import TriangleTopo
 
-from experiments.emulation import emulate
-from ryu_app import store
-from ryu_app.process import ControllerProcess, free_port, wait_for
+from otcp.controller import store
+from otcp.experiments.controller_process import ControllerProcess, free_port, wait_for
+from otcp.experiments.emulation import emulate
 
 FAST = {"probe_s": 0.5, "flow_stats_s": 0.5, "recompute_s": 0.5}
 _METRIC = {
@@ -28,7 +28,7 @@ _METRIC = {
 
 def agent_command(workdir, host, address, secret_file):
     return [
-        sys.executable, "-m", "agent.cli", "--log-level", "debug", "run",
+        sys.executable, "-m", "otcp.agent.cli", "--log-level", "debug", "run",
         "--controller", address, "--secret-file", secret_file, "--state", str(workdir / f"{host}-agent.db"),
     ]
 

@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from experiments import ovs_sockets
+from otcp.experiments import ovs_sockets
 
 BUFFER = 85000
 PACKET = 1500
@@ -27,7 +27,7 @@ def test_one_burst_fills_the_buffer_and_every_loss_is_counted(tmp_path):
     before_bridges = bridges()
     before_buffers = send_buffers()
     completed = subprocess.run(
-        [sys.executable, "-m", "experiments.cli", "calibrate", "--buffer-bytes", str(BUFFER),
+        [sys.executable, "-m", "otcp.experiments.cli", "calibrate", "--buffer-bytes", str(BUFFER),
          "--packet-bytes", str(PACKET), "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-3000:]

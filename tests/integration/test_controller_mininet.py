@@ -9,10 +9,11 @@ import time
 import pytest
 from triangle import TriangleTopo
 
-from experiments.emulation import emulate
-from ryu_app import formulas, inventory, store
-from ryu_app.planner import Plan
-from ryu_app.process import ControllerProcess, wait_for
+from otcp.controller import store
+from otcp.experiments.controller_process import ControllerProcess, wait_for
+from otcp.experiments.emulation import emulate
+from otcp.planning import formulas, inventory
+from otcp.planning.planner import Plan
 
 FAST = {"probe_s": 0.5, "flow_stats_s": 0.5, "recompute_s": 0.5}
 
@@ -191,7 +192,7 @@ def test_link_down_and_up_replans(network):
 
 FORGE_PROBE = """
 import socket, sys
-from ryu_app.delay import probe_frame
+from otcp.controller.delay import probe_frame
 sender = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 sender.bind((sys.argv[1], 0))
 for sequence in range(1, 5001):

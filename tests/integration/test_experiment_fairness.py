@@ -1,5 +1,5 @@
 """A tiny fairness run for real: two long flows into one receiver, the second a second later, under
-default and otcp-lossless (``otcp-experiment fairness``, experiments/fairness.py).
+default and otcp-lossless (``otcp-experiment fairness``, `otcp.experiments.fairness`).
 
 Runs the command as a child process, then checks fairness.json against what the run's own series
 say (the means, the steady goodput, the arrivals), the plots, and that no bridge it created is left
@@ -21,7 +21,7 @@ def test_two_staggered_flows_give_a_sane_fairness_record(tmp_path):
     out = tmp_path / "fair"
     before = bridges()
     completed = subprocess.run(
-        [sys.executable, "-m", "experiments.cli", "fairness", "--flows", "2", "--stagger-seconds", str(STAGGER_S),
+        [sys.executable, "-m", "otcp.experiments.cli", "fairness", "--flows", "2", "--stagger-seconds", str(STAGGER_S),
          "--hold-seconds", str(HOLD_S), "--schemes", ",".join(SCHEMES), "--ceiling-seconds", "1",
          "--ceiling-repeats", "1", "--out", str(out)],
         capture_output=True, text=True, timeout=600)

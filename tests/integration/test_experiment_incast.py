@@ -27,7 +27,7 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
     out = tmp_path / "tiny"
     before = bridges()
     completed = subprocess.run(
-        [sys.executable, "-m", "experiments.cli", "incast", "--senders", "4", "--buffer-bytes", "85000",
+        [sys.executable, "-m", "otcp.experiments.cli", "incast", "--senders", "4", "--buffer-bytes", "85000",
          "--sru-bytes", "65536", "--rounds", str(ROUNDS), "--warmup-seconds", "0.5",
          "--schemes", "default,fine-rto,otcp,dctcp,otcp-lossless", "--ceiling-seconds", "2", "--ceiling-repeats", "2",
          "--out", str(out)],

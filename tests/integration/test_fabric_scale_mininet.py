@@ -16,10 +16,10 @@ import re
 
 import pytest
 
-from experiments.emulation import emulate
-from ryu_app import store
-from ryu_app.process import ControllerProcess, wait_for
-from topo.fabrics import FatTreeTopo, LeafSpineTopo
+from otcp.controller import store
+from otcp.experiments.controller_process import ControllerProcess, wait_for
+from otcp.experiments.emulation import emulate
+from otcp.topo.fabrics import FatTreeTopo, LeafSpineTopo
 
 TOPOLOGIES = {
     "fattree6": lambda: FatTreeTopo(k=6),

@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_agent_mininet import FAST, agent_command
 from triangle import TriangleTopo
 
-from experiments.emulation import emulate
-from ryu_app.process import ControllerProcess, free_port, wait_for
+from otcp.experiments.controller_process import ControllerProcess, free_port, wait_for
+from otcp.experiments.emulation import emulate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 AGENT_METRICS_PORT = 9464  # in each host's own namespace
@@ -92,7 +92,7 @@ def settled(emulation, port):
 
 
 def status(controller):
-    done = subprocess.run([sys.executable, "-m", "ryu_app.cli", "status", "--config", controller.config_path, "--json"],
+    done = subprocess.run([sys.executable, "-m", "otcp.service.cli", "status", "--config", controller.config_path, "--json"],
                           cwd=ROOT, capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
 
@@ -159,7 +159,7 @@ def test_status_shows_the_live_topology_parameters_and_agents(network):
         agent = agents[host.IP()]
         assert agent["connected"] and agent["hostname"] and agent["lag_generations"] == 0
         assert agent["acknowledged_generation"] == agent["published_generation"]
-    done = subprocess.run([sys.executable, "-m", "ryu_app.cli", "status", "--config", controller.config_path],
+    done = subprocess.run([sys.executable, "-m", "otcp.service.cli", "status", "--config", controller.config_path],
                           cwd=ROOT, capture_output=True, text=True, check=True)
     assert "  s1 -> s2: delay " in done.stdout and "Mb/s, buffer 85000 B" in done.stdout
     assert f"  {emulation.host('h1').IP()} (" in done.stdout and "lag 0" in done.stdout

@@ -1,4 +1,4 @@
-"""`otcp-experiment shell` (experiments/shell.py) fed a script instead of a
+"""`otcp-experiment shell` (`otcp.experiments.shell`) fed a script instead of a
 terminal: a leaf-spine network comes up with the controller and an agent in
 every host, Mininet's CLI runs `pingall`, an `iperf` and a host command
 showing the OTCP routes, and everything is torn down afterwards."""
@@ -11,7 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def shell(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "experiments.cli", "shell", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "otcp.experiments.cli", "shell", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -40,4 +40,4 @@ def test_a_bad_topology_is_named_in_one_line():
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == "otcp-experiment: --topo leafspine,2,2,0: hosts_per_leaf: 0 is out of range 1..100000\n"
     done = shell("--topo", "ring,3")
-    assert done.returncode == 2 and "'ring' is not a topology of topo/fabrics.py" in done.stderr
+    assert done.returncode == 2 and "'ring' is not a topology of `otcp.topo.fabrics`" in done.stderr

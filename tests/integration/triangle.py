@@ -1,7 +1,7 @@
 """The integration tests' topology: a triangle, so a link can fail without
 cutting any host off."""
 
-from topo.fabrics import FabricTopo
+from otcp.topo.fabrics import FabricTopo
 
 
 class TriangleTopo(FabricTopo):

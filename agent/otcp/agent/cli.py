@@ -1,0 +1,310 @@
+"""``otcp-agent``: the host agent and its one-shot commands.
+
+    otcp-agent run --controller HOST:PORT --secret-file FILE [--state FILE] [--enforce bpf|routes]
+    otcp-agent apply FILE.json [--state FILE]     # FILE "-" reads stdin
+    otcp-agent show [--json] [--state FILE]
+    otcp-agent revert [--state FILE]
+
+Options before the subcommand: ``--netns NAME`` runs the whole command in
+the named network namespace (as ``ip netns exec NAME`` would), and
+``--log-level``. Logs go to stderr; results of one-shot commands to stdout.
+
+Exit status: 0 done; 1 the kernel refused a change (the previous routes
+were restored) or the channel could not start; 2 bad input (the message
+names the file and the field).
+"""
+
+import argparse
+import datetime
+import json
+import logging
+import os
+import signal
+import ssl
+import sys
+
+from otcp.agent import rtt
+from otcp.agent.client import ControllerClient, client_tls, parse_address
+from otcp.agent.core import Agent
+from otcp.agent.enforcement import MODES, Enforcement, status_path
+from otcp.agent.metrics import AgentMetrics
+from otcp.agent.routes import OTCP_PROTO, ApplyError, table_name
+from otcp.agent.state import CorruptState
+from otcp.wire import limits, paramset, session
+from otcp.wire.validation import ValidationError
+
+STATE_DIRECTORY = "/var/lib/otcp-agent"
+LOG = logging.getLogger("otcp.agent")
+
+
+def main(argv=None):
+    """Run one otcp-agent command; returns the exit status (0 ok, 1 failed, 2 bad input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr, level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s otcp-agent %(levelname)s %(message)s",
+    )
+    logging.getLogger("pyroute2").setLevel(logging.WARNING)  # its debug lines are every netlink message
+    if args.netns:
+        try:
+            _enter_netns(args.netns)
+        except OSError as error:
+            print(f"otcp-agent: --netns {args.netns}: {error.strerror or error}", file=sys.stderr)
+            return 2
+    if args.state is None:
+        args.state = default_state_path(args.netns)
+    try:
+        return args.command(args)
+    except KeyboardInterrupt:
+        return 0
+
+
+def default_state_path(netns):
+    """Where the state lives unless --state says: one file per namespace."""
+    if netns:
+        return os.path.join(STATE_DIRECTORY, os.path.basename(netns), "state.db")
+    return os.path.join(STATE_DIRECTORY, "state.db")
+
+
+def build_parser():
+    """The otcp-agent command line: run, apply, show, revert."""
+    parser = argparse.ArgumentParser(
+        prog="otcp-agent", description="Apply OTCP's per-destination TCP parameters as route attributes "
+        f"(routes tagged proto {OTCP_PROTO})."
+    )
+    parser.add_argument("--netns", metavar="NAME", help="run in this named network namespace")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    commands = parser.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
+
+    def state_option(sub):
+        sub.add_argument("--state", metavar="FILE",
+                         help=f"SQLite state file (default {STATE_DIRECTORY}/state.db, or "
+                              f"{STATE_DIRECTORY}/NETNS/state.db with --netns)")
+
+    run = commands.add_parser("run", help="connect to the controller and apply what it pushes")
+    run.add_argument("--controller", required=True, metavar="HOST:PORT")
+    run.add_argument("--secret-file", required=True, metavar="FILE")
+    run.add_argument("--backoff-max", type=float, default=30.0, metavar="SECONDS",
+                     help="longest wait between reconnection attempts (default 30)")
+    run.add_argument("--rtt-interval", type=float, default=rtt.INTERVAL_S, metavar="SECONDS",
+                     help="how often to measure and report round trips to the set's destinations (default 5)")
+    run.add_argument("--metrics", metavar="ADDRESS:PORT",
+                     help="serve Prometheus metrics here (off by default)")
+    run.add_argument("--tls-ca", metavar="FILE",
+                     help="speak TLS to the controller and verify its certificate against this CA")
+    run.add_argument("--tls-server-name", metavar="NAME",
+                     help="the name the controller's certificate must carry (default: the --controller host)")
+    run.add_argument("--enforce", choices=MODES, default="bpf",
+                     help="bpf (default): also enforce the window, initial window, rto_min and pacing with the "
+                     "sock_ops program from the first connection, falling back to routes alone when BPF is "
+                     "unavailable; routes: route attributes alone (the published OTCP)")
+    state_option(run)
+    run.set_defaults(command=cmd_run)
+
+    apply = commands.add_parser("apply", help="validate and apply a parameter set from a JSON file")
+    apply.add_argument("file", metavar="FILE.json")
+    apply.add_argument("--json", action="store_true", help="print the per-route results as JSON")
+    state_option(apply)
+    apply.set_defaults(command=cmd_apply)
+
+    show = commands.add_parser("show", help="what is applied, read back from the kernel")
+    show.add_argument("--json", action="store_true")
+    state_option(show)
+    show.set_defaults(command=cmd_show)
+
+    revert = commands.add_parser("revert", help="remove every route the agent created, and nothing else")
+    state_option(revert)
+    revert.set_defaults(command=cmd_revert)
+    return parser
+
+
+# -- commands ----------------------------------------------------------------
+
+
+def cmd_run(args):
+    """Keep this host's routes in line with the controller until stopped."""
+    try:
+        host, port = parse_address(args.controller)
+        secret = session.read_secret(args.secret_file)
+        metrics_address = parse_address(args.metrics, "--metrics") if args.metrics else None
+        tls = client_tls(args.tls_ca) if args.tls_ca else None
+    except (ValueError, OSError, ssl.SSLError) as error:
+        print(f"otcp-agent: {error}", file=sys.stderr)
+        return 2
+    if not args.backoff_max > 0:
+        print("otcp-agent: --backoff-max: must be above 0", file=sys.stderr)
+        return 2
+    if not 0 < args.rtt_interval < 3600:
+        print("otcp-agent: --rtt-interval: must be above 0 and below 3600", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _stop)
+    enforcing = Enforcement.start(args.enforce, status_path=status_path(args.state))
+    with Agent(args.state, recover=True, enforcement=enforcing) as agent:
+        try:
+            finished = agent.finish_interrupted()
+            if finished:
+                LOG.warning("%s", finished)
+            results = agent.reapply_stored()
+        except (ValidationError, ApplyError) as error:
+            LOG.error("could not re-apply the stored generation: %s", error)
+        else:
+            if results is not None:
+                LOG.info("re-applied stored generation %d (%d route(s))", agent.state.applied_generation(),
+                         sum(1 for r in results if r["status"] == "applied"))
+        metrics = AgentMetrics()
+        metrics.applied_generation.set(agent.state.applied_generation() or 0)
+        if metrics_address is not None:
+            try:
+                metrics.serve(*metrics_address)
+            except OSError as error:
+                print(f"otcp-agent: --metrics {args.metrics}: {error.strerror or error}", file=sys.stderr)
+                return 2
+        client = ControllerClient(agent, host, port, secret, backoff_max=args.backoff_max,
+                                  backoff_initial=min(0.5, args.backoff_max), metrics=metrics, tls=tls,
+                                  server_name=args.tls_server_name, rtt_interval_s=args.rtt_interval)
+        try:
+            client.run()
+        except SystemExit:
+            LOG.info("stopping; the applied routes stay%s",
+                     "; the BPF enforcement goes" if enforcing.mode == "bpf" else "")
+            return 0
+
+
+def cmd_apply(args):
+    """Apply a parameter set from a file (or stdin) once."""
+    try:
+        body = _read_input(args.file)
+        param_set = paramset.parse_param_set(body, where=args.file)
+    except OSError as error:
+        print(f"otcp-agent: {args.file}: {error.strerror or error}", file=sys.stderr)
+        return 2
+    except ValidationError as error:
+        print(f"otcp-agent: {args.file}: {error}" if error.field else f"otcp-agent: {error}", file=sys.stderr)
+        return 2
+    with Agent(args.state, recover=True) as agent:
+        try:
+            validated, results = agent.apply(param_set, f"file {args.file}")
+        except ValidationError as error:
+            print(f"otcp-agent: {args.file}: {error}", file=sys.stderr)
+            return 2
+        except ApplyError as error:
+            print(f"otcp-agent: {args.file}: {error}", file=sys.stderr)
+            return 1
+    if args.json:
+        print(json.dumps({"generation": validated["generation"], "results": results}, indent=2))
+        return 0
+    applied = [r for r in results if r["status"] == "applied"]
+    print(f"generation {validated['generation']}: {len(applied)} route(s) applied, "
+          f"{len(results) - len(applied)} skipped")
+    for result in results:
+        if result["status"] == "skipped":
+            print(f"  skipped {result['dst']}: {result['reason']}")
+        elif result.get("reason"):
+            print(f"  applied {result['dst']}, but {result['reason']}")
+    return 0
+
+
+def cmd_show(args):
+    """Print the applied generation and the OTCP routes read back from the kernel."""
+    try:
+        agent = Agent(args.state)
+    except CorruptState as error:
+        print(f"otcp-agent: {error} (run, apply and revert move it aside)", file=sys.stderr)
+        return 2
+    with agent:
+        shown = agent.show()
+    if args.json:
+        print(json.dumps(shown, indent=2))
+        return 0
+    if shown["generation"] is None:
+        print("no generation applied")
+    else:
+        when = datetime.datetime.fromtimestamp(shown["applied_at"]).isoformat(timespec="seconds")
+        status = "active" if shown["active"] else "reverted"
+        print(f"generation {shown['generation']} ({status}, applied {when})")
+    rows = [("DESTINATION", "DEV", "GATEWAY", "TABLE", "RTO_MIN", "INITCWND", "CWND", "ADVMSS", "QUICKACK")]
+    for r in shown["routes"]:
+        rows.append((
+            r["dst"], r["dev"] or "?", r["gateway"] or "-", table_name(r["table"]),
+            "-" if r["rto_min_ms"] is None else f"{r['rto_min_ms']}ms",
+            "-" if r["initcwnd"] is None else str(r["initcwnd"]),
+            "-" if r["cwnd_clamp"] is None else f"{r['cwnd_clamp']} lock",
+            "-" if r["advmss"] is None else str(r["advmss"]),
+            "on" if r["quickack"] else "off",
+        ))
+    if len(rows) > 1:
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    else:
+        print("no OTCP routes in the kernel")
+    for skipped in shown["skipped"]:
+        print(f"skipped {skipped['dst']}: {skipped['reason']}")
+    for unenforced in shown["unenforced"]:
+        print(f"applied {unenforced['dst']}, but {unenforced['reason']}")
+    _print_enforcement(shown["enforcement"])
+    return 0
+
+
+def _print_enforcement(enforcement):
+    """The enforcement part of ``show``: mode, reason, the BPF entries and counters."""
+    reason = f" ({enforcement['reason']})" if enforcement["reason"] else ""
+    print(f"enforcement: {enforcement['mode']}{reason}")
+    if enforcement.get("error"):
+        print(f"  BPF entries unreadable: {enforcement['error']}")
+    rows = [("BPF DESTINATION", "CWND_CLAMP", "INITCWND", "RTO_MIN", "PACING", "CONNECTIONS")]
+    for e in enforcement["entries"]:
+        rows.append((e["dst"], str(e["cwnd_clamp"] or "-"), str(e["initcwnd"] or "-"),
+                     "-" if e["rto_min_us"] is None else f"{e['rto_min_us']}us",
+                     "-" if e["pacing_rate"] is None else f"{e['pacing_rate']}B/s", str(e["connections"])))
+    if len(rows) > 1:
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    if enforcement["counters"] is not None:
+        counts = ", ".join(f"{name} {value}" for name, value in enforcement["counters"].items() if value)
+        print(f"otcp_sockops on this machine: {counts or 'no connection seen yet'}")
+
+
+def cmd_revert(args):
+    """Remove every OTCP route of this host (or namespace)."""
+    with Agent(args.state, recover=True) as agent:
+        try:
+            removed = agent.revert()
+        except ApplyError as error:
+            print(f"otcp-agent: revert: {error}", file=sys.stderr)
+            return 1
+    print(f"removed {len(removed)} OTCP route(s)")
+    return 0
+
+
+# -- helpers -------------------------------------------------------------------
+
+
+def _read_input(path):
+    """The file's bytes, refusing more than a frame can carry without reading it all."""
+    limit = limits.MAX_FRAME_BYTES
+    handle = sys.stdin.buffer if path == "-" else open(path, "rb")
+    try:
+        body = handle.read(limit + 1)
+    finally:
+        if handle is not sys.stdin.buffer:
+            handle.close()
+    if len(body) > limit:
+        raise ValidationError("", f"{path}: larger than the {limit}-byte limit")
+    return body
+
+
+def _enter_netns(name):
+    from pyroute2 import netns
+
+    netns.setns(name, flags=0)
+
+
+def _stop(signum, frame):
+    raise SystemExit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,282 @@
+"""The agent's side of the channel: dial the controller, authenticate,
+report, then apply and acknowledge every parameter set it pushes.
+
+`ControllerClient.run` never gives up: when the controller is unreachable
+or goes away it waits (capped exponential backoff with jitter) and dials
+again. The routes stay as they are while disconnected. TCP keepalive
+notices a controller that vanished without closing the connection.
+"""
+
+import logging
+import random
+import socket
+import ssl
+import threading
+import time
+
+from otcp.agent.core import BaseMismatch
+from otcp.agent.metrics import AgentMetrics
+from otcp.agent.routes import ApplyError
+from otcp.agent.rtt import INTERVAL_S, RttMeter
+from otcp.wire import framing, limits, messages, paramset, session
+from otcp.wire.framing import ProtocolError
+from otcp.wire.session import AuthenticationError
+from otcp.wire.validation import ValidationError
+
+LOG = logging.getLogger("otcp.agent")
+KEEPALIVE_IDLE_S = 10
+KEEPALIVE_INTERVAL_S = 5
+KEEPALIVE_COUNT = 3
+USER_TIMEOUT_MS = 30_000
+STABLE_SESSION_S = 5.0
+
+
+class ControllerClient:
+    """Keeps one agent connected to its controller."""
+
+    def __init__(self, agent, host, port, secret, connect_timeout=5.0, handshake_timeout=10.0,
+                 backoff_initial=0.5, backoff_max=30.0, logger=LOG, metrics=None, tls=None, server_name=None,
+                 rtt_meter=None, rtt_interval_s=INTERVAL_S):
+        self.agent = agent
+        self.address = (host, port)
+        self.secret = secret
+        self.metrics = metrics or AgentMetrics()
+        self.tls = tls  # an ssl.SSLContext that verifies the controller, or None for plain TCP
+        self.server_name = server_name or host  # what the controller's certificate must name
+        self.rtt_meter = rtt_meter or RttMeter()
+        self.rtt_interval_s = rtt_interval_s
+        self._destinations: list[str] = []  # of the applied set, for the round-trip reporter
+        self._peers: list[str] = []  # the hosts the controller knows, to probe
+        self.connect_timeout = connect_timeout
+        self.handshake_timeout = handshake_timeout
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.log = logger
+        self.sessions = 0  # authenticated sessions so far
+        self._stopping = threading.Event()
+
+    def stop(self):
+        """Make `run` return after its current attempt instead of dialling again."""
+        self._stopping.set()
+
+    def run(self):
+        """Connect, serve, reconnect; returns after `stop`, or on an exception from
+        outside (SystemExit, KeyboardInterrupt)."""
+        failures = 0
+        attempts = 0
+        while not self._stopping.is_set():
+            if attempts:
+                self.metrics.reconnects.inc()
+            attempts += 1
+            started = time.monotonic()
+            sessions = self.sessions
+            try:
+                self.serve_once()
+                self.log.warning("controller %s:%d closed the connection", *self.address)
+            except (OSError, ProtocolError, ValueError) as error:
+                self.log.warning("controller %s:%d: %s", *self.address, _describe(error))
+            # A session that authenticated and lasted resets the backoff; a
+            # controller that keeps dropping us right away does not.
+            lasted = time.monotonic() - started >= STABLE_SESSION_S
+            failures = 0 if self.sessions > sessions and lasted else failures + 1
+            delay = min(self.backoff_max, self.backoff_initial * 2 ** (failures - 1 if failures else 0))
+            delay *= random.uniform(0.5, 1.0)
+            self.log.info("reconnecting in %.1f s", delay)
+            self._stopping.wait(delay)
+
+    def serve_once(self):
+        """One connection: handshake, hello, then params until it closes."""
+        sock = socket.create_connection(self.address, timeout=self.connect_timeout)
+        sender = None
+        try:
+            _keepalive(sock)
+            if self.tls is not None:
+                sock = self.tls.wrap_socket(sock, server_hostname=self.server_name)
+            reader = _Reader(sock)
+            # One deadline for the whole handshake, not one per receive: a
+            # challenge trickled a byte at a time cannot hold the agent.
+            reader.deadline = time.monotonic() + self.handshake_timeout
+            session = self._handshake(sock, reader)
+            reader.deadline = None
+            self.sessions += 1
+            self.metrics.connected.set(1)
+            self.log.info("authenticated to controller %s:%d", *self.address)
+            hello = dict(self.agent.hello(), type="hello")
+            sender = _Sender(sock, session)
+            sender.send(hello)
+            self.log.info("reported addresses %s", ", ".join(hello["addresses"]) or "(none)")
+            # The reporter thread must not touch the agent's state (SQLite is per thread): it reads this list.
+            self._destinations = self.agent.destinations()
+            reporter = threading.Thread(target=self._report_rtts, args=(sender,), daemon=True)
+            reporter.start()
+            while True:
+                body = reader.frame()
+                if body is None:
+                    return
+                message = session.open(body)
+                messages.check_message(message, "params")
+                if "delta" in message:
+                    sender.send(self._handle_params(message["delta"], delta=True))
+                else:
+                    sender.send(self._handle_params(message["set"]))
+                self._destinations = self.agent.destinations()
+                if "peers" in message:  # absent: unchanged since the last params message
+                    self._peers = message["peers"]
+        finally:
+            self.metrics.connected.set(0)
+            if sender is not None:
+                sender.closed.set()
+            sock.close()
+
+    def _report_rtts(self, sender):
+        """Every rtt_interval_s, measure the round trips to the applied set's
+        destinations and report them, until the connection ends."""
+        while not sender.closed.wait(self.rtt_interval_s):
+            destinations = self._destinations
+            try:
+                self.rtt_meter.measure(destinations, self._peers)
+                samples = self.rtt_meter.report()
+                if samples:
+                    self.log.debug("round trips: %s", "; ".join(
+                        f"{s['dst']} min {s['min_rtt_us']:.0f} us of {s['count']} ({s['source']})" for s in samples))
+                    sender.send(messages.rtt_message(samples))
+            except OSError as error:
+                if not sender.closed.is_set():
+                    self.log.warning("round-trip report failed: %s", error)
+                return
+
+    def _handshake(self, sock, reader):
+        reader.decoder.limit = limits.MAX_HANDSHAKE_FRAME_BYTES
+        challenge = _expect(reader, "challenge", "waiting for the challenge")
+        auth, agent_nonce = messages.auth_message(self.secret, challenge)
+        sock.sendall(framing.frame(framing.encode_json(auth)))
+        welcome = _expect(reader, "welcome", "authentication refused (wrong secret?)")
+        expected = session.controller_mac(self.secret, agent_nonce, challenge["nonce"])
+        if not session.macs_equal(expected, welcome["mac"]):
+            raise AuthenticationError("the controller could not prove it holds the secret")
+        reader.decoder.limit = limits.MAX_FRAME_BYTES
+        return session.Session(self.secret, challenge["nonce"], agent_nonce, "agent")
+
+    def _handle_params(self, param_set, delta=False):
+        """Apply a whole set, or a delta against the applied one; the answer to send:
+        ack, reject, or (a delta with another base) resync, which asks for the whole set."""
+        generation = paramset.claimed_generation(param_set)
+        started = time.monotonic()
+        try:
+            if delta:
+                validated, results = self.agent.apply_delta(param_set, "controller")
+            else:
+                validated, results = self.agent.apply(param_set, "controller")
+        except BaseMismatch as mismatch:
+            self.metrics.resyncs.inc()
+            self.log.info("%s; asking for the whole set", mismatch)
+            return messages.resync_message(mismatch.generation, mismatch.applied_generation)
+        except ValidationError as error:
+            self.metrics.rejected("generation" if error.field == "generation" else "validation")
+            self.log.warning("rejected generation %s: %s", generation, error)
+            return messages.reject_message(generation, str(error))
+        except ApplyError as error:
+            self.metrics.rejected("kernel")
+            self.log.error("could not apply generation %s: %s", generation, error)
+            return messages.reject_message(generation, str(error))
+        self.metrics.applied(validated["generation"], results, time.monotonic() - started)
+        skipped = sum(1 for r in results if r["status"] == "skipped")
+        self.log.info("applied generation %d: %d route(s), %d skipped", validated["generation"],
+                      len(results) - skipped, skipped)
+        for result in results:
+            if result["status"] == "skipped":
+                self.log.info("  skipped %s: %s", result["dst"], result["reason"])
+        return messages.ack_message(validated["generation"], results, self.agent.enforcement.report())
+
+
+class _Sender:
+    """Sends sealed messages on one connection from any thread, one at a time
+    (a session's sequence numbers must go out in order)."""
+
+    def __init__(self, sock, session):
+        self.sock = sock
+        self.session = session
+        self.closed = threading.Event()
+        self._lock = threading.Lock()
+
+    def send(self, message):
+        """Seal and send one message."""
+        with self._lock:
+            self.sock.sendall(self.session.seal(message))
+
+
+class _Reader:
+    """Whole frames from a blocking socket."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.decoder = framing.FrameDecoder(limits.MAX_HANDSHAKE_FRAME_BYTES)
+        self.deadline = None  # time.monotonic() by which the next frame must be whole, or None
+        self._ready = []
+
+    def frame(self):
+        """The next frame's body, or None when the peer closed cleanly."""
+        while not self._ready:
+            if self.deadline is not None:
+                remaining = self.deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ProtocolError("the handshake did not finish in time")
+                self.sock.settimeout(remaining)
+            else:
+                self.sock.settimeout(None)
+            try:
+                data = self.sock.recv(1 << 16)
+            except TimeoutError:
+                if self.deadline is None:
+                    raise
+                raise ProtocolError("the handshake did not finish in time") from None
+            if not data:
+                if self.decoder.pending():
+                    raise ProtocolError("connection closed in the middle of a frame")
+                return None
+            self._ready.extend(self.decoder.feed(data))
+        return self._ready.pop(0)
+
+
+def _expect(reader, kind, closed_meaning):
+    body = reader.frame()
+    if body is None:
+        raise ProtocolError(f"connection closed: {closed_meaning}")
+    message = framing.decode_json(body, kind)
+    messages.check_message(message, kind)
+    return message
+
+
+def _keepalive(sock):
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE_S)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, KEEPALIVE_INTERVAL_S)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, KEEPALIVE_COUNT)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, USER_TIMEOUT_MS)
+
+
+def _describe(error):
+    if isinstance(error, socket.timeout):
+        return "timed out"
+    if isinstance(error, ConnectionRefusedError):
+        return "connection refused"
+    return str(error) or type(error).__name__
+
+
+def parse_address(text, option="--controller"):
+    """"HOST:PORT" or "[IPv6]:PORT" -> (host, port); ValueError names the option and the problem."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"{option}: {text!r} is not HOST:PORT")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"{option}: port {port!r} is not a number in 1..65535")
+    return host, int(port)
+
+
+def client_tls(ca_file):
+    """A TLS context that trusts only ca_file and checks the controller's name (TLS 1.2 or later)."""
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca_file)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context

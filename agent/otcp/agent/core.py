@@ -1,0 +1,224 @@
+"""The agent proper: validate a parameter set, apply it, remember it.
+
+Shared by the one-shot commands (``apply``, ``show``, ``revert``) and the
+running agent, so a set pushed by the controller and a set given on the
+command line go through exactly the same checks and effects.
+
+The generation rule is `otcp.wire.paramset.check_generation`; re-applying the
+applied set unchanged puts back any route that went missing.
+"""
+
+import contextlib
+import logging
+import signal
+import sqlite3
+
+from otcp.agent import facts
+from otcp.agent.enforcement import Enforcement, EnforcementError, shown_enforcement
+from otcp.agent.routes import ApplyError, RouteTable
+from otcp.agent.state import CorruptState, State, StateLock, move_aside
+from otcp.wire.paramset import apply_delta, check_generation, claimed_generation, validate_delta, validate_param_set
+from otcp.wire.validation import ValidationError
+
+LOG = logging.getLogger("otcp.agent")
+
+
+class BaseMismatch(Exception):
+    """A delta whose base is not the active applied generation; the agent needs the whole set."""
+
+    def __init__(self, generation, base, applied_generation):
+        self.generation = generation
+        self.base = base
+        self.applied_generation = applied_generation
+        held = "no active set" if applied_generation is None else f"generation {applied_generation}"
+        super().__init__(f"delta to generation {generation} is against generation {base}, and this agent "
+                         f"holds {held}")
+
+
+class Agent:
+    """One host's OTCP routes and their state file.
+
+    With recover=True a state file that cannot be used is moved aside (and
+    `moved_aside` names where) so the agent starts with an empty state;
+    without it, CorruptState is raised. `enforcement` (`otcp.agent.enforcement`)
+    is how the running agent enforces besides the routes; one-shot commands
+    use routes alone.
+    """
+
+    def __init__(self, state_path, netns=None, recover=False, enforcement=None):
+        self.state_path = state_path
+        self.enforcement = enforcement or Enforcement.one_shot(netns)
+        self.moved_aside = None
+        try:
+            self.state = State(state_path)
+        except CorruptState as error:
+            if not recover:
+                raise
+            self.moved_aside = move_aside(state_path)
+            LOG.warning("%s; moved it to %s and starting with an empty state", error, self.moved_aside)
+            self.state = State(state_path)
+        self.routes = RouteTable(netns)
+
+    def close(self):
+        """Release the enforcement (its BPF entries go), close the route socket and the state file."""
+        self.enforcement.close()
+        self.routes.close()
+        self.state.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def apply(self, param_set, source):
+        """Validate and apply a set (a parsed JSON object) as a whole.
+
+        Returns the validated set and the per-route results. Raises
+        ValidationError (nothing touched) or ApplyError (previous routes
+        restored). Both are journaled.
+        """
+        with StateLock(self.state_path), _signals_deferred():
+            applied = self.state.applied()
+            try:
+                validated = validate_param_set(param_set)
+            except ValidationError as error:
+                self.state.record(claimed_generation(param_set), source, "rejected", str(error))
+                raise
+            return self._apply_locked(validated, applied, source)
+
+    def apply_delta(self, delta, source):
+        """Apply a delta (a parsed JSON object) against the active applied set: the
+        set it makes is validated and applied as a whole, exactly like `apply`.
+
+        Raises BaseMismatch (nothing touched, nothing journaled) when the
+        active applied generation is not the delta's base; ValidationError or
+        ApplyError as `apply` does.
+        """
+        with StateLock(self.state_path), _signals_deferred():
+            applied = self.state.applied()
+            current = applied.generation if applied is not None and applied.active else None
+            try:
+                checked = validate_delta(delta)
+                if current is None or checked["base"] != current:
+                    raise BaseMismatch(checked["generation"], checked["base"], current)
+                validated = apply_delta(applied.param_set, checked)
+            except ValidationError as error:
+                self.state.record(claimed_generation(delta), source, "rejected", str(error))
+                raise
+            return self._apply_locked(validated, applied, source)
+
+    def _apply_locked(self, validated, applied, source):
+        """Apply a validated set, the state lock held and signals deferred."""
+        try:
+            check_generation(validated, *((applied.generation, applied.param_set) if applied else (None,)))
+        except ValidationError as error:
+            self.state.record(validated["generation"], source, "rejected", str(error))
+            raise
+        self.state.begin(validated["generation"], [route["dst"] for route in validated["routes"]])
+        try:
+            results = self.routes.apply(validated)
+        except ApplyError as error:
+            self.state.end()
+            self.state.record(validated["generation"], source, "failed", str(error))
+            raise
+        try:
+            undo_enforcement = self.enforcement.apply(validated["routes"], results)
+        except EnforcementError as error:
+            problems = self.routes.undo_last()
+            self.state.end()
+            detail = f"; rollback incomplete: {'; '.join(problems)}" if problems else "; routes rolled back"
+            self.state.record(validated["generation"], source, "failed", f"{error}{detail}")
+            raise ApplyError(f"{error}{detail}", rolled_back=not problems) from None
+        self.enforcement.note_unenforced(validated["routes"], results)
+        try:
+            self.state.save_applied(validated, results, source)
+        except sqlite3.Error as error:
+            undo_enforcement()
+            problems = self.routes.undo_last()
+            detail = f"; rollback incomplete: {'; '.join(problems)}" if problems else "; routes rolled back"
+            raise ApplyError(f"could not save the state ({error}){detail}", rolled_back=not problems) from None
+        return validated, results
+
+    def finish_interrupted(self):
+        """Undo what an interrupted apply left in the kernel; returns what it did, or None.
+
+        The intent names the destinations the apply was writing. With an
+        active stored generation, re-applying it brings back exactly its
+        routes; without one, the intent's routes are removed.
+        """
+        with StateLock(self.state_path), _signals_deferred():
+            intent = self.state.intent()
+            if intent is None:
+                return None
+            generation, destinations = intent
+            applied = self.state.applied()
+            self.state.end()
+            if applied is None or not applied.active:
+                removed = self.routes.remove(destinations)
+                self.state.record(generation, "restart", "recovered",
+                                  f"interrupted apply: {len(removed)} route(s) it left removed")
+                return f"removed {len(removed)} route(s) left by the interrupted apply of generation {generation}"
+        results = self.apply(applied.param_set, "restart")[1]
+        return (f"interrupted apply of generation {generation}: generation {applied.generation} "
+                f"put back ({len(results)} route(s))")
+
+    def reapply_stored(self):
+        """Put back the stored generation (after a restart). Returns its
+        results, or None when nothing active is stored."""
+        applied = self.state.applied()
+        if applied is None or not applied.active:
+            return None
+        return self.apply(applied.param_set, "restart")[1]
+
+    def revert(self):
+        """Remove every OTCP route; the generation is kept (older sets stay refused)."""
+        with StateLock(self.state_path), _signals_deferred():
+            removed = self.routes.revert()
+            self.enforcement.remove()
+            self.state.end()
+            self.state.mark_reverted(len(removed))
+            return removed
+
+    def show(self):
+        """What is applied: the stored generation and the routes read back
+        from the kernel."""
+        applied = self.state.applied()
+        names = self.routes.interface_names()
+        routes = [self.routes.describe(route, names) for route in self.routes.owned()]
+        return {
+            "generation": None if applied is None else applied.generation,
+            "active": None if applied is None else applied.active,
+            "applied_at": None if applied is None else applied.applied_at,
+            "routes": sorted(routes, key=lambda r: (r["table"], r["dst"])),
+            "skipped": [] if applied is None or not applied.active else
+            [r for r in applied.results if r["status"] == "skipped"],
+            "unenforced": [] if applied is None or not applied.active else
+            [r for r in applied.results if r["status"] == "applied" and r.get("reason")],
+            "enforcement": shown_enforcement(self.state_path, self.routes.netns),
+        }
+
+    def destinations(self):
+        """The prefixes of the active applied set: where the round-trip meter measures."""
+        applied = self.state.applied()
+        if applied is None or not applied.active:
+            return []
+        return [route["dst"] for route in applied.param_set["routes"]]
+
+    def hello(self):
+        """The hello this agent sends the controller: addresses, MTU/MSS, the applied generation
+        and how it enforces."""
+        return dict(facts.hello(self.routes.netlink, self.state.applied_generation()),
+                    enforcement=self.enforcement.report())
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """Hold SIGTERM/SIGINT while routes and state change: an apply is never
+    cut in half by a stop request; the signal is delivered right after."""
+    blocked = {signal.SIGTERM, signal.SIGINT}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

@@ -1,0 +1,221 @@
+"""The agent's local state: the generation it applied, in SQLite.
+
+One row holds the last applied set (its generation, the validated routes,
+the per-route results) and whether it is still active (``revert`` keeps
+the generation, so an older set is still refused, but marks it inactive so
+a restart does not put the routes back). A small journal records every
+apply, rejection and revert for the operator.
+
+Before the kernel is touched, an apply records its *intent*: the
+destinations it is about to write. A successful apply clears it in the same
+transaction that records the new generation, so an intent found later means
+an apply was interrupted (``kill -9``, power loss) and names what it may
+have left in the kernel.
+
+A state file that cannot be read (truncated, garbage, another schema, bad
+JSON, a directory) raises `CorruptState` with one line saying why;
+`move_aside` puts it out of the way so the agent can start afresh.
+
+`StateLock` serialises every command that changes routes (a running agent,
+``apply``, ``revert``) on one host through an flock next to the database.
+"""
+
+import fcntl
+import json
+import os
+import sqlite3
+import time
+
+from otcp.wire import paramset, validation
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS applied (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    generation INTEGER NOT NULL,
+    param_set TEXT NOT NULL,
+    results TEXT NOT NULL,
+    applied_at REAL NOT NULL,
+    active INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS journal (
+    at REAL NOT NULL,
+    generation INTEGER,
+    source TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS intent (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    generation INTEGER NOT NULL,
+    destinations TEXT NOT NULL,
+    started_at REAL NOT NULL
+);
+"""
+COLUMNS = {
+    "applied": ["id", "generation", "param_set", "results", "applied_at", "active"],
+    "journal": ["at", "generation", "source", "outcome", "detail"],
+    "intent": ["id", "generation", "destinations", "started_at"],
+}
+JOURNAL_ROWS = 1000
+#: A journal entry keeps at most this much of what it was sent, so one
+#: hostile set cannot grow the state file.
+DETAIL_BYTES = 2048
+
+
+class CorruptState(Exception):
+    """The state file cannot be used; the message says why, in one line."""
+
+
+class Applied:
+    """The last applied generation as stored."""
+
+    def __init__(self, generation, param_set, results, applied_at, active):
+        self.generation = generation
+        self.param_set = param_set
+        self.results = results
+        self.applied_at = applied_at
+        self.active = active
+
+
+class State:
+    """The agent's SQLite file."""
+
+    def __init__(self, path):
+        self.path = path
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(path, timeout=30)
+        except sqlite3.Error as error:
+            raise CorruptState(f"{path}: cannot open the state: {error}") from None
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.executescript(SCHEMA)
+            self._check()
+        except (sqlite3.Error, CorruptState) as error:
+            self.db.close()
+            if isinstance(error, CorruptState):
+                raise
+            raise CorruptState(f"{path}: not a usable state database: {error}") from None
+
+    def _check(self):
+        """Refuse a file whose tables or stored set are not what this agent writes."""
+        for table, columns in COLUMNS.items():
+            found = [row[1] for row in self.db.execute(f"PRAGMA table_info({table})")]
+            if found != columns:
+                raise CorruptState(f"{self.path}: table {table} has columns {found}, expected {columns}")
+        self.applied()
+        self.intent()
+
+    def close(self):
+        """Close the state database."""
+        self.db.close()
+
+    def applied(self):
+        """The last applied generation, or None if nothing was ever applied."""
+        row = self.db.execute(
+            "SELECT generation, param_set, results, applied_at, active FROM applied WHERE id = 1"
+        ).fetchone()
+        if row is None:
+            return None
+        try:
+            stored = paramset.validate_param_set(validation.load_json(row[1].encode(), "stored set"))
+            results = validation.load_json(row[2].encode(), "stored results")
+        except (AttributeError, ValueError) as error:
+            raise CorruptState(f"{self.path}: the stored generation is unreadable: {error}") from None
+        if stored["generation"] != row[0] or not isinstance(results, list):
+            raise CorruptState(f"{self.path}: the stored generation does not match its set")
+        return Applied(row[0], stored, results, row[3], bool(row[4]))
+
+    def applied_generation(self):
+        """The applied generation number, or None."""
+        applied = self.applied()
+        return None if applied is None else applied.generation
+
+    def save_applied(self, param_set, results, source):
+        """Record a set as applied, with its per-route results; the intent is done."""
+        with self.db:
+            self.db.execute(
+                "INSERT OR REPLACE INTO applied VALUES (1, ?, ?, ?, ?, 1)",
+                (param_set["generation"], json.dumps(param_set), json.dumps(results), time.time()),
+            )
+            self.db.execute("DELETE FROM intent")
+            self._journal(param_set["generation"], source, "applied", f"{len(param_set['routes'])} route(s)")
+
+    def begin(self, generation, destinations):
+        """Record, durably and before the kernel is touched, what an apply is about to write."""
+        with self.db:
+            self.db.execute("INSERT OR REPLACE INTO intent VALUES (1, ?, ?, ?)",
+                            (generation, json.dumps(sorted(destinations)), time.time()))
+
+    def end(self):
+        """Forget the intent of an apply that ended without a new generation (refused, rolled back)."""
+        with self.db:
+            self.db.execute("DELETE FROM intent")
+
+    def intent(self):
+        """(generation, destinations) of an apply that started and never ended, or None."""
+        row = self.db.execute("SELECT generation, destinations FROM intent WHERE id = 1").fetchone()
+        if row is None:
+            return None
+        try:
+            destinations = validation.load_json(row[1].encode(), "stored intent")
+        except (AttributeError, ValueError) as error:
+            raise CorruptState(f"{self.path}: the stored intent is unreadable: {error}") from None
+        if not isinstance(destinations, list) or not all(isinstance(d, str) for d in destinations):
+            raise CorruptState(f"{self.path}: the stored intent is not a list of destinations")
+        return row[0], destinations
+
+    def mark_reverted(self, removed):
+        """Record that every OTCP route was removed."""
+        with self.db:
+            self.db.execute("UPDATE applied SET active = 0 WHERE id = 1")
+            self._journal(self.applied_generation(), "revert", "reverted", f"{removed} route(s) removed")
+
+    def record(self, generation, source, outcome, detail):
+        """Journal an event that changed nothing (a rejection, a failed apply)."""
+        with self.db:
+            self._journal(generation, source, outcome, detail)
+
+    def journal(self, limit=20):
+        """The newest journal entries: what was applied, rejected or failed."""
+        query = "SELECT at, generation, source, outcome, detail FROM journal ORDER BY rowid DESC LIMIT ?"
+        return self.db.execute(query, (limit,)).fetchall()
+
+    def _journal(self, generation, source, outcome, detail):
+        if len(detail.encode()) > DETAIL_BYTES:
+            detail = detail.encode()[: DETAIL_BYTES - 20].decode(errors="ignore") + " ... (cut)"
+        row = (time.time(), generation, source, outcome, detail)
+        self.db.execute("INSERT INTO journal VALUES (?, ?, ?, ?, ?)", row)
+        self.db.execute(
+            "DELETE FROM journal WHERE rowid <= (SELECT MAX(rowid) FROM journal) - ?", (JOURNAL_ROWS,)
+        )
+
+
+def move_aside(path):
+    """Rename a state file (and its WAL files) that cannot be used; returns the new name."""
+    aside = f"{path}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"
+    os.rename(path, aside)
+    for suffix in ("-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.rename(path + suffix, aside + suffix)
+    return aside
+
+
+class StateLock:
+    """An exclusive flock on ``<state>.lock``: one route writer at a time."""
+
+    def __init__(self, state_path):
+        self.path = os.path.abspath(state_path) + ".lock"
+        self._handle = None
+
+    def __enter__(self):
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        self._handle = open(self.path, "a")
+        fcntl.flock(self._handle, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self._handle, fcntl.LOCK_UN)
+        self._handle.close()
+        self._handle = None

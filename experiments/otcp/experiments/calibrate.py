@@ -1,0 +1,216 @@
+"""Calibration of the emulated switch: does the bottleneck hold exactly its
+configured buffer, and is every lost packet counted where it is dropped?
+
+For every buffer size, one network: the receiver h1 behind the switch's
+bottleneck port (bw Mb/s, the buffer under test) and one sender h2 whose own
+link runs ``overload`` times faster, so a burst from h2 fills the bottleneck
+and keeps it full. For every packet size, one UDP burst
+(``otcp.experiments.burst``), long enough to fill the buffer and keep it full
+for ``overflow_ms`` more. Each row reports:
+
+- peak_backlog_bytes: the largest backlog sampled on the bottleneck's
+  buffer (frames, Ethernet header included, as the queue counts them);
+- sent, received: datagrams of the burst the sender sent and the receiver
+  got (distinct sequence numbers: ARP, LLDP and the rest are not counted);
+- drops: packets the bottleneck's buffer dropped (kernel counter of its
+  IPv4 queue; ARP and LLDP go through a queue of their own);
+- unexplained: sent - received - drops, which must be 0.
+
+The switch is Open vSwitch forwarding under the OTCP controller, as in the
+incast runs.
+"""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+from otcp.experiments import measure, otcp, stats
+from otcp.experiments.emulation import emulate
+from otcp.experiments.incast import RunError, ensure_connectivity
+from otcp.topo.fabrics import FabricTopo, ifb_name
+
+BURST_PORT = 5400
+ETHERNET_HEADER = 14
+
+
+class CalibrationTopo(FabricTopo):
+    """s1, the receiver h1 on the bottleneck port (bw, buffer_bytes) and one
+    sender h2 on a link sender_bw fast."""
+
+    def build(self, bw=100, buffer_bytes=85000, sender_bw=200):
+        """Add s1, the receiver's bottleneck link and the sender's faster link."""
+        switch = self.add_switch("s1")
+        self.receiver = self.add_host("h1")
+        self.addLink(self.receiver, switch, **self._link_options(bw, buffer_bytes, None))
+        self.sender = self.add_host("h2")
+        self.addLink(self.sender, switch, **self._link_options(sender_bw, buffer_bytes, None))
+
+
+@dataclasses.dataclass
+class CalibrationConfig:
+    """Everything one calibration needs; validated by otcp.experiments.cli."""
+    out: str
+    buffers: list
+    packet_sizes: list
+    bw_mbps: float = 100.0
+    overload: float = 2.0
+    overflow_ms: float = 200.0
+    forwarding: str = "controller"
+
+    def burst_seconds(self, buffer_bytes):
+        """How long one burst lasts: the sender's link runs at overload x the
+        drain rate, so the queue grows at (overload - 1) x bw at best; the
+        burst lasts three times the time that fills the buffer at that rate
+        (the sender or the switch may not reach its full rate, with small
+        packets above all), then overflow_ms more."""
+        growth = (self.overload - 1) * self.bw_mbps * 1e6 / 8
+        return 3 * buffer_bytes / growth + self.overflow_ms / 1000.0
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationRow:
+    """One burst's measurements (the rows of calibration.json)."""
+    buffer_bytes: int
+    packet_bytes: int
+    peak_backlog_bytes: int
+    sent: int
+    received: int
+    drops: int
+    control_packets: int
+    backlog_samples: int
+
+    @property
+    def unexplained(self):
+        """Datagrams neither received nor dropped by the bottleneck's buffer."""
+        return self.sent - self.received - self.drops
+
+    @property
+    def frame_bytes(self):
+        """The frame the queue counts: the IP packet and its Ethernet header."""
+        return self.packet_bytes + ETHERNET_HEADER
+
+    @property
+    def within_one_packet(self):
+        """The peak backlog is the buffer, less less than one frame (a bfifo
+        takes a frame only if it fits whole)."""
+        return 0 <= self.buffer_bytes - self.peak_backlog_bytes < self.frame_bytes
+
+    @property
+    def ok(self):
+        """Filled (something dropped), within one packet, nothing unexplained."""
+        return self.drops > 0 and self.within_one_packet and self.unexplained == 0
+
+    def as_dict(self):
+        """The row as calibration.json holds it."""
+        return {**dataclasses.asdict(self), "unexplained": self.unexplained, "frame_bytes": self.frame_bytes,
+                "within_one_packet": self.within_one_packet}
+
+
+def run_calibration(config, progress):
+    """Every (buffer, packet size) burst; returns the rows (also written to OUT/calibration.json)."""
+    os.makedirs(config.out, exist_ok=True)
+    progress.total = len(config.buffers) * len(config.packet_sizes)
+    rows = []
+    burst_id = 0
+    for buffer_bytes in config.buffers:
+        topo = CalibrationTopo(bw=config.bw_mbps, buffer_bytes=buffer_bytes,
+                               sender_bw=config.overload * config.bw_mbps)
+        workdir = os.path.join(config.out, "work", f"buffer{buffer_bytes}")
+        os.makedirs(workdir, exist_ok=True)
+        controller = None
+        if config.forwarding == "controller":
+            inventory = topo.write_inventory(os.path.join(workdir, "inventory.yaml"))
+            controller = otcp.Controller(workdir, inventory, False)
+        progress.message(f"building the calibration network: {buffer_bytes} B buffer, bottleneck "
+                         f"{config.bw_mbps:g} Mb/s, sender link {config.overload * config.bw_mbps:g} Mb/s")
+        with emulate(topo, controller=controller) as emulation:
+            receiver_ip = emulation.host(topo.receiver).IP()
+            ensure_connectivity(emulation, [topo.sender], receiver_ip)
+            for packet_bytes in config.packet_sizes:
+                burst_id += 1
+                seconds = config.burst_seconds(buffer_bytes)
+                progress.start_run(f"buffer {buffer_bytes} B, {packet_bytes} B packets, "
+                                   f"a {seconds * 1000:.0f} ms burst")
+                rows.append(one_burst(emulation, topo, receiver_ip, buffer_bytes, packet_bytes, seconds, burst_id))
+                progress.update(1, 1)
+                progress.finish_run()
+                write_rows(config.out, rows)
+    return rows
+
+
+def one_burst(emulation, topo, receiver_ip, buffer_bytes, packet_bytes, seconds, burst_id):
+    """Send one burst h2 -> h1 and account for every packet of it."""
+    receiver, sender = topo.receiver, topo.sender
+    buffer_device = ifb_name(emulation.host(receiver).defaultIntf().name)
+    measure.wait_empty(emulation, receiver, buffer_device)
+    before = measure.link_queues(emulation, [receiver, sender])
+    control_before = _control_packets(emulation, receiver, buffer_device)
+    listener = emulation.start(receiver, [sys.executable, "-m", "otcp.experiments.burst", "receive",
+                                          "--port", str(BURST_PORT), "--burst-id", str(burst_id), "--idle", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        if listener.stdout.readline().strip() != b"ready":
+            raise RunError(f"the burst receiver did not start: {listener.stderr.read().decode(errors='replace')}")
+        with measure.BacklogSampler(emulation, receiver, buffer_device) as sampler:
+            sent = json.loads(emulation.run(sender, [
+                sys.executable, "-m", "otcp.experiments.burst", "send", "--to", receiver_ip, "--port", str(BURST_PORT),
+                "--burst-id", str(burst_id), "--packet-bytes", str(packet_bytes), "--seconds", f"{seconds:.4f}"]))
+            out, err = listener.communicate(timeout=120)
+        if listener.returncode != 0:
+            raise RunError(f"the burst receiver failed: {err.decode(errors='replace').strip()}")
+        received = json.loads(out)
+    finally:
+        emulation.stop(listener)
+    measure.wait_empty(emulation, receiver, buffer_device)
+    after = measure.link_queues(emulation, [receiver, sender])
+    account = stats.loss_account(before, after, receiver)
+    if sent["errors"] or account.sent != sent["sent"]:
+        raise RunError(f"the sender's link carried {account.sent} IPv4 packets for {sent['sent']} datagrams sent "
+                       f"({sent['errors']} send errors)")
+    return CalibrationRow(buffer_bytes=buffer_bytes, packet_bytes=packet_bytes, peak_backlog_bytes=sampler.peak,
+                          sent=sent["sent"], received=received["received"], drops=account.drops,
+                          control_packets=_control_packets(emulation, receiver, buffer_device) - control_before,
+                          backlog_samples=sampler.samples)
+
+
+def _control_packets(emulation, host, device):
+    """Packets (ARP, LLDP, IPv6) the bottleneck's control queue has passed and dropped so far."""
+    queues = measure.parse_queue_counters(emulation.run(host, ["tc", "-s", "-j", "qdisc", "show"]),
+                                          handle=measure.CONTROL_QUEUE_HANDLE)
+    counters = queues[device]
+    return counters.sent_packets + counters.drops
+
+
+def write_rows(out, rows):
+    """Write OUT/calibration.json (atomically) and return its path."""
+    path = os.path.join(out, "calibration.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump({"rows": [row.as_dict() for row in rows]}, handle, indent=2)
+        handle.write("\n")
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def calibration_table(rows):
+    """The table printed at the end of a calibration."""
+    header = (f"{'buffer B':>9}{'packet B':>9}{'peak backlog B':>16}{'short by':>9}{'sent':>7}{'received':>9}"
+              f"{'drops':>7}{'unexplained':>12}{'ARP/LLDP':>9}  verdict")
+    lines = [header, "-" * len(header)]
+    for row in rows:
+        if row.ok:
+            verdict = "ok"
+        elif row.unexplained:
+            verdict = "UNEXPLAINED LOSS"
+        elif not row.drops:
+            verdict = "never filled (no drops): burst too short"
+        else:
+            verdict = "NOT within one packet"
+        lines.append(f"{row.buffer_bytes:>9}{row.packet_bytes:>9}{row.peak_backlog_bytes:>16}"
+                     f"{row.buffer_bytes - row.peak_backlog_bytes:>9}{row.sent:>7}{row.received:>9}{row.drops:>7}"
+                     f"{row.unexplained:>12}{row.control_packets:>9}  {verdict}")
+    lines.append("peak backlog in bytes of frames (Ethernet header included), short by: buffer - peak, within one "
+                 "frame when ok; drops: the bottleneck buffer's kernel counter; unexplained: sent - received - drops; "
+                 "ARP/LLDP: control frames through the bottleneck, queued and counted apart")
+    return "\n".join(lines)

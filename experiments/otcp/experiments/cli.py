@@ -1,0 +1,367 @@
+"""``otcp-experiment``: run OTCP's Mininet experiments.
+
+    otcp-experiment incast --senders 4,8,16,32,64 --buffer-bytes 85000,512000 --sru-bytes 262144 \\
+        --rounds 50 --schemes default,fine-rto,small-packets,otcp --out results/NAME
+    otcp-experiment incast --quick      # the README's main job: a few minutes, the headline plot
+    otcp-experiment calibrate --buffer-bytes 32000,85000,512000 --packet-bytes 1500,750 --out DIR
+    otcp-experiment shell --topo leafspine,2,2,4 [--script FILE]    # Mininet's CLI with OTCP in place
+
+Bad arguments get a message naming the option and exit status 2; a sweep in
+which some run failed exits 1 (the others are still written); Ctrl-C or
+SIGTERM stops the sweep, tears the network down and exits 130.
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+from otcp.experiments import calibrate, fairness, incast, results, schemes, shell
+from otcp.experiments.emulation import EmulationError
+from otcp.experiments.progress import Progress
+from otcp.planning.formulas import Lossless
+from otcp.topo.fabrics import MAX_BW_MBPS
+
+SCHEME_NAMES = list(schemes.catalogue())
+FULL = {"senders": "4,8,16,32,64", "buffer_bytes": "85000,512000", "sru_bytes": 262144, "rounds": 50,
+        "warmup_seconds": 5.0,
+        "schemes": ",".join(SCHEME_NAMES), "out": "results/incast"}
+# --quick: the headline plot (goodput vs senders) at the shallow buffer, in a few minutes. 64 KB per
+# server: at 100 Mb/s a round of 256 KB blocks outlasts the 200 ms RTOmin and hides the collapse
+# (docs/experiments.md).
+QUICK = {"senders": "4,8,16,32", "buffer_bytes": "85000", "sru_bytes": 65536, "rounds": 10,
+         "warmup_seconds": 5.0,
+         "schemes": "default,fine-rto,small-packets,otcp,dctcp,otcp-lossless", "out": "results/quick"}
+FAIRNESS_SCHEMES = "default,otcp,dctcp,otcp-lossless,otcp-paced"
+CALIBRATE = {"buffer_bytes": "32000,85000,512000", "packet_bytes": "1500,750", "out": "results/calibration"}
+# IP packet sizes a calibration burst may use: a UDP header and the burst's own, up to the hosts' MTU.
+MIN_PACKET_BYTES = 64
+MAX_PACKET_BYTES = 1500
+MAX_SENDERS = 250
+MAX_BUFFER_BYTES = 1 << 30
+
+
+def positive_int_list(text, what, high=None):
+    """The distinct positive integers of a comma-separated option (ValueError names the option)."""
+    values = []
+    for part in text.split(","):
+        try:
+            value = int(part)
+        except ValueError:
+            raise ValueError(f"{what}: {part!r} is not an integer") from None
+        if value < 1 or (high is not None and value > high):
+            raise ValueError(f"{what}: {value} is out of range (1..{high or 'any'})")
+        values.append(value)
+    if len(set(values)) != len(values):
+        raise ValueError(f"{what}: {text} lists a value twice")
+    return values
+
+
+def build_parser():
+    """The otcp-experiment argument parser: incast, calibrate, shell and fairness."""
+    parser = argparse.ArgumentParser(prog="otcp-experiment", description="OTCP's Mininet experiments.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("incast", help="TCP incast under each scheme (synchronized reads on a star)",
+                              description=incast.__doc__.split("\n")[0])
+    run.add_argument("--quick", action="store_true",
+                     help=f"the main job: senders {QUICK['senders']}, shallow buffer, {QUICK['rounds']} rounds "
+                          f"(explicit options still win)")
+    run.add_argument("--senders", help=f"comma-separated sender counts (default {FULL['senders']})")
+    run.add_argument("--buffer-bytes", help=f"comma-separated switch egress buffers in bytes "
+                                            f"(default {FULL['buffer_bytes']}: shallow and deep)")
+    block = run.add_mutually_exclusive_group()
+    block.add_argument("--sru-bytes", type=int,
+                       help=f"fixed block per server per round (default {FULL['sru_bytes']}, "
+                            f"{QUICK['sru_bytes']} with --quick)")
+    block.add_argument("--total-bytes", type=int, help="fixed total block per round, split over the servers")
+    run.add_argument("--rounds", type=int, help=f"measured rounds per run (default {FULL['rounds']})")
+    run.add_argument("--warmup-seconds", type=float,
+                     help=f"seconds of unmeasured rounds before each run (default {FULL['warmup_seconds']:g}; "
+                          "the OTCP controller needs them to count the flows)")
+    run.add_argument("--schemes", help=f"comma-separated, from {', '.join(SCHEME_NAMES)} (default all)")
+    run.add_argument("--out", help=f"output directory (default {FULL['out']}, or {QUICK['out']} with --quick)")
+    run.add_argument("--bw-mbps", type=float, default=100.0, help="link rate in Mb/s (default 100)")
+    run.add_argument("--delay-us", type=float, help="one-way delay per link (needs sch_netem)")
+    run.add_argument("--queue-target-fraction", type=float, default=Lossless.queue_target_fraction,
+                     help="otcp-lossless: the standing queue its windows aim for, as a share of the buffer "
+                          f"(0 < F <= 1, default {Lossless.queue_target_fraction:g})")
+    run.add_argument("--fine-rto-ms", type=int, default=schemes.DEFAULT_FINE_RTO_MS,
+                     help=f"the fine-rto schemes' rto_min in ms (default {schemes.DEFAULT_FINE_RTO_MS})")
+    run.add_argument("--persistent", action="store_true", help="one connection per server for the whole run")
+    run.add_argument("--forwarding", choices=["controller", "standalone"], default="controller",
+                     help="the OTCP controller forwards (default), or standalone learning bridges")
+    run.add_argument("--probe-interval-ms", type=float, default=10.0, help="latency probe interval (default 10)")
+    run.add_argument("--ceiling-seconds", type=int, default=3,
+                     help="length of the ceiling measurement on each network (default 3)")
+    run.add_argument("--ceiling-repeats", type=int, default=3,
+                     help="ceiling measurements per network and packet size (default 3; the spread is reported)")
+    run.add_argument("--round-timeout", type=float, default=60.0, help="seconds before a round counts as failed")
+    cal = commands.add_parser("calibrate", help="check the emulated switch: buffer size and loss accounting",
+                              description=calibrate.__doc__.split("\n")[0])
+    cal.add_argument("--buffer-bytes", default=CALIBRATE["buffer_bytes"],
+                     help=f"comma-separated bottleneck buffers in bytes (default {CALIBRATE['buffer_bytes']})")
+    cal.add_argument("--packet-bytes", default=CALIBRATE["packet_bytes"],
+                     help=f"comma-separated IP packet sizes, {MIN_PACKET_BYTES}..{MAX_PACKET_BYTES} "
+                          f"(default {CALIBRATE['packet_bytes']})")
+    cal.add_argument("--out", default=CALIBRATE["out"], help=f"output directory (default {CALIBRATE['out']})")
+    cal.add_argument("--bw-mbps", type=float, default=100.0, help="bottleneck rate in Mb/s (default 100)")
+    cal.add_argument("--overload", type=float, default=2.0,
+                     help="the sender link's rate as a multiple of the bottleneck's (default 2)")
+    cal.add_argument("--overflow-ms", type=float, default=200.0,
+                     help="how long each burst keeps the buffer full after filling it (default 200)")
+    cal.add_argument("--forwarding", choices=["controller", "standalone"], default="controller",
+                     help="the OTCP controller forwards (default), or a standalone learning bridge")
+    mininet_shell = commands.add_parser("shell", help="a network with the controller and agents, then Mininet's CLI",
+                                        description=shell.__doc__.split("\n")[0])
+    mininet_shell.add_argument("--topo", required=True, metavar="NAME[,ARG...]",
+                               help=f"an mn-style topology of `otcp.topo.fabrics` ({', '.join(shell.fabrics.topos)}), "
+                                    "e.g. leafspine,2,2,4")
+    mininet_shell.add_argument("--script", metavar="FILE", help="run the CLI commands in FILE instead of a prompt")
+    fair = commands.add_parser("fairness", help="long flows into one receiver, together or staggered: rates, "
+                               "Jain's index, convergence and the queue per scheme",
+                               description=fairness.__doc__.split("\n")[0])
+    fair.add_argument("--flows", type=int, default=4, help="long flows, one per sender (default 4)")
+    fair.add_argument("--stagger-seconds", type=float, default=0.0,
+                      help="seconds between flow starts (default 0: all together)")
+    fair.add_argument("--hold-seconds", type=float, default=10.0,
+                      help="seconds every flow runs after the last one started (default 10)")
+    fair.add_argument("--schemes", default=FAIRNESS_SCHEMES, help=f"comma-separated (default {FAIRNESS_SCHEMES})")
+    fair.add_argument("--buffer-bytes", type=int, default=85000)
+    fair.add_argument("--bw-mbps", type=float, default=100)
+    fair.add_argument("--queue-target-fraction", type=float, default=Lossless.queue_target_fraction)
+    fair.add_argument("--ceiling-seconds", type=int, default=3)
+    fair.add_argument("--ceiling-repeats", type=int, default=3)
+    fair.add_argument("--out", default="results/fairness")
+    return parser
+
+
+def fairness_config_from_args(args, parser):
+    """Validate the fairness arguments; parser.error (exit 2) names the bad option."""
+    names = scheme_names(args.schemes, parser)
+    checks = [("--flows", args.flows, 1, MAX_SENDERS), ("--stagger-seconds", args.stagger_seconds, 0, 600),
+              ("--hold-seconds", args.hold_seconds, 1, 3600),
+              ("--buffer-bytes", args.buffer_bytes, 1, MAX_BUFFER_BYTES),
+              ("--bw-mbps", args.bw_mbps, 0.001, MAX_BW_MBPS),
+              ("--queue-target-fraction", args.queue_target_fraction, 1e-6, 1),
+              ("--ceiling-seconds", args.ceiling_seconds, 1, 600), ("--ceiling-repeats", args.ceiling_repeats, 1, 50)]
+    check_ranges(checks, parser)
+    return fairness.FairnessConfig(
+        out=os.path.abspath(args.out), flows=args.flows, stagger_s=args.stagger_seconds, hold_s=args.hold_seconds,
+        schemes=names, buffer_bytes=args.buffer_bytes, bw_mbps=args.bw_mbps, ceiling_seconds=args.ceiling_seconds,
+        ceiling_repeats=args.ceiling_repeats, queue_target_fraction=args.queue_target_fraction)
+
+
+def scheme_names(text, parser):
+    """The scheme names of a --schemes value, each known and listed once."""
+    names = [n for n in text.split(",") if n]
+    unknown = [n for n in names if n not in SCHEME_NAMES]
+    if unknown or not names:
+        parser.error(f"--schemes: unknown scheme(s) {', '.join(unknown) or '(none given)'}; "
+                     f"known: {', '.join(SCHEME_NAMES)}")
+    if len(set(names)) != len(names):
+        parser.error(f"--schemes: {text} lists a scheme twice")
+    return names
+
+
+def check_ranges(checks, parser):
+    """parser.error for the first (option, value, low, high) whose value is out of range (NaN is)."""
+    for option, value, low, high in checks:
+        if value is not None and not (low <= value and (high is None or value <= high)):
+            parser.error(f"{option}: {value} is out of range ({low}..{high if high is not None else 'any'})")
+
+
+def calibration_config_from_args(args, parser):
+    """Validate the calibrate arguments; parser.error (exit 2) names the bad option."""
+    try:
+        buffers = positive_int_list(args.buffer_bytes, "--buffer-bytes", MAX_BUFFER_BYTES)
+        sizes = positive_int_list(args.packet_bytes, "--packet-bytes", MAX_PACKET_BYTES)
+    except ValueError as exc:
+        parser.error(str(exc))
+    small = [s for s in sizes if s < MIN_PACKET_BYTES]
+    if small:
+        parser.error(f"--packet-bytes: {small[0]} is out of range ({MIN_PACKET_BYTES}..{MAX_PACKET_BYTES})")
+    frame = max(sizes) + calibrate.ETHERNET_HEADER
+    tiny = [b for b in buffers if b < frame]
+    if tiny:
+        parser.error(f"--buffer-bytes: {tiny[0]} cannot hold one {frame} B frame")
+    for option, value, low, high in (("--bw-mbps", args.bw_mbps, 0.001, MAX_BW_MBPS / 2),
+                                     ("--overload", args.overload, 1.1, 10),
+                                     ("--overflow-ms", args.overflow_ms, 10, 10000)):
+        if not low <= value <= high:
+            parser.error(f"{option}: {value} is out of range ({low}..{high})")
+    if args.bw_mbps * args.overload > MAX_BW_MBPS:
+        parser.error(f"--overload: the sender link would run at {args.bw_mbps * args.overload:g} Mb/s, "
+                     f"over {MAX_BW_MBPS}")
+    out = os.path.abspath(args.out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        parser.error(f"--out: {out} exists and is not a directory")
+    return calibrate.CalibrationConfig(out=out, buffers=buffers, packet_sizes=sizes, bw_mbps=args.bw_mbps,
+                                       overload=args.overload, overflow_ms=args.overflow_ms,
+                                       forwarding=args.forwarding)
+
+
+def config_from_args(args, parser):
+    """Validate the arguments; parser.error (exit 2) names the bad option."""
+    preset = QUICK if args.quick else FULL
+
+    def pick(name):
+        value = getattr(args, name)
+        return preset[name] if value is None else value
+
+    try:
+        senders = positive_int_list(pick("senders"), "--senders", MAX_SENDERS)
+        buffers = positive_int_list(pick("buffer_bytes"), "--buffer-bytes", MAX_BUFFER_BYTES)
+    except ValueError as exc:
+        parser.error(str(exc))
+    names = scheme_names(pick("schemes"), parser)
+    checks = [("--rounds", pick("rounds"), 1, None), ("--warmup-seconds", pick("warmup_seconds"), 0, 600),
+              ("--sru-bytes", args.sru_bytes, 1, 1 << 30), ("--total-bytes", args.total_bytes, 1, 1 << 34),
+              ("--bw-mbps", args.bw_mbps, 0.001, MAX_BW_MBPS), ("--delay-us", args.delay_us, 0, 1e6),
+              ("--fine-rto-ms", args.fine_rto_ms, 1, 200), ("--probe-interval-ms", args.probe_interval_ms, 2, 1000),
+              ("--queue-target-fraction", args.queue_target_fraction, 1e-6, 1),
+              ("--ceiling-seconds", args.ceiling_seconds, 1, 600), ("--ceiling-repeats", args.ceiling_repeats, 1, 50),
+              ("--round-timeout", args.round_timeout, 1, 3600)]
+    check_ranges(checks, parser)
+    if args.total_bytes is not None and args.total_bytes < max(senders):
+        parser.error(f"--total-bytes: {args.total_bytes} is less than one byte per server at {max(senders)} senders")
+    out = os.path.abspath(pick("out"))
+    if os.path.exists(out) and not os.path.isdir(out):
+        parser.error(f"--out: {out} exists and is not a directory")
+    return incast.IncastConfig(
+        out=out, senders=senders, buffers=buffers, schemes=names,
+        sru_bytes=None if args.total_bytes is not None else pick("sru_bytes"),
+        total_bytes=args.total_bytes, rounds=pick("rounds"), warmup_seconds=pick("warmup_seconds"),
+        persistent=args.persistent, bw_mbps=args.bw_mbps, delay_us=args.delay_us, fine_rto_ms=args.fine_rto_ms,
+        forwarding=args.forwarding, probe_interval_s=args.probe_interval_ms / 1000.0,
+        ceiling_seconds=args.ceiling_seconds, ceiling_repeats=args.ceiling_repeats, round_timeout_s=args.round_timeout,
+        queue_target_fraction=args.queue_target_fraction)
+
+
+def environment_problem():
+    """Why this machine cannot run Mininet experiments now, or None."""
+    if os.geteuid() != 0:
+        return "must run as root (Mininet, Open vSwitch and route changes need it)"
+    for tool in ("ovs-vsctl", "tc", "ip", "ping", "iperf3", "nstat", "ethtool", "mnexec"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (see scripts/bootstrap.sh)"
+    status = subprocess.run(["ovs-vsctl", "--timeout=5", "show"], capture_output=True, text=True)
+    if status.returncode != 0:
+        return f"Open vSwitch is not running (ovs-vsctl show: {status.stderr.strip()}); see scripts/bootstrap.sh"
+    return None
+
+
+def clear_previous_outputs(out):
+    """Remove the per-invocation parts of an earlier sweep in out (routes/ and work/)."""
+    for part in ("routes", "work"):
+        shutil.rmtree(os.path.join(out, part), ignore_errors=True)
+
+
+def main(argv=None):
+    """Run otcp-experiment; return the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "calibrate":
+        return main_calibrate(calibration_config_from_args(args, parser))
+    if args.command == "shell":
+        return main_shell(args)
+    if args.command == "fairness":
+        return main_fairness(fairness_config_from_args(args, parser))
+    config = config_from_args(args, parser)
+    problem = environment_problem()
+    if problem:
+        print(f"otcp-experiment: {problem}", file=sys.stderr)
+        return 2
+    os.makedirs(config.out, exist_ok=True)
+    clear_previous_outputs(config.out)
+    progress = Progress(total=1)
+    try:
+        summary, sweep = incast.run_sweep(config, progress)
+    except KeyboardInterrupt:
+        progress.close()
+        print("otcp-experiment: interrupted; the network is torn down, completed runs are in "
+              f"{config.out}", file=sys.stderr)
+        return 130
+    except (EmulationError, incast.RunError, TimeoutError) as exc:
+        progress.close()
+        print(f"otcp-experiment: {exc}", file=sys.stderr)
+        return 1
+    progress.close()
+    if sweep.runs:
+        print(incast.summary_table(sweep.runs, results.ceiling_summary(sweep.ceilings)))
+    flagged = results.unexplained_losses(sweep.runs)
+    if flagged:
+        print(f"unexplained losses in {len(flagged)} run(s): "
+              + ", ".join(f"{f['scheme']} n={f['senders']} buf={f['buffer_bytes']}: {f['unexplained']}"
+                          for f in flagged), file=sys.stderr)
+    for failure in sweep.failures:
+        print(f"failed: {failure}", file=sys.stderr)
+    if summary:
+        print(f"results: {summary}, {os.path.join(config.out, 'results.db')}, plots in {config.out}")
+    return 1 if sweep.failures or not sweep.runs else 0
+
+
+def main_shell(args):
+    """otcp-experiment shell: 0 after the CLI ends, 1 if the network or OTCP did not come up, 2 bad input."""
+    try:
+        topo = shell.build_topology(args.topo)
+    except ValueError as exc:
+        print(f"otcp-experiment: {exc}", file=sys.stderr)
+        return 2
+    problem = environment_problem()
+    if problem:
+        print(f"otcp-experiment: {problem}", file=sys.stderr)
+        return 2
+    try:
+        return shell.run(topo, args.script)
+    except (EmulationError, TimeoutError, RuntimeError) as exc:
+        print(f"otcp-experiment: {exc}", file=sys.stderr)
+        return 1
+
+
+def run_experiment(run, config):
+    """Check the machine, clear config.out's work/, run(config, progress); return
+    (status, result): status None when it ran, else the exit status it failed with."""
+    problem = environment_problem()
+    if problem:
+        print(f"otcp-experiment: {problem}", file=sys.stderr)
+        return 2, None
+    os.makedirs(config.out, exist_ok=True)
+    shutil.rmtree(os.path.join(config.out, "work"), ignore_errors=True)
+    progress = Progress(total=1)
+    try:
+        return None, run(config, progress)
+    except KeyboardInterrupt:
+        print("otcp-experiment: interrupted; the network is torn down", file=sys.stderr)
+        return 130, None
+    except (EmulationError, incast.RunError, TimeoutError, subprocess.TimeoutExpired) as exc:
+        print(f"otcp-experiment: {exc}", file=sys.stderr)
+        return 1, None
+    finally:
+        progress.close()
+
+
+def main_fairness(config):
+    """otcp-experiment fairness: 0 when every scheme ran, 1 if any failed, 2 bad input or environment."""
+    status, document = run_experiment(fairness.run_fairness, config)
+    if status is not None:
+        return status
+    print(fairness.summary_table(document))
+    for failure in document["failures"]:
+        print(f"failed: {failure}", file=sys.stderr)
+    print(f"results: {os.path.join(config.out, 'fairness.json')}, plots in {config.out}")
+    return 1 if document["failures"] or not document["runs"] else 0
+
+
+def main_calibrate(config):
+    """otcp-experiment calibrate: 0 when every row is within one packet with nothing unexplained, else 1."""
+    status, rows = run_experiment(calibrate.run_calibration, config)
+    if status is not None:
+        return status
+    print(calibrate.calibration_table(rows))
+    print(f"results: {os.path.join(config.out, 'calibration.json')}")
+    return 0 if all(row.ok for row in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""The client of the synchronized-read workload; runs inside the receiver host.
+
+Each round the client asks every server for its block at the same moment
+(an 8-byte request, see incast_server), reads every block to the end, and
+only then starts the next round: the barrier of a striped read, where the
+slowest server sets the pace. By default every request opens a new
+connection (route initcwnd/cwnd only apply when a connection is set up);
+--persistent keeps one connection per server for the whole run.
+
+    python -m otcp.experiments.incast_client --servers 10.0.0.2,10.0.0.3 --port 5001 \\
+        --block-bytes 262144 (--rounds 50 | --seconds 3) [--persistent] [--cc cubic] [--round-timeout 60]
+
+--seconds runs rounds until that much time has passed (at least one round):
+the warm-up before a measured run.
+
+Output, one JSON object per line on stdout:
+    {"round": 0, "start_s": ..., "duration_s": ..., "bytes": ..., "flows_s": [...]}
+with times in seconds on the monotonic clock and flows_s the completion time
+of each server's block in --servers order. A failed round (connection
+refused or reset, round timeout) ends the program with status 1 and a
+message on stderr naming the server.
+"""
+
+import argparse
+import ipaddress
+import json
+import selectors
+import socket
+import sys
+import time
+
+from otcp.experiments.incast_server import REQUEST, set_congestion_control
+
+RECEIVE_BUFFER = 1 << 20
+
+
+class RoundError(RuntimeError):
+    """A round could not complete; the message names the server."""
+
+
+class Flow:
+    """One server's block in the current round."""
+
+    def __init__(self, index, address, sock):
+        self.index = index
+        self.address = address
+        self.sock = sock
+        self.received = 0
+        self.duration = None
+
+
+def open_connection(address, port, cc):
+    """A non-blocking socket with connect() under way to address:port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    set_congestion_control(sock, cc)
+    sock.setblocking(False)
+    sock.connect_ex((address, port))
+    return sock
+
+
+def run_round(servers, port, block_bytes, cc, timeout, persistent=None):
+    """One synchronized read; return (start, duration, flow durations).
+
+    persistent: list of connected sockets (one per server) to reuse, or None
+    to open a new connection per request.
+    """
+    selector = selectors.DefaultSelector()
+    buffer = memoryview(bytearray(RECEIVE_BUFFER))
+    request = REQUEST.pack(block_bytes)
+    start = time.monotonic()
+    flows = []
+    for index, address in enumerate(servers):
+        if persistent is None:
+            flow = Flow(index, address, open_connection(address, port, cc))
+            selector.register(flow.sock, selectors.EVENT_WRITE, flow)
+        else:
+            flow = Flow(index, address, persistent[index])
+            flow.sock.send(request)
+            selector.register(flow.sock, selectors.EVENT_READ, flow)
+        flows.append(flow)
+    pending = len(flows)
+    deadline = start + timeout
+    try:
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                late = [f.address for f in flows if f.duration is None]
+                raise RoundError(f"round timed out after {timeout} s waiting for {', '.join(late)}")
+            for key, mask in selector.select(remaining):
+                flow = key.data
+                if mask & selectors.EVENT_WRITE:
+                    error = flow.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                    if error:
+                        raise RoundError(f"{flow.address}:{port}: connect failed: {errno_name(error)}")
+                    flow.sock.send(request)
+                    selector.modify(flow.sock, selectors.EVENT_READ, flow)
+                    continue
+                want = min(RECEIVE_BUFFER, block_bytes - flow.received)
+                try:
+                    got = flow.sock.recv_into(buffer, want)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError as exc:
+                    raise RoundError(f"{flow.address}:{port}: {exc}") from None
+                if got == 0:
+                    raise RoundError(f"{flow.address}:{port}: closed after {flow.received} of {block_bytes} bytes")
+                flow.received += got
+                if flow.received == block_bytes:
+                    flow.duration = time.monotonic() - start
+                    selector.unregister(flow.sock)
+                    if persistent is None:
+                        flow.sock.close()
+                    pending -= 1
+    finally:
+        if persistent is None:
+            for flow in flows:
+                if flow.duration is None:
+                    flow.sock.close()
+        selector.close()
+    duration = max(f.duration for f in flows)
+    return start, duration, [f.duration for f in flows]
+
+
+def errno_name(number):
+    """The symbolic name of an errno value (the number itself if unknown)."""
+    import errno
+    import os
+
+    return f"{errno.errorcode.get(number, number)} ({os.strerror(number)})"
+
+
+def connect_persistent(servers, port, cc, timeout):
+    """One connected, non-blocking socket per server."""
+    sockets = []
+    for address in servers:
+        sock = socket.create_connection((address, port), timeout=timeout)
+        set_congestion_control(sock, cc)
+        sock.setblocking(False)
+        sockets.append(sock)
+    return sockets
+
+
+def parse_args(argv):
+    """The client's arguments, checked (parser.error exits 2 naming the option)."""
+    parser = argparse.ArgumentParser(prog="incast_client", description=__doc__.split("\n")[0])
+    parser.add_argument("--servers", required=True, help="comma-separated server addresses")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--block-bytes", type=int, required=True, help="bytes each server sends per round")
+    count = parser.add_mutually_exclusive_group(required=True)
+    count.add_argument("--rounds", type=int, help="run this many rounds")
+    count.add_argument("--seconds", type=float, help="run rounds until this many seconds have passed")
+    parser.add_argument("--persistent", action="store_true", help="one connection per server for the whole run")
+    parser.add_argument("--cc", default="cubic")
+    parser.add_argument("--round-timeout", type=float, default=60.0)
+    args = parser.parse_args(argv)
+    try:
+        args.servers = [str(ipaddress.IPv4Address(s)) for s in args.servers.split(",")]
+    except ValueError as exc:
+        parser.error(f"--servers: {exc}")
+    for name, value, low in (("--port", args.port, 1), ("--block-bytes", args.block_bytes, 1),
+                             ("--rounds", args.rounds, 1), ("--seconds", args.seconds, 0.0),
+                             ("--round-timeout", args.round_timeout, 0.001)):
+        if value is not None and value < low:
+            parser.error(f"{name}: must be at least {low}, got {value}")
+    if args.port > 65535:
+        parser.error(f"--port: {args.port} is not a TCP port")
+    return args
+
+
+def main(argv=None):
+    """Run the rounds and print one JSON record per round."""
+    args = parse_args(argv)
+    try:
+        persistent = connect_persistent(args.servers, args.port, args.cc, args.round_timeout) \
+            if args.persistent else None
+        began = time.monotonic()
+        number = 0
+        while (number < args.rounds) if args.rounds is not None else (
+                number == 0 or time.monotonic() - began < args.seconds):
+            start, duration, flows = run_round(args.servers, args.port, args.block_bytes, args.cc,
+                                               args.round_timeout, persistent)
+            number += 1
+            print(json.dumps({"round": number - 1, "start_s": start, "duration_s": duration,
+                              "bytes": args.block_bytes * len(args.servers), "flows_s": flows}), flush=True)
+    except (RoundError, OSError) as exc:
+        print(f"incast_client: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,416 @@
+"""Where an incast sweep's results go: SQLite, OUT/summary.json and OUT/routes/.
+
+The summary's schema (issues 4 and 8)::
+
+    {"ceiling_mbps": float,                   # median single-flow ceiling, 1500 B packets
+     "ceilings": [{"packet_bytes", "median", "min", "max", "spread_pct", "samples",
+                   "networks": [{"senders", "buffer_bytes", "median", "min", "max", "samples"}]}],
+     "runs": [{"scheme", "senders", "buffer_bytes", "sru_bytes", "goodput_mbps",
+               "fct_mean_ms", "fct_p50_ms", "fct_p95_ms", "fct_p99_ms", "drops",
+               "timeouts", "probe_rtt_avg_ms", "probe_rtt_max_ms",
+               "packet_bytes", "ceiling_mbps",          # the run's packet size and its network's ceiling at it
+               "sent", "delivered", "drops_other_buffers", "sender_queue_drops",
+               "unexplained",                           # the loss account (otcp.experiments.stats.LossAccount)
+               "peak_backlog_bytes", "cpu_busy_pct", "cpu_busiest_pct",
+               "cpu_softirq_pct", "cpu_steal_pct",      # parts of both cores' time: the kernel's network
+                                                        # processing, and time the hypervisor took
+               "switch_cpu_pct",                        # ovs-vswitchd's forwarding thread, % of a core
+                                                        # (null without ovs-vswitchd)
+               "ce_marks",                              # CE marks at the bottleneck (null without ECN)
+               "generations",                           # generations the controller made during the
+                                                        # measured rounds (null for static schemes)
+               "backlog_empty_pct", "backlog_empty_tail_pct",  # the bottleneck's queue found empty:
+               "round_tail_pct",                        # stats.queue_emptiness (null: no sample taken)
+               "connections_unfinished_pct",            # stats.unfinished_connections
+               "switch_input_mean_bytes", "switch_input_busy_pct"}],  # stats.switch_input (null: not sampled)
+     "unexplained_losses": [{"scheme", "senders", "buffer_bytes", "unexplained"}],  # runs that lost packets
+                                                                                   # no counter names
+     "unavailable": [{"scheme", "reason"}],   # schemes that could not run here
+     "notes": [str],                          # what the emulation could not enforce
+     "code": {"commit", "modified",           # the checkout the sweep started from (null outside git) and
+              "changed_during_sweep"}}        # whether it changed before the sweep ended (controllers
+                                              # restarted per scheme load the code then on disk)
+
+The database (``OUT/results.db``) holds the same runs plus everything behind
+them: every round, every flow's completion time, per-host TCP counters,
+the probe's RTT samples, packet and drop counters of every interface,
+and the ceiling measurements.
+"""
+
+import dataclasses
+import json
+import os
+import sqlite3
+import subprocess
+import time
+
+from otcp.experiments import stats
+
+RUN_FIELDS = {
+    "scheme": str,
+    "senders": int,
+    "buffer_bytes": int,
+    "sru_bytes": int,
+    "goodput_mbps": float,
+    "fct_mean_ms": float,
+    "fct_p50_ms": float,
+    "fct_p95_ms": float,
+    "fct_p99_ms": float,
+    "drops": int,
+    "timeouts": int,
+    "probe_rtt_avg_ms": (float, type(None)),
+    "probe_rtt_max_ms": (float, type(None)),
+    "packet_bytes": int,
+    "ceiling_mbps": float,
+    "sent": int,
+    "delivered": int,
+    "drops_other_buffers": int,
+    "sender_queue_drops": int,
+    "unexplained": int,
+    "peak_backlog_bytes": int,
+    "cpu_busy_pct": float,
+    "cpu_busiest_pct": float,
+    "cpu_softirq_pct": (float, type(None)),
+    "cpu_steal_pct": (float, type(None)),
+    "switch_cpu_pct": (float, type(None)),
+    "ce_marks": (int, type(None)),
+    "generations": (int, type(None)),
+    "backlog_empty_pct": (float, type(None)),
+    "backlog_empty_tail_pct": (float, type(None)),
+    "round_tail_pct": (float, type(None)),
+    "connections_unfinished_pct": (float, type(None)),
+    "switch_input_mean_bytes": (float, type(None)),
+    "switch_input_busy_pct": (float, type(None)),
+}
+# May be negative: more packets delivered than sent (copies, or a packet counted at one end only).
+SIGNED_FIELDS = {"unexplained"}
+
+
+@dataclasses.dataclass
+class RunRecord:
+    """One scheme's run on one network: what the summary and the table show."""
+
+    scheme: str
+    senders: int
+    buffer_bytes: int
+    sru_bytes: int
+    rounds: int
+    persistent: int
+    packet_bytes: int
+    ceiling_mbps: float
+    goodput_mbps: float
+    fct_mean_ms: float
+    fct_p50_ms: float
+    fct_p95_ms: float
+    fct_p99_ms: float
+    drops: int
+    sent: int
+    delivered: int
+    drops_other_buffers: int
+    sender_queue_drops: int
+    unexplained: int
+    peak_backlog_bytes: int
+    timeouts: int
+    retransmissions: int
+    probe_rtt_avg_ms: float | None
+    probe_rtt_max_ms: float | None
+    probe_rtt_std_ms: float | None
+    probe_lost: float | None
+    cpu_busy_pct: float
+    cpu_busiest_pct: float
+    switch_cpu_pct: float | None = None  # measure.switch_thread_time's busy share over the rounds (None: no OVS)
+    # stats.cpu_parts over the rounds: softirq (the kernel's network processing) and steal, % of all CPUs' time
+    cpu_softirq_pct: float | None = None
+    cpu_steal_pct: float | None = None
+    ce_marks: int | None = None  # packets the bottleneck's ECN marker marked CE (None: no marker)
+    generations: int | None = None  # the controller's new generations during the measured rounds (None: no OTCP)
+    # stats.queue_emptiness of the bottleneck's backlog samples (None: no sample taken there)
+    backlog_empty_pct: float | None = None
+    backlog_empty_tail_pct: float | None = None
+    round_tail_pct: float | None = None
+    connections_unfinished_pct: float | None = None  # stats.unfinished_connections (None: no round)
+    # stats.switch_input: the switch's input sockets during rounds (None: not sampled)
+    switch_input_mean_bytes: float | None = None
+    switch_input_busy_pct: float | None = None
+
+    @classmethod
+    def build(cls, head, rounds_summary, account, probe_summary, **rest):
+        """From the run's identity (head), stats.summarize_rounds, a LossAccount, stats.summarize_probe and the rest."""
+        loss = account.as_dict()
+        return cls(**head, **rounds_summary, drops=loss["drops"], sent=loss["sent"], delivered=loss["delivered"],
+                   drops_other_buffers=loss["drops_other_buffers"], sender_queue_drops=loss["sender_queue_drops"],
+                   unexplained=loss["unexplained"], **probe_summary, **rest)
+
+    @property
+    def share_of_ceiling(self):
+        """Goodput as a fraction of the ceiling the run is judged against."""
+        return self.goodput_mbps / self.ceiling_mbps if self.ceiling_mbps else 0.0
+
+    def label(self):
+        """scheme n=senders buf=buffer, as the progress bar and messages name a run."""
+        return f"{self.scheme} n={self.senders} buf={self.buffer_bytes}"
+
+
+@dataclasses.dataclass
+class RunDetail:
+    """What the database keeps of a run beyond its record."""
+
+    rounds: list
+    servers: list
+    host_counters: dict
+    probe_rtts: list
+    path_counters: dict
+    queues: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class CeilingSample:
+    """One single-flow ceiling measurement on one network."""
+
+    senders: int
+    buffer_bytes: int
+    packet_bytes: int
+    mbps: float
+    cpu_busy_pct: float
+    switch_cpu_pct: float | None = None  # ovs-vswitchd's forwarding thread, % of a core
+
+
+def ceiling_summary(samples):
+    """The summary's "ceilings": per packet size, the spread of every sample and of each network's."""
+    summary = []
+    for packet_bytes in sorted({s.packet_bytes for s in samples}, reverse=True):
+        chosen = [s for s in samples if s.packet_bytes == packet_bytes]
+        networks = []
+        for key in dict.fromkeys((s.senders, s.buffer_bytes) for s in chosen):
+            values = tuple(s.mbps for s in chosen if (s.senders, s.buffer_bytes) == key)
+            spread = stats.Spread(values).as_dict()
+            networks.append({"senders": key[0], "buffer_bytes": key[1], **spread})
+        summary.append({"packet_bytes": packet_bytes, **stats.Spread(tuple(s.mbps for s in chosen)).as_dict(),
+                        "networks": networks})
+    return summary
+
+
+def network_ceiling(samples, senders, buffer_bytes, packet_bytes):
+    """The median ceiling of one network at one packet size (None if not measured)."""
+    values = tuple(s.mbps for s in samples
+                   if (s.senders, s.buffer_bytes, s.packet_bytes) == (senders, buffer_bytes, packet_bytes))
+    return stats.Spread(values).median if values else None
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS invocation (
+    id INTEGER PRIMARY KEY, started REAL, arguments TEXT, ceiling_mbps REAL);
+CREATE TABLE IF NOT EXISTS ceiling (
+    invocation INTEGER, senders INTEGER, buffer_bytes INTEGER, mbps REAL, packet_bytes INTEGER,
+    cpu_busy_pct REAL, switch_cpu_pct REAL);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY, invocation INTEGER, scheme TEXT, senders INTEGER, buffer_bytes INTEGER,
+    sru_bytes INTEGER, rounds INTEGER, persistent INTEGER, goodput_mbps REAL,
+    fct_mean_ms REAL, fct_p50_ms REAL, fct_p95_ms REAL, fct_p99_ms REAL,
+    drops INTEGER, peak_backlog_bytes INTEGER,
+    timeouts INTEGER, retransmissions INTEGER,
+    probe_rtt_avg_ms REAL, probe_rtt_max_ms REAL, probe_rtt_std_ms REAL, probe_lost REAL,
+    packet_bytes INTEGER, ceiling_mbps REAL, sent INTEGER, delivered INTEGER, drops_other_buffers INTEGER,
+    sender_queue_drops INTEGER, unexplained INTEGER, cpu_busy_pct REAL, cpu_busiest_pct REAL);
+CREATE TABLE IF NOT EXISTS queues (
+    run INTEGER, host TEXT, queue TEXT, sent_packets INTEGER, drops INTEGER);
+CREATE TABLE IF NOT EXISTS rounds (
+    run INTEGER, round INTEGER, start_s REAL, duration_s REAL, bytes INTEGER);
+CREATE TABLE IF NOT EXISTS flows (
+    run INTEGER, round INTEGER, server TEXT, duration_s REAL);
+CREATE TABLE IF NOT EXISTS host_counters (
+    run INTEGER, host TEXT, counter TEXT, delta INTEGER);
+CREATE TABLE IF NOT EXISTS path_counters (
+    run INTEGER, place TEXT, counter TEXT, delta INTEGER);
+CREATE TABLE IF NOT EXISTS probe_rtts (
+    run INTEGER, rtt_ms REAL);
+CREATE TABLE IF NOT EXISTS unavailable (
+    invocation INTEGER, scheme TEXT, reason TEXT);
+"""
+
+
+class SchemaError(ValueError):
+    """A summary that does not follow the schema; names the run and the field."""
+
+
+def check_run(run, where="run"):
+    """Raise SchemaError unless run has every RUN_FIELDS key with a sane value."""
+    for field, kinds in RUN_FIELDS.items():
+        if field not in run:
+            raise SchemaError(f"{where}: missing {field}")
+        value = run[field]
+        kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+        if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            raise SchemaError(f"{where}: {field} is {value!r}, expected {' or '.join(k.__name__ for k in kinds)}")
+        if isinstance(value, (int, float)) and value < 0 and field not in SIGNED_FIELDS:
+            raise SchemaError(f"{where}: {field} is negative ({value})")
+    if run["senders"] < 1 or run["sru_bytes"] < 1:
+        raise SchemaError(f"{where}: senders and sru_bytes must be at least 1")
+    if not run["fct_p50_ms"] <= run["fct_p95_ms"] <= run["fct_p99_ms"]:
+        raise SchemaError(f"{where}: percentiles out of order (p50 {run['fct_p50_ms']}, p95 {run['fct_p95_ms']}, "
+                          f"p99 {run['fct_p99_ms']})")
+
+
+def check_summary(document):
+    """Raise SchemaError unless document follows the summary schema."""
+    if not isinstance(document, dict):
+        raise SchemaError("summary: expected an object")
+    ceiling = document.get("ceiling_mbps")
+    if isinstance(ceiling, bool) or not isinstance(ceiling, (int, float)) or ceiling <= 0:
+        raise SchemaError(f"summary: ceiling_mbps is {ceiling!r}, expected a positive number")
+    runs = document.get("runs")
+    if not isinstance(runs, list):
+        raise SchemaError("summary: runs must be a list")
+    for index, run in enumerate(runs):
+        if not isinstance(run, dict):
+            raise SchemaError(f"runs[{index}]: expected an object")
+        check_run(run, f"runs[{index}] ({run.get('scheme')}, {run.get('senders')} senders)")
+    for index, entry in enumerate(document.get("unexplained_losses", [])):
+        if not (isinstance(entry, dict) and isinstance(entry.get("unexplained"), int) and entry["unexplained"]):
+            raise SchemaError(f"unexplained_losses[{index}]: expected {{scheme, senders, buffer_bytes, unexplained}} "
+                              "with unexplained not 0")
+    for index, entry in enumerate(document.get("unavailable", [])):
+        if not (isinstance(entry, dict) and isinstance(entry.get("scheme"), str)
+                and isinstance(entry.get("reason"), str) and entry["reason"]):
+            raise SchemaError(f"unavailable[{index}]: expected {{scheme, reason}}")
+    code = document.get("code")
+    if not (isinstance(code, dict) and isinstance(code.get("commit"), (str, type(None)))
+            and isinstance(code.get("modified"), (bool, type(None)))
+            and isinstance(code.get("changed_during_sweep"), bool)):
+        raise SchemaError(f"summary: code is {code!r}, expected {{commit, modified, changed_during_sweep}}")
+
+
+def summary_run(run):
+    """The summary's view of a RunRecord (only RUN_FIELDS)."""
+    return {field: getattr(run, field) for field in RUN_FIELDS}
+
+
+def unexplained_losses(runs):
+    """The runs that lost packets no kernel counter names, for the summary's flag."""
+    return [{"scheme": r.scheme, "senders": r.senders, "buffer_bytes": r.buffer_bytes, "unexplained": r.unexplained}
+            for r in runs if r.unexplained]
+
+
+class ResultStore:
+    """The SQLite database of one output directory (appends; one invocation per sweep)."""
+
+    def __init__(self, path, arguments):
+        self.db = sqlite3.connect(path)
+        self.db.executescript(SCHEMA)
+        _add_missing_columns(self.db)
+        cursor = self.db.execute("INSERT INTO invocation (started, arguments) VALUES (?, ?)",
+                                 (time.time(), json.dumps(arguments, sort_keys=True)))
+        self.invocation = cursor.lastrowid
+        self.db.commit()
+
+    def add_ceiling(self, sample, ceiling_mbps):
+        """Store one CeilingSample; ceiling_mbps: the invocation's ceiling so far (1500 B median)."""
+        self.db.execute("INSERT INTO ceiling (invocation, senders, buffer_bytes, mbps, packet_bytes, cpu_busy_pct, "
+                        "switch_cpu_pct) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (self.invocation, sample.senders, sample.buffer_bytes, sample.mbps, sample.packet_bytes,
+                         sample.cpu_busy_pct, sample.switch_cpu_pct))
+        self.db.execute("UPDATE invocation SET ceiling_mbps = ? WHERE id = ?", (ceiling_mbps, self.invocation))
+        self.db.commit()
+
+    def add_unavailable(self, scheme, reason):
+        """Store a scheme that could not run here and why."""
+        self.db.execute("INSERT INTO unavailable VALUES (?, ?, ?)", (self.invocation, scheme, reason))
+        self.db.commit()
+
+    def add_run(self, run, detail):
+        """Store one run: its RunRecord and its RunDetail (rounds, flows, TCP
+        counters per host, probe samples, packet and drop counters per place
+        {"node:device": {counter: delta}}, and the IPv4 queues' deltas
+        {host: {"egress"|"buffer": {"sent_packets", "drops"}}})."""
+        record = dataclasses.asdict(run)
+        columns = list(record)
+        cursor = self.db.execute(
+            f"INSERT INTO runs (invocation, {', '.join(columns)}) VALUES (?{', ?' * len(columns)})",
+            [self.invocation] + [record[c] for c in columns])
+        run_id = cursor.lastrowid
+        rounds = detail.rounds
+        self.db.executemany("INSERT INTO rounds VALUES (?, ?, ?, ?, ?)",
+                            [(run_id, r["round"], r["start_s"], r["duration_s"], r["bytes"]) for r in rounds])
+        self.db.executemany("INSERT INTO flows VALUES (?, ?, ?, ?)",
+                            [(run_id, r["round"], detail.servers[i], d) for r in rounds
+                             for i, d in enumerate(r["flows_s"])])
+        self.db.executemany("INSERT INTO host_counters VALUES (?, ?, ?, ?)",
+                            [(run_id, host, name, delta) for host, deltas in detail.host_counters.items()
+                             for name, delta in deltas.items()])
+        self.db.executemany("INSERT INTO probe_rtts VALUES (?, ?)", [(run_id, rtt) for rtt in detail.probe_rtts])
+        self.db.executemany("INSERT INTO path_counters VALUES (?, ?, ?, ?)",
+                            [(run_id, place, name, delta) for place, deltas in detail.path_counters.items()
+                             for name, delta in deltas.items()])
+        self.db.executemany("INSERT INTO queues VALUES (?, ?, ?, ?, ?)",
+                            [(run_id, host, queue, counts["sent_packets"], counts["drops"])
+                             for host, queues in detail.queues.items() for queue, counts in queues.items()])
+        self.db.commit()
+        return run_id
+
+    def close(self):
+        """Close the database."""
+        self.db.close()
+
+
+def _add_missing_columns(db):
+    """Columns a database from an older version of this runner lacks (it appends to OUT/results.db)."""
+    wanted = {"runs": [f.name for f in dataclasses.fields(RunRecord)],
+              "ceiling": ["packet_bytes", "cpu_busy_pct", "switch_cpu_pct"]}
+    for table, columns in wanted.items():
+        present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        for column in columns:
+            if column not in present:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+    db.commit()
+
+
+#: The checkout this runner belongs to.
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def code_version(root=REPOSITORY):
+    """{"commit", "modified"}: the commit the git checkout at root is at, and whether
+    its tracked files differ from it; both None outside a checkout or without git."""
+    def git(*args):
+        return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, check=True,
+                              timeout=30).stdout.strip()
+    try:
+        commit = git("rev-parse", "HEAD")
+        return {"commit": commit, "modified": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "modified": None}
+
+
+def write_summary(out_dir, ceiling_samples, runs, unavailable, notes, code_at_start):
+    """Write OUT/summary.json (checked against the schema first) and return its path.
+
+    ceiling_samples: every CeilingSample of the sweep; runs: RunRecords;
+    code_at_start: code_version() when the sweep started (compared with now)."""
+    ceilings = ceiling_summary(ceiling_samples)
+    main = next((c for c in ceilings if c["packet_bytes"] == 1500), ceilings[0])
+    document = {"ceiling_mbps": main["median"], "ceilings": ceilings, "runs": [summary_run(r) for r in runs],
+                "unexplained_losses": unexplained_losses(runs),
+                "unavailable": [{"scheme": s, "reason": r} for s, r in unavailable],
+                "notes": list(notes),
+                "code": {**code_at_start, "changed_during_sweep": code_version() != code_at_start}}
+    check_summary(document)
+    path = os.path.join(out_dir, "summary.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump(document, handle, indent=2)
+        handle.write("\n")
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def write_routes(out_dir, scheme, host, heading, text):
+    """Append one network's routes of host under scheme to OUT/routes/<scheme>/<host>.txt.
+
+    A sweep builds one network per sender count and buffer: each gets its
+    own section, headed by heading (a comment line)."""
+    directory = os.path.join(out_dir, "routes", scheme)
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{host}.txt")
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(f"# {heading}\n{text.rstrip()}\n\n")
+    return path

@@ -1,0 +1,241 @@
+"""The OTCP parameter formulas (docs/design.md, "Formulas"), as pure functions.
+
+Every function works on plain floats and on numpy arrays alike, so the offline
+planner evaluates a million host pairs at once with the same code the live
+controller uses for a handful. Units: seconds, bytes and bytes per second.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from otcp.wire.limits import PACING_RATE
+
+#: Defaults, defined here once: the segment size, and the facts of a link
+#: neither the inventory nor a measurement describes.
+DEFAULT_MSS_BYTES = 1448
+DEFAULT_CAPACITY_MBPS = 1000
+DEFAULT_BUFFER_BYTES = 131072
+DEFAULT_LINK_DELAY_US = 10
+
+#: What a full-sized segment adds to a switch queue beyond its payload:
+#: Ethernet 14, IPv4 20, TCP 20 and the timestamp option 12 (a bfifo counts frames).
+FRAME_OVERHEAD_BYTES = 66
+#: The timestamp option, which the kernel takes out of an advertised MSS.
+TIMESTAMP_OPTION_BYTES = 12
+
+# Float sums of microsecond delays land a hair beside whole numbers
+# (13.7 ms -> 13.700000000000001); the tolerance keeps ceil/floor honest.
+_ROUNDING_SLACK = 1e-9
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Configurable limits and segment size the formulas clamp to."""
+
+    mss_bytes: int = DEFAULT_MSS_BYTES
+    rto_min_ms_low: int = 1
+    rto_min_ms_high: int = 200
+    initcwnd_low: int = 1
+    initcwnd_high: int = 64
+    cwnd_low: int = 1
+    cwnd_high: int = 65535
+
+    def __post_init__(self):
+        if self.mss_bytes <= 0:
+            raise ValueError(f"mss_bytes must be positive, got {self.mss_bytes}")
+        for name in ("rto_min_ms", "initcwnd", "cwnd"):
+            low, high = getattr(self, name + "_low"), getattr(self, name + "_high")
+            if not 1 <= low <= high:
+                raise ValueError(f"{name} bounds must satisfy 1 <= low <= high, got {low}..{high}")
+
+
+@dataclass(frozen=True)
+class Lossless:
+    """The otcp-lossless formulas' settings (docs/design.md, "Formulas").
+
+    queue_target_fraction: the standing queue each switch egress may hold,
+    as a share of its buffer; mss_floor_bytes: the smallest segment payload
+    a path may be given.
+    """
+
+    queue_target_fraction: float = 0.25
+    mss_floor_bytes: int = 256
+
+    def __post_init__(self):
+        if not 0 < self.queue_target_fraction <= 1:
+            raise ValueError(f"queue_target_fraction must be in (0, 1], got {self.queue_target_fraction}")
+        if not 64 <= self.mss_floor_bytes:
+            raise ValueError(f"mss_floor_bytes must be at least 64, got {self.mss_floor_bytes}")
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """The otcp-paced setting (docs/design.md, "Pacing"): how far above the
+    fair share at the path's bottleneck each flow may be paced, as a fraction."""
+
+    headroom: float = 0.05
+
+    def __post_init__(self):
+        if isinstance(self.headroom, bool) or not isinstance(self.headroom, int | float) \
+                or not 0 <= self.headroom <= 1:
+            raise ValueError(f"pacing headroom must be a number in [0, 1], got {self.headroom!r}")
+
+
+def capacity_bytes_per_s(capacity_mbps):
+    """Link capacity in bytes/s from Mb/s (Mb/s x 1e6 / 8)."""
+    return capacity_mbps * 1e6 / 8
+
+
+def flows_sharing(active_flows_on_link, pair_is_active):
+    """N_l(s,d): the flows on a link counting the pair being configured once."""
+    return np.where(pair_is_active, active_flows_on_link, active_flows_on_link + 1)
+
+
+def min_rto_seconds(rtt_prop_s, queueing_s):
+    """minRTO: the round trip with every queue on the way full.
+
+    rtt_prop_s is the sum of one-way delays over the round trip R(s,d);
+    queueing_s is the sum of buf_l / cap_l over the same links.
+    """
+    return rtt_prop_s + queueing_s
+
+
+def initial_window_bytes(fair_share_bytes_per_s, rtt_prop_s):
+    """The flow's fair share of the BDP: min(cap_l / N_l) x RTT_prop."""
+    return fair_share_bytes_per_s * rtt_prop_s
+
+
+def max_window_bytes(share_of_capacity, share_of_buffer, rtt_prop_s):
+    """min over the path's switch egresses of (cap_l x RTT_prop + buf_l) / N_l.
+
+    share_of_capacity and share_of_buffer hold cap_l / N_l and buf_l / N_l
+    along the last axis (one column per link). Columns padded with a capacity
+    share of 0 and a buffer share of +inf drop out of the minimum.
+    """
+    rtt = np.asarray(rtt_prop_s, dtype=float)[..., np.newaxis]
+    return np.min(share_of_capacity * rtt + share_of_buffer, axis=-1)
+
+
+def rto_min_ms(min_rto_s, bounds=Bounds()):
+    """rto_min route attribute: ceil(min_rto in ms), clamped."""
+    ms = np.ceil(np.asarray(min_rto_s, dtype=float) * 1e3 - _ROUNDING_SLACK)
+    return np.clip(ms, bounds.rto_min_ms_low, bounds.rto_min_ms_high).astype(np.int64)
+
+
+def initcwnd_segments(iw_bytes, bounds=Bounds()):
+    """initcwnd route attribute: floor(iw / MSS), clamped."""
+    segments = np.floor(np.asarray(iw_bytes, dtype=float) / bounds.mss_bytes + _ROUNDING_SLACK)
+    return np.clip(segments, bounds.initcwnd_low, bounds.initcwnd_high).astype(np.int64)
+
+
+def cwnd_clamp_segments(max_bytes, bounds=Bounds()):
+    """cwnd (locked) route attribute: floor(max / MSS), clamped.
+
+    A path with no switch egress (no buffer that can overflow) has an
+    unbounded window, returned as 0: "no clamp".
+    """
+    max_bytes = np.asarray(max_bytes, dtype=float)
+    unbounded = ~np.isfinite(max_bytes)
+    finite = np.where(unbounded, 0.0, max_bytes)
+    segments = np.floor(finite / bounds.mss_bytes + _ROUNDING_SLACK)
+    clamped = np.clip(segments, bounds.cwnd_low, bounds.cwnd_high).astype(np.int64)
+    return np.where(unbounded, 0, clamped)
+
+
+def queue_target_bytes(buffer_bytes, lossless=Lossless()):
+    """The queue otcp-lossless aims to stand at a switch egress: a share of its buffer."""
+    return np.asarray(buffer_bytes, dtype=float) * lossless.queue_target_fraction
+
+
+def segment_bytes(window_wire_bytes, bounds=Bounds(), lossless=Lossless()):
+    """Payload per segment on a path: the largest at which a whole number of
+    frames fills the flow's window.
+
+    k = ceil(window / full frame) frames (at most cwnd_high), each window / k
+    bytes on the wire: the window is used to within k bytes, where full
+    segments would leave up to one frame of it unused (a quarter of the
+    window at 4 frames). Never below the floor nor above the configured MSS.
+    window_wire_bytes counts frames as a switch queue does; an unbounded
+    window (no switch egress) keeps the configured MSS.
+    """
+    window = np.asarray(window_wire_bytes, dtype=float)
+    finite = np.where(np.isfinite(window), window, 0.0)
+    full_frame = bounds.mss_bytes + FRAME_OVERHEAD_BYTES
+    frames = np.clip(np.ceil(finite / full_frame - _ROUNDING_SLACK), 1, bounds.cwnd_high)
+    fitting = np.floor(finite / frames + _ROUNDING_SLACK) - FRAME_OVERHEAD_BYTES
+    segment = np.clip(fitting, lossless.mss_floor_bytes, bounds.mss_bytes)
+    return np.where(np.isfinite(window), segment, bounds.mss_bytes).astype(np.int64)
+
+
+def lossless_cwnd_segments(window_wire_bytes, segment, bounds=Bounds()):
+    """cwnd clamp for otcp-lossless: whole frames of `segment` payload in the window, clamped.
+
+    At least one segment always: when even one frame of the floor segment
+    exceeds the window, the path cannot be lossless and the clamp says 1.
+    An unbounded window is 0, "no clamp".
+    """
+    window = np.asarray(window_wire_bytes, dtype=float)
+    unbounded = ~np.isfinite(window)
+    frames = np.floor(np.where(unbounded, 0.0, window) / (np.asarray(segment) + FRAME_OVERHEAD_BYTES) + _ROUNDING_SLACK)
+    clamped = np.clip(frames, bounds.cwnd_low, bounds.cwnd_high).astype(np.int64)
+    return np.where(unbounded, 0, clamped)
+
+
+def lossless_initcwnd_segments(cwnd_clamp, published_initcwnd, bounds=Bounds()):
+    """initcwnd for otcp-lossless: the whole window at once, since the buffer absorbs it.
+
+    Where nothing clamps the window (no switch egress), the published initial window.
+    """
+    cwnd = np.asarray(cwnd_clamp)
+    whole = np.clip(cwnd, bounds.initcwnd_low, bounds.initcwnd_high)
+    return np.where(cwnd == 0, published_initcwnd, whole).astype(np.int64)
+
+
+def lossless_quickack(cwnd_clamp_back):
+    """otcp-lossless: whether a receiver acknowledges every segment at once (the quickack
+    route attribute, on its route toward the sender), given the clamp of the sender's path
+    toward it: only where that window is a single segment, which a delayed ACK would hold
+    for the delayed-ACK timer. From 2 segments on, Linux acknowledges every second full
+    segment at once anyway, and quickack only doubles the ACKs: packets the switch forwards
+    and both kernels handle. No clamp (0) is not a single segment. The published formulas
+    keep quickack on every route."""
+    return np.asarray(cwnd_clamp_back) == 1
+
+
+def advmss_bytes(segment, bounds=Bounds()):
+    """The advmss route attribute that makes the peer send `segment` payloads, or None
+    when the segment is the configured MSS (the kernel's own choice stands)."""
+    segment = int(segment)
+    return None if segment >= bounds.mss_bytes else segment + TIMESTAMP_OPTION_BYTES
+
+
+#: The largest pacing rate a route may carry (bytes/s): what SO_MAX_PACING_RATE
+#: takes from BPF (otcp.wire.limits.PACING_RATE; otcp.bpf.sockops.MAX_PACING_RATE).
+MAX_PACING_RATE_BYTES_PER_S = PACING_RATE[1]
+
+
+def pacing_rate_bytes_per_s(fair_share_bytes_per_s, pacing=Pacing()):
+    """otcp-paced: each flow paced at its fair share of the path's bottleneck, plus headroom.
+
+    fair_share_bytes_per_s is ``min over the path's links l of cap_l / N_l``,
+    the same share the initial window uses: N_l flows (this one counted) on
+    a link of capacity cap_l each get cap_l / N_l if it is split evenly, and
+    a flow can go no faster than its share at the tightest link of its path.
+    The rate is that times (1 + headroom), in whole bytes/s (rounded down:
+    the larger rate is the side that queues), at least 1 and at most
+    MAX_PACING_RATE_BYTES_PER_S. The headroom keeps the N paced flows' sum
+    just above the link's capacity, so the bottleneck stays busy when a
+    pacer runs a little slow; what the sum adds beyond the capacity stands
+    in the queue, bounded there by the window clamp.
+    """
+    rate = np.asarray(fair_share_bytes_per_s, dtype=float) * (1 + pacing.headroom)
+    # Shares are around 1e6..1e10 bytes/s: a float product lands a few ulps (< 1e-5) beside a whole number.
+    whole = np.floor(np.minimum(rate, MAX_PACING_RATE_BYTES_PER_S) + 1e-6)
+    return np.clip(whole, PACING_RATE[0], MAX_PACING_RATE_BYTES_PER_S).astype(np.int64)
+
+
+def seconds_to_us(seconds):
+    """Microseconds rounded to 1 ns, as the plan output shows them."""
+    return round(float(seconds) * 1e6, 3)
+

@@ -1,0 +1,251 @@
+"""Read and validate an operator's inventory (docs/design.md, "Parameter set" and "Validation").
+
+An inventory declares switches, hosts, links and optionally active flows.
+Its shape is checked by the models below; what refers to what (unknown
+nodes, duplicates, single-homed hosts) by `_resolve`. Every problem is one
+InventoryError naming the file, the entry and what is wrong, before
+anything uses the inventory.
+"""
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
+
+from otcp.planning import formulas
+from otcp.planning.fabric import Fabric
+from otcp.wire import validation
+from otcp.wire.validation import Strict, int_range, number_at_least, positive_number
+
+
+class InventoryError(ValueError):
+    """A malformed inventory: names the file, the entry and the problem."""
+
+
+def _node_name(value: str | int) -> str:
+    if str(value) == "":
+        raise ValueError("a node name may not be empty")
+    return str(value)
+
+
+def _ip(value: str) -> str:
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise ValueError(f"{value!r} is not an IP address") from None
+
+
+NodeName = Annotated[str | int, AfterValidator(_node_name)]
+
+
+class LinkValues(Strict):
+    """What a link declares, or the defaults declare for every link."""
+
+    capacity_mbps: positive_number() | None = None  # type: ignore[valid-type]
+    buffer_bytes: number_at_least(0) | None = None  # type: ignore[valid-type]
+    delay_us: number_at_least(0) | None = None  # type: ignore[valid-type]
+
+
+class LinkDecl(LinkValues):
+    """One undirected link between two declared nodes."""
+
+    a: NodeName
+    b: NodeName
+
+
+class SwitchDecl(Strict):
+    """A switch's attributes; the dpid ties it to the live switch."""
+
+    dpid: int_range(1, 2**64 - 1) | None = None  # type: ignore[valid-type]
+
+
+class HostDecl(Strict):
+    """A host's address."""
+
+    ip: Annotated[str, AfterValidator(_ip)]
+
+
+class FlowDecl(Strict):
+    """Active flows from one host to another."""
+
+    src: NodeName
+    dst: NodeName
+    count: int_range(1, 2**31 - 1) = 1  # type: ignore[valid-type]
+
+
+class InventoryDocument(Strict):
+    """The whole inventory file."""
+
+    mss_bytes: int_range(1, 65535) = formulas.DEFAULT_MSS_BYTES  # type: ignore[valid-type]
+    defaults: LinkValues = LinkValues()
+    switches: list[NodeName] | dict[NodeName, SwitchDecl | None] = []
+    hosts: dict[NodeName, HostDecl] = {}
+    links: list[LinkDecl] = []
+    flows: list[FlowDecl] = []
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """One undirected link as declared; values hold for both directions."""
+
+    a: str
+    b: str
+    capacity_mbps: float
+    buffer_bytes: float
+    delay_us: float
+
+
+@dataclass
+class Inventory:
+    """A validated inventory."""
+
+    path: str
+    mss_bytes: int
+    switches: dict  # name -> dpid or None
+    hosts: dict  # name -> IP string
+    links: list  # of LinkSpec
+    flows: dict  # (src, dst) -> count
+    pinned_delays: set  # frozensets {a, b} of links whose delay the file (or its defaults) gives
+
+    def fabric(self) -> Fabric:
+        """The Fabric these declarations describe."""
+        fabric = Fabric(switches=list(self.switches), hosts=dict(self.hosts), flows=dict(self.flows))
+        for link in self.links:
+            fabric.add_link(
+                link.a,
+                link.b,
+                formulas.capacity_bytes_per_s(link.capacity_mbps),
+                link.delay_us * 1e-6,
+                link.buffer_bytes,
+            )
+        return fabric
+
+    def switch_by_dpid(self) -> dict:
+        """{dpid: switch name} for switches that declare a dpid."""
+        return {dpid: name for name, dpid in self.switches.items() if dpid is not None}
+
+    def host_by_ip(self) -> dict:
+        """{IP address: host name}."""
+        return {ip: name for name, ip in self.hosts.items()}
+
+
+def load(path: str) -> Inventory:
+    """Read and validate the inventory at path; raise InventoryError."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = validation.load_yaml(handle.read(), path)
+    except FileNotFoundError:
+        raise InventoryError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise InventoryError(f"{path}: cannot read: {exc.strerror}") from None
+    except validation.ValidationError as error:
+        raise InventoryError(str(error)) from None
+    return parse(document, path)
+
+
+def parse(document: Any, path: str = "<inventory>") -> Inventory:
+    """Validate an inventory already parsed from YAML (a mapping, or None for an empty file)."""
+    try:
+        declared = validation.check(InventoryDocument, {} if document is None else document)
+    except validation.ValidationError as error:
+        raise InventoryError(f"{path}: {error}") from None
+    return _Resolver(path).resolve(declared)
+
+
+_BUILTIN = {"capacity_mbps": formulas.DEFAULT_CAPACITY_MBPS, "buffer_bytes": formulas.DEFAULT_BUFFER_BYTES,
+            "delay_us": formulas.DEFAULT_LINK_DELAY_US}
+
+
+class _Resolver:
+    """Checks what the entries of a well-formed inventory refer to."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def fail(self, entry: str, problem: str):
+        raise InventoryError(f"{self.path}: {entry}: {problem}")
+
+    def resolve(self, declared: InventoryDocument) -> Inventory:
+        declared_defaults = declared.defaults.model_dump(exclude_none=True)
+        defaults = {**_BUILTIN, **declared_defaults}
+        switches = self.switches(declared.switches)
+        hosts = self.hosts(declared.hosts, switches)
+        links, pinned = self.links(declared.links, switches, hosts, defaults, "delay_us" in declared_defaults)
+        flows = self.flows(declared.flows, hosts)
+        return Inventory(self.path, declared.mss_bytes, switches, hosts, links, flows, pinned)
+
+    def switches(self, declared) -> dict:
+        if isinstance(declared, list):
+            items = [(name, None) for name in declared]
+        else:
+            items = [(name, attributes.dpid if attributes else None) for name, attributes in declared.items()]
+        switches: dict = {}
+        dpids: dict = {}
+        for name, dpid in items:
+            if name in switches:
+                self.fail(f"switches.{name}", "declared twice")
+            if dpid is not None and dpid in dpids:
+                self.fail(f"switches.{name}.dpid", f"{dpid} is already the dpid of {dpids[dpid]!r}")
+            switches[name] = dpid
+            if dpid is not None:
+                dpids[dpid] = name
+        return switches
+
+    def hosts(self, declared: dict, switches: dict) -> dict:
+        hosts: dict = {}
+        owners: dict = {}
+        for name, attributes in declared.items():
+            if name in switches:
+                self.fail(f"hosts.{name}", "name is already used by a switch")
+            if attributes.ip in owners:
+                self.fail(f"hosts.{name}.ip", f"{attributes.ip} is already the address of {owners[attributes.ip]!r}")
+            hosts[name], owners[attributes.ip] = attributes.ip, name
+        return hosts
+
+    def links(self, declared: list, switches: dict, hosts: dict, defaults: dict, delay_by_default: bool):
+        links: list[LinkSpec] = []
+        seen: dict[frozenset, int] = {}
+        pinned: set[frozenset] = set()
+        host_links: dict = {}
+        for i, item in enumerate(declared):
+            entry = f"links[{i}]"
+            a, b = item.a, item.b
+            for end, node in (("a", a), ("b", b)):
+                if node not in switches and node not in hosts:
+                    self.fail(f"{entry}.{end}", f"unknown node {node!r}")
+            if a == b:
+                self.fail(entry, f"links {a!r} to itself")
+            if a in hosts and b in hosts:
+                self.fail(entry, f"links two hosts ({a!r}, {b!r}); hosts connect to switches")
+            key = frozenset((a, b))
+            if key in seen:
+                self.fail(entry, f"duplicate link {a!r} - {b!r} (already links[{seen[key]}])")
+            seen[key] = i
+            for node in (a, b):
+                if node in hosts:
+                    if node in host_links:
+                        self.fail(entry, f"host {node!r} already has a link (links[{host_links[node]}]); "
+                                         "hosts are single-homed")
+                    host_links[node] = i
+            values = item.model_dump(exclude_none=True, exclude={"a", "b"})
+            if delay_by_default or "delay_us" in values:
+                pinned.add(key)
+            merged = {**defaults, **values}
+            links.append(LinkSpec(a, b, merged["capacity_mbps"], merged["buffer_bytes"], merged["delay_us"]))
+        for host in hosts:
+            if host not in host_links:
+                self.fail(f"hosts.{host}", "has no link")
+        return links, pinned
+
+    def flows(self, declared: list, hosts: dict) -> dict:
+        flows: dict = {}
+        for i, item in enumerate(declared):
+            entry = f"flows[{i}]"
+            for end, node in (("src", item.src), ("dst", item.dst)):
+                if node not in hosts:
+                    self.fail(f"{entry}.{end}", f"unknown host {node!r}")
+            if item.src == item.dst:
+                self.fail(entry, f"a flow from {item.src!r} to itself")
+            flows[(item.src, item.dst)] = flows.get((item.src, item.dst), 0) + item.count
+        return flows

@@ -1,0 +1,1150 @@
+"""Evaluate the OTCP formulas for every ordered host pair of a Fabric.
+
+Used by `otcp-controller plan` on an inventory and by the live controller on
+its measured fabric. The sums and minima over a pair's round trip are taken
+once per pair of edge switches and once per host, then combined per host
+pair with numpy, so a fabric of a thousand hosts (a million pairs) plans in
+a fraction of a second.
+"""
+
+import itertools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from otcp.planning import formulas
+from otcp.planning.aggregate import Aggregation, PrefixTrie
+from otcp.planning.paths import UNREACHABLE, SwitchPaths
+
+#: Where a pair's RTT_prop came from, least trusted last among the link
+#: sources: a round trip is as good as its weakest link; "host" is measured
+#: end to end by the agents and preferred.
+DELAY_SOURCES = ("inventory", "measured", "default", "host")
+HOST = DELAY_SOURCES.index("host")
+KNOWN = DELAY_SOURCES.index("measured")  # this and lower: a link delay that is not a guess
+
+# Pairs evaluated at once: their temporary arrays (half a MB each) stay in the processor's caches.
+_CHUNK_PAIRS = 1 << 16
+# The per-pair arrays of a Plan: src and dst, then what _evaluate_pairs returns, in its order.
+_PAIR_ARRAYS = ("src", "dst", "min_rto_s", "rto_min_ms", "initcwnd", "cwnd_clamp", "segment", "pacing_rate",
+                "rtt_prop_s", "rtt_spread_s", "rtt_source")
+
+
+def _differs(new, old):
+    """Per (source, destination) host, whether a matrix of measured round trips (None: none
+    measured, NaN: not this pair) changed; None where none did."""
+    if new is None and old is None:
+        return None
+    new = new if new is not None else np.full(old.shape, np.nan)
+    old = old if old is not None else np.full(new.shape, np.nan)
+    differs = ~((new == old) | (np.isnan(new) & np.isnan(old)))
+    return differs if differs.any() else None
+
+
+def _undominated(slope: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Window lines (slope x RTT + offset, columns along axis 1) with those that never win the
+    minimum left out: a line at or above another in both slope and offset (the first of equal
+    ones kept), or with an infinite offset where another has a finite one. Round trips are never
+    negative and float rounding is monotone, so the minimum over the rest is the same number.
+    Columns are cut to the most lines any entity keeps; its others are lines it left out."""
+    columns = slope.shape[1]
+    if not columns:
+        return slope, offset
+    left_out = np.zeros(slope.shape, dtype=bool)
+    infinite, finite = np.isinf(offset), np.isfinite(offset)
+    for i in range(columns):  # line i against each other line j, a column pair at a time (small temporaries)
+        s_i, o_i = slope[:, i], offset[:, i]
+        for j in range(columns):
+            s_j, o_j = slope[:, j], offset[:, j]
+            if j < i:  # j comes first: it leaves an equal line i out
+                left_out[:, i] |= (s_j <= s_i) & (o_j <= o_i) | infinite[:, i]
+            elif j > i:
+                left_out[:, i] |= ((s_j <= s_i) & (o_j <= o_i) & ((s_j < s_i) | (o_j < o_i))
+                                   | infinite[:, i] & finite[:, j])
+    # Each line's new column: the kept ones first, then the others, each in their order (a stable sort).
+    kept_before = np.cumsum(~left_out, axis=1)
+    column = np.where(left_out, kept_before[:, -1:] + np.arange(columns)[:, None] - kept_before, kept_before - 1)
+    kept = max(1, int(kept_before[:, -1].max(initial=0)))
+    moved = []
+    for lines in (slope, offset):
+        out = np.empty_like(lines)
+        np.put_along_axis(out, column, lines, axis=1)
+        moved.append(out[:, :kept])
+    return moved[0], moved[1]
+
+
+# What pads a window-line column (a switch path shorter than the longest): a line that never wins the minimum.
+_LINE_PADDING = {"slope": 0.0, "offset": np.inf}
+
+
+def _changed_terms(new: dict, old: dict, names=None) -> np.ndarray:
+    """Per entity (the last axis: edge-switch pair or host), whether any of its terms (of names,
+    if given) differ between two plans' (Plan._terms_of_edge_pairs, Plan._terms_of_hosts)."""
+    changed = np.zeros(next(iter(new.values())).shape[-1], dtype=bool)
+    for name in names or new:
+        values, before = new[name], old[name]
+        if values.shape != before.shape:  # window lines of longer or shorter switch paths than before
+            columns = max(values.shape[1], before.shape[1])
+            values, before = (np.pad(v, ((0, 0), (0, columns - v.shape[1]), (0, 0)),
+                                     constant_values=_LINE_PADDING[name]) for v in (values, before))
+        changed |= (values != before).any(axis=tuple(range(values.ndim - 1)))
+    return changed
+
+
+@dataclass
+class _LinkTable:
+    """Per directed link arrays, with one padding link at the end.
+
+    The padding link has no delay, no buffer and infinite capacity, so it
+    adds nothing to sums and never wins a minimum.
+    """
+
+    index: dict
+    capacity: np.ndarray
+    delay: np.ndarray
+    buffer: np.ndarray
+    switch_egress: np.ndarray
+    flows: np.ndarray
+    spread: np.ndarray  # how far above its delay a measured link's samples reach
+    source: np.ndarray  # index into DELAY_SOURCES
+
+    @classmethod
+    def build(cls, fabric):
+        links = sorted(fabric.links)
+        size = len(links) + 1
+        capacity = np.full(size, np.inf)
+        delay = np.zeros(size)
+        buffer = np.zeros(size)
+        switch_egress = np.zeros(size, dtype=bool)
+        spread = np.zeros(size)
+        source = np.zeros(size, dtype=np.int64)
+        if links:  # the facts' fields, as columns (LinkFacts order)
+            capacity[:-1], delay[:-1], buffer[:-1], sources, spread[:-1] = zip(*map(fabric.links.__getitem__, links))
+            source[:-1] = [DELAY_SOURCES.index(name) for name in sources]
+        switch_egress[:-1] = [u not in fabric.hosts for (u, _) in links]
+        return cls(
+            index={link: i for i, link in enumerate(links)},
+            capacity=capacity,
+            delay=delay,
+            buffer=buffer,
+            switch_egress=switch_egress,
+            flows=np.zeros(size, dtype=np.int64),
+            spread=spread,
+            source=source,
+        )
+
+    @property
+    def padding(self):
+        return len(self.capacity) - 1
+
+
+# Small non-negative integers (below this) are numbered with a table rather than by sorting.
+_NUMBERING_TABLE = 1 << 22
+
+
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(values, return_inverse=True) for a flat array of non-negative integers: in one
+    pass through a table of presence where they are small (the route fields mostly are)."""
+    top = int(values.max(initial=0)) + 1
+    if top > _NUMBERING_TABLE:
+        return np.unique(values, return_inverse=True)
+    present = np.zeros(top, dtype=bool)
+    present[values] = True
+    number = np.cumsum(present) - 1
+    return np.nonzero(present)[0], number[values]
+
+
+#: The fields of a route besides its destination (quickack as 0 or 1).
+_ROUTE_FIELDS = ("rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "pacing_rate", "quickack")
+# The terms of a round trip's delays, and the pair arrays that follow from them alone (_round_trips, minRTO).
+_DELAY_TERMS = ("delay", "spread", "source", "queueing")
+_DELAY_ARRAYS = ("min_rto_s", "rto_min_ms", "rtt_prop_s", "rtt_spread_s", "rtt_source")
+
+
+def _numbered(fields: dict[str, np.ndarray]) -> tuple[np.ndarray, list[dict]]:
+    """Number the distinct route parameters of fields ({route field: array}, all of one shape,
+    0 for a null field): (each element's number, the route parameters of each number)."""
+    shape = fields["rto_min_ms"].shape
+    label = np.zeros(int(np.prod(shape)), dtype=np.int64)
+    for name in _ROUTE_FIELDS:
+        values, number = _distinct(fields[name].reshape(-1))
+        _, label = _distinct(label * len(values) + number)  # the tuples so far, numbered again
+    # An element of each number (any: they are alike), for its parameters.
+    element = np.zeros(int(label.max(initial=-1)) + 1, dtype=np.int64)
+    element[label] = np.arange(len(label))
+    chosen = {name: fields[name].reshape(-1)[element].tolist() for name in fields}
+    params = [{"rto_min_ms": rto, "initcwnd": initcwnd, "cwnd_clamp": clamp or None, "advmss": advmss or None,
+               "pacing_rate": rate or None, "quickack": bool(quickack)}
+              for rto, initcwnd, clamp, advmss, rate, quickack in zip(*(chosen[name] for name in _ROUTE_FIELDS))]
+    return label.reshape(shape), params
+
+
+#: Where more than this share of the pairs have new route fields, their labels and ORTC's
+#: state are made afresh: cheaper than updating most of them (measured at k = 16).
+RELABEL_SHARE = 0.25
+
+#: Routes made and kept for sharing (_RouteState.made) per host before they are let go: the
+#: sets hold at most one per edge switch each, mostly the same ones.
+MADE_ROUTES_PER_HOST = 256
+
+#: The safe side of each route field across the destinations one route serves: the largest
+#: minRTO (a shorter timer fires while a segment may still be queued), the smallest initial
+#: window, window clamp, advertised MSS (what the destination sends this host; fewer, smaller
+#: frames in flight) and pacing rate, and quickack on where any destination needs it. A null
+#: clamp, MSS or rate is unbounded: larger than any.
+_SAFE_SIDE = {"rto_min_ms": np.maximum, "initcwnd": np.minimum, "cwnd_clamp": np.minimum, "advmss": np.minimum,
+              "pacing_rate": np.minimum, "quickack": np.maximum}
+_UNBOUNDED = np.iinfo(np.int64).max
+
+#: A host whose set is on the safe side stays there until its exact set fits in this share of the
+#: budget: a set near the budget would otherwise flip at every small change, and a flip replaces
+#: every prefix, so it goes to the agent whole, not as a delta.
+EXACT_AGAIN_SHARE = 0.75
+
+
+def _safe_side(fields: dict[str, np.ndarray], starts: np.ndarray) -> dict[str, np.ndarray]:
+    """Per route field, the safe side (_SAFE_SIDE) of fields (flat arrays, 0 for a null field and
+    in every field toward an address with no route) over each group of consecutive elements
+    (groups start at starts, none empty); 0 in every field where no element has a route."""
+    reachable = fields["rto_min_ms"] > 0
+    safe = {}
+    for name, side in _SAFE_SIDE.items():
+        values = fields[name]
+        if side is np.minimum:  # null and no route are the largest; no route is null again after the minimum
+            values = np.where(reachable & (values > 0), values, _UNBOUNDED)
+        safe[name] = side.reduceat(values, starts)
+        safe[name][safe[name] == _UNBOUNDED] = 0
+    return safe
+
+
+@dataclass
+class _Numbering:
+    """Route parameters numbered for good: a label keeps its number, and its parameters, from plan to plan."""
+
+    params: list[dict] = field(default_factory=list)
+    keys: list[tuple] = field(default_factory=list)  # each label's parameters as a tuple of values
+    numbers: dict[tuple, int] = field(default_factory=dict)  # the other way: a label's key, its number
+
+    def numbered(self, params: list[dict]) -> np.ndarray:
+        """The numbers of params (as _numbered gives them), new ones numbered after the others."""
+        numbers = []
+        for p in params:
+            key = tuple(p.values())
+            number = self.numbers.get(key)
+            if number is None:
+                number = self.numbers[key] = len(self.params)
+                self.params.append(p)
+                self.keys.append(key)
+            numbers.append(number)
+        return np.array(numbers, dtype=np.int64)
+
+    def field_values(self) -> dict[str, np.ndarray]:
+        """{route field: its value per label, 0 for null}, with one 0 more at the end (for the label -1)."""
+        return {name: np.array([p[name] or 0 for p in self.params] + [0], dtype=np.int64) for name in _ROUTE_FIELDS}
+
+
+@dataclass
+class _FamilyRoutes:
+    """ORTC's state for one address family's destinations, every host a source (rows): over the
+    trie of the family's hosts with each pair's exact label, and over the coarse trie with the
+    safe label of each coarse leaf (the safe side of the exact labels of the hosts it covers).
+    The coarse state of a source is brought up to date only when its set is on the safe side
+    (_RouteState.settle): until then its changed leaves wait in pending."""
+
+    exact: Aggregation  # its labels: (hosts x the family's hosts)
+    coarse: Aggregation  # its labels: (hosts x coarse leaves), -1 where no host under the leaf has a route
+    pending: np.ndarray  # (hosts x coarse leaves): whether the coarse label waits for exact labels that changed
+
+
+@dataclass
+class _RouteState:
+    """What route_sets keeps for the next plan's, which updates it where labels changed (relabel):
+    the numberings of the exact and the safe labels, and ORTC's state per address family (as
+    _family_tries), which holds the labels."""
+
+    exact: _Numbering
+    safe: _Numbering
+    families: list[_FamilyRoutes]
+    # Every route made, by (prefix, key): a route is made once and shared by the sets that have
+    # it, plan after plan, so publishing recognises it as the object it validated before.
+    made: dict[tuple[str, tuple], dict] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, labels: np.ndarray, params: list[dict], tries: list) -> "_RouteState":
+        """The state of labels (sources x destinations, -1 for none) numbered by _numbered, each
+        numbering with room for more (_words)."""
+        state = cls(_Numbering(), _Numbering(), [])
+        state.exact.numbered(params)
+        for members, _, trie, coarse, covering in tries:
+            exact = Aggregation(trie, labels[:, members], _words(len(state.exact.params)))
+            width = int((coarse.leaf_host >= 0).sum())  # coarse leaves
+            rows, leaves = np.divmod(np.arange(len(labels) * width), width)
+            safe_labels = state._safe_labels(exact.labels, rows, leaves, covering).reshape(len(labels), width)
+            state.families.append(_FamilyRoutes(exact, Aggregation(coarse, safe_labels, _words(len(state.safe.params))),
+                                                np.zeros((len(labels), width), dtype=bool)))
+        return state
+
+    def relabel(self, rows: np.ndarray, columns: np.ndarray, labels: np.ndarray, params: list[dict],
+                tries: list) -> bool:
+        """Give pairs (rows[i], columns[i]) the labels numbered by _numbered, and update ORTC's
+        exact state (the coarse state's leaves over them wait: settle); False if the labels
+        outgrew its masks (the state is then to be made afresh)."""
+        labels = self.exact.numbered(params)[labels]
+        for family, (members, _, _, _, covering) in zip(self.families, tries):
+            if len(self.exact.params) > family.exact.capacity:
+                return False
+            column = np.full(family.exact.labels.shape[0], -1, dtype=np.int64)  # a host's among members
+            column[members] = np.arange(len(members))
+            inside = column[columns] >= 0
+            family.exact.update(rows[inside], column[columns[inside]], labels[inside])
+            family.pending[rows[inside], covering[column[columns[inside]]]] = True
+        return True
+
+    def settle(self, coarse_rows: list[np.ndarray], tries: list) -> bool:
+        """Bring the coarse state of coarse_rows (sources, per family) up to date with the exact
+        labels: the safe labels of their pending leaves; False if the labels outgrew its masks."""
+        for family, rows, (_, _, _, _, covering) in zip(self.families, coarse_rows, tries):
+            waiting, leaves_at = np.nonzero(family.pending[rows])
+            if not len(waiting):
+                continue
+            rows_at = rows[waiting]
+            safe = self._safe_labels(family.exact.labels, rows_at, leaves_at, covering)
+            if len(self.safe.params) > family.coarse.capacity:
+                return False
+            family.coarse.update(rows_at, leaves_at, safe)
+            family.pending[rows_at, leaves_at] = False
+        return True
+
+    def _safe_labels(self, exact_labels: np.ndarray, rows: np.ndarray, leaves: np.ndarray,
+                     covering: np.ndarray) -> np.ndarray:
+        """The safe label (numbered by self.safe) of each (rows[i], coarse leaf leaves[i]): the safe side
+        of the exact labels (sources x the family's hosts) toward the hosts under that leaf, -1 where
+        none has a route."""
+        order = np.argsort(covering, kind="stable")  # the members under each leaf, together
+        size = np.bincount(covering, minlength=int(covering.max(initial=-1)) + 1)
+        first = np.cumsum(size) - size
+        count = size[leaves]
+        starts = np.cumsum(count) - count
+        under = order[np.repeat(first[leaves] - starts, count) + np.arange(int(count.sum()))]
+        labels = exact_labels[np.repeat(rows, count), under]
+        values = self.exact.field_values()
+        safe = _safe_side({name: values[name][labels] for name in _ROUTE_FIELDS}, starts)
+        covered = safe["rto_min_ms"] > 0
+        numbered = np.full(len(rows), -1, dtype=np.int64)
+        if covered.any():
+            local, params = _numbered({name: values[covered] for name, values in safe.items()})
+            numbered[covered] = self.safe.numbered(params)[local]
+        return numbered
+
+    def routes(self, aggregation: Aggregation, rows: np.ndarray, numbering: _Numbering) -> list[list[dict]]:
+        """The routes of rows (sources) of aggregation, whose labels numbering numbered: each
+        (prefix, parameters) made once, and shared by every set that has it from then on."""
+        position, node, label = aggregation.emitted(rows)
+        distinct, which = _distinct(node * aggregation.capacity + label)
+        made, prefixes, keys, params = self.made, aggregation.trie.prefixes, numbering.keys, numbering.params
+        shared = np.empty(len(distinct), dtype=object)
+        nodes, labels = np.divmod(distinct, aggregation.capacity)
+        for k, (at, labelled) in enumerate(zip(nodes.tolist(), labels.tolist())):
+            key = (prefixes[at], keys[labelled])
+            route = made.get(key)
+            if route is None:
+                route = made[key] = {"dst": prefixes[at], **params[labelled]}
+            shared[k] = route
+        routes = shared[which]
+        bounds = np.searchsorted(position, np.arange(len(rows) + 1)).tolist()
+        return [routes[start:end].tolist() for start, end in zip(bounds[:-1], bounds[1:])]
+
+
+def _words(labels: int) -> int:
+    """64-bit words of ORTC masks with room for labels and half as many again (16 at least): a
+    change of flows or delays brings a few new labels, and every word more slows each update."""
+    return -(-(labels + max(16, labels // 2)) // 64)
+
+
+class Plan:
+    """The parameters for every reachable ordered host pair of a fabric.
+
+    Arrays are aligned: pair k goes from hosts[src[k]] to hosts[dst[k]].
+    cwnd_clamp 0 means "no clamp" (a path with no switch buffer); pacing_rate
+    0 means "not paced" (pacing off).
+    """
+
+    # Per pair, set by _evaluate.
+    src: np.ndarray
+    dst: np.ndarray
+    min_rto_s: np.ndarray
+    rto_min_ms: np.ndarray
+    initcwnd: np.ndarray
+    cwnd_clamp: np.ndarray
+    segment: np.ndarray  # payload bytes per segment on the pair's data path
+    pacing_rate: np.ndarray  # bytes/s, 0: not paced
+    rtt_prop_s: np.ndarray  # the round trip the windows were sized with
+    rtt_spread_s: np.ndarray  # how unsure it is
+    rtt_source: np.ndarray  # index into DELAY_SOURCES
+    # Set by _finish.
+    unreachable: list[tuple[str, str]]  # the host pairs with no path
+    _segment_toward: np.ndarray  # [a, b]: the segment of the data path from host a to host b
+    _quickack_toward: np.ndarray | None  # [a, b]: whether b acknowledges a's segments at once (lossless only)
+    # otcp-lossless only (else None): per pair, its window in bytes on the wire and the segment its path
+    # alone would take; per host, the segment of the paths into it (_segments_of_receivers; 0: their own).
+    _window: np.ndarray | None = None
+    _own_segment: np.ndarray | None = None
+    _receiver_segment: np.ndarray | None = None
+
+    def __init__(self, fabric, bounds=formulas.Bounds(), lossless: formulas.Lossless | None = None,
+                 pacing: formulas.Pacing | None = None, previous: "Plan | None" = None,
+                 coarse_before: frozenset[str] | None = None, switch_paths: SwitchPaths | None = None):
+        """Plan every pair; with lossless, by the otcp-lossless formulas, else the published ones;
+        with pacing, each pair also gets its fair-share pacing rate (otcp-paced).
+
+        With previous (the plan of the same fabric a moment ago), only the
+        pairs whose inputs changed are evaluated again: the terms of their
+        edge switches' paths (a moved path, a link on it with other facts or
+        flow count) or of either host's links, the pair's own flow or
+        measured round trip. The rest is taken from
+        previous, and so are the route sets of the hosts none of whose
+        parameters changed. A change of hosts, switches, reachability or
+        bounds evaluates everything.
+
+        coarse_before: the hosts whose sets were on the safe side before
+        (route_sets); previous's (Plan.coarse_hosts) when not given.
+        switch_paths: the fabric's switch paths where the caller has them
+        already (the controller routes before it plans).
+        """
+        self.fabric = fabric
+        self.bounds = bounds
+        self.lossless = lossless
+        self.pacing = pacing
+        self.hosts = sorted(fabric.hosts)
+        self.host_index = {name: i for i, name in enumerate(self.hosts)}
+        self.attachment = fabric.attachments()
+        # The previous plan's paths where the switches and their links are the same (paths depend on nothing
+        # else), else paths kept from them where only links went.
+        self._switch_links = frozenset(fabric.switch_links())
+        self.switch_paths: SwitchPaths = switch_paths if switch_paths is not None else (
+            previous.switch_paths if previous is not None and previous._switch_links == self._switch_links
+            and previous.switch_paths.switches == sorted(fabric.switches)
+            else SwitchPaths(fabric.switches, self._switch_links, previous=previous.switch_paths if previous else None))
+        self._links = _LinkTable.build(fabric)
+        self._build_host_link_tables()
+        self._host_rtts()
+        self._count_flows()
+        self._receiver_rtt = self._smallest_active_round_trips()
+        self._edge_terms, self._host_terms = self._terms_of_edge_pairs(previous), self._terms_of_hosts()
+        self._edge_line_rows = self._line_rows(previous)
+        self._route_sets: dict[str, list[dict]] | None = None
+        self._previous_sets: dict[str, list[dict]] = {}  # route sets still right, by host
+        self._coarse_before = (coarse_before if coarse_before is not None
+                               else previous.coarse_hosts if previous is not None else frozenset())
+        self._coarse: frozenset[str] | None = None  # set by route_sets
+        self._tries: list[tuple[np.ndarray, int, PrefixTrie, PrefixTrie, np.ndarray]] | None = None  # _family_tries
+        self._route_state_kept: _RouteState | None = None  # route_sets' state: made by it, or taken from previous
+        self._relabel = np.zeros(0, dtype=np.int64)  # the pairs whose route fields changed since previous
+        if not self._evaluate_changes(previous):
+            self._evaluate()
+
+    # -- paths ---------------------------------------------------------------
+
+    def _build_host_link_tables(self):
+        links = self._links.index
+        sp = self.switch_paths
+        self._attach = np.array([sp.index[self.attachment[h]] for h in self.hosts], dtype=np.int64)
+        self._uplink = np.array([links[(h, self.attachment[h])] for h in self.hosts], dtype=np.int64)
+        self._downlink = np.array([links[(self.attachment[h], h)] for h in self.hosts], dtype=np.int64)
+        # The switches hosts hang off (edge switches), and each host's among them.
+        self._edges, self._host_edge = np.unique(self._attach, return_inverse=True)
+        # Edge-switch-pair link matrix: [a, b, c] is the link between the c-th and (c+1)-th
+        # switch of the path from the a-th edge switch to the b-th, padding beyond its end.
+        lookup = np.full((len(sp.switches), len(sp.switches)), self._links.padding)
+        for (u, v), i in links.items():
+            if u in sp.index and v in sp.index:
+                lookup[sp.index[u], sp.index[v]] = i
+        nodes = sp.node_matrix[np.ix_(self._edges, self._edges)]
+        tails, heads = nodes[:, :, :-1], nodes[:, :, 1:]
+        valid = (tails != UNREACHABLE) & (heads != UNREACHABLE)
+        self._segment_links = np.where(valid, lookup[np.maximum(tails, 0), np.maximum(heads, 0)], self._links.padding)
+
+    def _path_links(self, src, dst):
+        """Forward link indices (..., links) for host index arrays src, dst."""
+        between = self._segment_links[self._host_edge[src], self._host_edge[dst]]
+        return np.concatenate([self._uplink[src][..., None], between, self._downlink[dst][..., None]], axis=-1)
+
+    def _host_rtts(self):
+        """Matrices of the round trips the hosts measured (NaN where none), if any were."""
+        self._rtt_low = self._rtt_high = None
+        if not self.fabric.host_rtts:
+            return
+        n = len(self.hosts)
+        self._rtt_low, self._rtt_high = np.full((n, n), np.nan), np.full((n, n), np.nan)
+        for (a, b), rtt in self.fabric.host_rtts.items():
+            if a in self.host_index and b in self.host_index:
+                self._rtt_low[self.host_index[a], self.host_index[b]] = rtt.low_s
+                self._rtt_high[self.host_index[a], self.host_index[b]] = rtt.high_s
+
+    def _smallest_active_round_trips(self):
+        """otcp-lossless: per host, the smallest minimum the hosts measured on the paths of its
+        active pairs into it (NaN where none); None without lossless or measurements."""
+        if self.lossless is None or self._rtt_low is None:
+            return None
+        smallest = np.where(self._active & ~np.isnan(self._rtt_low), self._rtt_low, np.inf).min(axis=0)
+        return np.where(np.isfinite(smallest), smallest, np.nan)
+
+    def _count_flows(self):
+        """F_l: active flows whose data path contains each link."""
+        n = len(self.hosts)
+        self._active = np.zeros((n, n), dtype=bool)
+        flows = [(self.host_index[src], self.host_index[dst], count)
+                 for (src, dst), count in self.fabric.flows.items() if count > 0 and src != dst]
+        if flows:
+            s, d, count = (np.array(column, dtype=np.int64) for column in zip(*flows))
+            reachable = self.switch_paths.hops[self._attach[s], self._attach[d]] != UNREACHABLE
+            s, d, count = s[reachable], d[reachable], count[reachable]
+            self._active[s, d] = True
+            links = self._path_links(s, d)  # (flows, links), padding past a path's end
+            np.add.at(self._links.flows, links.reshape(-1), np.repeat(count, links.shape[1]))
+        self._links.flows[self._links.padding] = 0
+
+    # -- formulas ------------------------------------------------------------
+    #
+    # A pair's data path is its source's uplink, the switch path between the
+    # two hosts' edge switches and its destination's downlink; its ACK path
+    # the same backwards. So every sum and minimum the formulas take over a
+    # round trip is a term of the pair of edge switches combined with a term
+    # of each host, and the terms are computed once per edge-switch pair and
+    # once per host (_terms_of_edge_pairs, _terms_of_hosts). Per host pair
+    # only their combination remains, and a pair whose terms did not change
+    # keeps its parameters. The terms that count flows come twice, along
+    # their first axis: [0] for a pair that is not itself a flow
+    # (N_l = F_l + 1), [1] for one that is (N_l = F_l).
+
+    def _forward_terms(self, forward):
+        """For forward links (..., columns): per sharing (see above), the smallest cap_l / N_l,
+        shape (2, ...), and each column's window line, the slope cap_l / N_l and the offset
+        buf_l / N_l (the queue target's share with lossless) where the link's tail is a switch,
+        0 and +inf elsewhere (so it never wins the minimum), shapes (2, columns, ...)."""
+        t = self._links
+        capacity, egress = t.capacity[forward], t.switch_egress[forward]
+        queue = (t.buffer[forward] if self.lossless is None
+                 else formulas.queue_target_bytes(t.buffer[forward], self.lossless))
+        shares, slopes, offsets = [], [], []
+        for pair_is_active in (False, True):
+            # N_l >= 1 always; only padding columns could reach 0 here.
+            sharing = np.maximum(formulas.flows_sharing(t.flows[forward], pair_is_active), 1)
+            share = capacity / sharing
+            shares.append(share.min(axis=-1, initial=np.inf))
+            slopes.append(np.moveaxis(np.where(egress, share, 0.0), -1, 0))
+            offsets.append(np.moveaxis(np.where(egress, queue / sharing, np.inf), -1, 0))
+        return np.stack(shares), np.stack(slopes), np.stack(offsets)
+
+    def _round_trip_sums(self, round_trip):
+        """Sums (maximum for the delay source) over round-trip links (..., columns)."""
+        t = self._links
+        return {"delay": t.delay[round_trip].sum(axis=-1), "spread": t.spread[round_trip].sum(axis=-1),
+                "source": t.source[round_trip].max(axis=-1, initial=0),
+                "queueing": (t.buffer / t.capacity)[round_trip].sum(axis=-1)}
+
+    def _terms_of_edge_pairs(self, previous: "Plan | None"):
+        """The switch paths' terms, per ordered pair of edge switches a * len(edges) + b."""
+        edges = len(self._edges)
+        between = self._segment_links  # the links from a to b
+        forward = between.reshape(edges * edges, between.shape[-1])
+        terms = self._round_trip_sums(np.concatenate([forward, between.transpose(1, 0, 2).reshape(forward.shape)],
+                                                     axis=-1))
+        terms["share"], slope, offset = self._forward_terms(forward)
+        self._edge_lines = slope, offset
+        terms["slope"], terms["offset"] = self._undominated_edge_lines(slope, offset, previous)
+        return terms
+
+    def _line_rows(self, previous: "Plan | None") -> tuple[np.ndarray, np.ndarray]:
+        """The edge-switch pairs' window lines (slope, offset) as rows [sharing x edge-switch pairs +
+        pair, column], so that a host pair's lines are one contiguous row; previous's where its
+        lines are the same objects."""
+        slope, offset = self._edge_terms["slope"], self._edge_terms["offset"]
+        if previous is not None and previous._edge_terms["slope"] is slope and previous._edge_terms["offset"] is offset:
+            return previous._edge_line_rows
+        sharing, columns, pairs = slope.shape
+        return (np.ascontiguousarray(slope.transpose(0, 2, 1)).reshape(sharing * pairs, columns),
+                np.ascontiguousarray(offset.transpose(0, 2, 1)).reshape(sharing * pairs, columns))
+
+    def _undominated_edge_lines(self, slope, offset, previous: "Plan | None"):
+        """_undominated(slope, offset), computed again only for the edge-switch pairs whose
+        lines differ from previous's (the same edge switches); a pair's lines past the
+        ones it keeps never win the minimum, so it may have more of them than before."""
+        if (previous is None or previous.switch_paths.switches != self.switch_paths.switches
+                or not np.array_equal(previous._edges, self._edges)):
+            return _undominated(slope, offset)
+        # Paths longer or shorter than before: compared with padding columns (lines that never win).
+        columns = max(slope.shape[1], previous._edge_lines[0].shape[1])
+        now, before = ([np.pad(lines, ((0, 0), (0, columns - lines.shape[1]), (0, 0)), constant_values=padding)
+                        for lines, padding in ((slope, 0.0), (offset, np.inf))]
+                       for slope, offset in ((slope, offset), previous._edge_lines))
+        changed = ((now[0] != before[0]) | (now[1] != before[1])).any(axis=(0, 1))
+        kept_slope, kept_offset = previous._edge_terms["slope"], previous._edge_terms["offset"]
+        if not changed.any():
+            return kept_slope, kept_offset
+        new_slope, new_offset = _undominated(slope[..., changed], offset[..., changed])
+        columns = max(kept_slope.shape[1], new_slope.shape[1])
+        merged = []
+        for name, kept, new in (("slope", kept_slope, new_slope), ("offset", kept_offset, new_offset)):
+            padding = ((0, 0), (0, columns - kept.shape[1]), (0, 0))
+            values = np.pad(kept, padding, constant_values=_LINE_PADDING[name])
+            values[..., changed] = np.pad(new, ((0, 0), (0, columns - new.shape[1]), (0, 0)),
+                                          constant_values=_LINE_PADDING[name])
+            merged.append(values)
+        return merged[0], merged[1]
+
+    def _terms_of_hosts(self):
+        """Each host's terms: its two links on the round trip; on the data path, its uplink's
+        share and its downlink's share and window line (an uplink's tail is the host: no line)."""
+        terms = self._round_trip_sums(np.stack([self._uplink, self._downlink], axis=-1))
+        terms["uplink_share"] = self._forward_terms(self._uplink[:, None])[0]
+        terms["downlink_share"], slope, offset = self._forward_terms(self._downlink[:, None])
+        terms["downlink_slope"], terms["downlink_offset"] = slope[:, 0], offset[:, 0]
+        return terms
+
+    def _pairs(self):
+        """Every reachable ordered pair (src, dst, index of their edge-switch pair), in pair order."""
+        n = len(self.hosts)
+        src, dst = np.divmod(np.arange(n * n, dtype=np.int64), n)
+        keep = (src != dst) & (self.switch_paths.hops[self._attach[src], self._attach[dst]] != UNREACHABLE)
+        src, dst = src[keep], dst[keep]
+        return src, dst, self._host_edge[src] * len(self._edges) + self._host_edge[dst]
+
+    def _evaluate(self):
+        self.src, self.dst, self._edge_pair = self._pairs()
+        self._evaluate_every_pair()
+        self._finish()
+
+    def _evaluate_every_pair(self):
+        """The arrays of _PAIR_ARRAYS after src and dst, for every pair of self.src and self.dst, in order:
+        each chunk written into them as it is evaluated (no chunk outlives the next)."""
+        count = len(self.src)
+        columns: list[np.ndarray] = []
+        windows = np.empty(count) if self.lossless is not None else None
+        for start in range(0, count, _CHUNK_PAIRS):
+            end = start + _CHUNK_PAIRS
+            *values, window = self._evaluate_pairs(self.src[start:end], self.dst[start:end],
+                                                   self._edge_pair[start:end])
+            columns = columns or [np.empty(count, dtype=np.asarray(v).dtype) for v in values]
+            for column, chunk in zip(columns, values):
+                column[start:end] = chunk
+            if windows is not None:
+                windows[start:end] = window
+        for name in _PAIR_ARRAYS[2:]:
+            setattr(self, name, columns.pop(0) if columns else np.zeros(0, dtype=np.int64))
+        if windows is not None:
+            self._window, self._own_segment = windows, self.segment
+            self._receiver_segment = self._smallest_active_segments()
+            self.segment, self.cwnd_clamp, self.initcwnd = self._segments_of_receivers(slice(None), self.initcwnd)
+
+    def _finish(self, previous: "Plan | None" = None):
+        """What follows from the pair arrays: per data path, the segment and (otcp-lossless) whether
+        its receiver acknowledges every segment at once, both set on the receiver's route toward
+        the sender (advmss, quickack); the unreachable pairs. Previous's, where it reaches the
+        same pairs and has the same segments or clamps."""
+        n = len(self.hosts)
+
+        def per_path(values, default):
+            """[a, b]: values of the data path from host a to host b (default where none)."""
+            matrix = np.full((n, n), default, dtype=np.asarray(values).dtype)
+            matrix[self.src, self.dst] = values
+            return matrix
+
+        self._segment_toward = (previous._segment_toward if previous is not None and self.segment is previous.segment
+                                else per_path(self.segment, self.bounds.mss_bytes))
+        self._quickack_toward = (
+            None if self.lossless is None
+            else previous._quickack_toward if previous is not None and self.cwnd_clamp is previous.cwnd_clamp
+            else per_path(formulas.lossless_quickack(self.cwnd_clamp), True))
+        if previous is not None:
+            self.unreachable = previous.unreachable
+            return
+        self.unreachable = []
+        if len(self.src) < n * (n - 1):
+            no_path = self.switch_paths.hops[np.ix_(self._attach, self._attach)] == UNREACHABLE
+            self.unreachable = [(self.hosts[s], self.hosts[d]) for s, d in zip(*np.nonzero(no_path))]
+
+    def _evaluate_changes(self, previous: "Plan | None") -> bool:
+        """Evaluate only what changed since previous (see __init__); False if it cannot."""
+        sp = self.switch_paths
+        if (previous is None or previous.hosts != self.hosts or previous.fabric.hosts != self.fabric.hosts
+                or previous.attachment != self.attachment or previous.switch_paths.switches != sp.switches
+                or previous.bounds != self.bounds or previous.lossless != self.lossless
+                or previous.pacing != self.pacing
+                or not np.array_equal(previous.switch_paths.hops >= 0, sp.hops >= 0)):
+            return False
+        src, dst, edge_pair = previous.src, previous.dst, previous._edge_pair
+        redo = np.zeros(len(src), dtype=bool)
+        edges_changed = _changed_terms(self._edge_terms, previous._edge_terms)
+        if edges_changed.any():
+            redo |= edges_changed[edge_pair]
+        hosts_changed = _changed_terms(self._host_terms, previous._host_terms)
+        if hosts_changed.any():
+            redo |= hosts_changed[src] | hosts_changed[dst]
+        measured = [_differs(self._rtt_low, previous._rtt_low), _differs(self._rtt_high, previous._rtt_high)]
+        for cells in (self._active != previous._active, *measured):
+            if cells is not None and cells.any():  # (source, destination) matrices
+                redo |= cells[src, dst]
+        receivers_moved = _differs(self._receiver_rtt, previous._receiver_rtt)  # per destination host
+        if receivers_moved is not None:
+            redo |= receivers_moved[dst]
+        # Where no delay moved (flows moved, say), every pair keeps what follows from delays alone.
+        delays_kept = (all(cells is None for cells in measured) and receivers_moved is None
+                       and not _changed_terms(self._edge_terms, previous._edge_terms, _DELAY_TERMS).any()
+                       and not _changed_terms(self._host_terms, previous._host_terms, _DELAY_TERMS).any())
+        self.src, self.dst, self._edge_pair = src, dst, edge_pair
+        if 2 * redo.sum() > len(redo):  # evaluating every pair in order is cheaper than gathering most of them
+            self._evaluate_every_pair()
+            self._finish()
+            changed = np.nonzero((self.rto_min_ms != previous.rto_min_ms) | (self.initcwnd != previous.initcwnd)
+                                 | (self.cwnd_clamp != previous.cwnd_clamp)
+                                 | (self.pacing_rate != previous.pacing_rate))[0]
+            moved = np.nonzero(self._reverse_fields_differ(previous, slice(None)))[0]
+        else:
+            chosen = np.nonzero(redo)[0]
+            names = _PAIR_ARRAYS[2:]
+            compared = [column for column, name in enumerate(names) if not (delays_kept and name in _DELAY_ARRAYS)]
+            chunks, windows = [], []
+            for start in range(0, len(chosen), _CHUNK_PAIRS):
+                k = chosen[start:start + _CHUNK_PAIRS]
+                *values, window = self._evaluate_pairs(src[k], dst[k], edge_pair[k],
+                                                       previous.rtt_prop_s[k] if delays_kept else None)
+                chunks.append(values)
+                windows.append(window)
+            # Per column, its values for chosen (None: a column not evaluated, kept from previous).
+            columns = [None if chunks and chunks[0][column] is None
+                       else np.concatenate([chunk[column] for chunk in chunks]) if chunks
+                       else getattr(previous, name)[:0] for column, name in enumerate(names)]
+            if self.lossless is not None:
+                chosen, columns = self._receivers_follow(previous, chosen, columns,
+                                                         np.concatenate(windows) if chunks else np.zeros(0))
+            differs = np.zeros((len(names), len(chosen)), dtype=bool)
+            for column in compared:
+                evaluated = columns[column]
+                assert evaluated is not None  # a compared column is one _evaluate_pairs gave
+                np.not_equal(evaluated, getattr(previous, names[column])[chosen], out=differs[column])
+            changed_among = np.zeros(len(chosen), dtype=bool)
+            for column, name in enumerate(names):
+                before = getattr(previous, name)
+                if not differs[column].any():  # shared: no plan writes into its pair arrays once made
+                    setattr(self, name, before)
+                    continue
+                array = before.copy()
+                array[chosen] = columns[column]
+                setattr(self, name, array)
+                if name in _ROUTE_FIELDS:
+                    changed_among |= differs[column]
+            changed = chosen[changed_among]
+            candidates = chosen[differs[names.index("segment")] | differs[names.index("cwnd_clamp")]]
+            moved = candidates[self._reverse_fields_differ(previous, candidates)]
+            self._finish(previous)
+        # The pairs whose route fields changed: their own, and the reverse pairs of those whose segment or
+        # quickack moved (a host's route toward another carries them for the path back: advmss, quickack).
+        if len(moved):
+            n = len(self.hosts)
+            keys = src * n + dst  # in order: pairs go by source, then destination
+            reverse = np.minimum(np.searchsorted(keys, dst[moved] * n + src[moved]), len(keys) - 1)
+            relabel = np.zeros(len(src), dtype=bool)
+            relabel[changed] = relabel[reverse[keys[reverse] == dst[moved] * n + src[moved]]] = True
+            changed = np.nonzero(relabel)[0]
+        is_stale = np.zeros(len(self.hosts), dtype=bool)
+        is_stale[src[changed]] = True
+        # A set kept was chosen under the previous plan's hysteresis: one host's, for all its address families.
+        stale = ({self.hosts[i] for i in np.nonzero(is_stale)[0].tolist()}
+                 | (self._coarse_before ^ previous._coarse_before))
+        self._tries = previous._tries  # the same hosts and attachments
+        if previous._route_state_kept is not None:  # taken: it is updated in place, and holds for one plan only
+            self._route_state_kept, previous._route_state_kept = previous._route_state_kept, None
+            if previous._route_sets is None:  # the state is still of the plan before previous: its changes too
+                relabel = np.zeros(len(src), dtype=bool)
+                relabel[changed] = relabel[previous._relabel] = True
+                changed = np.nonzero(relabel)[0]
+            self._relabel = changed
+        self._previous_sets = {host: routes for host, routes in (previous._route_sets or {}).items()
+                               if host not in stale}
+        return True
+
+    def _reverse_fields_differ(self, previous: "Plan", pairs) -> np.ndarray:
+        """Per pair (of pairs), whether what its receiver's route toward its sender carries for it
+        changed since previous: its segment (advmss), or with otcp-lossless whether it is
+        acknowledged at once (quickack)."""
+        differ = self.segment[pairs] != previous.segment[pairs]
+        if self.lossless is not None:
+            differ |= (formulas.lossless_quickack(self.cwnd_clamp[pairs])
+                       != formulas.lossless_quickack(previous.cwnd_clamp[pairs]))
+        return differ
+
+    def _evaluate_pairs(self, src, dst, edge_pair, window_rtt=None):
+        """The formulas for the pairs src[i] -> dst[i] whose edge switches are pair edge_pair[i]:
+        the arrays of _PAIR_ARRAYS after src and dst. With window_rtt (the pairs' round trips for
+        the windows, as a plan before had them, where no delay moved since), only the columns
+        that do not follow from delays alone: the others (_DELAY_ARRAYS) are None."""
+        e, h = self._edge_terms, self._host_terms
+        n, edge_pairs = len(self.hosts), e["share"].shape[-1]
+        # Flat indices into the [sharing, ...] terms: one gather each.
+        sharing = self._active.reshape(-1)[src * n + dst].astype(np.int64)
+        line, up, down = sharing * edge_pairs + edge_pair, sharing * n + src, sharing * n + dst
+        if window_rtt is None:
+            rtt, spread, source, rtt_for_rto = self._round_trips(src, dst, edge_pair)
+            queueing = e["queueing"][edge_pair] + h["queueing"][src] + h["queueing"][dst]
+            min_rto = formulas.min_rto_seconds(rtt_for_rto, queueing)
+            rto_min_ms = formulas.rto_min_ms(min_rto, self.bounds)
+        else:
+            rtt, spread, source, min_rto, rto_min_ms = window_rtt, None, None, None, None
+        fair_share = np.minimum(e["share"].reshape(-1)[line],
+                                np.minimum(h["uplink_share"].reshape(-1)[up], h["downlink_share"].reshape(-1)[down]))
+        # The smallest window of the data path's switch egresses: the switch path's, then the downlink's.
+        window = formulas.max_window_bytes(h["downlink_slope"].reshape(-1)[down, None],
+                                           h["downlink_offset"].reshape(-1)[down, None], rtt)
+        slope, offset = self._edge_line_rows
+        if slope.shape[1]:  # else no switch path has a link: one switch
+            window = np.minimum(formulas.max_window_bytes(slope[line], offset[line], rtt), window)
+        initcwnd = formulas.initcwnd_segments(formulas.initial_window_bytes(fair_share, rtt), self.bounds)
+        if self.lossless is None:
+            cwnd = formulas.cwnd_clamp_segments(window, self.bounds)
+            segment = np.full(len(src), self.bounds.mss_bytes, dtype=np.int64)
+        else:
+            segment = formulas.segment_bytes(window, self.bounds, self.lossless)
+            cwnd = formulas.lossless_cwnd_segments(window, segment, self.bounds)
+            initcwnd = formulas.lossless_initcwnd_segments(cwnd, initcwnd, self.bounds)
+        pacing = (np.zeros(len(src), dtype=np.int64) if self.pacing is None
+                  else formulas.pacing_rate_bytes_per_s(fair_share, self.pacing))
+        return (min_rto, rto_min_ms, initcwnd, cwnd, segment, pacing, None if window_rtt is not None else rtt,
+                spread, source, None if self.lossless is None else window)
+
+    def _smallest_active_segments(self):
+        """otcp-lossless: per host, the smallest segment its active pairs' paths into it would take
+        alone; 0 for a host nothing sends to."""
+        n = len(self.hosts)
+        senders, receivers = np.nonzero(self._active)
+        smallest = np.full(n, np.iinfo(np.int64).max)
+        if len(senders):
+            pairs = np.searchsorted(self.src * n + self.dst, senders * n + receivers)  # active pairs have paths
+            np.minimum.at(smallest, receivers, self._own_segment[pairs])
+        return np.where(smallest == np.iinfo(np.int64).max, 0, smallest)
+
+    def _segments_of_receivers(self, pairs, initcwnd):
+        """otcp-lossless: the (segment, cwnd_clamp, initcwnd) of pairs (initcwnd as _evaluate_pairs
+        gives it). A host's aggregated route toward many senders carries one advmss, the smallest:
+        counted in frames of its own path's segment, a sender's clamp would hold fewer bytes than
+        its window. So every path into a host with active pairs takes the smallest segment of those,
+        and counts its window in frames of it; a host nothing sends to leaves each its own."""
+        receiver = self._receiver_segment[self.dst[pairs]]
+        segment = np.where(receiver > 0, receiver, self._own_segment[pairs])
+        cwnd = formulas.lossless_cwnd_segments(self._window[pairs], segment, self.bounds)
+        # Where the window is unbounded the clamp stays 0 and initcwnd the published one.
+        return segment, cwnd, formulas.lossless_initcwnd_segments(cwnd, initcwnd, self.bounds)
+
+    def _receivers_follow(self, previous, chosen, columns, window):
+        """otcp-lossless, in an incremental plan: the chosen pairs' columns (as evaluated, with their
+        windows) under _segments_of_receivers, and chosen grown by the pairs into every host whose
+        segment moved (with previous's columns, but for segment, clamp and initcwnd)."""
+        names = _PAIR_ARRAYS[2:]
+        segment_at, cwnd_at, initcwnd_at = (names.index(name) for name in ("segment", "cwnd_clamp", "initcwnd"))
+        self._own_segment, self._window = previous._own_segment.copy(), previous._window.copy()
+        self._own_segment[chosen], self._window[chosen] = columns[segment_at], window
+        self._receiver_segment = self._smallest_active_segments()
+        moved = self._receiver_segment != previous._receiver_segment
+        if moved.any():
+            extra = np.setdiff1d(np.nonzero(moved[self.dst])[0], chosen, assume_unique=True)
+            merged = np.concatenate([chosen, extra])
+            order = np.argsort(merged, kind="stable")
+            chosen = merged[order]
+            columns = [None if values is None else np.concatenate([values, getattr(previous, name)[extra]])[order]
+                       for values, name in zip(columns, names)]
+        columns[segment_at], columns[cwnd_at], columns[initcwnd_at] = self._segments_of_receivers(
+            chosen, columns[initcwnd_at])
+        return chosen, columns
+
+    def _round_trips(self, src, dst, edge_pair):
+        """RTT_prop for the windows, its spread and source, and the RTT for minRTO, per pair.
+
+        The safe side of an estimate differs by parameter: windows grow
+        with the round trip, so they take the smallest (the hosts' measured
+        minimum, or the links' sum where it is smaller and no link's delay is
+        a default); minRTO shrinks
+        with it, so it takes the top of the estimate (plus the spread).
+
+        otcp-lossless: a measured pair's window takes the smallest minimum
+        measured on any active pair's path into its destination, where that
+        is smaller than its own. Each is an upper bound of the round trip into
+        the host (a sender measures the queue its neighbours built too), and
+        the paths into one host share its downlink: so they get alike windows.
+        An unmeasured pair whose links' delays are defaults takes it too: a
+        measurement of the host's downlink beats a guess.
+        """
+        e, h = self._edge_terms, self._host_terms
+        rtt = e["delay"][edge_pair] + h["delay"][src] + h["delay"][dst]
+        spread = e["spread"][edge_pair] + h["spread"][src] + h["spread"][dst]
+        source = np.maximum(e["source"][edge_pair], np.maximum(h["source"][src], h["source"][dst]))
+        if self._rtt_low is None:
+            return rtt, spread, source, rtt + spread
+        low, high = self._rtt_low[src, dst], self._rtt_high[src, dst]
+        measured = ~np.isnan(low)
+        known = source <= KNOWN
+        if self._receiver_rtt is not None:
+            into = self._receiver_rtt[dst]
+            low = np.where(measured, np.fmin(low, into), np.where(known, low, into))
+        # Where every link's delay is known (measured or declared), both are upper
+        # bounds of the propagation round trip (a loaded host measures its queues
+        # too), so the windows take the smaller: pairs sharing a bottleneck then
+        # get alike windows, whichever of them a host measured busy.
+        host = ~np.isnan(low) & ~(known & (rtt <= low))
+        window_rtt = np.where(host, low, rtt)
+        return (window_rtt, np.where(measured, high - window_rtt, spread), np.where(host, HOST, source),
+                np.where(measured, high, rtt + spread))
+
+    # -- views ---------------------------------------------------------------
+
+    def link_flows(self):
+        """{(u, v): F_l} for every directed link with active flows."""
+        names = {i: link for link, i in self._links.index.items()}
+        return {names[i]: int(n) for i, n in enumerate(self._links.flows[:-1]) if n}
+
+    def __len__(self):
+        return len(self.src)
+
+    def hops(self, k):
+        """Node names along pair k's data path."""
+        src, dst = self.hosts[self.src[k]], self.hosts[self.dst[k]]
+        middle = self.switch_paths.path(self.attachment[src], self.attachment[dst])
+        return [src, *middle, dst]
+
+    def record(self, k):
+        """Pair k in the plan output format (docs/design.md, "Parameter set")."""
+        src, dst = self.hosts[self.src[k]], self.hosts[self.dst[k]]
+        clamp = int(self.cwnd_clamp[k])
+        return {
+            "src": src,
+            "dst": dst,
+            "dst_ip": self.fabric.hosts[dst],
+            "hops": self.hops(k),
+            "min_rto_us": formulas.seconds_to_us(self.min_rto_s[k]),
+            "rto_min_ms": int(self.rto_min_ms[k]),
+            "initcwnd": int(self.initcwnd[k]),
+            "cwnd_clamp": clamp or None,
+            "segment_bytes": int(self.segment[k]),
+            "pacing_rate": int(self.pacing_rate[k]) or None,
+            "rtt_prop_us": formulas.seconds_to_us(self.rtt_prop_s[k]),
+            "rtt_spread_us": formulas.seconds_to_us(self.rtt_spread_s[k]),
+            "rtt_source": DELAY_SOURCES[int(self.rtt_source[k])],
+            "quickack": bool(self._quickacks(np.array([k]))[0]),
+        }
+
+    def _quickacks(self, pairs) -> np.ndarray:
+        """Per pair (indices), whether its source's route toward its destination carries quickack
+        (acknowledging at once what the destination sends): always, but where otcp-lossless turns it off."""
+        if self._quickack_toward is None:
+            return np.ones(len(self.src[pairs]), dtype=bool)
+        return self._quickack_toward[self.dst[pairs], self.src[pairs]]
+
+    def records(self):
+        """Every reachable pair's record, in pair order: record(k) for every k,
+        built from whole columns (a million pairs in about a second)."""
+        hosts, ips = self.hosts, self.fabric.hosts
+        middles: dict[tuple[int, int], list[str]] = {}  # switch paths, shared by the pairs between two switches
+        attach = self._attach.tolist()
+        columns = zip(self.src.tolist(), self.dst.tolist(), np.round(self.min_rto_s * 1e6, 3).tolist(),
+                      self.rto_min_ms.tolist(), self.initcwnd.tolist(), self.cwnd_clamp.tolist(),
+                      self.segment.tolist(), self.pacing_rate.tolist(), np.round(self.rtt_prop_s * 1e6, 3).tolist(),
+                      np.round(self.rtt_spread_s * 1e6, 3).tolist(), self.rtt_source.tolist(),
+                      self._quickacks(slice(None)).tolist())
+        for (s, d, min_rto_us, rto_min_ms, initcwnd, clamp, segment, pacing, rtt_us, spread_us, source,
+             quickack) in columns:
+            key = (attach[s], attach[d])
+            middle = middles.get(key)
+            if middle is None:
+                middle = middles[key] = self.switch_paths.path(self.attachment[hosts[s]], self.attachment[hosts[d]])
+            yield {"src": hosts[s], "dst": hosts[d], "dst_ip": ips[hosts[d]], "hops": [hosts[s], *middle, hosts[d]],
+                   "min_rto_us": min_rto_us, "rto_min_ms": rto_min_ms, "initcwnd": initcwnd,
+                   "cwnd_clamp": clamp or None, "segment_bytes": segment, "pacing_rate": pacing or None,
+                   "rtt_prop_us": rtt_us,
+                   "rtt_spread_us": spread_us, "rtt_source": DELAY_SOURCES[source], "quickack": quickack}
+
+    def record_rows(self, generation: int):
+        """The records as rows of the store's parameters table, (generation, src,
+        dst, dst_ip, hops as JSON, min_rto_us, rto_min_ms, initcwnd, cwnd_clamp,
+        quickack, segment_bytes, rtt_prop_us, rtt_spread_us, rtt_source,
+        pacing_rate), in pair order, straight from the columns: no dict per pair."""
+        names = np.array(self.hosts, dtype=object)
+        ips = np.array([self.fabric.hosts[host] for host in self.hosts], dtype=object)
+        switches = self.switch_paths.switches
+        # One JSON hops list per (source, destination) host pair of switches: the middle is per switch pair.
+        middles: dict[tuple[int, int], str] = {}
+        sources, destinations = names[self.src].tolist(), names[self.dst].tolist()
+        quoted = np.array([json.dumps(host) for host in self.hosts], dtype=object)
+        hops = []
+        for s, d, a, b in zip(quoted[self.src].tolist(), quoted[self.dst].tolist(),
+                              self._attach[self.src].tolist(), self._attach[self.dst].tolist()):
+            middle = middles.get((a, b))
+            if middle is None:
+                middle = middles[(a, b)] = json.dumps(self.switch_paths.path(switches[a], switches[b]))[1:-1]
+            hops.append(f"[{s}, {middle}, {d}]")
+        clamp = self.cwnd_clamp.astype(object)
+        clamp[self.cwnd_clamp == 0] = None
+        pacing = self.pacing_rate.astype(object)
+        pacing[self.pacing_rate == 0] = None
+        source_names = np.array(DELAY_SOURCES, dtype=object)[self.rtt_source].tolist()
+        return zip(itertools.repeat(generation), sources, destinations, ips[self.dst].tolist(), hops,
+                   np.round(self.min_rto_s * 1e6, 3).tolist(), self.rto_min_ms.tolist(), self.initcwnd.tolist(),
+                   clamp.tolist(), self._quickacks(slice(None)).astype(int).tolist(), self.segment.tolist(),
+                   np.round(self.rtt_prop_s * 1e6, 3).tolist(), np.round(self.rtt_spread_s * 1e6, 3).tolist(),
+                   source_names, pacing.tolist())
+
+    def routes_for(self, host: str) -> list[dict]:
+        """The routes of one host's parameter set: one per reachable
+        destination (docs/design.md, "Parameter set")."""
+        source = self.host_index[host]
+        routes = []
+        for k in np.nonzero(self.src == source)[0]:
+            dst_ip = self.fabric.hosts[self.hosts[self.dst[k]]]
+            clamp = int(self.cwnd_clamp[k])
+            routes.append(
+                {
+                    "dst": f"{dst_ip}/{128 if ':' in dst_ip else 32}",
+                    "rto_min_ms": int(self.rto_min_ms[k]),
+                    "initcwnd": int(self.initcwnd[k]),
+                    "cwnd_clamp": clamp or None,
+                    "advmss": formulas.advmss_bytes(self._segment_toward[self.dst[k], source], self.bounds),
+                    "pacing_rate": int(self.pacing_rate[k]) or None,
+                    "quickack": bool(self._quickacks(np.array([k]))[0]),
+                }
+            )
+        return routes
+
+    def route_sets(self) -> dict[str, list[dict]]:
+        """{host: the routes of its parameter set}, aggregated (otcp.planning.aggregate, with its "don't
+        care" addresses) to at most one route per edge switch, per address family:
+
+        - the fewest prefixes under which longest-prefix match gives every reachable destination
+          exactly the parameters routes_for gives it, where they fit in that budget;
+        - else one route per prefix of a trie coarsened to that budget (PrefixTrie.coarsened:
+          the edge switches' own prefixes where their hosts' addresses have them), each with
+          the safe side of the parameters of the destinations under it (_safe_side), merged
+          again where alike. A host whose set was on the safe side before (coarse_before)
+          stays there until its exact set fits in EXACT_AGAIN_SHARE of the budget.
+
+        Computed once; a host whose parameters did not change since the previous plan keeps its set,
+        and the others' come from the previous plan's route state, updated where labels changed
+        (_route_state)."""
+        if self._route_sets is not None:
+            return self._route_sets
+        sources = np.array([i for i, host in enumerate(self.hosts) if host not in self._previous_sets], dtype=np.int64)
+        state, over = self._route_state(sources)
+        sets: dict[str, list[dict]] = {self.hosts[i]: [] for i in sources}
+        coarse_now = {host for host in self._coarse_before if host in self._previous_sets}
+        for family, is_over in zip(state.families, over):
+            coarse_now.update(self.hosts[i] for i in sources[is_over])
+            for rows, aggregation, numbering in ((sources[~is_over], family.exact, state.exact),
+                                                 (sources[is_over], family.coarse, state.safe)):
+                for i, routes in zip(rows, state.routes(aggregation, rows, numbering)):
+                    sets[self.hosts[i]] += routes
+        self._route_sets = {host: sets[host] if host in sets else self._previous_sets[host] for host in self.hosts}
+        self._coarse = frozenset(coarse_now)
+        if len(state.made) > MADE_ROUTES_PER_HOST * len(self.hosts):  # routes of sets long gone: start again
+            state.made = {}
+        return self._route_sets
+
+    @property
+    def coarse_hosts(self) -> frozenset[str]:
+        """The hosts whose sets are on the safe side (route_sets), for the next plan's
+        hysteresis; while route_sets was not made, the ones before this plan."""
+        return self._coarse if self._coarse is not None else self._coarse_before
+
+    def _route_state(self, sources: np.ndarray) -> tuple[_RouteState, list[np.ndarray]]:
+        """The exact labels of every pair and ORTC's state over them: previous's, updated for the pairs
+        whose route fields changed since; made afresh for a first plan, where most pairs changed,
+        or where the labels outgrew it. And, per address family, which of sources have their
+        sets on the safe side (their coarse state is then up to date): those whose exact sets
+        are over the budget, or over EXACT_AGAIN_SHARE of it for those on the safe side before."""
+        state, self._route_state_kept = self._route_state_kept, None
+        tries = self._family_tries()
+        if state is not None and len(self._relabel) > RELABEL_SHARE * len(self.src):
+            state = None
+        if state is not None and len(self._relabel):
+            pairs = self._relabel
+            labels, params = _numbered(self._route_fields(pairs))
+            if not state.relabel(self.src[pairs], self.dst[pairs], labels, params, tries):
+                state = None
+        was_coarse = np.array([self.hosts[i] in self._coarse_before for i in sources.tolist()], dtype=bool)
+
+        def over_budget(state: _RouteState) -> list[np.ndarray]:
+            return [family.exact.route_counts(sources) > np.where(was_coarse, int(budget * EXACT_AGAIN_SHARE), budget)
+                    for family, (_, budget, _, _, _) in zip(state.families, tries)]
+
+        over = over_budget(state) if state is not None else []
+        if state is not None and not state.settle([sources[is_over] for is_over in over], tries):
+            state = None
+        if state is None:
+            labels = np.full((len(self.hosts), len(self.hosts)), -1, dtype=np.int64)
+            labels[self.src, self.dst], params = _numbered(self._route_fields(np.arange(len(self.src))))
+            state = _RouteState.build(labels, params, tries)
+            over = over_budget(state)
+        self._route_state_kept = state
+        return state, over
+
+    def _family_tries(self) -> list[tuple[np.ndarray, int, PrefixTrie, PrefixTrie, np.ndarray]]:
+        """Per address family with hosts, IPv4 first: its hosts' indices, the route budget (its
+        hosts' edge switches), the trie of their addresses, that trie coarsened to the budget and
+        the coarse leaf covering each address (PrefixTrie.coarsened). Made once for a fabric's
+        hosts and attachments, and kept by the plans after it."""
+        if self._tries is None:
+            self._tries = []
+            for family in (False, True):
+                members = np.array([i for i, host in enumerate(self.hosts)
+                                    if (":" in self.fabric.hosts[host]) == family], dtype=np.int64)
+                if len(members):
+                    trie = PrefixTrie.build([self.fabric.hosts[self.hosts[i]] for i in members])
+                    edges = self._host_edge[members]
+                    budget = len(np.unique(edges))
+                    self._tries.append((members, budget, trie, *trie.coarsened(edges.tolist(), budget)))
+        return self._tries
+
+    def _route_fields(self, pairs) -> dict[str, np.ndarray]:
+        """{route field: array}: what routes_for gives each of pairs (indices), 0 for a null
+        field (no clamp, the kernel's MSS, not paced)."""
+        if self.segment.min(initial=self.bounds.mss_bytes) >= self.bounds.mss_bytes:  # the kernel's MSS everywhere
+            advmss = np.zeros(len(pairs), dtype=np.int64)
+        else:
+            segment = self._segment_toward[self.dst[pairs], self.src[pairs]]
+            advmss = np.where(segment >= self.bounds.mss_bytes, 0, segment + formulas.TIMESTAMP_OPTION_BYTES)
+        return {"rto_min_ms": self.rto_min_ms[pairs], "initcwnd": self.initcwnd[pairs],
+                "cwnd_clamp": self.cwnd_clamp[pairs], "advmss": advmss, "pacing_rate": self.pacing_rate[pairs],
+                "quickack": self._quickacks(pairs).astype(np.int64)}
+
+
+class PlanRecords(Sequence[dict]):
+    """A plan's per-pair records, made only when someone asks (the live view,
+    the metrics, a test): a million dicts cost seconds, and most generations
+    are never looked at. Iterating makes them once and keeps them; `rows` gives
+    the store its rows straight from the plan's columns."""
+
+    def __init__(self, plan: Plan) -> None:
+        self._plan: Plan | None = plan
+        self._count = len(plan)
+        self._records: list[dict] | None = None
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self):
+        return iter(self.made())
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.made()[index]
+
+    def made(self) -> list[dict]:
+        """The records as a list (made on the first call; the plan is then let go)."""
+        if self._records is None:
+            assert self._plan is not None
+            self._records, self._plan = list(self._plan.records()), None
+        return self._records
+
+    def rows(self, generation: int):
+        """Rows of the store's parameters table (`Plan.record_rows`)."""
+        if self._plan is not None:
+            return self._plan.record_rows(generation)
+        return None

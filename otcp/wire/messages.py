@@ -1,0 +1,264 @@
+"""The messages of the agent channel, their schemas and their constructors.
+
+In order: the controller's ``challenge``; the agent's ``auth``; the
+controller's ``welcome``; the agent's ``hello`` (addresses, MTU/MSS,
+congestion controls, whether ``net.ipv4.tcp_rto_min_us`` exists, the
+generation it has applied, and how it enforces: BPF or routes alone); then
+``params`` from the controller whenever the host's set changes, each
+answered by ``ack`` (per-route results, and the enforcement again) or
+``reject`` (the reason, naming the field); and, every few seconds, the
+agent's ``rtt`` report of the round trips it measured to its destinations.
+"""
+
+import ipaddress
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+
+from otcp.wire import validation
+from otcp.wire.framing import ProtocolError
+from otcp.wire.limits import GENERATION, VERSION
+from otcp.wire.session import agent_mac, controller_mac, new_nonce
+from otcp.wire.validation import Strict, bounded_string, int_range
+
+
+def _hex(value: str) -> str:
+    try:
+        bytes.fromhex(value)
+    except ValueError:
+        raise ValueError(f"{validation.show(value)} is not hexadecimal") from None
+    return value
+
+
+def _address(value: str) -> str:
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise ValueError(f"{validation.show(value)} is not an IPv4 or IPv6 address") from None
+
+
+Hex = Annotated[str, Field(max_length=128), AfterValidator(_hex)]
+Address = Annotated[str, Field(max_length=64), AfterValidator(_address)]
+Name = bounded_string(64)
+Generation = int_range(*GENERATION)
+Version = int_range(1, 65535)
+Count = int_range(0, 2**31 - 1)
+
+
+class Challenge(Strict):
+    """The controller's first words: all an unauthenticated peer ever receives."""
+
+    type: Literal["challenge"]
+    version: Version  # type: ignore[valid-type]
+    nonce: Hex
+
+
+class Auth(Strict):
+    """The agent's proof that it holds the secret."""
+
+    type: Literal["auth"]
+    nonce: Hex
+    mac: Hex
+
+
+class Welcome(Strict):
+    """The controller's proof back."""
+
+    type: Literal["welcome"]
+    mac: Hex
+
+
+class Interface(Strict):
+    """One interface of the host, as the hello reports it."""
+
+    name: Name  # type: ignore[valid-type]
+    mtu: Count  # type: ignore[valid-type]
+    addresses: Annotated[list[Address], Field(max_length=256)]
+
+
+class Enforcement(Strict):
+    """How the agent enforces the set: the sock_ops program alongside the
+    routes ("bpf"), or the routes alone ("routes"), with the reason."""
+
+    mode: Literal["bpf", "routes"]
+    reason: bounded_string(4096) | None  # type: ignore[valid-type]
+
+
+class Hello(Strict):
+    """What the agent tells of its host once authenticated."""
+
+    type: Literal["hello"]
+    hostname: bounded_string(255)  # type: ignore[valid-type]
+    addresses: Annotated[list[Address], Field(max_length=256)]
+    interfaces: Annotated[list[Interface], Field(max_length=256)]
+    mtu: Count | None  # type: ignore[valid-type]
+    mss_bytes: Count | None  # type: ignore[valid-type]
+    congestion_controls: Annotated[list[Name], Field(max_length=64)]  # type: ignore[valid-type]
+    congestion_control: Name | None  # type: ignore[valid-type]
+    tcp_rto_min_us: bool
+    applied_generation: Generation | None  # type: ignore[valid-type]
+    agent_version: Version  # type: ignore[valid-type]
+    enforcement: Enforcement
+
+
+class Params(Strict):
+    """A parameter set for the host, whole (`set`) or as a delta against the
+    generation the agent acknowledged (`delta`), exactly one of them (each
+    checked by otcp.wire.paramset); and the other hosts' addresses, which the agent
+    probes for round trips (its routes may be aggregated prefixes that do not
+    name them), absent when they did not change since the last params message
+    on this connection."""
+
+    type: Literal["params"]
+    set: dict[str, Any] | None = None
+    delta: dict[str, Any] | None = None
+    peers: Annotated[list[Address], Field(max_length=100_000)] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _set_or_delta(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            given = [key for key in ("set", "delta") if key in data]
+            if len(given) != 1:
+                raise ValueError("a params message carries exactly one of set and delta, "
+                                 f"not {' and '.join(given) or 'neither'}")
+            if not isinstance(data[given[0]], dict):
+                raise ValueError(f"{given[0]}: {validation.show(data[given[0]])} is not an object")
+        return data
+
+
+class RouteResult(Strict):
+    """What became of one route of a set."""
+
+    dst: Name  # type: ignore[valid-type]
+    status: Literal["applied", "skipped"]
+    reason: bounded_string(4096) | None = None  # type: ignore[valid-type]
+    dev: Name | None = None  # type: ignore[valid-type]
+    gateway: Address | None = None
+    table: int_range(0, 2**32 - 1) | None = None  # type: ignore[valid-type]
+
+
+class Ack(Strict):
+    """The agent applied a set."""
+
+    type: Literal["ack"]
+    generation: Generation  # type: ignore[valid-type]
+    results: Annotated[list[RouteResult], Field(max_length=1_000_000)]
+    enforcement: Enforcement
+
+
+class RttSample(Strict):
+    """The host's round trip to one destination over the agent's window."""
+
+    dst: Address
+    min_rtt_us: Annotated[float, Field(ge=0, le=60_000_000)]
+    spread_us: Annotated[float, Field(ge=0, le=60_000_000)]
+    count: int_range(1, 2**31 - 1)  # type: ignore[valid-type]
+    source: Literal["tcp", "probe"]
+
+
+class Rtt(Strict):
+    """The agent's periodic report of round trips to its destinations."""
+
+    type: Literal["rtt"]
+    samples: Annotated[list[RttSample], Field(max_length=100_000)]
+
+
+class Resync(Strict):
+    """The agent cannot apply a delta: its applied generation is not the delta's
+    base (or it holds no active set). The controller answers with the whole set."""
+
+    type: Literal["resync"]
+    generation: Generation  # type: ignore[valid-type]
+    applied_generation: Generation | None  # type: ignore[valid-type]
+
+
+class Reject(Strict):
+    """The agent refused a set, and why."""
+
+    type: Literal["reject"]
+    generation: Generation | None  # type: ignore[valid-type]
+    error: bounded_string(65536)  # type: ignore[valid-type]
+
+
+SCHEMAS: dict[str, type[Strict]] = {
+    "challenge": Challenge, "auth": Auth, "welcome": Welcome, "hello": Hello,
+    "params": Params, "ack": Ack, "reject": Reject, "rtt": Rtt, "resync": Resync,
+}
+
+
+def check_message(message: Any, *expected: str) -> str:
+    """Check a received message against its schema; returns its type.
+
+    `expected` limits which types are acceptable at this point of the
+    conversation. Unknown keys, missing keys and wrong types are errors.
+    """
+    if not isinstance(message, dict):
+        raise ProtocolError(f"expected a JSON object, got {validation.json_type(message)}")
+    kind = message.get("type")
+    if not isinstance(kind, str) or kind not in SCHEMAS or (expected and kind not in expected):
+        wanted = " or ".join(expected) if expected else "a known message type"
+        raise ProtocolError(f"type: expected {wanted}, got {validation.show(kind)}")
+    try:
+        validation.check(SCHEMAS[kind], message)
+    except validation.ValidationError as error:
+        raise ProtocolError(f"{kind} message: {error}") from None
+    return kind
+
+
+def challenge_message(nonce: str) -> dict:
+    """The controller's challenge."""
+    return {"type": "challenge", "version": VERSION, "nonce": nonce}
+
+
+def auth_message(secret: bytes, challenge: dict) -> tuple[dict, str]:
+    """The agent's answer to a challenge; returns (message, agent nonce)."""
+    check_message(challenge, "challenge")
+    if challenge["version"] != VERSION:
+        raise ProtocolError(f"controller speaks protocol version {challenge['version']}, this agent {VERSION}")
+    nonce = new_nonce()
+    return {"type": "auth", "nonce": nonce, "mac": agent_mac(secret, challenge["nonce"], nonce)}, nonce
+
+
+def welcome_message(secret: bytes, agent_nonce: str, controller_nonce: str) -> dict:
+    """The controller's answer to a valid auth."""
+    return {"type": "welcome", "mac": controller_mac(secret, agent_nonce, controller_nonce)}
+
+
+def params_message(param_set: dict, peers: list | tuple | None = ()) -> dict:
+    """A whole parameter set on its way to an agent, with the addresses it may probe
+    (None: unchanged since the last params message, left out)."""
+    message = {"type": "params", "set": param_set}
+    if peers is not None:
+        message["peers"] = list(peers)
+    return message
+
+
+def delta_message(delta: dict, peers: list | tuple | None = None) -> dict:
+    """A delta (otcp.wire.paramset.make_delta) against the set the agent acknowledged, with
+    the addresses it may probe (None: unchanged, left out)."""
+    message = {"type": "params", "delta": delta}
+    if peers is not None:
+        message["peers"] = list(peers)
+    return message
+
+
+def resync_message(generation: int, applied_generation: int | None) -> dict:
+    """The agent's request for the whole set: the delta for `generation` had another base."""
+    return {"type": "resync", "generation": generation, "applied_generation": applied_generation}
+
+
+def ack_message(generation: int, results: list, enforcement: dict) -> dict:
+    """The agent's acknowledgement of an applied set, with how it enforces it
+    (``{"mode": "bpf"|"routes", "reason": str|None}``)."""
+    return {"type": "ack", "generation": generation, "results": results, "enforcement": enforcement}
+
+
+def rtt_message(samples: list) -> dict:
+    """The agent's report of round trips: [{"dst", "min_rtt_us", "spread_us", "count", "source"}]."""
+    return {"type": "rtt", "samples": samples}
+
+
+def reject_message(generation: int | None, error: str) -> dict:
+    """The agent's refusal of a set."""
+    return {"type": "reject", "generation": generation, "error": error}

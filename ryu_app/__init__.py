@@ -1,1 +1,0 @@
-"""OTCP controller service: os-ken app, formulas, planner and state."""

@@ -1,0 +1,673 @@
+"""The controller's state and policy, free of os-ken's app machinery (docs/design.md, "Architecture").
+
+`ControllerCore` decides everything the OTCP controller does: it keeps the
+topology and the measurements (delay probes, echoes, flow statistics),
+plans, keeps each switch's forwarding entries in line with the plan,
+numbers parameter generations and answers ARP for the hosts it knows.
+
+Its methods take events as plain data (dpid, port numbers, frame bytes,
+parsed statistics) with `now`, the time they happened, and return
+`Actions`: OpenFlow messages to send, whether to re-plan, rows to store,
+a generation to store and deliver. ``otcp.service.app`` feeds it os-ken's
+events and carries the Actions out; the core itself never reads a clock,
+sends, or touches SQLite or a socket.
+
+OpenFlow messages are built with each switch's `ofproto` and
+`ofproto_parser`, handed over when the switch connects.
+"""
+
+import contextlib
+import gc
+import logging
+import math
+import struct
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from os_ken.lib.packet import arp as arp_packet
+from os_ken.lib.packet import packet
+
+from otcp.controller import arp, delay, forwarding
+from otcp.controller.flowcount import FlowCounter
+from otcp.controller.publication import Publications
+from otcp.controller.rtt import HostRtts, PairRtt
+from otcp.controller.stability import HeldFlows, Refresh, StableDelays
+from otcp.controller.store import Generation, HostRecord, LinkMeasurement, LinkRecord, TopologySnapshot
+from otcp.controller.topology import Host, SwitchPort, Topology
+from otcp.planning import formulas
+from otcp.planning.fabric import Fabric
+from otcp.planning.paths import SwitchPaths
+from otcp.planning.planner import Plan, PlanRecords
+from otcp.wire.limits import GENERATION
+
+ETH_TYPE_LLDP = 0x88CC
+RTT_HIGH_STEP_S = 1e-3
+ETH_TYPE_IPV4 = 0x0800
+# Discovery has settled once this many probe rounds passed without a change;
+# a port that carried a link stays out of host learning for as long.
+SETTLE_PROBE_ROUNDS = 3
+# A link is gone once this many probes in a row left its source port and
+# none arrived. Counted in probe rounds sent, not in time: a controller that
+# stalled (busy, starved of CPU) sent no probes, and forgets no link for it.
+LINK_TIMEOUT_ROUNDS = 5
+# An ARP request for a host nobody answers for is forgotten after this long.
+ARP_PENDING_S = 5.0
+# The edge ports are asked for one unknown address at most once per this long.
+ARP_PROBE_INTERVAL_S = 1.0
+# Packet-ins each switch may send per second (an OpenFlow meter on the table miss).
+PACKET_IN_RATE_PPS = 1000
+# Payload of the controller's echo requests, so other echoes are not timed.
+ECHO_PAYLOAD = b"otcp"
+# How far ahead of the controller an agent's applied generation may be and
+# still be followed: more generations than a controller makes in a century
+# at one a second. Anything further is a corrupt or forged state, refused
+# rather than followed toward the end of the generation range (otcp.wire.limits.GENERATION).
+MAX_GENERATION_LEAP = 2**32
+
+Send = tuple[int, Any]  # (dpid, OpenFlow message)
+Row = TypeVar("Row")
+Pair = tuple[str, str]  # (src_ip, dst_ip)
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector off for a while. A re-plan makes up to
+    hundreds of thousands of objects (flow mods, routes) that all stay alive, and
+    every collection of the oldest generation walks all of them: half the time of
+    building a k=16 fabric's 327 360 flow mods. They are collected as usual after."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class MadeWhenRead(Sequence[Row]):
+    """Rows made by a function the first time they are read, and kept: what only the store
+    and the live view read is made after the agents have their sets."""
+
+    def __init__(self, make: Callable[[], list[Row]]) -> None:
+        self._make: Callable[[], list[Row]] | None = make
+        self._rows: list[Row] = []
+
+    def _made(self) -> list[Row]:
+        if self._make is not None:
+            self._rows, self._make = self._make(), None
+        return self._rows
+
+    def __len__(self) -> int:
+        return len(self._made())
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._made()[index]
+
+
+class OpenFlowCodec(Protocol):
+    """What building messages for a switch needs (an os-ken Datapath has both)."""
+
+    ofproto: Any
+    ofproto_parser: Any
+
+
+@dataclass(frozen=True)
+class PortInfo:
+    """One port of a switch's port description."""
+
+    number: int
+    hw_addr: str
+    speed_kbps: int
+
+
+@dataclass
+class Actions:
+    """What the glue does after a core call, in this order."""
+
+    sends: list[Send] = field(default_factory=list)
+    replan: bool = False  # wake the plan loop
+    topology: TopologySnapshot | None = None  # store, with measurements
+    measurements: Sequence[LinkMeasurement] = ()  # made when first read
+    generation: Generation | None = None  # a new generation to store
+    deliver: list[str] = field(default_factory=list)  # hosts whose new set goes to their agent
+
+
+@dataclass
+class _Switch:
+    """A connected switch: how to talk to it and what it holds."""
+
+    codec: OpenFlowCodec
+    ready: bool = False  # in MAIN state: probed, polled and given entries
+    installed: dict[str, int] = field(default_factory=dict)  # destination entry: dst ip -> out port
+    punts: set[int] = field(default_factory=set)  # host ports whose unpaired IPv4 comes up
+    port_addresses: dict[int, str] = field(default_factory=dict)  # port -> hw address
+
+
+@dataclass(frozen=True)
+class _PendingArp:
+    """An ARP request for a host not known yet, waiting for it to speak."""
+
+    asked_at: float
+    dpid: int
+    port: int
+    request: arp_packet.arp
+
+
+def frame_header(data: bytes) -> tuple[int, str] | None:
+    """(ethertype, source MAC) of an Ethernet frame, read without a parser; None if too short."""
+    if len(data) < 14:
+        return None
+    return struct.unpack_from("!H", data, 12)[0], data[6:12].hex(":")
+
+
+def ipv4_addresses(data: bytes) -> tuple[str, str] | None:
+    """(source, destination) of an untagged IPv4 frame, read without a parser; None if truncated."""
+    if len(data) < 34:
+        return None
+    return ".".join(map(str, data[26:30])), ".".join(map(str, data[30:34]))
+
+
+class ControllerCore:
+    """The controller's state and decisions; see the module docstring.
+
+    Links are discovered from the core's own delay probes (a probe this
+    controller sent out of one port, arriving at another switch, proves the
+    link) and forgotten when their probes stop. Hosts are learned only at
+    confirmed edge ports: ports of a described switch that carry no link and
+    carried none for SETTLE_PROBE_ROUNDS probe rounds. Nothing the
+    controller sends comes back as a host sighting: its own ARP probes are
+    dropped on arrival, its ARP answers leave only by edge ports, and a
+    packet that missed its entry is delivered straight out of its
+    destination's edge port, never into the fabric.
+    """
+
+    def __init__(
+        self,
+        *,
+        now: float,
+        probe_interval_s: float,
+        delay_window: int,
+        defaults: dict,
+        bounds: formulas.Bounds,
+        lossless: formulas.Lossless | None = None,
+        pacing: formulas.Pacing | None = None,
+        stability: dict | None = None,
+        measurement: dict | None = None,
+        inventory: Any = None,
+        known_hosts: Iterable[Host] = (),
+        generation: int = 0,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.log = logger or logging.getLogger("otcp.controller")
+        self.probe_interval_s = probe_interval_s
+        self.defaults = defaults
+        self.bounds = bounds
+        self.lossless = lossless
+        self.pacing = pacing
+        stability = stability or {"delay_step_us": 0, "delay_tolerance": 0.0, "flow_hold_s": 0.0}
+        measurement = measurement or {"max_link_delay_us": None, "host_rtt_max_age_s": 60.0, "host_rtt_min_samples": 3}
+        self.stable_delays = StableDelays(stability["delay_step_us"] * 1e-6, stability["delay_tolerance"])
+        self.held_flows = HeldFlows(stability["flow_hold_s"])
+        self.host_rtts = HostRtts(measurement["host_rtt_max_age_s"], measurement["host_rtt_min_samples"])
+        # The hosts' round trips are held still like the links' delays, each bound on its own.
+        self.stable_rtt_low = StableDelays(stability["delay_step_us"] * 1e-6, stability["delay_tolerance"])
+        # The top of an estimate (minimum + spread) feeds minRTO in whole milliseconds: a coarser grid.
+        self.stable_rtt_high = StableDelays(max(stability["delay_step_us"] * 1e-6, RTT_HIGH_STEP_S),
+                                            stability["delay_tolerance"])
+        self.delay_refresh = Refresh(stability.get("refresh_s", 0.0))
+        self.rtt_refresh = Refresh(stability.get("refresh_s", 0.0))
+        self._link_delays: dict = {}  # the links' delays as the plans take them
+        self._pair_rtts: dict = {}  # the hosts' round trips as the plans take them
+        self.topology = Topology(inventory)
+        # Where hosts were before a restart: hints, so the first plans are complete.
+        for host in known_hosts:
+            self.topology.add_hint(host)
+        bound = measurement["max_link_delay_us"]
+        self.delays = delay.DelayEstimator(window=delay_window, max_delay_s=None if bound is None else bound * 1e-6)
+        # A pair that sent fewer packets than this in a poll is not a flow: the agents'
+        # round-trip probes (a SYN and its RST) and a ping must not change the windows.
+        self.flow_counter = FlowCounter(stability.get("min_flow_packets", 1))
+        self._stats_parts: dict[int, list] = {}  # dpid -> the pair counters of a reply's parts so far
+        self.publications = Publications()
+        self.generation = generation
+        self.changed_at = now
+        self._switches: dict[int, _Switch] = {}
+        self._pending_arp: dict[str, list[_PendingArp]] = {}  # target ip -> requests awaiting an answer
+        self._arp_probed_at: dict[str, float] = {}  # target ip -> when the edge ports were last asked
+        self._probed_links: set[tuple[SwitchPort, SwitchPort]] = set()  # links found by probes
+        self._unanswered: dict[SwitchPort, int] = {}  # port -> probes sent out of it since one arrived
+        self._link_seen_at: dict[SwitchPort, float] = {}  # port -> last time a link was there
+        self._last_plan: Plan | None = None  # what the next plan evaluates again only where inputs changed
+        self._paths: tuple[tuple, SwitchPaths] | None = None  # (switches and switch links, their paths)
+        self._entries_made: forwarding.MadeEntries | None = None  # the last destination entries made
+
+    # -- switches ------------------------------------------------------------
+
+    def switch_features(self, dpid: int, codec: OpenFlowCodec) -> Actions:
+        """A switch connected: clear an earlier run's entries, send probes here
+        and misses too, at most PACKET_IN_RATE_PPS a second (a meter)."""
+        self._switches[dpid] = _Switch(codec)
+        return Actions([(dpid, message) for message in (
+            forwarding.remove_otcp_entries(codec), *forwarding.packet_in_meter(codec, PACKET_IN_RATE_PPS),
+            forwarding.probe_entry(codec), forwarding.table_miss_entry(codec))])
+
+    def switch_ready(self, dpid: int) -> Actions:
+        """The switch is in MAIN state: ask for its ports."""
+        switch = self._switches.get(dpid)
+        if switch is None:
+            return Actions()
+        switch.ready = True
+        actions = self.port_status(dpid)
+        actions.replan = True  # its entries come with the next plan
+        return actions
+
+    def switch_gone(self, now: float, dpid: int) -> Actions:
+        """The switch disconnected: forget it and what was measured through it."""
+        self._switches.pop(dpid, None)
+        self.delays.forget_switch(dpid)
+        self._probed_links = {link for link in self._probed_links if dpid not in (link[0][0], link[1][0])}
+        self._unanswered = {port: count for port, count in self._unanswered.items() if port[0] != dpid}
+        self.flow_counter.forget_switch(dpid)
+        self._stats_parts.pop(dpid, None)
+        return self._changed(now) if self.topology.remove_switch(dpid) else Actions()
+
+    def port_status(self, dpid: int) -> Actions:
+        """A port changed: ask for the switch's port description again."""
+        switch = self._switches.get(dpid)
+        if switch is None:
+            return Actions()
+        return Actions([(dpid, switch.codec.ofproto_parser.OFPPortDescStatsRequest(switch.codec, 0))])
+
+    def port_description(self, now: float, dpid: int, ports: Iterable[PortInfo]) -> Actions:
+        """The switch's ports: their addresses (for probes) and speeds (for the fabric)."""
+        switch = self._switches.get(dpid)
+        if switch is None:
+            return Actions()
+        physical = [p for p in ports if p.number <= switch.codec.ofproto.OFPP_MAX]
+        switch.port_addresses = {p.number: p.hw_addr for p in physical}
+        speeds = {p.number: p.speed_kbps * 1000 / 8 for p in physical}  # kb/s -> bytes/s
+        return self._changed(now) if self.topology.add_switch(dpid, speeds) else Actions()
+
+    def link_added(self, now: float, src: SwitchPort, dst: SwitchPort) -> Actions:
+        """A link was discovered; one claimed on a host's port is refused."""
+        self._link_seen_at[src] = self._link_seen_at[dst] = now
+        if self.topology.add_link(src, dst):
+            return self._link_changed(now, src, dst, "up")
+        if self.topology.host_port(*src) or self.topology.host_port(*dst):
+            self.log.warning("ignoring LLDP link on a host port: s%d:%d -> s%d:%d", *src, *dst)
+        return Actions()
+
+    def link_deleted(self, now: float, src: SwitchPort, dst: SwitchPort) -> Actions:
+        """A link went away: forget it and its delay samples."""
+        self._probed_links.discard((src, dst))
+        if not self.topology.remove_link(src, dst):
+            return Actions()
+        self._link_seen_at[src] = self._link_seen_at[dst] = now
+        self.delays.forget_link(src, dst)
+        return self._link_changed(now, src, dst, "down")
+
+    def _link_changed(self, now: float, src: SwitchPort, dst: SwitchPort, state: str) -> Actions:
+        self.log.info("link s%d:%d -> s%d:%d %s", *src, *dst, state)
+        return self._changed(now)
+
+    def _changed(self, now: float) -> Actions:
+        """The topology changed: re-plan now, and wait to settle before publishing."""
+        self.changed_at = now
+        return Actions(replan=True)
+
+    def expire_links(self, now: float) -> Actions:
+        """Forget the probed links of whose last LINK_TIMEOUT_ROUNDS probes none arrived."""
+        actions = Actions()
+        silent = sorted(link for link in self._probed_links if self._unanswered.get(link[0], 0) >= LINK_TIMEOUT_ROUNDS)
+        for (src, dst) in silent:
+            actions.replan |= self.link_deleted(now, src, dst).replan
+        return actions
+
+    def settled(self, now: float) -> bool:
+        """True once discovery has had a few probe rounds since the last change."""
+        return now - self.changed_at >= SETTLE_PROBE_ROUNDS * self.probe_interval_s
+
+    def edge_port(self, now: float, dpid: int, port: int) -> bool:
+        """True if (dpid, port) is a confirmed edge port, where a host may be
+        learned: a described port of a switch, carrying no link now nor in
+        the last SETTLE_PROBE_ROUNDS probe rounds."""
+        ports = self.topology.switches.get(dpid)
+        return (ports is not None and port in ports and not self.topology.is_link_port(dpid, port)
+                and now - self._link_seen_at.get((dpid, port), -math.inf)
+                >= SETTLE_PROBE_ROUNDS * self.probe_interval_s)
+
+    # -- packets -----------------------------------------------------------------
+
+    def packet_in(self, now: float, dpid: int, in_port: int, data: bytes) -> Actions:
+        """A frame a switch sent up: a delay probe, ARP, or a packet that missed its entry.
+
+        O(1) per frame: the Ethernet and IPv4 headers are read in place and
+        only ARP and probes are parsed; nothing here plans or sorts.
+        """
+        header = frame_header(data)
+        if dpid not in self._switches or header is None:
+            return Actions()
+        ethertype, src_mac = header
+        if ethertype == ETH_TYPE_LLDP:
+            return self._probe_arrived(now, dpid, in_port, data)
+        if src_mac == arp.CONTROLLER_MAC:  # the controller's own ARP probe, back through a link
+            return Actions()
+        if ethertype == arp.ETH_TYPE_ARP:
+            request = packet.Packet(data).get_protocol(arp_packet.arp)
+            if request is None or not self.edge_port(now, dpid, in_port):
+                return Actions()
+            actions = self._learn(now, request.src_ip, src_mac, dpid, in_port)
+            if request.opcode == arp_packet.ARP_REQUEST:
+                actions.sends += self._answer_arp(now, dpid, in_port, request)
+            return actions
+        addresses = ipv4_addresses(data) if ethertype == ETH_TYPE_IPV4 else None
+        if addresses is None:
+            return Actions()
+        if not self.edge_port(now, dpid, in_port):
+            return Actions(self._deliver_missed(dpid, in_port, addresses, data))
+        actions = self._learn(now, addresses[0], src_mac, dpid, in_port)
+        actions.sends += self._first_of_pair(dpid, in_port, addresses, data)
+        return actions
+
+    def _first_of_pair(self, dpid: int, in_port: int, pair: Pair, data: bytes) -> list[Send]:
+        """A host's packet with no pair entry at its edge switch: the pair entry
+        (for flow counting) toward the port the destination's entry names, and
+        the packet sent out of it; without a destination entry yet, delivered."""
+        switch = self._switches[dpid]
+        out_port = switch.installed.get(pair[1])
+        if out_port is None or out_port == in_port:
+            return self._deliver_missed(dpid, in_port, pair, data)
+        return [(dpid, forwarding.pair_entry(switch.codec, *pair, out_port)),
+                (dpid, forwarding.packet_out(switch.codec, out_port, data))]
+
+    def _probe_arrived(self, now: float, dpid: int, in_port: int, data: bytes) -> Actions:
+        """One of the controller's probes came back: the link it crossed, and a delay sample."""
+        probe = delay.parse_probe(data)
+        if probe is None or not self.delays.sent_probe(probe, dpid):
+            return Actions()
+        src, dst = (probe[0], probe[1]), (dpid, in_port)
+        if self.topology.host_port(*src) or self.topology.host_port(*dst):
+            return Actions()  # a host replaying a probe: no link, no sample
+        self.delays.probe_received(probe, dpid, in_port, now)
+        self._probed_links.add((src, dst))
+        self._unanswered[src] = 0
+        return self.link_added(now, src, dst)
+
+    def _deliver_missed(self, dpid: int, in_port: int, pair: Pair, data: bytes) -> list[Send]:
+        """A packet that missed the table (its entries not there yet, or not
+        yet applied): send it straight out of its destination's edge port,
+        so it never re-enters the fabric. The entries come with the plan
+        that every change already asked for."""
+        host = self.topology.host(pair[1])
+        target = self._switches.get(host.dpid) if host is not None else None
+        if host is None or target is None or not target.ready or (host.dpid, host.port) == (dpid, in_port):
+            return []
+        self.log.debug("missed packet %s -> %s at s%d: delivered at s%d:%d", *pair, dpid, host.dpid, host.port)
+        return [(host.dpid, forwarding.packet_out(target.codec, host.port, data))]
+
+    def _learn(self, now: float, ip: str, mac: str, dpid: int, port: int) -> Actions:
+        """Learn (or move) the sender; answer ARP requests that waited for it."""
+        if ip == "0.0.0.0" or mac == arp.CONTROLLER_MAC:
+            return Actions()
+        actions = Actions()
+        if self.topology.learn_host(ip, mac, dpid, port):
+            self.log.info("host %s (%s) at s%d:%d", ip, mac, dpid, port)
+            actions = self._changed(now)
+        host = self.topology.host(ip)
+        for waiting in self._pending_arp.pop(ip, []):
+            switch = self._switches.get(waiting.dpid)
+            if host is None or switch is None or not switch.ready or now - waiting.asked_at >= ARP_PENDING_S:
+                continue
+            reply = arp.reply_frame(waiting.request, host.mac)
+            actions.sends.append((waiting.dpid, forwarding.packet_out(switch.codec, waiting.port, reply)))
+        return actions
+
+    def _answer_arp(self, now: float, dpid: int, in_port: int, request: arp_packet.arp) -> list[Send]:
+        """Proxy ARP: answer for a known host; for an unknown one, keep the
+        request and ask every edge port from the controller's own address."""
+        target = self.topology.host(request.dst_ip)
+        if target is not None:
+            reply = arp.reply_frame(request, target.mac)
+            return [(dpid, forwarding.packet_out(self._switches[dpid].codec, in_port, reply))]
+        self._pending_arp = {
+            ip: fresh for ip, waiting in self._pending_arp.items()
+            if (fresh := [w for w in waiting if now - w.asked_at < ARP_PENDING_S])
+        }
+        self._pending_arp.setdefault(request.dst_ip, []).append(_PendingArp(now, dpid, in_port, request))
+        if now - self._arp_probed_at.get(request.dst_ip, -math.inf) < ARP_PROBE_INTERVAL_S:
+            return []
+        self._arp_probed_at = {ip: at for ip, at in self._arp_probed_at.items() if now - at < ARP_PROBE_INTERVAL_S}
+        self._arp_probed_at[request.dst_ip] = now
+        self.log.debug("ARP for unknown %s from s%d:%d: probing edge ports", request.dst_ip, dpid, in_port)
+        probe = arp.probe_frame(request.dst_ip)
+        ready = set(self.ready_switches())
+        return [
+            (edge_dpid, forwarding.packet_out(self._switches[edge_dpid].codec, port, probe))
+            for edge_dpid, port in self.topology.edge_ports()
+            if edge_dpid in ready and self.edge_port(now, edge_dpid, port)
+        ]
+
+    # -- measurement -----------------------------------------------------------
+
+    def ready_switches(self) -> list[int]:
+        """Dpids of the switches in MAIN state."""
+        return [dpid for dpid, switch in self._switches.items() if switch.ready]
+
+    def probe_switch(self, now: float, dpid: int) -> Actions:
+        """One probe round of one switch: an echo request (the controller
+        leg) and a delay probe out of every port that is not a host's."""
+        switch = self._switches.get(dpid)
+        if switch is None or not switch.ready:
+            return Actions()
+        self.delays.echo_sent(dpid, now)
+        sends = [(dpid, switch.codec.ofproto_parser.OFPEchoRequest(switch.codec, data=ECHO_PAYLOAD))]
+        for port, hw_addr in switch.port_addresses.items():
+            if self.topology.host_port(dpid, port):
+                continue
+            sequence = self.delays.next_probe(dpid, port, now)
+            self._unanswered[(dpid, port)] = self._unanswered.get((dpid, port), 0) + 1
+            frame = delay.probe_frame(dpid, port, hw_addr, sequence)
+            sends.append((dpid, forwarding.packet_out(switch.codec, port, frame)))
+        return Actions(sends)
+
+    def echo_reply(self, now: float, dpid: int, data: bytes) -> None:
+        """A switch answered an echo request: one controller-leg round trip."""
+        if data == ECHO_PAYLOAD:
+            self.delays.echo_received(dpid, now)
+
+    def stats_round(self) -> Actions:
+        """Ask every ready switch with hosts (only they hold pair entries) for their counters."""
+        edges = {host.dpid for host in self.topology.located_hosts().values()}
+        return Actions([
+            (dpid, forwarding.flow_stats_request(self._switches[dpid].codec))
+            for dpid in self.ready_switches() if dpid in edges
+        ])
+
+    def flow_stats(self, dpid: int, stats: Iterable[Any], more: bool = False) -> None:
+        """A switch's flow statistics (os-ken OFPFlowStats): which pairs sent since the last poll.
+
+        A switch sends a long reply in parts, each but the last flagged OFPMPF_REPLY_MORE
+        (more): the parts are gathered and counted as one poll. Counted part by part, the
+        pairs of all but the last part never counted as flows (Open vSwitch splits at
+        64 KB: the pair entries of 32 senders' edge switch, their agents probing each other)."""
+        entries = self._stats_parts.pop(dpid, []) + forwarding.pair_counters(stats)
+        if more:
+            self._stats_parts[dpid] = entries
+        else:
+            self.flow_counter.update(dpid, entries)
+
+    # -- planning ----------------------------------------------------------------
+
+    def reroute(self) -> Actions:
+        """Forwarding before parameters: the flow mods that make every ready switch
+        follow the switch links and hosts as they are now. The app sends them
+        before it re-plans, since traffic through a failed link is lost until
+        they are out; the re-plan then finds them in place."""
+        with _collector_paused():
+            fabric, _ = self.topology.fabric(self._link_delays, {}, self.defaults)
+            return Actions(self._sync_forwarding(fabric, self._switch_paths(fabric)))
+
+    def replan(self, now: float) -> Actions:
+        """Plan the current fabric: forwarding entries for every switch, the
+        topology and link measurements to store and, once settled, a new
+        generation if any host's parameters changed."""
+        with _collector_paused():
+            delays = self.delays.delays()
+            plan, delay_sources = self._plan(now, delays)
+            actions = Actions(self._sync_forwarding(plan.fabric, plan.switch_paths))
+            actions.topology = self._topology_snapshot()
+            actions.measurements = self._link_measurements(plan, delay_sources, delays, actions.topology.switches)
+            if self.settled(now):
+                actions.generation, actions.deliver = self._next_generation(plan, actions.measurements)
+        return actions
+
+    def _plan(self, now: float, delays: dict) -> tuple[Plan, dict[tuple[str, str], str]]:
+        """The plan of the fabric as measured now (delays: DelayEstimator.delays()), inputs held still, and where
+        each link's delay came from; only the pairs whose inputs changed since the last plan are evaluated again."""
+        measured = {key: value for key, (value, _) in delays.items()}
+        taking = self.delay_refresh.inputs(now, measured, self._link_delays)
+        if taking is not None:
+            self._link_delays = self.stable_delays.update(taking)
+        flows = self.held_flows.update(now, self.flow_counter.active_pairs())
+        fabric, delay_sources = self.topology.fabric(self._link_delays, flows, self.defaults, self.delays.spreads(),
+                                                     self._stable_host_rtts(now))
+        self._last_plan = Plan(fabric, self.bounds, self.lossless, self.pacing, previous=self._last_plan,
+                               switch_paths=self._switch_paths(fabric))
+        return self._last_plan, delay_sources
+
+    def _switch_paths(self, fabric: Fabric) -> SwitchPaths:
+        """The fabric's switch paths: the last ones while its switches and their links are the
+        same; after links went, those with only the pairs that crossed them computed again."""
+        key = (tuple(sorted(fabric.switches)), frozenset(fabric.switch_links()))
+        if self._paths is None or self._paths[0] != key:
+            self._paths = (key, SwitchPaths(fabric.switches, key[1], previous=self._paths[1] if self._paths else None))
+        return self._paths[1]
+
+    def rtt_report(self, now: float, host_ip: str, samples: list) -> Actions:
+        """An agent's round trips to its destinations: used from the next plan on."""
+        self.host_rtts.report(now, host_ip, samples)
+        return Actions()
+
+    def _stable_host_rtts(self, now: float) -> dict:
+        """The hosts' round trips per pair, low and high each held still, taken once a refresh period."""
+        taking = self.rtt_refresh.inputs(now, self.host_rtts.estimates(now), self._pair_rtts)
+        if taking is not None:
+            lows = self.stable_rtt_low.update({pair: rtt.low_s for pair, rtt in taking.items()})
+            highs = self.stable_rtt_high.update({pair: rtt.high_s for pair, rtt in taking.items()})
+            self._pair_rtts = {pair: PairRtt(lows[pair], max(lows[pair], highs[pair]), rtt.source)
+                               for pair, rtt in taking.items()}
+        return self._pair_rtts
+
+    def _sync_forwarding(self, fabric: Fabric, paths: SwitchPaths) -> list[Send]:
+        """Flow mods bringing every ready switch's destination and punt entries
+        in line with the fabric and its switch paths: only the entries that changed."""
+        desired = self._destination_entries(fabric, paths)
+        punts: dict[int, set[int]] = {}
+        for (_, node), (dpid, port) in fabric.egress.items():
+            if node in fabric.hosts:
+                punts.setdefault(dpid, set()).add(port)
+        sends = []
+        for dpid, switch in self._switches.items():
+            if not switch.ready:
+                continue
+            entries, ports = desired.get(dpid, {}), punts.get(dpid, set())
+            if entries is not switch.installed and entries != switch.installed:
+                sends += [(dpid, m) for m in forwarding.sync_messages(switch.codec, switch.installed, entries)]
+                switch.installed = entries
+            if ports != switch.punts:
+                sends += [(dpid, m) for m in forwarding.punt_messages(switch.codec, switch.punts, ports)]
+                switch.punts = ports
+        return sends
+
+    def _destination_entries(self, fabric: Fabric, paths: SwitchPaths) -> dict[int, dict[str, int]]:
+        """forwarding.destination_entries, made again only when the paths, hosts or egress
+        ports changed (the re-plan right after reroute finds them made); after links went,
+        only those of the switch pairs whose paths changed."""
+        made = self._entries_made
+        if made is not None and made.paths is paths and made.hosts == fabric.hosts and made.egress == fabric.egress:
+            return made.entries
+        entries = forwarding.entries_after_links_went(fabric, paths, made) if made is not None else None
+        if entries is None:
+            entries = forwarding.destination_entries(fabric, paths)
+        self._entries_made = forwarding.MadeEntries(paths, dict(fabric.hosts), dict(fabric.egress), entries)
+        return entries
+
+    def entries_per_switch(self) -> dict[int, int]:
+        """{dpid: OTCP entries it holds now, pair entries aside}: destinations,
+        punts, and the probe and table-miss entries."""
+        return {dpid: len(switch.installed) + len(switch.punts) + 2 for dpid, switch in self._switches.items()}
+
+    def _topology_snapshot(self) -> TopologySnapshot:
+        """The topology now: its switches' names, and its links and hosts, taken now and made into
+        records when first read."""
+        topo = self.topology
+        names = {dpid: topo.switch_name(dpid) for dpid in topo.switches}
+        links = [(src, dst) for src, dst in topo.links.items() if src[0] in names and dst[0] in names]
+        hosts = [(h, topo.host_name(h.ip)) for h in topo.located_hosts().values()]
+        return TopologySnapshot(
+            names,
+            MadeWhenRead(lambda: [LinkRecord(names[src[0]], names[dst[0]], *src, *dst) for src, dst in links]),
+            MadeWhenRead(lambda: [HostRecord(h.ip, name, h.mac, h.dpid, h.port) for h, name in hosts]))
+
+    def _link_measurements(self, plan: Plan, delay_sources: dict[tuple[str, str], str],
+                           delays: dict, names: dict[int, str]) -> "MadeWhenRead":
+        """One row per directed link of the plan: the facts it used, its delay samples and its flows,
+        made when first read (the plan, its fabric and delays do not change; the links are taken now).
+        names: the switches' names, {dpid: name} (the topology snapshot's)."""
+        links = dict(self.topology.links)
+
+        def rows() -> list[LinkMeasurement]:
+            samples = {}
+            for src, (_, count) in delays.items():
+                dst = links.get(src)
+                if dst is not None and src[0] in names and dst[0] in names:
+                    samples[(names[src[0]], names[dst[0]])] = count
+            flows_on = plan.link_flows()
+            return [
+                LinkMeasurement(u, v, facts.delay_s, delay_sources[(u, v)], samples.get((u, v), 0),
+                                facts.capacity_bytes_per_s, facts.buffer_bytes, flows_on.get((u, v), 0))
+                for (u, v), facts in sorted(plan.fabric.links.items())
+            ]
+
+        return MadeWhenRead(rows)
+
+    # -- generations -------------------------------------------------------------
+
+    def _next_generation(self, plan: Plan, link_rows: Sequence[LinkMeasurement]) -> tuple[Generation | None, list[str]]:
+        """Number a new generation and publish the sets of the hosts whose
+        routes changed; returns it and those hosts, (None, []) if none did."""
+        routes = {plan.fabric.hosts[host]: host_routes for host, host_routes in plan.route_sets().items()}
+        # The hosts' addresses, for the agents' round-trip probes (an aggregated prefix hides them).
+        self.publications.peers = sorted(plan.fabric.hosts.values())
+        changed = {ip: host_routes for ip, host_routes in routes.items() if self.publications.changed(ip, host_routes)}
+        if not changed:
+            return None, []
+        number = self.generation + 1
+        self.publications.publish({ip: {"generation": number, "routes": r} for ip, r in changed.items()})
+        self.generation = number
+        self.log.info("generation %d: new parameters for %d host(s)", number, len(changed))
+        return Generation(number, PlanRecords(plan), link_rows, dict(plan.fabric.flows)), sorted(changed)
+
+    def agent_arrived(self, host_ip: str, applied_generation: int | None) -> Actions:
+        """The one rule for an agent's applied generation (docs/design.md, "Wire protocol").
+
+        An agent refuses any set not newer than what it applied. One that
+        applied this controller's generation or a later one (its controller's
+        database was reset) is followed: numbering continues past it, and
+        its host gets a new set. One more than MAX_GENERATION_LEAP ahead, or
+        at the last generation number, is refused: it keeps refusing sets
+        until its state is reset.
+        """
+        if applied_generation is None or applied_generation < self.generation:
+            return Actions()
+        if applied_generation - self.generation > MAX_GENERATION_LEAP or applied_generation >= GENERATION[1]:
+            self.log.error("agent for %s applied generation %d, more than %d past this controller's %d: "
+                           "not followed; reset that agent's state", host_ip, applied_generation,
+                           MAX_GENERATION_LEAP, self.generation)
+            return Actions()
+        self.log.warning("agent for %s applied generation %d; continuing from %d", host_ip, applied_generation,
+                         applied_generation + 1)
+        self.generation = applied_generation
+        self.publications.forget(host_ip)
+        return Actions(replan=True)

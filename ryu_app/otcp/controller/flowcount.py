@@ -1,0 +1,37 @@
+"""Active host-pair flows from OpenFlow flow statistics (docs/design.md, "Measurement").
+
+Each host pair that sends has a pair entry at its ingress edge switch
+(otcp.controller.forwarding). A pair is active when the packet counter of its entry
+grew between the last two polls of that switch; an active pair counts as one
+flow on every link of its path (the planner does that part).
+"""
+
+
+class FlowCounter:
+    """Remembers per-switch counters and tells which pairs are active."""
+
+    def __init__(self, min_packets=1):
+        """min_packets: how many packets a pair must have sent since the previous poll to count as a flow."""
+        self.min_packets = min_packets
+        self._counters = {}  # dpid -> {(src_ip, dst_ip): packet_count}
+        self._active = {}  # dpid -> set of (src_ip, dst_ip)
+
+    def update(self, dpid, entries):
+        """Take one poll of a switch: entries are (src_ip, dst_ip, packets)."""
+        current = {(src, dst): packets for src, dst, packets in entries}
+        previous = self._counters.get(dpid)
+        self._counters[dpid] = current
+        if previous is None:
+            self._active[dpid] = set()
+            return
+        self._active[dpid] = {pair for pair, packets in current.items()
+                              if packets - previous.get(pair, 0) >= self.min_packets}
+
+    def forget_switch(self, dpid):
+        """Drop the counters of a switch that went away."""
+        self._counters.pop(dpid, None)
+        self._active.pop(dpid, None)
+
+    def active_pairs(self):
+        """{(src_ip, dst_ip): 1} for every pair active on any switch."""
+        return {pair: 1 for pairs in self._active.values() for pair in pairs}

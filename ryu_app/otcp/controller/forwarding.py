@@ -1,0 +1,286 @@
+"""Forwarding entries: what each switch should hold, as flow mods.
+
+- **By destination**: every switch holds one IPv4 entry per destination host
+  (ipv4_dst -> output), toward it along the plan's paths. The paths toward
+  one switch form a tree (otcp.planning.paths), so one entry serves every source:
+  a switch holds as many entries as there are hosts, not pairs.
+- **Per pair at the ingress only**: a host's port on its edge switch sends
+  IPv4 that matches no pair entry up (a punt entry); the controller answers
+  with a pair entry (ipv4_src, ipv4_dst -> output) on that switch alone,
+  idle after PAIR_IDLE_S. Its packet counter is what flow counting reads.
+  When a destination's port changes on a switch, the pair entries toward it
+  there are deleted and come back with the next packet.
+
+Functions return OpenFlow 1.3 messages built with the switch's `ofproto`
+and `ofproto_parser` (a datapath, or anything holding both); the caller
+sends them.
+"""
+
+from functools import lru_cache
+from typing import NamedTuple
+
+import numpy as np
+
+from otcp.planning.fabric import Fabric
+from otcp.planning.paths import UNREACHABLE, SwitchPaths
+
+# Every OTCP entry's cookie has these high bits; the low bits say which kind.
+COOKIE_BASE = 0x07C7_0000_0000_0000
+COOKIE_KIND_MASK = 0xFFFF_FFFF_0000_0000
+COOKIE = COOKIE_BASE | 1  # destination, punt and probe entries
+PAIR_COOKIE = COOKIE_BASE | 2  # ingress pair entries (flow counting)
+PROBE_PRIORITY = 0xFFFF
+PAIR_PRIORITY = 300
+PUNT_PRIORITY = 200
+DESTINATION_PRIORITY = 100
+TABLE_MISS_PRIORITY = 0
+ETH_TYPE_IPV4 = 0x0800
+ETH_TYPE_LLDP = 0x88CC
+# The meter that rate-limits a switch's packet-ins (table miss and punts).
+PACKET_IN_METER = 1
+# A pair entry nobody used for this long goes (its pair is idle; flow counting holds it).
+PAIR_IDLE_S = 60
+
+
+def destination_entries(fabric: Fabric, paths: SwitchPaths) -> dict[int, dict[str, int]]:
+    """{dpid: {dst_ip: out_port}}: on every switch with a path (paths: the
+    fabric's switch paths) to a host's switch, the port toward it, from the
+    egress ports the fabric carries. A hop with no known egress (one
+    direction of a link seen, the other not yet or no longer) gets no entry."""
+    next_hops = paths.next_hops()
+    behind: dict[str, list[str]] = {}  # switch -> its hosts
+    for host, switch in fabric.attachments().items():
+        behind.setdefault(switch, []).append(host)
+    entries: dict[int, dict[str, int]] = {}
+    for switch, hosts in behind.items():
+        toward = []  # (dpid, port) on every other switch toward this one
+        column = next_hops[:, paths.index[switch]]
+        for i in np.nonzero(column != UNREACHABLE)[0]:
+            egress = fabric.egress.get((paths.switches[i], paths.switches[column[i]]))
+            if egress is not None:
+                toward.append(egress)
+        for host in hosts:
+            ip = fabric.hosts[host]
+            for dpid, port in [*toward, *([fabric.egress[(switch, host)]] if (switch, host) in fabric.egress else [])]:
+                entries.setdefault(dpid, {})[ip] = port
+    return entries
+
+
+class MadeEntries(NamedTuple):
+    """Destination entries and what they were made from (the fabric's hosts and egress ports)."""
+
+    paths: SwitchPaths
+    hosts: dict[str, str]
+    egress: dict[tuple[str, str], tuple[int, int]]
+    entries: dict[int, dict[str, int]]
+
+
+def entries_after_links_went(fabric: Fabric, paths: SwitchPaths,
+                             before: MadeEntries) -> dict[int, dict[str, int]] | None:
+    """destination_entries(fabric, paths), made from before (the entries a moment ago),
+    where paths were kept from before's (SwitchPaths.kept_from) and all that changed
+    since is switch links taken away. Only the entries of the pairs whose path changed
+    (SwitchPaths.changed) are made again; a switch with none of them keeps its very
+    entries. None where anything else changed."""
+    kept_from = paths.kept_from() if paths.kept_from is not None else None
+    if kept_from is None or kept_from is not before.paths or paths.changed is None or before.hosts != fabric.hosts:
+        return None
+    went = kept_from.links - paths.links
+    before_egress = before.egress
+    if any(before_egress.get(key) != value for key, value in fabric.egress.items()) or any(
+            tuple(sorted(key)) not in went for key in before_egress.keys() - fabric.egress.keys()):
+        return None
+    behind: dict[str, list[str]] = {}  # switch -> its hosts' addresses
+    for host, switch in fabric.attachments().items():
+        behind.setdefault(switch, []).append(fabric.hosts[host])
+    dpid_of = {name: dpid for (name, _), (dpid, _) in before_egress.items()}
+    next_hops = paths.next_hops()
+    entries = dict(before.entries)
+    copied: set[int] = set()
+    for i, j in zip(*(index.tolist() for index in paths.changed)):
+        source, addresses = paths.switches[i], behind.get(paths.switches[j])
+        if not addresses or source not in dpid_of:  # a switch with no egress never had entries
+            continue
+        dpid, hop = dpid_of[source], next_hops[i, j]
+        egress = fabric.egress.get((source, paths.switches[hop])) if hop != UNREACHABLE else None
+        if dpid not in copied:
+            entries[dpid] = dict(entries.get(dpid, {}))
+            copied.add(dpid)
+        for ip in addresses:
+            if egress is None:
+                entries[dpid].pop(ip, None)
+            else:
+                entries[dpid][ip] = egress[1]
+    for dpid in copied:
+        if not entries[dpid]:
+            del entries[dpid]
+    return entries
+
+
+def sync_messages(datapath, installed: dict[str, int], desired: dict[str, int]) -> list:
+    """Flow mods that turn one switch's destination entries from installed into
+    desired; the pair entries toward a destination whose port changed or
+    went are deleted with it."""
+    moved = sorted(ip for ip, port in installed.items() if desired.get(ip) != port)
+    messages = [remove_pair_entries_toward(datapath, ip) for ip in moved]
+    added = [(ip, port) for ip, port in sorted(desired.items()) if installed.get(ip) != port]
+    if added:
+        # os-ken builds a flow mod in about 7 us; the first plan of a k=16 fat-tree
+        # adds 330 000 entries. The first is built, the others are copies of it
+        # with their own match and instructions (equal to built ones, byte for byte).
+        first = destination_entry(datapath, *added[0])
+        parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+        messages.append(first)
+        messages += [_copy_message(first, match=_destination_match(parser, ip),
+                                   instructions=_output_instructions(ofproto, parser, port))
+                     for ip, port in added[1:]]
+    messages += [remove_destination_entry(datapath, ip) for ip in moved if ip not in desired]
+    return messages
+
+
+def _copy_message(message, **fields):
+    """A not yet serialised os-ken message with some fields replaced, without its constructor."""
+    assert message.buf is None, "copy messages before they are sent"
+    copy = object.__new__(type(message))
+    copy.__dict__ = {**message.__dict__, **fields}
+    return copy
+
+
+def punt_messages(datapath, installed: set[int], desired: set[int]) -> list:
+    """Flow mods that turn one switch's punt entries (host ports) from installed into desired."""
+    return [punt_entry(datapath, port) for port in sorted(desired - installed)] + [
+        _delete_strict(datapath, PUNT_PRIORITY, datapath.ofproto_parser.OFPMatch(in_port=port, eth_type=ETH_TYPE_IPV4))
+        for port in sorted(installed - desired)]
+
+
+def _apply(datapath, actions):
+    return [datapath.ofproto_parser.OFPInstructionActions(datapath.ofproto.OFPIT_APPLY_ACTIONS, actions)]
+
+
+def _to_controller(datapath):
+    return [datapath.ofproto_parser.OFPActionOutput(datapath.ofproto.OFPP_CONTROLLER,
+                                                    datapath.ofproto.OFPCML_NO_BUFFER)]
+
+
+def _add(datapath, cookie, priority, match, instructions, idle_timeout=0):
+    return datapath.ofproto_parser.OFPFlowMod(
+        datapath=datapath, cookie=cookie, command=datapath.ofproto.OFPFC_ADD, priority=priority, match=match,
+        idle_timeout=idle_timeout, instructions=instructions)
+
+
+def _delete_strict(datapath, priority, match):
+    ofproto = datapath.ofproto
+    return datapath.ofproto_parser.OFPFlowMod(
+        datapath=datapath, cookie=COOKIE, cookie_mask=0xFFFF_FFFF_FFFF_FFFF, command=ofproto.OFPFC_DELETE_STRICT,
+        priority=priority, out_port=ofproto.OFPP_ANY, out_group=ofproto.OFPG_ANY, match=match)
+
+
+# os-ken builds a match or an action list slowly (tens of microseconds) and
+# never changes one after: those of destination entries are made once per
+# parser and shared by every switch's messages.
+@lru_cache(maxsize=1 << 16)
+def _destination_match(parser, dst_ip):
+    return parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_dst=dst_ip)
+
+
+@lru_cache(maxsize=1 << 12)
+def _output_instructions(ofproto, parser, port):
+    return [parser.OFPInstructionActions(ofproto.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(port)])]
+
+
+def destination_entry(datapath, dst_ip, out_port):
+    """Add (or overwrite) the entry forwarding everything to dst_ip out of out_port."""
+    return _add(datapath, COOKIE, DESTINATION_PRIORITY, _destination_match(datapath.ofproto_parser, dst_ip),
+                _output_instructions(datapath.ofproto, datapath.ofproto_parser, out_port))
+
+
+def remove_destination_entry(datapath, dst_ip):
+    """Delete the entry forwarding to dst_ip."""
+    return _delete_strict(datapath, DESTINATION_PRIORITY, _destination_match(datapath.ofproto_parser, dst_ip))
+
+
+def punt_entry(datapath, port):
+    """Send IPv4 from a host's port that matches no pair entry up, through the packet-in meter."""
+    parser = datapath.ofproto_parser
+    return _add(datapath, COOKIE, PUNT_PRIORITY, parser.OFPMatch(in_port=port, eth_type=ETH_TYPE_IPV4),
+                [parser.OFPInstructionMeter(PACKET_IN_METER), *_apply(datapath, _to_controller(datapath))])
+
+
+def pair_entry(datapath, src_ip, dst_ip, out_port):
+    """The ingress entry of one pair: forwards src_ip -> dst_ip out of out_port and counts its packets."""
+    parser = datapath.ofproto_parser
+    return _add(datapath, PAIR_COOKIE, PAIR_PRIORITY,
+                parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_src=src_ip, ipv4_dst=dst_ip),
+                _apply(datapath, [parser.OFPActionOutput(out_port)]), idle_timeout=PAIR_IDLE_S)
+
+
+def remove_pair_entries_toward(datapath, dst_ip):
+    """Delete every pair entry toward dst_ip (matched by cookie and destination)."""
+    ofproto, parser = datapath.ofproto, datapath.ofproto_parser
+    return parser.OFPFlowMod(
+        datapath=datapath, cookie=PAIR_COOKIE, cookie_mask=0xFFFF_FFFF_FFFF_FFFF, command=ofproto.OFPFC_DELETE,
+        out_port=ofproto.OFPP_ANY, out_group=ofproto.OFPG_ANY, match=_destination_match(parser, dst_ip))
+
+
+def remove_otcp_entries(datapath):
+    """Delete every entry carrying an OTCP cookie (an earlier run's)."""
+    ofproto, parser = datapath.ofproto, datapath.ofproto_parser
+    return parser.OFPFlowMod(
+        datapath=datapath, cookie=COOKIE_BASE, cookie_mask=COOKIE_KIND_MASK, command=ofproto.OFPFC_DELETE,
+        out_port=ofproto.OFPP_ANY, out_group=ofproto.OFPG_ANY, match=parser.OFPMatch(),
+    )
+
+
+def packet_in_meter(datapath, rate_pps):
+    """Replace the packet-in meter: at most rate_pps packets a second (burst
+    as many), the rest dropped in the switch. Delete, then add (an add over an
+    existing meter is an error)."""
+    ofproto, parser = datapath.ofproto, datapath.ofproto_parser
+    band = parser.OFPMeterBandDrop(rate=rate_pps, burst_size=rate_pps)
+    return [
+        parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE, meter_id=PACKET_IN_METER),
+        parser.OFPMeterMod(datapath, command=ofproto.OFPMC_ADD, flags=ofproto.OFPMF_PKTPS | ofproto.OFPMF_BURST,
+                           meter_id=PACKET_IN_METER, bands=[band]),
+    ]
+
+
+def probe_entry(datapath):
+    """Send the controller's LLDP probes up, past the packet-in meter (discovery and delay)."""
+    parser = datapath.ofproto_parser
+    return _add(datapath, COOKIE, PROBE_PRIORITY, parser.OFPMatch(eth_type=ETH_TYPE_LLDP),
+                _apply(datapath, _to_controller(datapath)))
+
+
+def table_miss_entry(datapath):
+    """Send what no entry matches to the controller (host learning, ARP,
+    first packets), through the packet-in meter."""
+    parser = datapath.ofproto_parser
+    return _add(datapath, 0, TABLE_MISS_PRIORITY, parser.OFPMatch(),
+                [parser.OFPInstructionMeter(PACKET_IN_METER), *_apply(datapath, _to_controller(datapath))])
+
+
+def packet_out(datapath, port, data):
+    """A PacketOut sending raw frame bytes out of one port."""
+    ofproto, parser = datapath.ofproto, datapath.ofproto_parser
+    return parser.OFPPacketOut(
+        datapath=datapath,
+        buffer_id=ofproto.OFP_NO_BUFFER,
+        in_port=ofproto.OFPP_CONTROLLER,
+        actions=[parser.OFPActionOutput(port)],
+        data=data,
+    )
+
+
+def flow_stats_request(datapath):
+    """Ask for the pair entries only (matched by cookie)."""
+    ofproto, parser = datapath.ofproto, datapath.ofproto_parser
+    return parser.OFPFlowStatsRequest(
+        datapath, cookie=PAIR_COOKIE, cookie_mask=0xFFFF_FFFF_FFFF_FFFF, out_port=ofproto.OFPP_ANY,
+        out_group=ofproto.OFPG_ANY,
+    )
+
+
+def pair_counters(stats):
+    """(src_ip, dst_ip, packet_count) for each pair entry in a stats reply."""
+    return [(stat.match["ipv4_src"], stat.match["ipv4_dst"], stat.packet_count)
+            for stat in stats if stat.cookie == PAIR_COOKIE and stat.priority == PAIR_PRIORITY]

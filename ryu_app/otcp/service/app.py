@@ -1,0 +1,161 @@
+"""The OTCP os-ken app, glue only (docs/design.md, "Architecture"): each handler passes an event's
+plain data and the time to one `ControllerCore` method and `_carry_out`s the Actions it returns;
+supervised loops probe delays, poll flow statistics, re-plan and prune the history. The live view
+(``otcp.service.live``) behind the admin socket and the metrics is fed here too."""
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from os_ken.base import app_manager
+from os_ken.controller import ofp_event
+from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from os_ken.lib import hub
+from os_ken.ofproto import ofproto_v1_3
+
+from otcp.controller import store
+from otcp.controller.core import Actions, ControllerCore, PortInfo
+from otcp.planning import inventory
+from otcp.service.agent_server import AgentServer
+from otcp.service.live import LiveView
+from otcp.service.services import start_services
+
+RESTART_BACKOFF_S = 1.0  # a loop whose step raised waits this long before running again
+# Set by otcp.service.launcher before os-ken loads this app.
+CONFIG: dict | None = None
+
+
+class OTCPController(app_manager.OSKenApp):
+    """Forwarding, measurement and per-path TCP parameters for one fabric."""
+
+    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if CONFIG is None:
+            raise RuntimeError("start the OTCP app with `otcp-controller run --config FILE`")
+        self.config = config = CONFIG
+        self.logger.setLevel(config["log_level"].upper())
+        self.store = store.Store(config["database"])
+        self.core = ControllerCore(
+            now=time.time(), probe_interval_s=config["intervals"]["probe_s"], delay_window=config["delay_window"],
+            defaults=config["defaults"], bounds=config["bounds"], lossless=config["lossless"],
+            pacing=config["pacing"],
+            stability=config["stability"], measurement=config["measurement"], logger=self.logger,
+            inventory=inventory.load(config["inventory"]) if config["inventory"] else None,
+            known_hosts=self.store.known_hosts(), generation=self.store.last_generation_number())
+        self.datapaths: dict[int, Any] = {}  # dpid -> connected os-ken Datapath
+        self.replan = hub.Event()
+        self.agent_server: AgentServer | None = None
+        latest = self.store.latest_generation()
+        self.live = LiveView(self.core, *((latest[2], latest[0]) if latest else ()))
+
+    def start(self):
+        """os-ken's start hook: the agent channel, the admin socket, the metrics and the four loops."""
+        super().start()
+        services = start_services(self.config, self.core, self.store, self.live, self.logger, self._agent_arrived)
+        self.agent_server = services.agent_server
+        self.threads.extend(services.threads)
+        intervals, retention = self.config["intervals"], self.config["retention"]
+        for step, wait in ((self._probe, lambda: hub.sleep(intervals["probe_s"])),
+                           (self._poll_stats, lambda: hub.sleep(intervals["flow_stats_s"])),
+                           (self._replan, lambda: self.replan.wait(timeout=intervals["recompute_s"])),
+                           (self._prune, lambda: hub.sleep(retention["prune_interval_s"]))):
+            self.threads.append(hub.spawn(self._supervised, step, wait))
+
+    def _supervised(self, step: Callable[[], None], wait: Callable[[], object]) -> None:
+        """wait(), step(), forever; a step that raises is logged with its traceback and runs again."""
+        while True:
+            try:
+                wait()
+                step()
+            except Exception:  # a dead loop would stop measuring silently
+                self.logger.exception("%s failed; running it again in %g s", step.__name__, RESTART_BACKOFF_S)
+                hub.sleep(RESTART_BACKOFF_S)
+
+    def _carry_out(self, actions: Actions) -> None:
+        """Do what the core decided: the one place that sends, delivers and stores. The
+        agents get their sets before the generation is stored (seconds for a large fabric):
+        an agent ahead of the store is followed when it reconnects (ControllerCore.agent_arrived)."""
+        for dpid, message in actions.sends:
+            if dpid in self.datapaths:
+                self.datapaths[dpid].send_msg(message)
+        if actions.replan:
+            self.replan.set()
+        if self.agent_server is not None:
+            for host_ip in actions.deliver:
+                self.agent_server.deliver(host_ip)
+        if actions.topology is not None:
+            self.store.save_topology(actions.topology, actions.measurements)
+        if actions.generation is not None:
+            self.store.save_generation(actions.generation)
+
+    def _probe(self):
+        self._carry_out(self.core.expire_links(time.time()))
+        for dpid in self.core.ready_switches():  # stamped per switch, just before its probes leave
+            self._carry_out(self.core.probe_switch(time.time(), dpid))
+
+    def _poll_stats(self):
+        self._carry_out(self.core.stats_round())
+
+    def _replan(self):
+        self.replan.clear()
+        self._carry_out(self.core.reroute())
+        hub.sleep(0)  # the switches' send loops put the flow mods out before planning holds this thread
+        now, started = time.time(), time.perf_counter()
+        actions = self.core.replan(now)
+        self.live.planned(now, actions, time.perf_counter() - started)
+        self._carry_out(actions)
+
+    def _prune(self):
+        retention = self.config["retention"]
+        pruned = self.store.prune(retention["measurements_s"], retention["generations"])
+        self.logger.debug("pruned %d measurement row(s) and %d generation(s)", pruned.measurements,
+                          pruned.generations)
+
+    def _agent_arrived(self, host_ip, hello):
+        self.store.save_agent(host_ip, hello)
+        self._carry_out(self.core.agent_arrived(host_ip, hello["applied_generation"]))
+
+    @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
+    def switch_features(self, ev):
+        """A switch connected."""
+        self.datapaths[ev.msg.datapath.id] = ev.msg.datapath
+        self._carry_out(self.core.switch_features(ev.msg.datapath.id, ev.msg.datapath))
+
+    @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
+    def state_change(self, ev):
+        """A switch is ready (MAIN) or gone (DEAD)."""
+        if ev.state == MAIN_DISPATCHER:
+            self._carry_out(self.core.switch_ready(ev.datapath.id))
+        elif self.datapaths.get(ev.datapath.id) is ev.datapath:  # not an old connection of a reconnected switch
+            del self.datapaths[ev.datapath.id]
+            self._carry_out(self.core.switch_gone(time.time(), ev.datapath.id))
+
+    @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
+    def port_description(self, ev):
+        """A switch's ports, their addresses and speeds."""
+        ports = [PortInfo(p.port_no, p.hw_addr, p.curr_speed) for p in ev.msg.body]
+        self._carry_out(self.core.port_description(time.time(), ev.msg.datapath.id, ports))
+
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def port_status(self, ev):
+        """A port changed."""
+        self._carry_out(self.core.port_status(ev.msg.datapath.id))
+
+    @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    def packet_in(self, ev):
+        """A frame sent up by a switch."""
+        self._carry_out(self.core.packet_in(time.time(), ev.msg.datapath.id, ev.msg.match["in_port"], ev.msg.data))
+
+    @set_ev_cls(ofp_event.EventOFPEchoReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def echo_reply(self, ev):
+        """A switch answered an echo request."""
+        self.core.echo_reply(time.time(), ev.msg.datapath.id, ev.msg.data)
+
+    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+    def flow_stats(self, ev):
+        """A switch's flow statistics."""
+        msg = ev.msg
+        self.core.flow_stats(msg.datapath.id, msg.body, more=bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE))
+

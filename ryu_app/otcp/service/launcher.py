@@ -1,0 +1,104 @@
+"""Start os-ken's manager with the OTCP app and its validated configuration.
+
+One controller per database and per address: `claim` takes an exclusive
+lock next to the database (naming the holder's pid) and checks that the
+OpenFlow and agent ports are free, binding without SO_REUSEPORT, before
+os-ken starts. A second `otcp-controller run` with the same configuration
+refuses to start and names the first.
+"""
+
+import errno
+import fcntl
+import logging
+import os
+import resource
+import socket
+import warnings
+
+
+class InstanceError(RuntimeError):
+    """Another controller already uses this database or address."""
+
+
+def run(config_path):
+    """Validate the configuration, claim the instance, then run os-ken until it is stopped."""
+    # os-ken needs eventlet; its deprecation banner says nothing to operators.
+    warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
+    # os-ken's hub monkey-patches the standard library as it is imported; do
+    # it before anything else is loaded, so no module is patched half-way.
+    from os_ken.lib import hub
+
+    hub.patch()
+    from otcp.controller import config as controller_config
+
+    config = controller_config.load(config_path)
+    lock = claim(config)  # held (open) for as long as the process runs
+    raise_descriptor_limit()
+    logging.getLogger().setLevel(getattr(logging, config["log_level"].upper()))
+    from os_ken.cmd import manager
+
+    from otcp.service import app
+
+    app.CONFIG = config
+    openflow = config["openflow"]
+    try:
+        manager.main(
+            args=[
+                "--ofp-listen-host", openflow["host"],
+                "--ofp-tcp-listen-port", str(openflow["port"]),
+                "otcp.service.app",
+            ],
+            prog="otcp-controller",
+        )
+    finally:
+        lock.close()
+    return 0
+
+
+def claim(config):
+    """Lock the database and check the listening ports; returns the open lock file.
+
+    Raises InstanceError naming the other controller.
+    """
+    path = config["database"] + ".lock"
+    lock = open(path, "a+", encoding="utf-8")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "unknown"
+        lock.close()
+        raise InstanceError(f"{config['database']}: already used by another otcp-controller (pid {holder})") from None
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    endpoints = [("openflow", config["openflow"])]
+    if config["agents"]["secret_file"] is not None:
+        endpoints.append(("agents", config["agents"]))
+    for name, endpoint in endpoints:
+        try:
+            _check_free(endpoint["host"], endpoint["port"])
+        except OSError as error:
+            lock.close()
+            if error.errno == errno.EADDRINUSE:
+                raise InstanceError(f"{name} {endpoint['host']}:{endpoint['port']}: already in use "
+                                    "(another otcp-controller?)") from None
+            raise InstanceError(f"{name} {endpoint['host']}:{endpoint['port']}: {error.strerror}") from None
+    return lock
+
+
+def _check_free(host, port):
+    """Bind host:port exclusively (no SO_REUSEPORT) and let go: EADDRINUSE if anyone listens."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
+
+
+def raise_descriptor_limit():
+    """Raise the soft limit on open files to the hard one: each agent is a connection."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    logging.getLogger("otcp.controller").info("open files: up to %d", max(soft, hard))

@@ -1,0 +1,161 @@
+"""The formulas evaluated one pair at a time, straight from docs/design.md, "Formulas".
+
+Slow and obvious on purpose: the tests use it as the oracle for the
+vectorised planner, and benchmarks/plan_scale.py as its baseline.
+"""
+
+import math
+
+from otcp.planning import formulas
+from otcp.planning.paths import SwitchPaths
+
+
+class ReferencePlanner:
+    """Per-pair evaluation over the same forwarding paths the planner uses."""
+
+    def __init__(self, fabric, bounds=formulas.Bounds(), lossless=formulas.Lossless(), pacing=formulas.Pacing()):
+        self.fabric = fabric
+        self.bounds = bounds
+        self.lossless = lossless
+        self.pacing = pacing
+        self.switch_paths = SwitchPaths(fabric.switches, fabric.switch_links())
+        self.attachment = fabric.attachments()
+        self.flows_on = {}
+        for (src, dst), count in fabric.flows.items():
+            path = self.host_path(src, dst)
+            for link in zip(path or [], (path or [])[1:]):
+                self.flows_on[link] = self.flows_on.get(link, 0) + count
+
+    def host_path(self, src, dst):
+        """Node names from host src to host dst, or None if unreachable."""
+        middle = self.switch_paths.path(self.attachment[src], self.attachment[dst])
+        return None if middle is None else [src, *middle, dst]
+
+    def round_trip(self, src, dst, round_trip):
+        """(RTT for the windows, RTT for minRTO): where the hosts measured one, their
+        minimum (or the sum of the links' delays if smaller and none of them is a
+        default) and their top; else that sum, and it plus the links' spreads."""
+        facts = self.fabric.links
+        rtt = sum(facts[link].delay_s for link in round_trip)
+        measured = self.fabric.host_rtts.get((src, dst))
+        if measured is not None:
+            known = all(facts[link].delay_source in ("inventory", "measured") for link in round_trip)
+            return (min(measured.low_s, rtt) if known else measured.low_s), measured.high_s
+        return rtt, rtt + sum(facts[link].delay_spread_s for link in round_trip)
+
+    def lossless_round_trip(self, src, dst, round_trip):
+        """otcp-lossless: the RTT for the windows: the smallest of the minimums the hosts measured
+        on the pair and on the path of any active pair into dst (then the links' sum if smaller and
+        none of them is a default). A pair not measured itself takes them only where some link's
+        delay is a default; else, and where there are none, as round_trip gives it."""
+        facts = self.fabric.links
+        rtt = sum(facts[link].delay_s for link in round_trip)
+        known = all(facts[link].delay_source in ("inventory", "measured") for link in round_trip)
+        own = self.fabric.host_rtts.get((src, dst))
+        lows = [self.fabric.host_rtts[(sender, dst)].low_s for sender in self._active_senders(dst)
+                if (sender, dst) in self.fabric.host_rtts]
+        if own is not None:
+            lows.append(own.low_s)
+        elif known or not lows:
+            return self.round_trip(src, dst, round_trip)[0]
+        return min(*lows, rtt) if known else min(lows)
+
+    def _active_senders(self, dst):
+        """The hosts with an active flow to dst along a path."""
+        return [sender for (sender, receiver), count in self.fabric.flows.items()
+                if receiver == dst and count > 0 and sender != dst and self.host_path(sender, dst) is not None]
+
+    def _links_of(self, src, dst):
+        """(forward links, round-trip links, the RTT for windows, the RTT for minRTO), or None if no path."""
+        path = self.host_path(src, dst)
+        if path is None:
+            return None
+        forward = list(zip(path, path[1:]))
+        round_trip = forward + [(v, u) for (u, v) in reversed(forward)]
+        return (forward, round_trip, *self.round_trip(src, dst, round_trip))
+
+    def _sharing(self, src, dst, link):
+        """N_l: the flows on link counting the pair (src, dst) once."""
+        flows = self.flows_on.get(link, 0)
+        return flows if self.fabric.flows.get((src, dst), 0) > 0 else flows + 1
+
+    def pair(self, src, dst):
+        """(min_rto_s, rto_min_ms, initcwnd, cwnd_clamp) or None if no path."""
+        found = self._links_of(src, dst)
+        if found is None:
+            return None
+        forward, round_trip, rtt, rtt_for_rto = found
+        facts = self.fabric.links
+        queueing = sum(facts[link].buffer_bytes / facts[link].capacity_bytes_per_s for link in round_trip)
+        shares, maxima = [], []
+        for link in forward:
+            sharing = self._sharing(src, dst, link)
+            shares.append(facts[link].capacity_bytes_per_s / sharing)
+            if link[0] not in self.fabric.hosts:
+                maxima.append((facts[link].capacity_bytes_per_s * rtt + facts[link].buffer_bytes) / sharing)
+        min_rto = rtt_for_rto + queueing
+        return (
+            min_rto,
+            int(formulas.rto_min_ms(min_rto, self.bounds)),
+            int(formulas.initcwnd_segments(min(shares) * rtt, self.bounds)),
+            int(formulas.cwnd_clamp_segments(min(maxima, default=math.inf), self.bounds)),
+        )
+
+    def lossless_pair(self, src, dst):
+        """(initcwnd, cwnd_clamp, segment_bytes) by the otcp-lossless formulas, or None if no path.
+        Where dst has active senders, the segment is the smallest their paths would take alone;
+        else the path's own: the largest whose whole frames fill its window."""
+        own = self._lossless_window_and_segment(src, dst)
+        if own is None:
+            return None
+        window, segment = own
+        if window is None:
+            published_initcwnd = self.pair(src, dst)[2]
+            return published_initcwnd, 0, segment
+        active = [self._lossless_window_and_segment(sender, dst)[1] for sender in self._active_senders(dst)]
+        segment = min(active, default=segment)
+        frames = math.floor(window / (segment + formulas.FRAME_OVERHEAD_BYTES) + 1e-9)
+        cwnd = max(self.bounds.cwnd_low, min(self.bounds.cwnd_high, frames))
+        initcwnd = max(self.bounds.initcwnd_low, min(self.bounds.initcwnd_high, cwnd))
+        return initcwnd, cwnd, segment
+
+    def _lossless_window_and_segment(self, src, dst):
+        """The otcp-lossless window of the path src -> dst in bytes on the wire (None: no switch
+        egress, unbounded) and the segment that path alone would take; None if no path."""
+        found = self._links_of(src, dst)
+        if found is None:
+            return None
+        forward, round_trip, _, _ = found
+        rtt = self.lossless_round_trip(src, dst, round_trip)
+        facts = self.fabric.links
+        windows = []
+        for link in forward:
+            if link[0] in self.fabric.hosts:
+                continue
+            sharing = self._sharing(src, dst, link)
+            target = facts[link].buffer_bytes * self.lossless.queue_target_fraction
+            windows.append((facts[link].capacity_bytes_per_s * rtt + target) / sharing)
+        mss = self.bounds.mss_bytes
+        if not windows:
+            return None, mss
+        window = min(windows)
+        overhead = formulas.FRAME_OVERHEAD_BYTES
+        frames = min(self.bounds.cwnd_high, max(1, math.ceil(window / (mss + overhead) - 1e-9)))
+        return window, max(self.lossless.mss_floor_bytes, min(mss, math.floor(window / frames + 1e-9) - overhead))
+
+    def lossless_quickack(self, host, peer):
+        """otcp-lossless: whether host's route toward peer carries quickack: where the window of
+        the data path from peer to host is a single segment, or that path has none."""
+        back = self.lossless_pair(peer, host)
+        return back is None or back[1] == 1
+
+    def pacing_rate(self, src, dst):
+        """otcp-paced: the fair share at the path's bottleneck, min over its links of cap_l / N_l,
+        times (1 + headroom), in whole bytes/s within 1..MAX_PACING_RATE_BYTES_PER_S; None if no path."""
+        found = self._links_of(src, dst)
+        if found is None:
+            return None
+        facts = self.fabric.links
+        share = min(facts[link].capacity_bytes_per_s / self._sharing(src, dst, link) for link in found[0])
+        rate = math.floor(min(share * (1 + self.pacing.headroom), formulas.MAX_PACING_RATE_BYTES_PER_S) + 1e-6)
+        return max(1, min(formulas.MAX_PACING_RATE_BYTES_PER_S, rate))
