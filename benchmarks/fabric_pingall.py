@@ -1,8 +1,8 @@
 """pingall on a Mininet fabric against the OTCP controller: loss, time, CPU, entries.
 
-It builds the network with otcp.experiments.emulation.emulate (Open vSwitch
+It builds the network with otcp.experiments.runner.emulation.emulate (Open vSwitch
 userspace datapath, OpenFlow 1.3) against `otcp-controller run` started by
-otcp.experiments.controller_process.ControllerProcess in DIR (default configuration, no
+otcp.experiments.runner.controller.ControllerProcess in DIR (default configuration, no
 inventory), waits until every switch link is stored as up (or --wait
 seconds, for a controller that never gets there), then pings and prints:
 
@@ -30,8 +30,8 @@ import sys
 import time
 
 from otcp.controller import store
-from otcp.experiments.controller_process import ControllerProcess, wait_for
-from otcp.experiments.emulation import emulate
+from otcp.experiments.runner.controller import ControllerProcess, wait_for
+from otcp.experiments.runner.emulation import emulate
 from otcp.topo.fabrics import FatTreeTopo, LeafSpineTopo
 
 ROLES = (("core", ("c", "spine")), ("aggregation", ("a",)), ("edge", ("e", "leaf")))

@@ -20,7 +20,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofproto
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from otcp.controller import config, core, delay, forwarding
-from otcp.experiments.controller_process import free_port
+from otcp.experiments.runner.controller import free_port
 from otcp.service import app
 
 

@@ -6,7 +6,7 @@ import sys
 
 import yaml
 
-from otcp.experiments.controller_process import ControllerProcess, free_port
+from otcp.experiments.runner.controller import ControllerProcess, free_port
 
 
 def run_again(config_path, tmp_path):

@@ -3,7 +3,9 @@ backlog probe's netlink reading, the burst sizes and the calibration rows."""
 
 import pytest
 
-from otcp.experiments import backlog_probe, burst, calibrate, ovs_sockets
+from otcp.experiments import calibrate
+from otcp.experiments.hostprogs import backlog_probe, burst
+from otcp.experiments.runner import ovs_sockets
 
 SS_OUTPUT = """\
 p_raw 0      0      [0]:*       * users:(("ovs-vswitchd",pid=3387,fd=69)) ino:12092 sk:13

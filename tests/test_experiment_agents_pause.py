@@ -1,11 +1,11 @@
-"""The agents stopped while a run's loss account is read (otcp.experiments.otcp.Agents.paused), on
+"""The agents stopped while a run's loss account is read (otcp.experiments.runner.agents.Agents.paused), on
 real processes standing in for them (no network)."""
 
 import subprocess
 
 import pytest
 
-from otcp.experiments import otcp
+from otcp.experiments.runner.agents import Agents
 
 
 def state(process):
@@ -22,7 +22,7 @@ def agents():
     sleepers = {host: subprocess.Popen(["sleep", "60"], start_new_session=True) for host in ("h1", "h2")}
     gone = subprocess.Popen(["true"], start_new_session=True)
     gone.wait()
-    standing = otcp.Agents.__new__(otcp.Agents)
+    standing = Agents.__new__(Agents)
     standing.processes = {**sleepers, "h3": gone}
     yield standing
     for process in sleepers.values():

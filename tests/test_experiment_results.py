@@ -6,7 +6,9 @@ import types
 
 import pytest
 
-from otcp.experiments import cli, incast, results, schemes
+from otcp.experiments import cli, incast
+from otcp.experiments.analysis import plots, report, results
+from otcp.experiments.runner import ceiling, counters, schemes
 
 
 def a_run(**changes):
@@ -69,14 +71,14 @@ def test_the_catalogue_runs_schemes_in_its_own_order_and_says_what_each_needs():
 
 def test_a_runs_packet_size_follows_the_receivers_advmss():
     scheme = schemes.catalogue()["otcp-lossless"]
-    assert incast.packet_bytes_of(scheme) == 1500
-    assert incast.packet_bytes_of(scheme, 1352) == 1392  # advmss 1352 carries 1340 B + 12 B of timestamps
-    assert incast.packet_bytes_of(schemes.catalogue()["small-packets"]) == 750
+    assert schemes.packet_bytes_of(scheme) == 1500
+    assert schemes.packet_bytes_of(scheme, 1352) == 1392  # advmss 1352 carries 1340 B + 12 B of timestamps
+    assert schemes.packet_bytes_of(schemes.catalogue()["small-packets"]) == 750
 
 
 def test_summary_flags_runs_with_unexplained_losses(tmp_path):
     runs = [full_record(), full_record(scheme="fine-rto", unexplained=7)]
-    path = results.write_summary(str(tmp_path), samples(90.0, 92.0), runs, [], [], results.code_version())
+    path = results.write_summary(str(tmp_path), results.Outcome(samples(90.0, 92.0), runs), results.code_version(), [])
     document = json.loads(open(path, encoding="utf-8").read())
     assert document["unexplained_losses"] == [{"scheme": "fine-rto", "senders": 16, "buffer_bytes": 85000,
                                                "unexplained": 7}]
@@ -135,8 +137,9 @@ def test_a_bad_summary_is_refused(document):
 
 
 def test_write_summary_keeps_only_the_schema_fields(tmp_path):
-    path = results.write_summary(str(tmp_path), samples(95.6) + samples(60.0, packet_bytes=750), [full_record()],
-                                 [("dctcp", "no tcp_dctcp")], ["a note"], results.code_version())
+    outcome = results.Outcome(samples(95.6) + samples(60.0, packet_bytes=750), [full_record()],
+                              notes=["a note"], unavailable=[results.Unavailable("dctcp", "no tcp_dctcp")])
+    path = results.write_summary(str(tmp_path), outcome, results.code_version(), ["otcp-experiment", "incast"])
     document = json.loads(open(path, encoding="utf-8").read())
     assert set(document["runs"][0]) == set(results.RUN_FIELDS)
     assert document["ceiling_mbps"] == 95.6
@@ -144,6 +147,7 @@ def test_write_summary_keeps_only_the_schema_fields(tmp_path):
     assert document["unexplained_losses"] == []
     assert document["unavailable"] == [{"scheme": "dctcp", "reason": "no tcp_dctcp"}]
     assert document["notes"] == ["a note"]
+    assert document["failures"] == [] and document["command"] == "otcp-experiment incast"
     results.check_summary(document)
 
 
@@ -153,7 +157,7 @@ def test_store_keeps_rounds_flows_counters_and_probe(tmp_path):
     detail = a_detail()
     detail.rounds[1]["flows_s"] = [0.05, 0.1]
     run_id = store.add_run(full_record(senders=2, unexplained=4), detail)
-    store.add_unavailable("dctcp", "no tcp_dctcp")
+    store.add_unavailable(results.Unavailable("dctcp", "no tcp_dctcp"))
     store.close()
     db = sqlite3.connect(str(tmp_path / "results.db"))
     assert db.execute("SELECT scheme, senders, unexplained, cpu_busy_pct FROM runs WHERE id = ?",
@@ -193,7 +197,8 @@ def test_routes_files_get_one_section_per_network(tmp_path):
 def test_plots_are_written(tmp_path):
     runs = [full_record(scheme=s, senders=n, goodput_mbps=g) for s, n, g in
             [("default", 4, 90.0), ("default", 16, 30.0), ("fine-rto", 4, 92.0), ("fine-rto", 16, 85.0)]]
-    incast.draw_plots(str(tmp_path), runs, [[100.0, 120.0, 300.0]] * 4, 95.0)
+    sweep = incast.SweepResult(samples(95.0), runs, round_durations=[[100.0, 120.0, 300.0]] * 4)
+    incast.draw_plots(str(tmp_path), sweep)
     for name in ("goodput.png", "fct_cdf.png", "fct_bars.png"):
         data = (tmp_path / name).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 5000
@@ -287,8 +292,6 @@ def test_quick_preset_and_explicit_options():
 
 
 def test_report_tables_and_the_dctcp_findings():
-    from otcp.experiments import report
-
     runs = [a_run(scheme="dctcp", senders=8, sru_bytes=65536, ceiling_mbps=94.0, timeouts=0, fct_p95_ms=60.0,
                   fct_mean_ms=50.0),
             a_run(scheme="dctcp", senders=16, sru_bytes=65536, ceiling_mbps=94.0, timeouts=10, fct_p95_ms=245.0,
@@ -329,8 +332,6 @@ def test_report_tables_and_the_dctcp_findings():
 
 
 def test_report_merges_sweeps_with_later_runs_replacing_earlier_ones(tmp_path):
-    from otcp.experiments import report
-
     for name, goodput in (("first", 30.0), ("again", 60.0)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "summary.json").write_text(json.dumps({"runs": [a_run(goodput_mbps=goodput)]}))
@@ -366,37 +367,39 @@ def test_the_summary_names_the_code_it_ran(tmp_path):
     (repository / "a.py").write_text("two\n")
     assert results.code_version(str(repository)) == {**first, "modified": True}
     assert results.code_version(str(plain)) == {"commit": None, "modified": None}
-    document = json.loads(open(results.write_summary(str(plain), samples(95.0), [full_record()], [], [], first),
-                               encoding="utf-8").read())
+    document = json.loads(open(results.write_summary(str(plain), results.Outcome(samples(95.0), [full_record()]),
+                                                     first, []), encoding="utf-8").read())
     assert document["code"] == {**first, "changed_during_sweep": results.code_version() != first}
     assert document["code"]["changed_during_sweep"]  # this checkout is not that commit
     now = results.code_version()
-    document = json.loads(open(results.write_summary(str(plain), samples(95.0), [full_record()], [], [], now),
-                               encoding="utf-8").read())
+    document = json.loads(open(results.write_summary(str(plain), results.Outcome(samples(95.0), [full_record()]),
+                                                     now, []), encoding="utf-8").read())
     assert document["code"] == {**now, "changed_during_sweep": False}
 
 
 def fake_ceiling_network(monkeypatch, readings, switch_seconds=None):
-    """A network whose single-flow ceiling samples are readings, in order (one too many fails).
-    switch_seconds: the switch thread's CPU seconds in each 3 s sample (else no switch runs)."""
+    """A network whose single-flow ceiling samples are readings, in order (one too many fails), with
+    both cores half busy. switch_seconds: the switch thread's CPU seconds in each 3 s sample (else no
+    switch runs)."""
     readings = iter(readings)
-    monkeypatch.setattr(incast.measure, "single_flow_ceiling", lambda *args, **kwargs: next(readings))
-    monkeypatch.setattr(incast.measure, "read_cpu_times", lambda: None)
-    monkeypatch.setattr(incast.stats, "cpu_busy", lambda before, after: (50.0, 60.0))
+    monkeypatch.setattr(ceiling.measure, "single_flow_ceiling", lambda *args, **kwargs: next(readings))
+    # Every read of /proc/stat: 100 more jiffies, 50 of them busy, on each of two cores.
+    jiffies = iter(range(0, 10**6, 100))
+    monkeypatch.setattr(counters, "read_cpu_times", lambda: (lambda n: counters.CpuTimes(
+        (n // 2, n // 2), (n, n), (0, 0), (0, 0)))(next(jiffies)))
     # Read before and after each sample: (0 s at 0 s, busy at 3 s), then (10 s at 10 s, 10 + busy at 13 s), ...
-    times = iter([incast.stats.ThreadTime(7, 10.0 * i + busy * at, 10.0 * i + 3 * at)
+    times = iter([counters.ThreadTime(7, 10.0 * i + busy * at, 10.0 * i + 3 * at)
                   for i, busy in enumerate(switch_seconds or []) for at in (0, 1)])
-    monkeypatch.setattr(incast.measure, "switch_thread_time", lambda: next(times, None))
-    monkeypatch.setattr(incast, "flush_tcp_metrics", lambda emulation, hosts: None)
+    monkeypatch.setattr(counters, "switch_thread_time", lambda: next(times, None))
     return types.SimpleNamespace(config=types.SimpleNamespace(ceiling_repeats=3, ceiling_seconds=3),
                                  topo=types.SimpleNamespace(senders=["h2"], receiver="h1"), emulation=None,
-                                 data_ips={"h1": "10.0.0.1"})
+                                 data_ips={"h1": "10.0.0.1"}, flush_tcp_metrics=lambda hosts: None)
 
 
 def test_ceiling_samples_that_agree_are_taken_once(monkeypatch):
     messages = []
-    taken = incast.ceiling_samples(fake_ceiling_network(monkeypatch, [94.6, 95.6, 95.1], [2.85, 2.94, 2.4]), 1500,
-                                   types.SimpleNamespace(message=messages.append))
+    taken = ceiling.ceiling_samples(fake_ceiling_network(monkeypatch, [94.6, 95.6, 95.1], [2.85, 2.94, 2.4]), "h2",
+                                    "h1", 1500, types.SimpleNamespace(message=messages.append))
     assert (taken.kept, taken.set_aside) == ([(94.6, 50.0, pytest.approx(95.0)), (95.6, 50.0, pytest.approx(98.0)),
                                               (95.1, 50.0, pytest.approx(80.0))], [])
     assert messages[-1] == ("single-flow ceiling, 1500 B packets: median 95.1 Mb/s (94.6, 95.6, 95.1); "
@@ -422,9 +425,74 @@ def test_disturbed_ceiling_samples_are_measured_again_and_set_aside(monkeypatch)
 
 def test_ceiling_samples_that_never_agree_stop_at_twice_the_repeats(monkeypatch):
     # A CPU-bound small-packet ceiling: six samples, and the two within 5 % of the best are kept.
-    taken = incast.ceiling_samples(fake_ceiling_network(monkeypatch, [37.0, 33.7, 40.8, 35.0, 36.0, 39.0]), 415,
-                                   types.SimpleNamespace(message=lambda text: None))
+    taken = ceiling.ceiling_samples(fake_ceiling_network(monkeypatch, [37.0, 33.7, 40.8, 35.0, 36.0, 39.0]), "h2",
+                                    "h1", 415, types.SimpleNamespace(message=lambda text: None))
     assert [s.mbps for s in taken.kept] == [40.8, 39.0]
     assert [s.mbps for s in taken.set_aside] == [37.0, 33.7, 35.0, 36.0]
     assert {s.switch_cpu_pct for s in taken.kept + taken.set_aside} == {None}  # no switch ran
-    assert incast.stats.agreeing_ceilings([37.0, 33.7, 40.8]) == [40.8]
+    assert ceiling.stats.agreeing_ceilings([37.0, 33.7, 40.8]) == [40.8]
+
+
+def test_a_failed_run_is_a_row_with_its_error_where_the_sweep_ran_it():
+    runs = [full_record(scheme="default", senders=4), full_record(scheme="otcp", senders=4),
+            full_record(scheme="default", senders=8)]
+    failed = [results.Failure("fine-rto", 4, 85000, "the workload client exited with status 1\nmore detail"),
+              results.Failure("otcp-lossless", 8, 85000, "x" * 300)]
+    table = incast.summary_table(runs, results.ceiling_summary(samples(95.0)), failed)
+    rows = [line.split()[:3] for line in table.splitlines()[2:7]]
+    assert rows == [["default", "4", "85000"], ["fine-rto", "4", "85000"], ["otcp", "4", "85000"],
+                    ["default", "8", "85000"], ["otcp-lossless", "8", "85000"]]
+    lines = table.splitlines()
+    assert lines[3].endswith("FAILED: the workload client exited with status 1")  # its first line
+    assert lines[6].endswith("FAILED: " + "x" * 97 + "...") and len(lines[6]) < 150
+
+
+def test_the_summary_lists_failures_and_the_command(tmp_path):
+    outcome = results.Outcome(samples(95.0), [full_record()],
+                              failures=[results.Failure("otcp", 16, 85000, "agents did not install routes")])
+    path = results.write_summary(str(tmp_path), outcome, results.code_version(),
+                                 ["otcp-experiment", "incast", "--out", "my results"])
+    document = json.loads(open(path, encoding="utf-8").read())
+    assert document["failures"] == [{"scheme": "otcp", "senders": 16, "buffer_bytes": 85000,
+                                     "error": "agents did not install routes"}]
+    assert "failed: otcp n=16 buf=85000: agents did not install routes" in document["notes"]
+    assert document["command"] == "otcp-experiment incast --out 'my results'"
+    for bad in ([{"scheme": "otcp", "senders": "16", "buffer_bytes": 85000, "error": "x"}], [{"scheme": "otcp"}]):
+        with pytest.raises(results.SchemaError, match=r"failures\[0\]"):
+            results.check_summary({**document, "failures": bad})
+    with pytest.raises(results.SchemaError, match="command"):
+        results.check_summary({**document, "command": ["otcp-experiment"]})
+
+
+def test_a_failed_run_is_an_x_on_the_goodput_plot_in_its_lines_colour():
+    runs = [dataclasses_asdict(full_record(scheme=s, senders=n, goodput_mbps=g)) for s, n, g in
+            [("default", 4, 90.0), ("default", 16, 30.0), ("otcp", 4, 92.0)]]
+    failures = [results.Failure("otcp", 16, 85000, "timed out"), results.Failure("dctcp", 8, 85000, "refused")]
+    figure = plots.goodput_figure(runs, 95.0, failures)
+    axes = figure.axes[0]
+    lines = {line.get_label(): line for line in axes.get_lines()}
+    marked = lines["otcp: failed"]
+    assert (marked.get_marker(), list(marked.get_xdata()), list(marked.get_ydata())) == ("x", [16], [0])
+    assert marked.get_color() == lines["otcp"].get_color()
+    assert lines["dctcp: failed"].get_color() not in {lines["otcp"].get_color(), lines["default"].get_color()}
+    assert [text.get_text() for text in axes.texts] == ["failed", "failed"]
+    assert [tick.get_text() for tick in axes.get_xticklabels()] == ["4", "8", "16"]
+    plots.plt.close(figure)
+
+
+def test_a_sweep_whose_runs_all_failed_still_draws_its_goodput_plot(tmp_path):
+    sweep = incast.SweepResult(samples(95.0), failures=[results.Failure("default", 4, 85000, "broke")])
+    incast.draw_plots(str(tmp_path), sweep)
+    assert (tmp_path / "goodput.png").read_bytes().startswith(b"\x89PNG")
+    assert not (tmp_path / "fct_cdf.png").exists()
+    runs = [full_record(scheme="default", senders=4)]
+    sweep = incast.SweepResult(samples(95.0), runs, failures=[results.Failure("otcp", 4, 85000, "broke")],
+                               round_durations=[[100.0, 120.0]])
+    incast.draw_plots(str(tmp_path), sweep)
+    assert (tmp_path / "fct_bars.png").read_bytes().startswith(b"\x89PNG")
+
+
+def dataclasses_asdict(record):
+    import dataclasses
+
+    return dataclasses.asdict(record)

@@ -1,4 +1,4 @@
-"""What an incast run waits for after its warm-up (otcp.experiments.otcp.Controller.flows_applied), on a
+"""What an incast run waits for after its warm-up (otcp.experiments.runner.controller.Controller.flows_applied), on a
 controller database written by hand (no controller, no network), and how long the agents' first
 probes take."""
 
@@ -6,16 +6,17 @@ import sqlite3
 import types
 
 from otcp.controller import store
-from otcp.experiments import otcp
+from otcp.experiments.runner.agents import first_probes_s
+from otcp.experiments.runner.controller import Controller
 
 PAIRS = [("h2", "h1"), ("h3", "h1")]
 
 
-class RecordedController(otcp.Controller):
+class RecordedController(Controller):
     """A Controller whose live view and database are given."""
 
     def __init__(self, database, status):
-        self.process = types.SimpleNamespace(database=database)
+        self._process = types.SimpleNamespace(database=database)
         self._status = status
 
     def status(self):
@@ -83,6 +84,6 @@ def test_an_older_matching_generation_every_agent_holds_counts_while_a_newer_one
 
 
 def test_the_agents_first_probes_take_a_round_per_eight_peers_and_one_to_report():
-    assert otcp.first_probes_s(34) == 30.0  # 33 peers: 5 rounds of 8 probes, 5 s apart, and the report after
-    assert otcp.first_probes_s(9) == 10.0
-    assert otcp.first_probes_s(66) == 50.0
+    assert first_probes_s(34) == 30.0  # 33 peers: 5 rounds of 8 probes, 5 s apart, and the report after
+    assert first_probes_s(9) == 10.0
+    assert first_probes_s(66) == 50.0

@@ -16,7 +16,7 @@ from os_ken.lib import hub
 from os_ken.lib.packet import arp as arp_packet
 
 from otcp.controller import config
-from otcp.experiments.controller_process import free_port
+from otcp.experiments.runner.controller import free_port
 from otcp.service import app, metrics
 
 ROOT = __file__.rsplit("/tests/", 1)[0]
@@ -204,7 +204,7 @@ def test_status_without_a_running_controller_says_so_in_one_line(tmp_path):
 
 def test_reading_the_status_does_not_import_eventlet():
     """The experiment runner and `status` read the socket; eventlet's deprecation warning must not reach them."""
-    code = ("import sys, otcp.experiments.otcp, otcp.service.admin\n"
+    code = ("import sys, otcp.experiments.runner.controller, otcp.service.admin\n"
             "print('eventlet' in sys.modules)")
     done = subprocess.run([sys.executable, "-W", "always", "-c", code], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)

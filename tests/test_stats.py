@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from otcp.experiments import measure, stats
+from otcp.experiments.analysis import stats
+from otcp.experiments.runner import counters, measure
 
 
 def test_percentile_interpolates_between_ranks():
@@ -106,7 +107,7 @@ def test_summarize_probe():
 
 
 def test_counter_deltas_and_cdf():
-    assert stats.counter_deltas({"a": 5}, {"a": 8, "b": 2}, ["a", "b", "c"]) == {"a": 3, "b": 2, "c": 0}
+    assert counters.counter_deltas({"a": 5}, {"a": 8, "b": 2}, ["a", "b", "c"]) == {"a": 3, "b": 2, "c": 0}
     values, fractions = stats.cdf([3, 1, 2, 2])
     assert values == [1, 2, 2, 3]
     assert fractions == [0.25, 0.5, 0.75, 1.0]
@@ -130,9 +131,9 @@ def test_parse_ping():
 
 def test_parse_nstat():
     text = json.dumps({"kernel": {"TcpExtTCPTimeouts": 12, "TcpRetransSegs": 40}})
-    assert measure.parse_nstat(text) == {"TcpExtTCPTimeouts": 12, "TcpRetransSegs": 40}
+    assert counters.parse_nstat(text) == {"TcpExtTCPTimeouts": 12, "TcpRetransSegs": 40}
     with pytest.raises(ValueError, match="nstat"):
-        measure.parse_nstat("garbage")
+        counters.parse_nstat("garbage")
 
 
 def test_parse_qdisc_drops_takes_each_device_root():
@@ -141,19 +142,19 @@ def test_parse_qdisc_drops_takes_each_device_root():
         {"kind": "bfifo", "handle": "8001:", "dev": "s1-eth1", "parent": "5:1", "drops": 17, "backlog": 0},
         {"kind": "noqueue", "handle": "0:", "dev": "lo", "root": True, "drops": 0},
     ])
-    assert measure.parse_qdisc_drops(text) == {"s1-eth1": 17, "lo": 0}
+    assert counters.parse_qdisc_drops(text) == {"s1-eth1": 17, "lo": 0}
 
 
 def test_parse_link_counters():
     text = json.dumps([{"ifname": "s1-eth2", "stats64": {
         "rx": {"packets": 100, "dropped": 1}, "tx": {"packets": 90, "dropped": 2}}}])
-    assert measure.parse_link_counters(text) == {
+    assert counters.parse_link_counters(text) == {
         "s1-eth2": {"rx_packets": 100, "tx_packets": 90, "rx_dropped": 1, "tx_dropped": 2}}
 
 
 def queues(egress_sent, egress_drops, delivered, drops, backlog=0):
-    return stats.LinkQueues(egress=stats.QueueCounters(egress_sent, egress_drops),
-                            buffer=stats.QueueCounters(delivered, drops, backlog_bytes=1514 * backlog,
+    return counters.LinkQueues(egress=counters.QueueCounters(egress_sent, egress_drops),
+                            buffer=counters.QueueCounters(delivered, drops, backlog_bytes=1514 * backlog,
                                                        backlog_packets=backlog))
 
 
@@ -162,7 +163,7 @@ def test_loss_account_balances_when_every_loss_is_at_a_buffer():
     # h2 and h3 send 1000 packets each to h1 and h1 sends 600 ACKs back; h1's buffer drops 400 and
     # delivers 1600; the ACKs all arrive.
     after = {"h1": queues(610, 0, 1605, 400), "h2": queues(1100, 2, 320, 0), "h3": queues(1100, 0, 320, 0)}
-    account = stats.loss_account(before, after, "h1")
+    account = counters.loss_account(before, after, "h1")
     assert account.sent == 600 + 1000 + 1000
     assert account.delivered == 1600 + 300 + 300
     assert account.drops == 400
@@ -176,7 +177,7 @@ def test_loss_account_names_what_no_buffer_dropped():
     before = {"h1": queues(0, 0, 0, 0), "h2": queues(0, 0, 0, 0)}
     # 7 packets vanished between h2's link and h1's buffer; 3 still queued in h1's buffer.
     after = {"h1": queues(0, 0, 880, 110, backlog=3), "h2": queues(1000, 0, 0, 0)}
-    account = stats.loss_account(before, after, "h1")
+    account = counters.loss_account(before, after, "h1")
     assert (account.sent, account.delivered, account.drops, account.queued) == (1000, 880, 110, 3)
     assert account.unexplained == 7
 
@@ -184,15 +185,15 @@ def test_loss_account_names_what_no_buffer_dropped():
 def test_loss_account_counts_drops_at_other_buffers_apart():
     before = {"h1": queues(0, 0, 0, 0), "h2": queues(0, 0, 0, 0)}
     after = {"h1": queues(500, 0, 1000, 0), "h2": queues(1000, 0, 495, 5)}
-    account = stats.loss_account(before, after, "h1")
+    account = counters.loss_account(before, after, "h1")
     assert (account.drops, account.drops_other_buffers, account.unexplained) == (0, 5, 0)
 
 
 def test_loss_account_refuses_mismatched_snapshots():
     with pytest.raises(ValueError, match="different hosts"):
-        stats.loss_account({"h1": queues(0, 0, 0, 0)}, {"h2": queues(0, 0, 0, 0)}, "h1")
+        counters.loss_account({"h1": queues(0, 0, 0, 0)}, {"h2": queues(0, 0, 0, 0)}, "h1")
     with pytest.raises(ValueError, match="bottleneck"):
-        stats.loss_account({"h2": queues(0, 0, 0, 0)}, {"h2": queues(0, 0, 0, 0)}, "h1")
+        counters.loss_account({"h2": queues(0, 0, 0, 0)}, {"h2": queues(0, 0, 0, 0)}, "h1")
 
 
 def test_parse_queue_counters_reads_the_ipv4_queues():
@@ -204,46 +205,46 @@ def test_parse_queue_counters_reads_the_ipv4_queues():
         {"kind": "bfifo", "handle": "10:", "dev": "h1-eth0-ifb", "parent": "5:10", "packets": 5000, "drops": 40,
          "backlog": 84784, "qlen": 56},
     ])
-    found = measure.parse_queue_counters(text)
-    assert found == {"h1-eth0": stats.QueueCounters(900, 2, 0, 0),
-                     "h1-eth0-ifb": stats.QueueCounters(5000, 40, 84784, 56)}
-    assert measure.parse_queue_counters(text, handle="20:") == {"h1-eth0": stats.QueueCounters(99, 0, 0, 0)}
+    found = counters.parse_queue_counters(text)
+    assert found == {"h1-eth0": counters.QueueCounters(900, 2, 0, 0),
+                     "h1-eth0-ifb": counters.QueueCounters(5000, 40, 84784, 56)}
+    assert counters.parse_queue_counters(text, handle="20:") == {"h1-eth0": counters.QueueCounters(99, 0, 0, 0)}
 
 
 def test_cpu_busy_from_proc_stat():
-    before = stats.parse_proc_stat("cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0 0 0\n"
+    before = counters.parse_proc_stat("cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0 0 0\n"
                                    "cpu1 5 0 5 40 0 0 0 0 0 0\nintr 1\n")
     # cpu0 busy 90 of 100 jiffies, cpu1 10 of 100 (its iowait counts as idle).
-    after = stats.parse_proc_stat("cpu0 50 0 50 50 0 0 0 0 0 0\ncpu1 10 0 10 110 20 0 0 0 0 0\n")
-    mean, busiest = stats.cpu_busy(before, after)
+    after = counters.parse_proc_stat("cpu0 50 0 50 50 0 0 0 0 0 0\ncpu1 10 0 10 110 20 0 0 0 0 0\n")
+    mean, busiest = counters.cpu_busy(before, after)
     assert mean == pytest.approx(50.0)
     assert busiest == pytest.approx(90.0)
-    assert stats.cpu_parts(before, after) == {"softirq": 0.0, "steal": 0.0}
+    assert counters.cpu_parts(before, after) == {"softirq": 0.0, "steal": 0.0}
     with pytest.raises(ValueError):
-        stats.parse_proc_stat("intr 1\n")
+        counters.parse_proc_stat("intr 1\n")
 
 
 def test_softirq_and_steal_shares_from_proc_stat():
-    before = stats.parse_proc_stat("cpu0 10 0 10 70 0 0 5 5 0 0\ncpu1 10 0 10 80 0 0 0 0 0 0\n")
+    before = counters.parse_proc_stat("cpu0 10 0 10 70 0 0 5 5 0 0\ncpu1 10 0 10 80 0 0 0 0 0 0\n")
     # 100 jiffies on each CPU, user +30 and system +10 on both; cpu0: softirq +15, steal +5, idle +40;
     # cpu1: softirq +5, idle +55.
-    after = stats.parse_proc_stat("cpu0 40 0 20 110 0 0 20 10 0 0\ncpu1 40 0 20 135 0 0 5 0 0 0\n")
-    assert stats.cpu_parts(before, after) == {"softirq": pytest.approx(10.0), "steal": pytest.approx(2.5)}
-    assert stats.cpu_busy(before, after)[0] == pytest.approx(52.5)  # softirq and steal count as busy
+    after = counters.parse_proc_stat("cpu0 40 0 20 110 0 0 20 10 0 0\ncpu1 40 0 20 135 0 0 5 0 0 0\n")
+    assert counters.cpu_parts(before, after) == {"softirq": pytest.approx(10.0), "steal": pytest.approx(2.5)}
+    assert counters.cpu_busy(before, after)[0] == pytest.approx(52.5)  # softirq and steal count as busy
     # A kernel without the steal column: its steal is 0, not an error.
-    short = stats.parse_proc_stat("cpu0 1 2 3 4 5 6 7\n")
+    short = counters.parse_proc_stat("cpu0 1 2 3 4 5 6 7\n")
     assert (short.busy, short.total, short.softirq, short.steal) == ((19,), (28,), (7,), (0,))
 
 
 def test_switch_thread_busy_share_from_its_task_stat():
     # A /proc/PID/task/TID/stat line whose name holds a space and a parenthesis; utime 250, stime 50 ticks.
     line = "14085 (ovs (vswitchd) R 1 14084 14084 0 -1 4194560 9 0 0 0 250 50 0 0 10 -10 3 0 1000 0 0\n"
-    assert stats.parse_task_stat(line, 100) == pytest.approx(3.0)
-    before = stats.ThreadTime(14085, 3.0, 100.0)
-    assert stats.thread_busy(before, stats.ThreadTime(14085, 4.8, 102.0)) == pytest.approx(90.0)
-    assert stats.thread_busy(before, stats.ThreadTime(20000, 0.1, 102.0)) is None  # restarted
-    assert stats.thread_busy(before, None) is None and stats.thread_busy(None, before) is None
-    assert stats.thread_busy(before, before) is None  # no time passed
+    assert counters.parse_task_stat(line, 100) == pytest.approx(3.0)
+    before = counters.ThreadTime(14085, 3.0, 100.0)
+    assert counters.thread_busy(before, counters.ThreadTime(14085, 4.8, 102.0)) == pytest.approx(90.0)
+    assert counters.thread_busy(before, counters.ThreadTime(20000, 0.1, 102.0)) is None  # restarted
+    assert counters.thread_busy(before, None) is None and counters.thread_busy(None, before) is None
+    assert counters.thread_busy(before, before) is None  # no time passed
 
 
 def test_spread_of_repeated_measurements():

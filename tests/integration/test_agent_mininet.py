@@ -13,8 +13,8 @@ import pytest
 from triangle import TriangleTopo
 
 from otcp.controller import store
-from otcp.experiments.controller_process import ControllerProcess, free_port, wait_for
-from otcp.experiments.emulation import emulate
+from otcp.experiments.runner.controller import ControllerProcess, free_port, wait_for
+from otcp.experiments.runner.emulation import emulate
 
 FAST = {"probe_s": 0.5, "flow_stats_s": 0.5, "recompute_s": 0.5}
 _METRIC = {

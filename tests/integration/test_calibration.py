@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from otcp.experiments import ovs_sockets
+from otcp.experiments.runner import ovs_sockets
 
 BUFFER = 85000
 PACKET = 1500

@@ -10,8 +10,8 @@ import pytest
 from triangle import TriangleTopo
 
 from otcp.controller import store
-from otcp.experiments.controller_process import ControllerProcess, wait_for
-from otcp.experiments.emulation import emulate
+from otcp.experiments.runner.controller import ControllerProcess, wait_for
+from otcp.experiments.runner.emulation import emulate
 from otcp.planning import formulas, inventory
 from otcp.planning.planner import Plan
 

@@ -17,8 +17,8 @@ import re
 import pytest
 
 from otcp.controller import store
-from otcp.experiments.controller_process import ControllerProcess, wait_for
-from otcp.experiments.emulation import emulate
+from otcp.experiments.runner.controller import ControllerProcess, wait_for
+from otcp.experiments.runner.emulation import emulate
 from otcp.topo.fabrics import FatTreeTopo, LeafSpineTopo
 
 TOPOLOGIES = {

@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_agent_mininet import FAST, agent_command
 from triangle import TriangleTopo
 
-from otcp.experiments.controller_process import ControllerProcess, free_port, wait_for
-from otcp.experiments.emulation import emulate
+from otcp.experiments.runner.controller import ControllerProcess, free_port, wait_for
+from otcp.experiments.runner.emulation import emulate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 AGENT_METRICS_PORT = 9464  # in each host's own namespace

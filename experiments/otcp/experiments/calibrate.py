@@ -5,7 +5,7 @@ For every buffer size, one network: the receiver h1 behind the switch's
 bottleneck port (bw Mb/s, the buffer under test) and one sender h2 whose own
 link runs ``overload`` times faster, so a burst from h2 fills the bottleneck
 and keeps it full. For every packet size, one UDP burst
-(``otcp.experiments.burst``), long enough to fill the buffer and keep it full
+(``otcp.experiments.hostprogs.burst``), long enough to fill the buffer and keep it full
 for ``overflow_ms`` more. Each row reports:
 
 - peak_backlog_bytes: the largest backlog sampled on the bottleneck's
@@ -17,19 +17,27 @@ for ``overflow_ms`` more. Each row reports:
 - unexplained: sent - received - drops, which must be 0.
 
 The switch is Open vSwitch forwarding under the OTCP controller, as in the
-incast runs.
+incast runs. The rows go to OUT/calibration.json with the command line that
+made them and the code it ran.
 """
+
+from __future__ import annotations
 
 import dataclasses
 import json
 import os
 import subprocess
 import sys
+from typing import Any
 
-from otcp.experiments import measure, otcp, stats
-from otcp.experiments.emulation import emulate
-from otcp.experiments.incast import RunError, ensure_connectivity
-from otcp.topo.fabrics import FabricTopo, ifb_name
+from otcp.experiments.analysis import results
+from otcp.experiments.runner import measure
+from otcp.experiments.runner.config import ExperimentConfig
+from otcp.experiments.runner.counters import CONTROL_QUEUE_HANDLE, Counters, parse_queue_counters
+from otcp.experiments.runner.emulation import Emulation
+from otcp.experiments.runner.network import Network, RunError, start_network
+from otcp.experiments.runner.progress import Progress
+from otcp.topo.fabrics import FabricTopo
 
 BURST_PORT = 5400
 ETHERNET_HEADER = 14
@@ -39,7 +47,7 @@ class CalibrationTopo(FabricTopo):
     """s1, the receiver h1 on the bottleneck port (bw, buffer_bytes) and one
     sender h2 on a link sender_bw fast."""
 
-    def build(self, bw=100, buffer_bytes=85000, sender_bw=200):
+    def build(self, bw: float = 100, buffer_bytes: int = 85000, sender_bw: float = 200) -> None:  # type: ignore[override]
         """Add s1, the receiver's bottleneck link and the sender's faster link."""
         switch = self.add_switch("s1")
         self.receiver = self.add_host("h1")
@@ -48,18 +56,18 @@ class CalibrationTopo(FabricTopo):
         self.addLink(self.sender, switch, **self._link_options(sender_bw, buffer_bytes, None))
 
 
-@dataclasses.dataclass
-class CalibrationConfig:
-    """Everything one calibration needs; validated by otcp.experiments.cli."""
-    out: str
-    buffers: list
-    packet_sizes: list
-    bw_mbps: float = 100.0
+@dataclasses.dataclass(kw_only=True)
+class CalibrationConfig(ExperimentConfig):
+    """One calibration: the base's network (a network per buffer; no schemes), the packet
+    sizes of the bursts, the sender link's rate as a multiple of the bottleneck's
+    (overload) and how long each burst keeps the buffer full (overflow_ms). Validated by
+    otcp.experiments.cli."""
+
+    packet_sizes: list[int]
     overload: float = 2.0
     overflow_ms: float = 200.0
-    forwarding: str = "controller"
 
-    def burst_seconds(self, buffer_bytes):
+    def burst_seconds(self, buffer_bytes: int) -> float:
         """How long one burst lasts: the sender's link runs at overload x the
         drain rate, so the queue grows at (overload - 1) x bw at best; the
         burst lasts three times the time that fills the buffer at that rate
@@ -72,6 +80,7 @@ class CalibrationConfig:
 @dataclasses.dataclass(frozen=True)
 class CalibrationRow:
     """One burst's measurements (the rows of calibration.json)."""
+
     buffer_bytes: int
     packet_bytes: int
     peak_backlog_bytes: int
@@ -82,90 +91,85 @@ class CalibrationRow:
     backlog_samples: int
 
     @property
-    def unexplained(self):
+    def unexplained(self) -> int:
         """Datagrams neither received nor dropped by the bottleneck's buffer."""
         return self.sent - self.received - self.drops
 
     @property
-    def frame_bytes(self):
+    def frame_bytes(self) -> int:
         """The frame the queue counts: the IP packet and its Ethernet header."""
         return self.packet_bytes + ETHERNET_HEADER
 
     @property
-    def within_one_packet(self):
+    def within_one_packet(self) -> bool:
         """The peak backlog is the buffer, less less than one frame (a bfifo
         takes a frame only if it fits whole)."""
         return 0 <= self.buffer_bytes - self.peak_backlog_bytes < self.frame_bytes
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         """Filled (something dropped), within one packet, nothing unexplained."""
         return self.drops > 0 and self.within_one_packet and self.unexplained == 0
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
         """The row as calibration.json holds it."""
         return {**dataclasses.asdict(self), "unexplained": self.unexplained, "frame_bytes": self.frame_bytes,
                 "within_one_packet": self.within_one_packet}
 
 
-def run_calibration(config, progress):
+def run_calibration(config: CalibrationConfig, progress: Progress) -> list[CalibrationRow]:
     """Every (buffer, packet size) burst; returns the rows (also written to OUT/calibration.json)."""
     os.makedirs(config.out, exist_ok=True)
+    code = results.code_version()
     progress.total = len(config.buffers) * len(config.packet_sizes)
-    rows = []
+    rows: list[CalibrationRow] = []
     burst_id = 0
     for buffer_bytes in config.buffers:
         topo = CalibrationTopo(bw=config.bw_mbps, buffer_bytes=buffer_bytes,
                                sender_bw=config.overload * config.bw_mbps)
-        workdir = os.path.join(config.out, "work", f"buffer{buffer_bytes}")
-        os.makedirs(workdir, exist_ok=True)
-        controller = None
-        if config.forwarding == "controller":
-            inventory = topo.write_inventory(os.path.join(workdir, "inventory.yaml"))
-            controller = otcp.Controller(workdir, inventory, False)
         progress.message(f"building the calibration network: {buffer_bytes} B buffer, bottleneck "
                          f"{config.bw_mbps:g} Mb/s, sender link {config.overload * config.bw_mbps:g} Mb/s")
-        with emulate(topo, controller=controller) as emulation:
-            receiver_ip = emulation.host(topo.receiver).IP()
-            ensure_connectivity(emulation, [topo.sender], receiver_ip)
+        with start_network(config, topo, os.path.join(config.out, "work", f"buffer{buffer_bytes}")) as network:
+            network.ensure_connectivity([topo.sender], network.data_ips[topo.receiver])
             for packet_bytes in config.packet_sizes:
                 burst_id += 1
                 seconds = config.burst_seconds(buffer_bytes)
                 progress.start_run(f"buffer {buffer_bytes} B, {packet_bytes} B packets, "
                                    f"a {seconds * 1000:.0f} ms burst")
-                rows.append(one_burst(emulation, topo, receiver_ip, buffer_bytes, packet_bytes, seconds, burst_id))
+                rows.append(one_burst(network, buffer_bytes, packet_bytes, seconds, burst_id))
                 progress.update(1, 1)
                 progress.finish_run()
-                write_rows(config.out, rows)
+                write_rows(config.out, rows, results.provenance(code, config.command))
     return rows
 
 
-def one_burst(emulation, topo, receiver_ip, buffer_bytes, packet_bytes, seconds, burst_id):
+def one_burst(network: Network[CalibrationConfig], buffer_bytes: int, packet_bytes: int, seconds: float,
+              burst_id: int) -> CalibrationRow:
     """Send one burst h2 -> h1 and account for every packet of it."""
+    emulation, topo = network.emulation, network.topo
     receiver, sender = topo.receiver, topo.sender
-    buffer_device = ifb_name(emulation.host(receiver).defaultIntf().name)
-    measure.wait_empty(emulation, receiver, buffer_device)
-    before = measure.link_queues(emulation, [receiver, sender])
-    control_before = _control_packets(emulation, receiver, buffer_device)
-    listener = emulation.start(receiver, [sys.executable, "-m", "otcp.experiments.burst", "receive",
-                                          "--port", str(BURST_PORT), "--burst-id", str(burst_id), "--idle", "1"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        if listener.stdout.readline().strip() != b"ready":
-            raise RunError(f"the burst receiver did not start: {listener.stderr.read().decode(errors='replace')}")
-        with measure.BacklogSampler(emulation, receiver, buffer_device) as sampler:
-            sent = json.loads(emulation.run(sender, [
-                sys.executable, "-m", "otcp.experiments.burst", "send", "--to", receiver_ip, "--port", str(BURST_PORT),
-                "--burst-id", str(burst_id), "--packet-bytes", str(packet_bytes), "--seconds", f"{seconds:.4f}"]))
-            out, err = listener.communicate(timeout=120)
-        if listener.returncode != 0:
-            raise RunError(f"the burst receiver failed: {err.decode(errors='replace').strip()}")
-        received = json.loads(out)
-    finally:
-        emulation.stop(listener)
-    measure.wait_empty(emulation, receiver, buffer_device)
-    after = measure.link_queues(emulation, [receiver, sender])
-    account = stats.loss_account(before, after, receiver)
+    program = [sys.executable, "-m", "otcp.experiments.hostprogs.burst"]
+    buffer_device = emulation.host(receiver).defaultIntf().buffer_device
+    with Counters(emulation, [receiver, sender], receiver).measuring() as window:
+        control_before = _control_packets(emulation, receiver, buffer_device)
+        listener = emulation.start(receiver, [*program, "receive", "--port", str(BURST_PORT),
+                                              "--burst-id", str(burst_id), "--idle", "1"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert listener.stdout is not None and listener.stderr is not None
+        try:
+            if listener.stdout.readline().strip() != b"ready":
+                raise RunError(f"the burst receiver did not start: {listener.stderr.read().decode(errors='replace')}")
+            with measure.BacklogSampler(emulation, receiver, buffer_device) as sampler:
+                sent = json.loads(emulation.run(sender, [
+                    *program, "send", "--to", network.data_ips[receiver], "--port", str(BURST_PORT),
+                    "--burst-id", str(burst_id), "--packet-bytes", str(packet_bytes), "--seconds", f"{seconds:.4f}"]))
+                out, err = listener.communicate(timeout=120)
+            if listener.returncode != 0:
+                raise RunError(f"the burst receiver failed: {err.decode(errors='replace').strip()}")
+            received = json.loads(out)
+        finally:
+            emulation.stop(listener)
+    account = window.change.loss
     if sent["errors"] or account.sent != sent["sent"]:
         raise RunError(f"the sender's link carried {account.sent} IPv4 packets for {sent['sent']} datagrams sent "
                        f"({sent['errors']} send errors)")
@@ -175,25 +179,21 @@ def one_burst(emulation, topo, receiver_ip, buffer_bytes, packet_bytes, seconds,
                           backlog_samples=sampler.samples)
 
 
-def _control_packets(emulation, host, device):
+def _control_packets(emulation: Emulation, host: str, device: str) -> int:
     """Packets (ARP, LLDP, IPv6) the bottleneck's control queue has passed and dropped so far."""
-    queues = measure.parse_queue_counters(emulation.run(host, ["tc", "-s", "-j", "qdisc", "show"]),
-                                          handle=measure.CONTROL_QUEUE_HANDLE)
+    queues = parse_queue_counters(emulation.run(host, ["tc", "-s", "-j", "qdisc", "show"]),
+                                  handle=CONTROL_QUEUE_HANDLE)
     counters = queues[device]
     return counters.sent_packets + counters.drops
 
 
-def write_rows(out, rows):
-    """Write OUT/calibration.json (atomically) and return its path."""
-    path = os.path.join(out, "calibration.json")
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
-        json.dump({"rows": [row.as_dict() for row in rows]}, handle, indent=2)
-        handle.write("\n")
-    os.replace(path + ".tmp", path)
-    return path
+def write_rows(out: str, rows: list[CalibrationRow], provenance: dict[str, Any]) -> str:
+    """Write OUT/calibration.json (atomically) and return its path; provenance: results.provenance's."""
+    return results.write_json(os.path.join(out, "calibration.json"),
+                              {"rows": [row.as_dict() for row in rows], **provenance})
 
 
-def calibration_table(rows):
+def calibration_table(rows: list[CalibrationRow]) -> str:
     """The table printed at the end of a calibration."""
     header = (f"{'buffer B':>9}{'packet B':>9}{'peak backlog B':>16}{'short by':>9}{'sent':>7}{'received':>9}"
               f"{'drops':>7}{'unexplained':>12}{'ARP/LLDP':>9}  verdict")

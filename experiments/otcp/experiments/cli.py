@@ -5,24 +5,37 @@
     otcp-experiment incast --quick      # the README's main job: a few minutes, the headline plot
     otcp-experiment calibrate --buffer-bytes 32000,85000,512000 --packet-bytes 1500,750 --out DIR
     otcp-experiment shell --topo leafspine,2,2,4 [--script FILE]    # Mininet's CLI with OTCP in place
+    otcp-experiment fairness --flows 4 --stagger-seconds 5 --out DIR
 
+Every experiment records the command line that started it with its results.
 Bad arguments get a message naming the option and exit status 2; a sweep in
 which some run failed exits 1 (the others are still written); Ctrl-C or
 SIGTERM stops the sweep, tears the network down and exits 130.
 """
+
+from __future__ import annotations
 
 import argparse
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
-from otcp.experiments import calibrate, fairness, incast, results, schemes, shell
-from otcp.experiments.emulation import EmulationError
-from otcp.experiments.progress import Progress
+from otcp.experiments import calibrate, fairness, incast, shell
+from otcp.experiments.analysis import results
+from otcp.experiments.runner import schemes
+from otcp.experiments.runner.config import ExperimentConfig
+from otcp.experiments.runner.emulation import EmulationError
+from otcp.experiments.runner.network import RunError, topology_from_spec
+from otcp.experiments.runner.progress import Progress
 from otcp.planning.formulas import Lossless
+from otcp.topo import fabrics
 from otcp.topo.fabrics import MAX_BW_MBPS
 
+C = TypeVar("C", bound=ExperimentConfig)
+T = TypeVar("T")
 SCHEME_NAMES = list(schemes.catalogue())
 FULL = {"senders": "4,8,16,32,64", "buffer_bytes": "85000,512000", "sru_bytes": 262144, "rounds": 50,
         "warmup_seconds": 5.0,
@@ -42,7 +55,7 @@ MAX_SENDERS = 250
 MAX_BUFFER_BYTES = 1 << 30
 
 
-def positive_int_list(text, what, high=None):
+def positive_int_list(text: str, what: str, high: int | None = None) -> list[int]:
     """The distinct positive integers of a comma-separated option (ValueError names the option)."""
     values = []
     for part in text.split(","):
@@ -58,12 +71,12 @@ def positive_int_list(text, what, high=None):
     return values
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     """The otcp-experiment argument parser: incast, calibrate, shell and fairness."""
     parser = argparse.ArgumentParser(prog="otcp-experiment", description="OTCP's Mininet experiments.")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("incast", help="TCP incast under each scheme (synchronized reads on a star)",
-                              description=incast.__doc__.split("\n")[0])
+                              description=first_line(incast.__doc__))
     run.add_argument("--quick", action="store_true",
                      help=f"the main job: senders {QUICK['senders']}, shallow buffer, {QUICK['rounds']} rounds "
                           f"(explicit options still win)")
@@ -98,7 +111,7 @@ def build_parser():
                      help="ceiling measurements per network and packet size (default 3; the spread is reported)")
     run.add_argument("--round-timeout", type=float, default=60.0, help="seconds before a round counts as failed")
     cal = commands.add_parser("calibrate", help="check the emulated switch: buffer size and loss accounting",
-                              description=calibrate.__doc__.split("\n")[0])
+                              description=first_line(calibrate.__doc__))
     cal.add_argument("--buffer-bytes", default=CALIBRATE["buffer_bytes"],
                      help=f"comma-separated bottleneck buffers in bytes (default {CALIBRATE['buffer_bytes']})")
     cal.add_argument("--packet-bytes", default=CALIBRATE["packet_bytes"],
@@ -113,14 +126,14 @@ def build_parser():
     cal.add_argument("--forwarding", choices=["controller", "standalone"], default="controller",
                      help="the OTCP controller forwards (default), or a standalone learning bridge")
     mininet_shell = commands.add_parser("shell", help="a network with the controller and agents, then Mininet's CLI",
-                                        description=shell.__doc__.split("\n")[0])
+                                        description=first_line(shell.__doc__))
     mininet_shell.add_argument("--topo", required=True, metavar="NAME[,ARG...]",
-                               help=f"an mn-style topology of `otcp.topo.fabrics` ({', '.join(shell.fabrics.topos)}), "
+                               help=f"an mn-style topology of `otcp.topo.fabrics` ({', '.join(fabrics.topos)}), "
                                     "e.g. leafspine,2,2,4")
     mininet_shell.add_argument("--script", metavar="FILE", help="run the CLI commands in FILE instead of a prompt")
     fair = commands.add_parser("fairness", help="long flows into one receiver, together or staggered: rates, "
                                "Jain's index, convergence and the queue per scheme",
-                               description=fairness.__doc__.split("\n")[0])
+                               description=first_line(fairness.__doc__))
     fair.add_argument("--flows", type=int, default=4, help="long flows, one per sender (default 4)")
     fair.add_argument("--stagger-seconds", type=float, default=0.0,
                       help="seconds between flow starts (default 0: all together)")
@@ -136,7 +149,12 @@ def build_parser():
     return parser
 
 
-def fairness_config_from_args(args, parser):
+def first_line(text: str | None) -> str:
+    """A module docstring's first line: a subcommand's description."""
+    return (text or "").split("\n")[0]
+
+
+def fairness_config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> fairness.FairnessConfig:
     """Validate the fairness arguments; parser.error (exit 2) names the bad option."""
     names = scheme_names(args.schemes, parser)
     checks = [("--flows", args.flows, 1, MAX_SENDERS), ("--stagger-seconds", args.stagger_seconds, 0, 600),
@@ -148,11 +166,11 @@ def fairness_config_from_args(args, parser):
     check_ranges(checks, parser)
     return fairness.FairnessConfig(
         out=os.path.abspath(args.out), flows=args.flows, stagger_s=args.stagger_seconds, hold_s=args.hold_seconds,
-        schemes=names, buffer_bytes=args.buffer_bytes, bw_mbps=args.bw_mbps, ceiling_seconds=args.ceiling_seconds,
+        schemes=names, buffers=[args.buffer_bytes], bw_mbps=args.bw_mbps, ceiling_seconds=args.ceiling_seconds,
         ceiling_repeats=args.ceiling_repeats, queue_target_fraction=args.queue_target_fraction)
 
 
-def scheme_names(text, parser):
+def scheme_names(text: str, parser: argparse.ArgumentParser) -> list[str]:
     """The scheme names of a --schemes value, each known and listed once."""
     names = [n for n in text.split(",") if n]
     unknown = [n for n in names if n not in SCHEME_NAMES]
@@ -164,20 +182,19 @@ def scheme_names(text, parser):
     return names
 
 
-def check_ranges(checks, parser):
+def check_ranges(checks: Sequence[tuple[str, float | None, float, float | None]],
+                 parser: argparse.ArgumentParser) -> None:
     """parser.error for the first (option, value, low, high) whose value is out of range (NaN is)."""
     for option, value, low, high in checks:
         if value is not None and not (low <= value and (high is None or value <= high)):
             parser.error(f"{option}: {value} is out of range ({low}..{high if high is not None else 'any'})")
 
 
-def calibration_config_from_args(args, parser):
+def calibration_config_from_args(args: argparse.Namespace,
+                                 parser: argparse.ArgumentParser) -> calibrate.CalibrationConfig:
     """Validate the calibrate arguments; parser.error (exit 2) names the bad option."""
-    try:
-        buffers = positive_int_list(args.buffer_bytes, "--buffer-bytes", MAX_BUFFER_BYTES)
-        sizes = positive_int_list(args.packet_bytes, "--packet-bytes", MAX_PACKET_BYTES)
-    except ValueError as exc:
-        parser.error(str(exc))
+    buffers = option_error(parser, positive_int_list, args.buffer_bytes, "--buffer-bytes", MAX_BUFFER_BYTES)
+    sizes = option_error(parser, positive_int_list, args.packet_bytes, "--packet-bytes", MAX_PACKET_BYTES)
     small = [s for s in sizes if s < MIN_PACKET_BYTES]
     if small:
         parser.error(f"--packet-bytes: {small[0]} is out of range ({MIN_PACKET_BYTES}..{MAX_PACKET_BYTES})")
@@ -201,19 +218,24 @@ def calibration_config_from_args(args, parser):
                                        forwarding=args.forwarding)
 
 
-def config_from_args(args, parser):
+def option_error(parser: argparse.ArgumentParser, parse: Callable[..., T], *arguments: Any) -> T:
+    """parse(*arguments), its ValueError (which names the option) as parser.error (exit 2)."""
+    try:
+        return parse(*arguments)
+    except ValueError as exc:
+        parser.error(str(exc))
+
+
+def config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> incast.IncastConfig:
     """Validate the arguments; parser.error (exit 2) names the bad option."""
     preset = QUICK if args.quick else FULL
 
-    def pick(name):
+    def pick(name: str) -> Any:
         value = getattr(args, name)
         return preset[name] if value is None else value
 
-    try:
-        senders = positive_int_list(pick("senders"), "--senders", MAX_SENDERS)
-        buffers = positive_int_list(pick("buffer_bytes"), "--buffer-bytes", MAX_BUFFER_BYTES)
-    except ValueError as exc:
-        parser.error(str(exc))
+    senders = option_error(parser, positive_int_list, pick("senders"), "--senders", MAX_SENDERS)
+    buffers = option_error(parser, positive_int_list, pick("buffer_bytes"), "--buffer-bytes", MAX_BUFFER_BYTES)
     names = scheme_names(pick("schemes"), parser)
     checks = [("--rounds", pick("rounds"), 1, None), ("--warmup-seconds", pick("warmup_seconds"), 0, 600),
               ("--sru-bytes", args.sru_bytes, 1, 1 << 30), ("--total-bytes", args.total_bytes, 1, 1 << 34),
@@ -238,7 +260,7 @@ def config_from_args(args, parser):
         queue_target_fraction=args.queue_target_fraction)
 
 
-def environment_problem():
+def environment_problem() -> str | None:
     """Why this machine cannot run Mininet experiments now, or None."""
     if os.geteuid() != 0:
         return "must run as root (Mininet, Open vSwitch and route changes need it)"
@@ -251,23 +273,35 @@ def environment_problem():
     return None
 
 
-def clear_previous_outputs(out):
+def clear_previous_outputs(out: str) -> None:
     """Remove the per-invocation parts of an earlier sweep in out (routes/ and work/)."""
     for part in ("routes", "work"):
         shutil.rmtree(os.path.join(out, part), ignore_errors=True)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Run otcp-experiment; return the exit status."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    command = ["otcp-experiment", *arguments]
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command == "calibrate":
-        return main_calibrate(calibration_config_from_args(args, parser))
+    args = parser.parse_args(arguments)
     if args.command == "shell":
-        return main_shell(args)
+        return main_shell(args, command)
+    if args.command == "calibrate":
+        return main_calibrate(with_command(calibration_config_from_args(args, parser), command))
     if args.command == "fairness":
-        return main_fairness(fairness_config_from_args(args, parser))
-    config = config_from_args(args, parser)
+        return main_fairness(with_command(fairness_config_from_args(args, parser), command))
+    return main_incast(with_command(config_from_args(args, parser), command))
+
+
+def with_command(config: C, command: list[str]) -> C:
+    """config, recording the command line that asked for it."""
+    config.command = command
+    return config
+
+
+def main_incast(config: incast.IncastConfig) -> int:
+    """otcp-experiment incast: 0 when every run finished, 1 if any failed, 2 bad input or environment."""
     problem = environment_problem()
     if problem:
         print(f"otcp-experiment: {problem}", file=sys.stderr)
@@ -282,29 +316,29 @@ def main(argv=None):
         print("otcp-experiment: interrupted; the network is torn down, completed runs are in "
               f"{config.out}", file=sys.stderr)
         return 130
-    except (EmulationError, incast.RunError, TimeoutError) as exc:
+    except (EmulationError, RunError, TimeoutError) as exc:
         progress.close()
         print(f"otcp-experiment: {exc}", file=sys.stderr)
         return 1
     progress.close()
-    if sweep.runs:
-        print(incast.summary_table(sweep.runs, results.ceiling_summary(sweep.ceilings)))
+    if sweep.runs or sweep.failures:
+        print(incast.summary_table(sweep.runs, results.ceiling_summary(sweep.ceilings), sweep.failures))
     flagged = results.unexplained_losses(sweep.runs)
     if flagged:
         print(f"unexplained losses in {len(flagged)} run(s): "
               + ", ".join(f"{f['scheme']} n={f['senders']} buf={f['buffer_bytes']}: {f['unexplained']}"
                           for f in flagged), file=sys.stderr)
     for failure in sweep.failures:
-        print(f"failed: {failure}", file=sys.stderr)
+        print(failure.note(), file=sys.stderr)
     if summary:
         print(f"results: {summary}, {os.path.join(config.out, 'results.db')}, plots in {config.out}")
     return 1 if sweep.failures or not sweep.runs else 0
 
 
-def main_shell(args):
+def main_shell(args: argparse.Namespace, command: list[str]) -> int:
     """otcp-experiment shell: 0 after the CLI ends, 1 if the network or OTCP did not come up, 2 bad input."""
     try:
-        topo = shell.build_topology(args.topo)
+        topo = topology_from_spec(args.topo)
     except ValueError as exc:
         print(f"otcp-experiment: {exc}", file=sys.stderr)
         return 2
@@ -313,13 +347,13 @@ def main_shell(args):
         print(f"otcp-experiment: {problem}", file=sys.stderr)
         return 2
     try:
-        return shell.run(topo, args.script)
+        return shell.run(shell.shell_config(topo, args.script, command))
     except (EmulationError, TimeoutError, RuntimeError) as exc:
         print(f"otcp-experiment: {exc}", file=sys.stderr)
         return 1
 
 
-def run_experiment(run, config):
+def run_experiment(run: Callable[[C, Progress], T], config: C) -> tuple[int | None, T | None]:
     """Check the machine, clear config.out's work/, run(config, progress); return
     (status, result): status None when it ran, else the exit status it failed with."""
     problem = environment_problem()
@@ -334,30 +368,30 @@ def run_experiment(run, config):
     except KeyboardInterrupt:
         print("otcp-experiment: interrupted; the network is torn down", file=sys.stderr)
         return 130, None
-    except (EmulationError, incast.RunError, TimeoutError, subprocess.TimeoutExpired) as exc:
+    except (EmulationError, RunError, TimeoutError, subprocess.TimeoutExpired) as exc:
         print(f"otcp-experiment: {exc}", file=sys.stderr)
         return 1, None
     finally:
         progress.close()
 
 
-def main_fairness(config):
+def main_fairness(config: fairness.FairnessConfig) -> int:
     """otcp-experiment fairness: 0 when every scheme ran, 1 if any failed, 2 bad input or environment."""
     status, document = run_experiment(fairness.run_fairness, config)
-    if status is not None:
-        return status
+    if status is not None or document is None:
+        return 1 if status is None else status
     print(fairness.summary_table(document))
     for failure in document["failures"]:
-        print(f"failed: {failure}", file=sys.stderr)
+        print(f"failed: {failure['scheme']}: {failure['error']}", file=sys.stderr)
     print(f"results: {os.path.join(config.out, 'fairness.json')}, plots in {config.out}")
     return 1 if document["failures"] or not document["runs"] else 0
 
 
-def main_calibrate(config):
+def main_calibrate(config: calibrate.CalibrationConfig) -> int:
     """otcp-experiment calibrate: 0 when every row is within one packet with nothing unexplained, else 1."""
     status, rows = run_experiment(calibrate.run_calibration, config)
-    if status is not None:
-        return status
+    if status is not None or rows is None:
+        return 1 if status is None else status
     print(calibrate.calibration_table(rows))
     print(f"results: {os.path.join(config.out, 'calibration.json')}")
     return 0 if all(row.ok for row in rows) else 1

@@ -4,7 +4,7 @@ For every scheme, on one star (N senders and a receiver, the bottleneck
 buffer at the switch's port toward the receiver), the flows run from their
 start times (flow i at i x stagger seconds) until hold seconds after the last
 one started. The receiver's sink reports every flow's bytes every 100 ms
-(otcp.experiments.fairness_flows), and the bottleneck's backlog is sampled every
+(otcp.experiments.hostprogs.fairness_flows), and the bottleneck's backlog is sampled every
 10 ms. From these, per scheme:
 
 - each flow's rate per 100 ms interval, and Jain's index of the flows'
@@ -12,7 +12,7 @@ one started. The receiver's sink reports every flow's bytes every 100 ms
   flow has run for at least hold / 2 seconds;
 - the time to converge after each arrival: until every active flow is
   within 10 % of the fair share (the single-flow ceiling / active flows)
-  for half a second (otcp.experiments.stats.convergence_time);
+  for half a second (otcp.experiments.analysis.stats.convergence_time);
 - the peak and mean backlog, drops at the bottleneck, retransmission
   timeouts, CE marks where ECN is on;
 - total goodput over the steady part against the single-flow ceiling.
@@ -23,9 +23,13 @@ controller learns of each flow from the switch's statistics as it arrives,
 and the flows that start later get parameters for the flows already there
 (docs/experiments.md, "Fairness").
 
-Results go to OUT/fairness.json and one plot per scheme
-(OUT/fairness-SCHEME.png: rates over time, the queue underneath).
+Results go to OUT/fairness.json (with the command line that made it and the
+code it ran) and one plot per scheme (OUT/fairness-SCHEME.png: rates over
+time, the queue underneath). A scheme whose run fails is a row with its
+error in the table and an entry in the document's failures.
 """
+
+from __future__ import annotations
 
 import contextlib
 import dataclasses
@@ -34,178 +38,200 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from otcp.experiments import incast, measure, otcp, plots, schemes, stats
-from otcp.experiments.emulation import emulate
-from otcp.planning.formulas import Lossless
+from otcp.experiments.analysis import plots, results, stats
+from otcp.experiments.analysis.results import Failure, Outcome
+from otcp.experiments.runner import measure, schemes
+from otcp.experiments.runner.ceiling import ceiling_samples, record_ceiling
+from otcp.experiments.runner.config import ExperimentConfig
+from otcp.experiments.runner.counters import Counters
+from otcp.experiments.runner.network import Network, RunError, start_network
+from otcp.experiments.runner.progress import Progress
+from otcp.experiments.runner.schemes import Scheme, packet_bytes_of
+from otcp.experiments.runner.settings import apply_scheme
 from otcp.topo.fabrics import StarTopo
 
 FLOW_PORT = 5002
 REPORT_INTERVAL_S = 0.1
 BACKLOG_INTERVAL_S = 0.01
-# Within this share of the fair rate counts as converged (issue 13), held for CONVERGED_HOLD_S.
+# Within this share of the fair rate counts as converged, held for CONVERGED_HOLD_S.
 CONVERGED_TOLERANCE = 0.1
 CONVERGED_HOLD_S = 0.5
 # Flows start this long after the sources are launched (Python's start-up in every host).
 START_DELAY_S = 2.0
+#: What a scheme's run that fails may raise: the experiment records it and goes on.
+RUN_FAILURES = (RunError, TimeoutError, RuntimeError)
 
 
-@dataclasses.dataclass
-class FairnessConfig:
-    """One fairness experiment; validated by otcp.experiments.cli."""
+@dataclasses.dataclass(kw_only=True)
+class FairnessConfig(ExperimentConfig):
+    """One fairness experiment: the base's network (one buffer) and schemes, and the flows:
+    how many, seconds between their starts, and how long all run after the last started.
+    Validated by otcp.experiments.cli."""
 
-    out: str
     flows: int
     stagger_s: float
     hold_s: float
-    schemes: list
-    buffer_bytes: int = 85000
-    bw_mbps: float = 100
-    ceiling_seconds: int = 3
-    ceiling_repeats: int = 3
-    agent_timeout_s: float = 120.0
-    queue_target_fraction: float = Lossless.queue_target_fraction
 
     @property
-    def duration_s(self):
+    def duration_s(self) -> float:
         """From the first flow's start to the end of every flow."""
         return (self.flows - 1) * self.stagger_s + self.hold_s
 
+    @property
+    def buffer_bytes(self) -> int:
+        """The bottleneck's buffer (the experiment's one network)."""
+        (buffer_bytes,) = self.buffers
+        return buffer_bytes
 
-def run_fairness(config, progress):
+
+def run_fairness(config: FairnessConfig, progress: Progress) -> dict[str, Any]:
     """Run every scheme; write OUT/fairness.json and the plots; return the document."""
     os.makedirs(config.out, exist_ok=True)
-    catalogue = schemes.catalogue()
+    code = results.code_version()
+    catalogue = schemes.catalogue(config.fine_rto_ms)
     registered = contextlib.ExitStack()
-    document = {"config": dataclasses.asdict(config), "runs": [], "unavailable": [], "failures": []}
+    outcome = Outcome()
     try:
-        runnable, unavailable = incast.plan_schemes(config_for_planning(config), catalogue, registered)
-        document["unavailable"] = [{"scheme": name, "reason": reason} for name, reason in unavailable]
-        for name, reason in unavailable:
-            progress.message(f"scheme {name} unavailable: {reason}")
+        runnable, outcome.unavailable = schemes.plan(config.schemes, config.forwarding, catalogue, registered)
+        for entry in outcome.unavailable:
+            progress.message(f"scheme {entry.scheme} unavailable: {entry.reason}")
         progress.total = len(runnable)
-        run_network(config, progress, runnable, document)
+        run_network(config, progress, runnable, outcome)
     finally:
         registered.close()
-        with open(os.path.join(config.out, "fairness.json"), "w", encoding="utf-8") as handle:
-            json.dump(document, handle, indent=1)
-    for run in document["runs"]:
-        plots.fairness_plot(os.path.join(config.out, f"fairness-{run['scheme']}.png"), run, config)
+        document = {"config": {**dataclasses.asdict(config), "buffer_bytes": config.buffer_bytes},
+                    "runs": outcome.runs, "unavailable": [dataclasses.asdict(u) for u in outcome.unavailable],
+                    "failures": [dataclasses.asdict(f) for f in outcome.failures],
+                    "ceilings": results.ceiling_summary(outcome.ceilings), "notes": outcome.notes,
+                    **results.provenance(code, config.command)}
+        results.write_json(os.path.join(config.out, "fairness.json"), document, indent=1)
+    for run in outcome.runs:
+        plots.fairness_plot(os.path.join(config.out, f"fairness-{run['scheme']}.png"), run, config.duration_s,
+                            config.buffer_bytes)
     return document
 
 
-def config_for_planning(config):
-    """What incast.plan_schemes reads: the schemes and the forwarding."""
-    return incast.IncastConfig(out=config.out, senders=[config.flows], buffers=[config.buffer_bytes],
-                               schemes=config.schemes)
-
-
-def run_network(config, progress, runnable, document):
+def run_network(config: FairnessConfig, progress: Progress, runnable: Sequence[Scheme], outcome: Outcome) -> None:
     """One star; the ceiling at every packet size the schemes use; every scheme."""
-    workdir = os.path.join(config.out, "work")
-    os.makedirs(workdir, exist_ok=True)
-    topo = StarTopo(config.flows, bw=config.bw_mbps, buffer_bytes=config.buffer_bytes, probe=False)
-    inventory = topo.write_inventory(os.path.join(workdir, "inventory.yaml"))
+    topo = StarTopo(config.flows, bw=config.bw_mbps, buffer_bytes=config.buffer_bytes, delay_us=config.delay_us,
+                    probe=False)
     with_agents = any(s.kind == "otcp" for s in runnable)
-    controller = otcp.Controller(workdir, inventory, with_agents,
-                                 parameters={"queue_target_fraction": config.queue_target_fraction})
-    network = incast.Network(config, topo, workdir, controller)
     progress.message(f"building a star: {config.flows} senders, {config.buffer_bytes} B buffer, "
                      f"{config.bw_mbps:g} Mb/s links")
-    with emulate(topo, controller=controller, management=with_agents) as emulation:
-        network.emulation = emulation
-        network.data_ips = {h.name: h.IP() for h in emulation.hosts}
-        incast.ensure_connectivity(emulation, topo.senders, network.data_ips[topo.receiver])
-        ceilings = {}
-        for packet_bytes in sorted({incast.packet_bytes_of(s) for s in runnable}, reverse=True):
-            ceilings[packet_bytes] = incast.ceiling_samples(network, packet_bytes, progress).median
+    with start_network(config, topo, os.path.join(config.out, "work"), with_agents) as network:
+        for note in network.notes:
+            outcome.note(progress, note)
+        network.ensure_connectivity(topo.senders, network.data_ips[topo.receiver])
+        for packet_bytes in sorted({packet_bytes_of(s) for s in runnable}, reverse=True):
+            ceiling(network, packet_bytes, outcome, progress)
         for scheme in runnable:
             progress.start_run(f"{scheme.name} {config.flows} flows")
             try:
-                run = run_scheme(network, scheme, progress, ceilings)
-            except (incast.RunError, TimeoutError, RuntimeError) as exc:
-                document["failures"].append(f"{scheme.name}: {exc}")
+                run = run_scheme(network, scheme, progress, outcome)
+            except RUN_FAILURES as exc:
+                outcome.failures.append(Failure(scheme.name, config.flows, config.buffer_bytes, str(exc)))
                 progress.message(f"run failed: {scheme.name}: {exc}")
             else:
-                document["runs"].append(run)
+                outcome.runs.append(run)
             progress.finish_run()
 
 
-def run_scheme(network, scheme, progress, ceilings):
+def ceiling(network: Network[FairnessConfig], packet_bytes: int, outcome: Outcome, progress: Progress) -> float:
+    """The star's single-flow ceiling at packet_bytes: measured once (kept in outcome), then looked up."""
+    config, topo = network.config, network.topo
+    found = results.network_ceiling(outcome.ceilings, config.flows, config.buffer_bytes, packet_bytes)
+    if found is None:
+        taken = ceiling_samples(network, topo.senders[0], topo.receiver, packet_bytes, progress)
+        record_ceiling(taken, config.flows, config.buffer_bytes, packet_bytes, outcome, None, progress)
+        found = taken.median
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
+class FlowsRan:
+    """What the long flows of one run reported: the sink's byte counts ({"t", "bytes"} every
+    interval), every flow's start (by its sender's address) and the common stop
+    (CLOCK_MONOTONIC seconds), and the bottleneck's sampled backlog."""
+
+    reports: list[dict[str, Any]]
+    arrivals: dict[str, float]
+    stop: float
+    backlog: measure.BacklogSampler
+
+
+def run_scheme(network: Network[FairnessConfig], scheme: Scheme, progress: Progress,
+               outcome: Outcome) -> dict[str, Any]:
     """One scheme's long flows; returns the run's JSON-ready record."""
-    config, emulation, topo, data_ips = network.config, network.emulation, network.topo, network.data_ips
+    config, topo = network.config, network.topo
     hosts = [topo.receiver] + topo.senders
-    cc = scheme.congestion_control
-    receiver_intf = emulation.host(topo.receiver).defaultIntf()
-    with contextlib.ExitStack() as applied:
-        settings = [applied.enter_context(s) for s in incast.scheme_settings(network, scheme, config.buffer_bytes,
-                                                                             hosts)]
-        if scheme.kind == "otcp":
-            settings[0].wait_for_routes(data_ips)
+    with apply_scheme(network, scheme, hosts, topo.receiver, config.buffer_bytes) as applied:
+        if applied.agents is not None:
+            applied.agents.wait_for_routes(network.data_ips)
             wait_for_no_flows(network)
-        marker = settings[-1].marker if scheme.ecn else None
-        incast.flush_tcp_metrics(emulation, hosts)
-        measure.wait_empty(emulation, topo.receiver, receiver_intf.buffer_device)
-        before = {h: measure.tcp_counters(emulation, h) for h in hosts}
-        queues_before = measure.link_queues(emulation, [topo.receiver])
-        marks_before = marker.counters().marked if marker else None
-        sink = emulation.start(topo.receiver, [sys.executable, "-m", "otcp.experiments.fairness_flows", "sink",
-                                               "--port", str(FLOW_PORT), "--cc", cc,
-                                               "--interval", str(REPORT_INTERVAL_S)],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            if sink.stdout.readline().strip() != b"ready":
-                raise incast.RunError(f"the flow sink did not start: {sink.stderr.read().decode(errors='replace')}")
-            with measure.BacklogSampler(emulation, topo.receiver, receiver_intf.buffer_device,
-                                        interval=BACKLOG_INTERVAL_S, series=True) as backlog:
-                start = time.monotonic() + START_DELAY_S
-                stop = start + config.duration_s
-                arrivals = {data_ips[s]: start + i * config.stagger_s for i, s in enumerate(topo.senders)}
-                sources = [emulation.start(s, [sys.executable, "-m", "otcp.experiments.fairness_flows", "source",
-                                               "--to", data_ips[topo.receiver], "--port", str(FLOW_PORT),
-                                               "--cc", cc, "--start-at", str(arrivals[data_ips[s]]),
-                                               "--stop-at", str(stop)],
-                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                           for s in topo.senders]
-                while time.monotonic() < stop:
-                    progress.update(min(config.duration_s, time.monotonic() - start), config.duration_s)
-                    time.sleep(0.5)
-                failed = [finish_source(emulation, source, stop) for source in sources]
-                if any(failed):
-                    raise incast.RunError("; ".join(f for f in failed if f))
-            time.sleep(REPORT_INTERVAL_S * 2)
-            out, err = sink.communicate(input=b"", timeout=10)
-        finally:
-            emulation.stop(sink)
-        reports = [json.loads(line) for line in out.decode().splitlines() if line.strip()]
-        measure.wait_empty(emulation, topo.receiver, receiver_intf.buffer_device)
-        ce_marks = marker.counters().marked - marks_before if marker else None
-        queues_after = measure.link_queues(emulation, [topo.receiver])
-        after = {h: measure.tcp_counters(emulation, h) for h in hosts}
-        packet_bytes = incast.packet_bytes_of(scheme, incast.receiver_advmss(emulation, topo.receiver, topo.senders,
-                                                                             data_ips))
-    if packet_bytes not in ceilings:
-        ceilings[packet_bytes] = incast.ceiling_samples(network, packet_bytes, progress).median
-    timeouts = sum(stats.counter_deltas(before[h], after[h], measure.TCP_COUNTERS)["TcpExtTCPTimeouts"]
-                   for h in hosts)
-    drops = queues_after[topo.receiver].buffer.drops - queues_before[topo.receiver].buffer.drops
-    return summarize(scheme.name, reports, arrivals, stop, backlog, ceilings[packet_bytes], config,
-                     drops=drops, timeouts=timeouts, ce_marks=ce_marks, packet_bytes=packet_bytes)
+        network.flush_tcp_metrics(hosts)
+        with Counters(network.emulation, hosts, topo.receiver, marker=applied.marker).measuring() as window:
+            flows = long_flows(network, scheme.congestion_control, progress)
+        packet_bytes = packet_bytes_of(scheme, network.receiver_advmss(topo.receiver, topo.senders))
+    change = window.change
+    return summarize(scheme.name, flows.reports, flows.arrivals, flows.stop, flows.backlog,
+                     ceiling(network, packet_bytes, outcome, progress), config, drops=change.loss.drops,
+                     timeouts=change.timeouts, ce_marks=change.ce_marks, packet_bytes=packet_bytes)
 
 
-def wait_for_no_flows(network):
+def long_flows(network: Network[FairnessConfig], cc: str, progress: Progress) -> FlowsRan:
+    """Run the sink in the receiver and a source in every sender, flow i from i x stagger
+    after a common start until hold seconds after the last one started, with the
+    bottleneck's backlog sampled; return what they reported."""
+    config, emulation, topo, data_ips = network.config, network.emulation, network.topo, network.data_ips
+    program = [sys.executable, "-m", "otcp.experiments.hostprogs.fairness_flows"]
+    sink = emulation.start(topo.receiver, [*program, "sink", "--port", str(FLOW_PORT), "--cc", cc,
+                                           "--interval", str(REPORT_INTERVAL_S)],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert sink.stdout is not None and sink.stderr is not None
+    try:
+        if sink.stdout.readline().strip() != b"ready":
+            raise RunError(f"the flow sink did not start: {sink.stderr.read().decode(errors='replace')}")
+        with measure.BacklogSampler(emulation, topo.receiver, emulation.host(topo.receiver).defaultIntf().buffer_device,
+                                    interval=BACKLOG_INTERVAL_S, series=True) as backlog:
+            start = time.monotonic() + START_DELAY_S
+            stop = start + config.duration_s
+            arrivals = {data_ips[s]: start + i * config.stagger_s for i, s in enumerate(topo.senders)}
+            sources = [emulation.start(s, [*program, "source", "--to", data_ips[topo.receiver],
+                                           "--port", str(FLOW_PORT), "--cc", cc,
+                                           "--start-at", str(arrivals[data_ips[s]]), "--stop-at", str(stop)],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                       for s in topo.senders]
+            while time.monotonic() < stop:
+                progress.update(min(config.duration_s, time.monotonic() - start), config.duration_s)
+                time.sleep(0.5)
+            failed = [finish_source(emulation, source, stop) for source in sources]
+            if any(failed):
+                raise RunError("; ".join(f for f in failed if f))
+        time.sleep(REPORT_INTERVAL_S * 2)
+        out, _ = sink.communicate(input=b"", timeout=10)
+    finally:
+        emulation.stop(sink)
+    reports = [json.loads(line) for line in out.decode().splitlines() if line.strip()]
+    return FlowsRan(reports, arrivals, stop, backlog)
+
+
+def wait_for_no_flows(network: Network[FairnessConfig]) -> None:
     """Wait until the agents hold parameters computed with none of the senders' flows to the receiver active."""
+    controller = network.require_controller()
     pairs = [(sender, network.topo.receiver) for sender in network.topo.senders]
     deadline = time.monotonic() + network.config.agent_timeout_s
-    since = network.controller.generation()
-    while not network.controller.flows_applied(pairs, since, active=False):
+    since = controller.generation()
+    while not controller.flows_applied(pairs, since, active=False):
         if time.monotonic() > deadline:
-            raise incast.RunError(f"the controller still counted earlier flows after "
-                                  f"{network.config.agent_timeout_s:.0f} s")
+            raise RunError(f"the controller still counted earlier flows after "
+                           f"{network.config.agent_timeout_s:.0f} s")
         time.sleep(0.5)
 
 
-def finish_source(emulation, process, stop):
+def finish_source(emulation: Any, process: subprocess.Popen[bytes], stop: float) -> str | None:
     """Wait for one source; its error, or None."""
     try:
         _, err = process.communicate(timeout=max(5.0, stop - time.monotonic() + 10))
@@ -214,7 +240,8 @@ def finish_source(emulation, process, stop):
     return err.decode(errors="replace").strip() if process.returncode else None
 
 
-def summarize(scheme, reports, arrivals, stop, backlog, ceiling_mbps, config, **counts):
+def summarize(scheme: str, reports: Sequence[Mapping[str, Any]], arrivals: Mapping[str, float], stop: float,
+              backlog: Any, ceiling_mbps: float, config: FairnessConfig, **counts: Any) -> dict[str, Any]:
     """The run's record: rates, Jain's index, convergence, queue and goodput (see the module docstring)."""
     start = min(arrivals.values())
     series = [(r["t"], r["bytes"]) for r in reports]
@@ -224,7 +251,7 @@ def summarize(scheme, reports, arrivals, stop, backlog, ceiling_mbps, config, **
     steady = [(t, r) for t, r in rates if steady_from < t <= steady_to]
     means = {flow: sum(r.get(flow, 0.0) for _, r in steady) / len(steady) for flow in arrivals} if steady else {}
     times = sorted(set(arrivals.values()))  # flows started together arrive once
-    convergence = []
+    convergence: list[dict[str, Any]] = []
     for index, arrival in enumerate(times):
         until = times[index + 1] if index + 1 < len(times) else stop
         seconds = stats.convergence_time(rates, arrival, arrivals, ceiling_mbps, CONVERGED_TOLERANCE,
@@ -248,8 +275,8 @@ def summarize(scheme, reports, arrivals, stop, backlog, ceiling_mbps, config, **
     }
 
 
-def summary_table(document):
-    """The table printed at the end."""
+def summary_table(document: Mapping[str, Any]) -> str:
+    """The table printed at the end: a row per scheme's run, and one per failed run with its error."""
     header = (f"{'scheme':<15}{'flows':>6}{'stagger':>8}{'Jain':>7}{'goodput':>8}{'%ceil':>6}"
               f"{'conv. s (max/median)':>21}{'peakq':>7}{'meanq':>7}{'drops':>6}{'RTOs':>5}{'CE':>7}")
     lines = [header, "-" * len(header)]
@@ -264,6 +291,8 @@ def summary_table(document):
                      f"{run['goodput_steady_mbps']:>8.1f}{100 * (run['share_of_ceiling'] or 0):>5.0f}%"
                      f"{converged:>21}{run['queue_peak_bytes'] // 1000:>6}k{run['queue_mean_bytes'] / 1000:>6.1f}k"
                      f"{run['drops']:>6}{run['timeouts']:>5}{'-' if run['ce_marks'] is None else run['ce_marks']:>7}")
+    for failure in map(lambda entry: Failure(**entry), document["failures"]):
+        lines.append(f"{failure.scheme:<15}{failure.senders:>6}  FAILED: {failure.brief()}")
     lines.append("Jain: over the flows' mean rates in the steady part (the second half of the hold); goodput: their "
                  "sum, in Mb/s, against the single-flow ceiling at the run's packet size; conv.: seconds after each "
                  "arrival until every active flow is within 10 % of ceiling / flows for 0.5 s; peakq/meanq: the "

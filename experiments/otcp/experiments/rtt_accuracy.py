@@ -1,5 +1,5 @@
-"""How well the controller knows RTT_prop (issue 14): its value for every host
-pair next to the minimum of 20 pings between the same hosts.
+"""How well the controller knows RTT_prop: its value for every host pair next
+to the minimum of 20 pings between the same hosts.
 
     python -m otcp.experiments.rtt_accuracy --topo fattree,4 [--load] --out DIR
 
@@ -15,22 +15,27 @@ alone (its default delays), and counts the generations made during a
 minute of steady traffic. Writes DIR/rtt_accuracy.json and prints a summary.
 """
 
+from __future__ import annotations
+
 import argparse
-import json
+import dataclasses
 import os
 import re
 import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 from otcp.controller import store
-from otcp.experiments import measure, stats
-from otcp.experiments.emulation import EmulationError, emulate
-from otcp.experiments.otcp import Agents, Controller
-from otcp.experiments.progress import Progress
+from otcp.experiments.analysis import results
+from otcp.experiments.runner.agents import Agents
+from otcp.experiments.runner.config import ExperimentConfig
+from otcp.experiments.runner.counters import MachineTimes
+from otcp.experiments.runner.emulation import Emulation, EmulationError
+from otcp.experiments.runner.network import start_network, topology_from_spec
+from otcp.experiments.runner.progress import Progress
 from otcp.planning import formulas, inventory, planner
-from otcp.topo.fabrics import topos
 
 PINGS = 20
 PING_INTERVAL_S = 0.01
@@ -39,12 +44,21 @@ STEADY_S = 60.0
 INTERVALS = {"probe_s": 1.0, "flow_stats_s": 1.0, "recompute_s": 1.0}
 
 
-def load_receivers(hosts):
+@dataclasses.dataclass(kw_only=True)
+class RttAccuracyConfig(ExperimentConfig):
+    """One measurement: the base's output directory, the topology (an mn-style spec of
+    `otcp.topo.fabrics`) and whether two iperf3 flows load the fabric meanwhile."""
+
+    topo: str
+    load: bool = False
+
+
+def load_receivers(hosts: list[str]) -> list[str]:
     """The iperf3 receivers of --load: the last two hosts (the senders are the first two)."""
     return [hosts[-1], hosts[-2]]
 
 
-def received_bytes(emulation, host):
+def received_bytes(emulation: Emulation, host: str) -> int:
     """Bytes host's data interface received so far (its namespace's /proc/net/dev)."""
     name = emulation.host(host).defaultIntf().name
     process = emulation.start(host, ["cat", "/proc/net/dev"], stdout=subprocess.PIPE)
@@ -56,21 +70,11 @@ def received_bytes(emulation, host):
     raise RuntimeError(f"{host}: no {name} in /proc/net/dev")
 
 
-def build_topo(spec):
-    """A topology of `otcp.topo.fabrics` from "name,arg,arg", as mn's --topo takes it."""
-    name, *args = spec.split(",")
-    if name not in topos:
-        raise ValueError(f"--topo: unknown topology {name!r} (known: {', '.join(topos)})")
-    try:
-        return topos[name](*[int(a) for a in args])
-    except ValueError as error:
-        raise ValueError(f"--topo {spec}: {error}") from None
-
-
-def ping_minima(emulation, hosts, ips, progress):
+def ping_minima(emulation: Emulation, hosts: list[str], ips: dict[str, str],
+                progress: Progress) -> dict[tuple[str, str], float]:
     """{(src, dst): ping minimum in ms}: one pair at a time, so the switches
     carry no other pings meanwhile (the emulated fabric shares two cores)."""
-    minima = {}
+    minima: dict[tuple[str, str], float] = {}
     pairs = [(src, dst) for src in hosts for dst in hosts if src != dst]
     progress.start_run("pings")
     for k, (src, dst) in enumerate(pairs):
@@ -85,7 +89,7 @@ def ping_minima(emulation, hosts, ips, progress):
     return minima
 
 
-def latest_records(database):
+def latest_records(database: str) -> tuple[int, dict[tuple[str, str], Any]]:
     """(generation, {(src, dst): record}) of the controller's newest generation."""
     db = store.Store(database, readonly=True)
     try:
@@ -100,13 +104,13 @@ def latest_records(database):
 ENFORCED = ("rto_min_ms", "initcwnd", "cwnd_clamp", "segment_bytes")
 
 
-def generations_between(database, start, end):
+def generations_between(database: str, start: float, end: float) -> list[dict[str, Any]]:
     """The generations the controller made between start and end, each with
     what moved: {"generation", "at", "changed": {parameter: pairs}, "flows_changed"}."""
     db = store.Store(database, readonly=True)
     try:
         made = db.generations_made(start, end)
-        changes = []
+        changes: list[dict[str, Any]] = []
         if made:  # each generation is read once, and compared with the one before it
             before = made[0][0] - 1
             old, old_flows = db.generation_parameters(before, ENFORCED), db.generation_inputs(before)[1]
@@ -123,21 +127,19 @@ def generations_between(database, start, end):
         db.close()
 
 
-def run(spec, load, out):
+def run(config: RttAccuracyConfig) -> dict[str, Any]:
     """Measure one topology; returns the result document."""
-    topo = build_topo(spec)
-    out = os.path.abspath(out)
+    spec, load, out = config.topo, config.load, config.out
+    topo = topology_from_spec(spec)
     os.makedirs(out, exist_ok=True)
-    inventory_path = topo.write_inventory(os.path.join(out, "inventory.yaml"))
-    starter = Controller(out, inventory_path, with_agents=True, intervals=INTERVALS)
     hosts = sorted(topo.hosts(), key=lambda name: int(name[1:]))
+    code = results.code_version()
     progress = Progress(1)
     progress.message(f"{spec}: starting the network, the controller and the agents")
-    with emulate(topo, controller=starter, management=True) as emulation:
-        ips = {host: emulation.host(host).IP() for host in hosts}
+    with start_network(config, topo, out, with_agents=True, intervals=INTERVALS) as network:
+        emulation, ips, controller = network.emulation, network.data_ips, network.require_controller()
         emulation.net.pingAll(timeout=1)  # every host is learned
-        config = os.path.join(out, "controller.yaml")
-        with Agents(emulation, hosts, config, os.path.join(out, "agents")) as agents:
+        with Agents(emulation, hosts, controller.config_path, os.path.join(out, "agents")) as agents:
             agents.wait_for_routes(ips)
             flows = []
             if load:
@@ -149,21 +151,21 @@ def run(spec, load, out):
             time.sleep(SETTLE_S)
             steady_start = time.time()
             received = {dst: received_bytes(emulation, dst) for dst in load_receivers(hosts)} if load else {}
-            cpu_before = measure.read_cpu_times()
+            machine_before = MachineTimes.now()
             time.sleep(STEADY_S)
-            cpu_busy, _ = stats.cpu_busy(cpu_before, measure.read_cpu_times())
+            cpu_busy = (MachineTimes.now() - machine_before).cpu_busy_pct
             load_mbps = {dst: (received_bytes(emulation, dst) - before) * 8 / STEADY_S / 1e6
                          for dst, before in received.items()}
-            database = os.path.join(out, "controller.db")
+            database = controller.process.database
             steady_generations = generations_between(database, steady_start, time.time())
             minima = ping_minima(emulation, hosts, ips, progress)
             progress.close()
             generation, records = latest_records(database)
             for process in flows:
                 emulation.stop(process)
-    inv = inventory.load(inventory_path)
+    inv = inventory.load(os.path.join(out, "inventory.yaml"))
     offline = {(r["src"], r["dst"]): r for r in planner.Plan(inv.fabric(), formulas.Bounds()).records()}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (src, dst), ping_ms in sorted(minima.items()):
         record = records.get((src, dst))
         truth = offline.get((src, dst))
@@ -200,10 +202,11 @@ def run(spec, load, out):
         "load_mbps": load_mbps,  # what each iperf3 receiver got during the steady minute
         "cpu_busy_pct": cpu_busy,  # both cores' busy share during the steady minute
         "rows": rows,
+        **results.provenance(code, config.command),
     }
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     """Run the measurement; exit 0, or 2 on bad input, 1 if the network failed."""
     parser = argparse.ArgumentParser(prog="python -m otcp.experiments.rtt_accuracy",
                                      description=__doc__.splitlines()[0])
@@ -211,16 +214,16 @@ def main(argv=None):
     parser.add_argument("--load", action="store_true", help="two iperf3 flows across the fabric meanwhile")
     parser.add_argument("--out", required=True, help="output directory")
     args = parser.parse_args(argv)
+    command = ["python", "-m", "otcp.experiments.rtt_accuracy", *(sys.argv[1:] if argv is None else argv)]
     try:
-        result = run(args.topo, args.load, args.out)
+        result = run(RttAccuracyConfig(out=os.path.abspath(args.out), topo=args.topo, load=args.load, command=command))
     except ValueError as error:
         print(f"rtt_accuracy: {error}", file=sys.stderr)
         return 2
     except (EmulationError, RuntimeError, TimeoutError) as error:
         print(f"rtt_accuracy: {error}", file=sys.stderr)
         return 1
-    with open(os.path.join(args.out, "rtt_accuracy.json"), "w", encoding="utf-8") as handle:
-        json.dump(result, handle, indent=1)
+    results.write_json(os.path.join(args.out, "rtt_accuracy.json"), result, indent=1)
     print(f"{result['topo']}{' under load' if result['load'] else ''}: {result['pairs']} pairs, RTT_prop / ping "
           f"minimum median {result['median_ratio']:.2f}, max {result['max_ratio']:.2f}, "
           f"{result['pairs_over_3x']} beyond 3x; sources {result['sources']}; "

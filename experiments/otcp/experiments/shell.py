@@ -5,7 +5,7 @@
 Builds any topology of ```otcp.topo.fabrics``` from an ``mn``-style spec (name,
 then its arguments: ``star,16``, ``fattree,4``, ``leafspine,2,2,4,bw=100``),
 starts the real controller and an agent in every host
-(``otcp.experiments.otcp``), has every host speak so the controller learns it,
+(``otcp.experiments.runner``), has every host speak so the controller learns it,
 waits until every host holds its OTCP routes, and hands over to Mininet's
 CLI (``mininet.cli.CLI``): ``pingall``, ``iperf h1 h4``, ``h1 ip route show
 proto 79`` and the user's own traffic run with OTCP's parameters in place.
@@ -19,19 +19,21 @@ from the iperf 2 server, and Debian 12's iperf 2.1 prints none for the
 connection Mininet opens to see that the server listens, so it never returns.
 """
 
-import ipaddress
+from __future__ import annotations
+
+import dataclasses
 import json
 import tempfile
 import time
+from typing import Any
 
 from mininet.cli import CLI
 from mininet.log import error, output
-from mininet.util import buildTopo
 
-from otcp.agent.routes import OTCP_PROTO
-from otcp.experiments import otcp
-from otcp.experiments.emulation import EmulationError, emulate
-from otcp.topo import fabrics
+from otcp.experiments.runner.agents import Agents
+from otcp.experiments.runner.config import ExperimentConfig
+from otcp.experiments.runner.emulation import Emulation, EmulationError
+from otcp.experiments.runner.network import start_network
 
 #: How long every host gets to be reachable (paths install on first packets), then to get its routes.
 CONNECT_TIMEOUT_S = 60.0
@@ -39,14 +41,23 @@ IPERF_PORT = 5201
 IPERF_SECONDS = 5
 
 
-class ShellCLI(CLI):
+@dataclasses.dataclass(kw_only=True)
+class ShellConfig(ExperimentConfig):
+    """One shell: the base's network (its output directory holds the controller's files),
+    the topology built (a FabricTopo) and the file of CLI commands to run, if any."""
+
+    topo: Any
+    script: str | None = None
+
+
+class ShellCLI(CLI):  # type: ignore[misc]
     """Mininet's CLI on an Emulation, with an ``iperf`` that returns (see the module docstring)."""
 
-    def __init__(self, emulation, script=None):
+    def __init__(self, emulation: Emulation, script: str | None = None) -> None:
         self.emulation = emulation  # before CLI.__init__, which runs a script at once
         super().__init__(emulation.net, script=script)
 
-    def do_iperf(self, line):
+    def do_iperf(self, line: str) -> None:
         """iperf [CLIENT SERVER]: TCP throughput from CLIENT to SERVER for 5 s with iperf3
         (default: the first and the last host); prints [server, client] rates as Mininet does."""
         names = line.split()
@@ -71,58 +82,29 @@ class ShellCLI(CLI):
         output(f"*** Results: {[f'{rate:.1f} Mbits/sec' for rate in rates]}\n")
 
 
-def build_topology(spec):
-    """The FabricTopo an mn-style spec names; ValueError naming --topo and the problem."""
-    name = spec.split(",", 1)[0]
-    if name not in fabrics.topos:
-        raise ValueError(f"--topo: {name!r} is not a topology of `otcp.topo.fabrics` ({', '.join(fabrics.topos)})")
-    try:
-        return buildTopo(fabrics.topos, spec)
-    except (ValueError, TypeError) as error:
-        raise ValueError(f"--topo {spec}: {error}") from None
-
-
-def run(topo, script=None):
-    """Start topo with OTCP, run the CLI (interactive, or script's commands); returns 0."""
-    workdir = tempfile.mkdtemp(prefix="otcp-shell-")
-    inventory = topo.write_inventory(f"{workdir}/inventory.yaml")
-    starter = otcp.Controller(workdir, inventory, with_agents=True)
-    with emulate(topo, controller=starter, management=True, log_level="output") as emulation:
-        data_ips = {host.name: host.IP() for host in emulation.hosts}
-        with otcp.Agents(emulation, list(data_ips), f"{workdir}/controller.yaml", f"{workdir}/agents"):
-            _wait_reachable(emulation)
-            _wait_covered(emulation, data_ips)
+def run(config: ShellConfig) -> int:
+    """Start the topology with OTCP, run the CLI (interactive, or the script's commands); returns 0."""
+    with start_network(config, config.topo, config.out, with_agents=True, log_level="output") as network:
+        data_ips, controller = network.data_ips, network.require_controller()
+        with Agents(network.emulation, list(data_ips), controller.config_path, f"{config.out}/agents",
+                    timeout=CONNECT_TIMEOUT_S) as agents:
+            _wait_reachable(network.emulation)
+            agents.wait_for_routes(data_ips)
             print(f"*** OTCP is in place: {len(data_ips)} hosts with their routes (proto 79); "
-                  f"controller configuration, database and logs in {workdir} (kept)")
-            print(f"*** live view: otcp-controller status --config {workdir}/controller.yaml")
-            ShellCLI(emulation, script=script)
+                  f"controller configuration, database and logs in {config.out} (kept)")
+            print(f"*** live view: otcp-controller status --config {controller.config_path}")
+            ShellCLI(network.emulation, script=config.script)
     return 0
 
 
-def _wait_reachable(emulation):
+def shell_config(topo: Any, script: str | None, command: list[str]) -> ShellConfig:
+    """A ShellConfig for topo in a new working directory of its own (kept afterwards)."""
+    return ShellConfig(out=tempfile.mkdtemp(prefix="otcp-shell-"), topo=topo, script=script, command=command)
+
+
+def _wait_reachable(emulation: Emulation) -> None:
     """pingAll until nothing is lost: the controller has learned every host and installed the paths."""
     deadline = time.monotonic() + CONNECT_TIMEOUT_S
     while emulation.net.pingAll(timeout=1) != 0:
         if time.monotonic() > deadline:
             raise TimeoutError(f"hosts could not all reach each other within {CONNECT_TIMEOUT_S:.0f} s")
-
-
-def _wait_covered(emulation, data_ips):
-    """Until every host holds OTCP routes (proto 79) covering every other host, one route per
-    destination or one per prefix, as the controller publishes them."""
-    deadline = time.monotonic() + CONNECT_TIMEOUT_S
-    while True:
-        missing = {}
-        for host in data_ips:
-            routes = json.loads(emulation.run(host, ["ip", "-j", "route", "show", "proto", str(OTCP_PROTO)]) or "[]")
-            networks = [ipaddress.ip_network(route["dst"], strict=False) for route in routes]
-            uncovered = [ip for name, ip in data_ips.items()
-                         if name != host and not any(ipaddress.ip_address(ip) in net for net in networks)]
-            if uncovered:
-                missing[host] = uncovered
-        if not missing:
-            return
-        if time.monotonic() > deadline:
-            sample = ", ".join(f"{host} lacks {ips[0]}" for host, ips in list(missing.items())[:3])
-            raise TimeoutError(f"the agents did not install routes within {CONNECT_TIMEOUT_S:.0f} s ({sample})")
-        time.sleep(0.5)

@@ -18,14 +18,14 @@ namespace, fed by the host interface's ingress (``shaping_commands`` says
 why: Open vSwitch's userspace datapath loses, uncounted, what a port qdisc
 refuses). Under plain ``mn`` OVS's shared send socket keeps its default
 buffer, which caps what the whole switch can have queued at about 93
-packets; ``otcp.experiments.emulation`` raises it while a network runs
-(``otcp.experiments.ovs_sockets``). Ports between two switches keep their
+packets; ``otcp.experiments.runner.emulation`` raises it while a network runs
+(``otcp.experiments.runner.ovs_sockets``). Ports between two switches keep their
 buffer on the port, which OVS's userspace datapath resets when it adds the
-port, so ``otcp.experiments.emulation`` applies it again after the switches start
+port, so ``otcp.experiments.runner.emulation`` applies it again after the switches start
 (``BufferedIntf.reshape``).
 Note that ``mn`` runs its global cleanup (``mn -c``: it kills every Mininet
 on the machine) whenever it hits an error; on a shared machine prefer
-``otcp.experiments.emulation``.
+``otcp.experiments.runner.emulation``.
 
 Link options, in every topology:
 

@@ -9,11 +9,13 @@ client closes it. One thread per connection.
 Every socket uses the congestion control given with --cc (set per socket,
 so it holds even where the namespace default cannot be changed).
 
-    python -m otcp.experiments.incast_server --port 5001 [--cc cubic]
+    python -m otcp.experiments.hostprogs.incast_server --port 5001 [--cc cubic]
 
 It prints "listening <port>" once the socket is ready, then runs until
 killed.
 """
+
+from __future__ import annotations
 
 import argparse
 import socket
@@ -21,20 +23,14 @@ import struct
 import sys
 import threading
 
+from otcp.experiments.hostprogs.common import set_congestion_control
+
 REQUEST = struct.Struct("!Q")
 MAX_BLOCK_BYTES = 1 << 30
 SEND_CHUNK = 1 << 20
 
 
-def set_congestion_control(sock, name):
-    """Set name as sock's congestion control; raise if the kernel refused it."""
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, name.encode())
-    actual = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0").decode()
-    if actual != name:
-        raise OSError(f"congestion control is {actual}, not {name}")
-
-
-def read_exactly(sock, size):
+def read_exactly(sock: socket.socket, size: int) -> bytes:
     """size bytes from sock, or b'' if the peer closed first."""
     parts, remaining = [], size
     while remaining:
@@ -46,7 +42,7 @@ def read_exactly(sock, size):
     return b"".join(parts)
 
 
-def serve_connection(conn, cc, payload):
+def serve_connection(conn: socket.socket, cc: str, payload: memoryview) -> None:
     """Answer requests on conn until the client closes it."""
     with conn:
         set_congestion_control(conn, cc)
@@ -65,7 +61,7 @@ def serve_connection(conn, cc, payload):
                 remaining -= step
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     """Listen and serve every connection in a thread of its own."""
     parser = argparse.ArgumentParser(prog="incast_server", description=__doc__.split("\n")[0])
     parser.add_argument("--port", type=int, required=True)
@@ -90,7 +86,7 @@ def main(argv=None):
         threading.Thread(target=serve_connection_safely, args=(conn, args.cc, payload), daemon=True).start()
 
 
-def serve_connection_safely(conn, cc, payload):
+def serve_connection_safely(conn: socket.socket, cc: str, payload: memoryview) -> None:
     """serve_connection, where a reset by the client ends only that connection."""
     try:
         serve_connection(conn, cc, payload)

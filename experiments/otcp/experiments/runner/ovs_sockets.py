@@ -21,6 +21,8 @@ on a machine (the ``/tmp/otcp-mininet.lock`` convention), so the shared send
 socket is only ever raised while this experiment is the one using the switch.
 """
 
+from __future__ import annotations
+
 import contextlib
 import ctypes
 import dataclasses
@@ -28,6 +30,7 @@ import os
 import re
 import socket
 import subprocess
+from collections.abc import Iterable, Iterator
 
 SYS_PIDFD_GETFD = 438
 SO_SNDBUFFORCE = getattr(socket, "SO_SNDBUFFORCE", 32)
@@ -55,7 +58,7 @@ class PacketSocket:
     drops: int
 
 
-def parse_packet_sockets(text):
+def parse_packet_sockets(text: str) -> list[PacketSocket]:
     """ovs-vswitchd's packet sockets from ``ss -0 -H -m -p -e`` output."""
     found = []
     entries = re.split(r"\n(?=\S)", text.strip())
@@ -65,6 +68,7 @@ def parse_packet_sockets(text):
         memory = _SKMEM.search(flat)
         if not match or not memory:
             continue
+        port: str | None
         local = match.group("local")
         if local.startswith("*:"):
             port = local[2:]
@@ -78,19 +82,19 @@ def parse_packet_sockets(text):
     return found
 
 
-def packet_sockets():
+def packet_sockets() -> list[PacketSocket]:
     """ovs-vswitchd's packet sockets now."""
     result = subprocess.run(["ss", "-0", "-H", "-m", "-p", "-e"], capture_output=True, text=True, check=True)
     return parse_packet_sockets(result.stdout)
 
 
-def receive_drops(ports):
+def receive_drops(ports: Iterable[str]) -> dict[str | None, int]:
     """{port: packets its OVS receive socket has dropped so far} (kernel's count)."""
     wanted = set(ports)
     return {s.port: s.drops for s in packet_sockets() if s.port in wanted}
 
 
-def _set_buffer(target, option, value):
+def _set_buffer(target: PacketSocket, option: int, value: int) -> bool:
     """setsockopt on a duplicate of target's descriptor in ovs-vswitchd; False if it is gone."""
     libc = ctypes.CDLL(None, use_errno=True)
     try:
@@ -117,14 +121,15 @@ def _set_buffer(target, option, value):
 
 
 @contextlib.contextmanager
-def raised_buffers(ports):
+def raised_buffers(ports: Iterable[str]) -> Iterator[list[PacketSocket]]:
     """Raise OVS's send buffer and the receive buffers of ports; restore them on exit.
 
     Yields the sockets as found before (their buffer sizes are the ones put back)."""
-    sockets = [s for s in packet_sockets() if s.port is None or s.port in set(ports)]
+    wanted = set(ports)
+    sockets = [s for s in packet_sockets() if s.port is None or s.port in wanted]
     if not any(s.port is None for s in sockets):
         raise RuntimeError("ovs-vswitchd has no send socket yet (it opens it on its first send)")
-    changed = []
+    changed: list[PacketSocket] = []
     try:
         for target in sockets:
             option, value = (SO_SNDBUFFORCE, SEND_BUFFER) if target.port is None else (SO_RCVBUFFORCE, RECEIVE_BUFFER)

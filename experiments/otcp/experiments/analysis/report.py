@@ -1,6 +1,6 @@
-"""Markdown tables from incast sweeps' summaries, as the README shows them.
+"""Markdown tables from incast sweeps' summaries (OUT/summary.json), as the README shows them.
 
-    python -m otcp.experiments.report results/lossless-64k [results/lossless-64k-128 ...]
+    python -m otcp.experiments.analysis.report results/lossless-64k [results/lossless-64k-128 ...]
 
 Reads every OUT/summary.json given (several directories are merged, a
 later one's run replacing an earlier one's of the same scheme, sender count
@@ -16,24 +16,30 @@ and block: a re-run of points that failed) and prints, per block size:
 - the packet size each OTCP-lossless run used;
 - the controller's new generations during each OTCP run's measured rounds;
 
-then the DCTCP figures issue 10 asks for: where dctcp first timed out, and
-otcp+dctcp's p95 and mean completion against dctcp's at the most congested
-point both ran; and last, the commit each sweep ran.
+then where dctcp first timed out, and otcp+dctcp's p95 and mean completion
+against dctcp's at the most congested point both ran; and last, the commit
+each sweep ran.
 """
+
+from __future__ import annotations
 
 import argparse
 import json
 import os
 import sys
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from otcp.experiments.schemes import catalogue
+from otcp.experiments.runner.schemes import catalogue
+
+Run = dict[str, Any]
 
 
-def load_runs(directories):
+def load_runs(directories: Sequence[str]) -> list[Run]:
     """Every run of the summaries in directories, as dicts (summary.json's "runs");
     a later directory's run replaces an earlier one's of the same scheme,
     sender count and block (a re-run of points that failed)."""
-    runs = {}
+    runs: dict[tuple[str, int, int], Run] = {}
     for directory in directories:
         with open(os.path.join(directory, "summary.json"), encoding="utf-8") as handle:
             for run in json.load(handle)["runs"]:
@@ -41,7 +47,7 @@ def load_runs(directories):
     return list(runs.values())
 
 
-def code_line(directory):
+def code_line(directory: str) -> str:
     """Which code a sweep ran: its summary's commit, and whether files differed from it
     or it changed during the sweep (summaries from before the field say so)."""
     with open(os.path.join(directory, "summary.json"), encoding="utf-8") as handle:
@@ -55,12 +61,12 @@ def code_line(directory):
     return f"{directory}: commit {code['commit'][:7]}" + (f" ({', '.join(caveats)})" if caveats else "")
 
 
-def ideal_ms(run):
+def ideal_ms(run: Run) -> float:
     """The round's completion with the bottleneck busy all along: senders x block / ceiling."""
     return run["senders"] * run["sru_bytes"] * 8 / (run["ceiling_mbps"] * 1e6) * 1000
 
 
-def emptiness(run):
+def emptiness(run: Run) -> str:
     """A run's stats.queue_emptiness shares as one cell ("-" for a share with no sample)."""
     empty, tail, share = (run.get(field) for field in ("backlog_empty_pct", "backlog_empty_tail_pct",
                                                        "round_tail_pct"))
@@ -68,7 +74,7 @@ def emptiness(run):
         ("" if share is None else f"; {share:.0f} %")
 
 
-def table(runs, cell, title):
+def table(runs: Sequence[Run], cell: Callable[[Run], str], title: str) -> str:
     """One markdown table: a row per sender count, a column per scheme (in the catalogue's order); "" for no runs."""
     if not runs:
         return ""
@@ -84,7 +90,7 @@ def table(runs, cell, title):
     return "\n".join(lines)
 
 
-def dctcp_findings(runs):
+def dctcp_findings(runs: Sequence[Run]) -> str:
     """Where dctcp first timed out, and otcp+dctcp against dctcp at the most congested point."""
     lines = []
     dctcp = sorted((r for r in runs if r["scheme"] == "dctcp"), key=lambda r: r["senders"])
@@ -105,52 +111,59 @@ def dctcp_findings(runs):
     return "\n".join(lines)
 
 
-def cpu_use(run):
+def cpu_use(run: Run) -> str:
     """Both cores' busy share, its softirq and steal parts, and the switch thread's, as one cell
     ("-" for what a summary from before that field lacks)."""
-    def share(field):
+    def share(field: str) -> str:
         return "-" if run.get(field) is None else f"{run[field]:.0f}"
     parts = f"{share('cpu_softirq_pct')}, {share('cpu_steal_pct')}"
     return f"{run['cpu_busy_pct']:.0f} ({parts}) / {share('switch_cpu_pct')}"
 
 
-def report(runs):
+def _all(run: Run) -> bool:
+    return True
+
+
+#: The tables of each block size, in order: which runs each shows (a run from before a field
+#: was recorded is left out of its table), its cells and its title after the block's.
+TABLES: tuple[tuple[Callable[[Run], bool], Callable[[Run], str], str], ...] = (
+    (_all, lambda r: f"{100 * r['goodput_mbps'] / r['ceiling_mbps']:.0f} %",
+     "goodput, share of the ceiling at the run's packet size"),
+    (_all, lambda r: f"{r['fct_p95_ms'] / ideal_ms(r):.2f}x",
+     "p95 round completion / ideal (senders x block / ceiling)"),
+    (_all, lambda r: f"{r['drops']} / {r['timeouts']}", "drops at the bottleneck / RTOs"),
+    (_all, lambda r: "-" if r["probe_rtt_avg_ms"] is None else f"{r['probe_rtt_avg_ms']:.2f}",
+     "probe RTT average, ms"),
+    (lambda r: r.get("backlog_empty_pct") is not None, emptiness,
+     "bottleneck queue found empty, share of backlog samples: during rounds / in their "
+     "tails (after a round's first connection finished); the tail's share of a round"),
+    (lambda r: r.get("connections_unfinished_pct") is not None, lambda r: f"{r['connections_unfinished_pct']:.0f} %",
+     "connections still unfinished, mean share over a round's time"),
+    (lambda r: r.get("switch_input_mean_bytes") is not None,
+     lambda r: f"{r['switch_input_mean_bytes'] / 1000:.1f} kB, {r['switch_input_busy_pct']:.0f} %",
+     "the switch's input sockets during rounds: mean memory held (skb truesize) / share "
+     "of samples that found frames the switch had not yet taken in"),
+    (_all, cpu_use, "CPU during the rounds, % busy: both cores (of which softirq, steal) / the switch's "
+     "forwarding thread (of one core)"),
+    (lambda r: r["scheme"].startswith("otcp-"), lambda r: f"{r['packet_bytes']}", "IP packet size used (B)"),
+    (lambda r: r.get("generations") is not None, lambda r: f"{r['generations']}",
+     "new generations during the measured rounds"),
+)
+
+
+def report(runs: Sequence[Run]) -> str:
     """Every table and finding, per block size."""
     parts = []
     for block in sorted({r["sru_bytes"] for r in runs}):
         these = sorted((r for r in runs if r["sru_bytes"] == block), key=lambda r: r["senders"])
         kb = f"{block // 1024} KB per server"
-        parts += [
-            table(these, lambda r: f"{100 * r['goodput_mbps'] / r['ceiling_mbps']:.0f} %",
-                  f"{kb}: goodput, share of the ceiling at the run's packet size"),
-            table(these, lambda r: f"{r['fct_p95_ms'] / ideal_ms(r):.2f}x",
-                  f"{kb}: p95 round completion / ideal (senders x block / ceiling)"),
-            table(these, lambda r: f"{r['drops']} / {r['timeouts']}", f"{kb}: drops at the bottleneck / RTOs"),
-            table(these, lambda r: "-" if r["probe_rtt_avg_ms"] is None else f"{r['probe_rtt_avg_ms']:.2f}",
-                  f"{kb}: probe RTT average, ms"),
-            table([r for r in these if r.get("backlog_empty_pct") is not None], emptiness,
-                  f"{kb}: bottleneck queue found empty, share of backlog samples: during rounds / in their "
-                  "tails (after a round's first connection finished); the tail's share of a round"),
-            table([r for r in these if r.get("connections_unfinished_pct") is not None],
-                  lambda r: f"{r['connections_unfinished_pct']:.0f} %",
-                  f"{kb}: connections still unfinished, mean share over a round's time"),
-            table([r for r in these if r.get("switch_input_mean_bytes") is not None],
-                  lambda r: f"{r['switch_input_mean_bytes'] / 1000:.1f} kB, {r['switch_input_busy_pct']:.0f} %",
-                  f"{kb}: the switch's input sockets during rounds: mean memory held (skb truesize) / share "
-                  "of samples that found frames the switch had not yet taken in"),
-            table(these, cpu_use,
-                  f"{kb}: CPU during the rounds, % busy: both cores (of which softirq, steal) / the switch's "
-                  "forwarding thread (of one core)"),
-            table([r for r in these if r["scheme"].startswith("otcp-")], lambda r: f"{r['packet_bytes']}",
-                  f"{kb}: IP packet size used (B)"),
-            table([r for r in these if r.get("generations") is not None], lambda r: f"{r['generations']}",
-                  f"{kb}: new generations during the measured rounds"),
-            dctcp_findings(these),
-        ]
+        parts += [table([r for r in these if shown(r)], cell, f"{kb}: {title}")
+                  for shown, cell, title in TABLES]
+        parts.append(dctcp_findings(these))
     return "\n\n".join(p for p in parts if p)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Print the tables of the sweeps given."""
     parser = argparse.ArgumentParser(prog="report", description=__doc__.split("\n")[0])
     parser.add_argument("directories", nargs="+", help="sweep output directories (each with summary.json)")

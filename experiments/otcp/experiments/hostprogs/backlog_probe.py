@@ -1,6 +1,6 @@
 """Sample one qdisc's backlog as fast as netlink answers; runs in the queue's namespace.
 
-    python -m otcp.experiments.backlog_probe --dev h1-eth0-ifb --handle 10: [--interval 0.0005] [--series]
+    python -m otcp.experiments.hostprogs.backlog_probe --dev h1-eth0-ifb --handle 10: [--interval 0.0005] [--series]
         [--switch-inputs IFINDEX,...]
 
 Prints "ready", samples the backlog (bytes) of the qdisc with that handle on
@@ -18,14 +18,17 @@ frames. No qdisc counts that queue: it grows when the switch's forwarding
 thread falls behind. Each series entry then has a third value, those bytes.
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import sys
-import threading
 import time
 
+from otcp.experiments.hostprogs.common import stop_when_stdin_closes
 
-def parse_handle(text):
+
+def parse_handle(text: str) -> int:
     """tc's "major:" or "major:minor" (hex) as the kernel's 32-bit handle."""
     major, _, minor = text.partition(":")
     try:
@@ -34,7 +37,7 @@ def parse_handle(text):
         raise ValueError(f"not a tc handle: {text!r}") from None
 
 
-def backlog_of(messages, handle):
+def backlog_of(messages: list, handle: int) -> int | None:
     """The backlog in bytes of the qdisc with handle among netlink qdisc messages (None if absent)."""
     for message in messages:
         if message["handle"] != handle:
@@ -52,7 +55,7 @@ ROOT_PACKET_SOCKETS = "/proc/1/net/packet"
 ETH_P_ALL = "0003"
 
 
-def switch_input_bytes(table, ifindexes):
+def switch_input_bytes(table: str, ifindexes: set[int]) -> int:
     """Bytes queued (Rmem) on the ETH_P_ALL packet sockets bound to ifindexes, from the
     text of /proc/net/packet (columns: sk RefCnt Type Proto Iface R Rmem User Inode)."""
     total = 0
@@ -63,7 +66,7 @@ def switch_input_bytes(table, ifindexes):
     return total
 
 
-def parse_ifindexes(text):
+def parse_ifindexes(text: str) -> set[int]:
     """--switch-inputs: comma-separated positive interface indexes."""
     try:
         indexes = {int(part) for part in text.split(",")}
@@ -74,7 +77,7 @@ def parse_ifindexes(text):
     return indexes
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     """Sample until standard input closes; print the peak."""
     parser = argparse.ArgumentParser(prog="backlog_probe", description=__doc__.split("\n")[0])
     parser.add_argument("--dev", required=True)
@@ -102,10 +105,9 @@ def main(argv=None):
             print(f"backlog_probe: no device {args.dev}", file=sys.stderr)
             return 2
         index = found[0]
-        stop = threading.Event()
-        threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+        stop = stop_when_stdin_closes()
         peak = samples = total = 0
-        series = []
+        series: list[list[float]] = []
         print("ready", flush=True)
         while not stop.is_set():
             backlog = backlog_of(ipr.get_qdiscs(index), handle)
@@ -122,7 +124,7 @@ def main(argv=None):
                         sample.append(switch_input_bytes(table.read(), inputs))
                 series.append(sample)
             time.sleep(args.interval)
-    result = {"peak": peak, "samples": samples, "mean": total / samples if samples else 0.0}
+    result: dict[str, object] = {"peak": peak, "samples": samples, "mean": total / samples if samples else 0.0}
     if args.series:
         result["series"] = series
     print(json.dumps(result), flush=True)

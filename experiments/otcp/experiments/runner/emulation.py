@@ -11,7 +11,7 @@ the way this machine needs it (docs/experiments.md):
   buffer toward each host as a bfifo on an IFB in the host's namespace,
   tx checksum/TSO/GSO/GRO off on every veth;
 - Open vSwitch's send socket and its ports' receive sockets raised out of
-  reach while the network runs, and restored after (otcp.experiments.ovs_sockets);
+  reach while the network runs, and restored after (otcp.experiments.runner.ovs_sockets);
 - cubic pinned in every host before anything opens a socket (the kernel
   default here is bbr);
 - optionally an out-of-band management network (Mininet's connectToRootNS
@@ -25,6 +25,8 @@ did not create: it refuses to start when a bridge or interface it would
 create already exists (Mininet would otherwise delete it).
 """
 
+from __future__ import annotations
+
 import contextlib
 import ipaddress
 import os
@@ -34,12 +36,15 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
 
 from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import Node, OVSBridge, OVSSwitch, RemoteController
 
-from otcp.experiments import ovs_sockets
+from otcp.experiments.runner import ovs_sockets
 from otcp.topo.fabrics import BufferedIntf, BufferedLink
 
 CONGESTION_CONTROL = "cubic"
@@ -58,7 +63,7 @@ class UserspaceSwitch(OVSSwitch):
     (OVSVersion) once, on the class first instantiated, and a fresh
     specialClass per network lost it from the second network on."""
 
-    def __init__(self, name, **params):
+    def __init__(self, name: str, **params: Any) -> None:
         params.setdefault("datapath", "user")
         params.setdefault("protocols", "OpenFlow13")
         params.setdefault("failMode", "secure")
@@ -68,7 +73,7 @@ class UserspaceSwitch(OVSSwitch):
 class UserspaceBridge(OVSBridge):
     """A standalone learning bridge on the userspace datapath."""
 
-    def __init__(self, name, **params):
+    def __init__(self, name: str, **params: Any) -> None:
         params.setdefault("datapath", "user")
         OVSBridge.__init__(self, name, **params)
 
@@ -80,7 +85,7 @@ class OpenFlowController(RemoteController):
     check died with UnicodeDecodeError on one network in three). A plain
     TCP connect says the same."""
 
-    def checkListening(self):
+    def checkListening(self) -> None:
         """Raise EmulationError unless something accepts TCP connections on the port."""
         try:
             socket.create_connection((self.ip, self.port), timeout=2).close()
@@ -95,29 +100,29 @@ class EmulationError(RuntimeError):
 class Emulation:
     """A running network: the Mininet object plus what experiments ask of it."""
 
-    def __init__(self, net, topo, management_ips, management_root_ip):
+    def __init__(self, net: Any, topo: Any, management_ips: dict[str, str], management_root_ip: str | None) -> None:
         self.net = net
         self.topo = topo
         self._management_ips = management_ips
         self.management_root_ip = management_root_ip
         # None when cubic is every namespace's default, else why not.
-        self.congestion_control_note = None
-        self._processes = []
+        self.congestion_control_note: str | None = None
+        self._processes: list[subprocess.Popen[bytes]] = []
 
-    def host(self, name):
+    def host(self, name: str) -> Any:
         """The Mininet node called name."""
         return self.net.get(name)
 
     @property
-    def hosts(self):
+    def hosts(self) -> list[Any]:
         """The network's hosts (Mininet nodes)."""
-        return [h for h in self.net.hosts]
+        return list(self.net.hosts)
 
-    def management_ip(self, host):
+    def management_ip(self, host: str) -> str | None:
         """The host's address on the management network (None without one)."""
         return self._management_ips.get(host)
 
-    def run(self, host, argv, check=True):
+    def run(self, host: str, argv: list[str], check: bool = True) -> str:
         """Run argv in host's namespace, wait, and return its stdout.
 
         Raises EmulationError with the command and its stderr when it fails
@@ -130,16 +135,18 @@ class Emulation:
                                  f"{err.decode(errors='replace').strip()}")
         return out.decode(errors="replace")
 
-    def start(self, host, argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kwargs):
+    def start(self, host: str, argv: list[str], stdout: Any = subprocess.DEVNULL, stderr: Any = subprocess.DEVNULL,
+              **kwargs: Any) -> subprocess.Popen[bytes]:
         """Start argv in the background in host's namespace; stopped on exit."""
         process = self.host(host).popen(list(argv), stdout=stdout, stderr=stderr, **kwargs)
         self._processes.append(process)
         return process
 
-    def stop(self, process, timeout=5):
+    def stop(self, process: subprocess.Popen[bytes], timeout: float = 5) -> None:
         """Stop one process this emulation started (its process group: it runs under setsid)."""
         if process.poll() is None:
-            for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, None)):
+            waits: tuple[tuple[signal.Signals, float | None], ...] = ((signal.SIGTERM, timeout), (signal.SIGKILL, None))
+            for sig, wait in waits:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, sig)
                 try:
@@ -150,7 +157,7 @@ class Emulation:
         with contextlib.suppress(ValueError):
             self._processes.remove(process)
 
-    def wait_listening(self, host, port, timeout=10.0):
+    def wait_listening(self, host: str, port: int, timeout: float = 10.0) -> None:
         """Wait until a TCP socket listens on port in host's namespace."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -159,34 +166,45 @@ class Emulation:
             time.sleep(0.1)
         raise EmulationError(f"{host}: nothing listens on port {port} after {timeout:.0f} s")
 
-    def stop_all(self):
+    def stop_all(self) -> None:
         """Stop every process this emulation started."""
         for process in list(self._processes):
             self.stop(process)
 
 
-@contextlib.contextmanager
-def emulate(topo, controller=None, management=False, management_subnet=DEFAULT_MANAGEMENT_SUBNET,
-            connect_timeout=30, log_level="warning", raise_ovs_buffers=True):
-    """Build and start topo; yield an Emulation; tear everything down on exit.
+#: What emulate(controller=...) takes: called with the root namespace's management address (None
+#: without a management network), it starts a controller and returns a context manager whose value
+#: is the OpenFlow port it listens on at 127.0.0.1 (otcp.experiments.runner.controller.Controller).
+ControllerStarter = Callable[[str | None], AbstractContextManager[int]]
 
-    controller: None for standalone learning bridges (only for loop-free
-    topologies), or a callable that starts the controller: it is called with
-    the root namespace's management address (None without a management
-    network) once that address exists, and returns a context manager whose
-    value is the OpenFlow port the controller listens on at 127.0.0.1. The
-    controller is stopped after the network.
-    management: add the management network (see the module docstring).
-    raise_ovs_buffers: raise OVS's packet sockets while the network runs
-    (otcp.experiments.ovs_sockets; False only to measure what happens without).
-    """
-    setLogLevel(log_level)
+
+def _check_topology(topo: Any, controller: ControllerStarter | None,
+                    subnet: ipaddress.IPv4Network | ipaddress.IPv6Network | None) -> None:
+    """Raise EmulationError for a network emulate must not start."""
     if controller is None and topo.has_loop():
         raise EmulationError("this topology has loops: standalone bridges would flood forever; "
                              "run it with a controller")
-    subnet = ipaddress.ip_network(management_subnet) if management else None
     if subnet is not None and subnet.num_addresses - 3 < len(topo.hosts()):
         raise EmulationError(f"management subnet {subnet} is too small for {len(topo.hosts())} hosts")
+
+
+@contextlib.contextmanager
+def emulate(topo: Any, controller: ControllerStarter | None = None, management: bool = False,
+            management_subnet: str = DEFAULT_MANAGEMENT_SUBNET, connect_timeout: float = 30,
+            log_level: str = "warning", raise_ovs_buffers: bool = True) -> Iterator[Emulation]:
+    """Build and start topo; yield an Emulation; tear everything down on exit.
+
+    controller: None for standalone learning bridges (only for loop-free
+    topologies), or a ControllerStarter: it is called once the root
+    namespace's management address exists, and the controller is stopped
+    after the network.
+    management: add the management network (see the module docstring).
+    raise_ovs_buffers: raise OVS's packet sockets while the network runs
+    (otcp.experiments.runner.ovs_sockets; False only to measure what happens without).
+    """
+    setLogLevel(log_level)
+    subnet = ipaddress.ip_network(management_subnet) if management else None
+    _check_topology(topo, controller, subnet)
     _refuse_existing(topo, management)
     switch = UserspaceSwitch if controller is not None else UserspaceBridge
     net = Mininet(topo=topo, switch=switch, link=BufferedLink, controller=None, build=False,
@@ -197,7 +215,8 @@ def emulate(topo, controller=None, management=False, management_subnet=DEFAULT_M
     stack = contextlib.ExitStack()
     try:
         net.build()
-        management_ips, root_ip = {}, None
+        management_ips: dict[str, str] = {}
+        root_ip = None
         if subnet is not None:
             root, management_ips, root_ip = _add_management(net, subnet)
         if controller is not None:
@@ -205,21 +224,8 @@ def emulate(topo, controller=None, management=False, management_subnet=DEFAULT_M
             net.addController("c0", controller=OpenFlowController, ip="127.0.0.1", port=controller_port)
         net.start()
         if controller is not None:
-            data_switches = [s for s in net.switches if s.name != MANAGEMENT_SWITCH]
-            if not _wait_connected(data_switches, connect_timeout):
-                raise EmulationError(f"switches did not connect to the controller on 127.0.0.1:{controller_port} "
-                                     f"within {connect_timeout} s")
-        # OVS's userspace datapath resets a port's qdisc when it adds the port:
-        # the rate and buffer of switch ports go on after the switches start.
-        for switch in net.switches:
-            for intf in switch.intfList():
-                if isinstance(intf, BufferedIntf):
-                    intf.reshape()
-        # OVS's packet sockets must never be where a packet is lost (otcp.experiments.ovs_sockets).
-        ports = [intf.name for switch in net.switches for intf in switch.intfList() if intf.name != "lo"]
-        if raise_ovs_buffers:
-            _wait_send_socket(net)
-            stack.enter_context(ovs_sockets.raised_buffers(ports))
+            _wait_connected(net, controller_port, connect_timeout)
+        _prepare_switches(net, stack, raise_ovs_buffers)
         problems = [_pin_congestion_control(host) for host in net.hosts]
         emulation = Emulation(net, topo, management_ips, root_ip)
         emulation.congestion_control_note = next((p for p in problems if p), None)
@@ -239,7 +245,23 @@ def emulate(topo, controller=None, management=False, management_subnet=DEFAULT_M
             signal.signal(signal.SIGTERM, previous)
 
 
-def delay_report(topo):
+def _prepare_switches(net: Any, stack: contextlib.ExitStack, raise_ovs_buffers: bool) -> None:
+    """What the started switches need before traffic: their ports' shaping again, and OVS's
+    packet sockets raised (until stack closes)."""
+    # OVS's userspace datapath resets a port's qdisc when it adds the port:
+    # the rate and buffer of switch ports go on after the switches start.
+    for switch in net.switches:
+        for intf in switch.intfList():
+            if isinstance(intf, BufferedIntf):
+                intf.reshape()
+    # OVS's packet sockets must never be where a packet is lost (otcp.experiments.runner.ovs_sockets).
+    if raise_ovs_buffers:
+        ports = [intf.name for switch in net.switches for intf in switch.intfList() if intf.name != "lo"]
+        _wait_send_socket(net)
+        stack.enter_context(ovs_sockets.raised_buffers(ports))
+
+
+def delay_report(topo: Any) -> tuple[bool, str | None]:
     """Whether the delays topo asks for are enforced, as (enforced, message).
 
     Call after the network is built: the first link that asks for a delay
@@ -253,7 +275,7 @@ def delay_report(topo):
     return False, "link delay asked for but not enforced: this kernel has no sch_netem"
 
 
-def _stop_network(net):
+def _stop_network(net: Any) -> None:
     """net.stop(), and if Mininet fails halfway, take down by hand what this
     network created: its links, its bridges (by name: _refuse_existing made
     sure no one else's have those names) and its host shells."""
@@ -274,7 +296,7 @@ def _stop_network(net):
             host.terminate()
 
 
-def _refuse_existing(topo, management):
+def _refuse_existing(topo: Any, management: bool) -> None:
     """Raise if a bridge or root-namespace interface we would create exists.
 
     Mininet deletes an existing bridge or interface of the same name when it
@@ -299,7 +321,7 @@ def _refuse_existing(topo, management):
                              "not ours; another Mininet is running or was left behind")
 
 
-def _add_management(net, subnet):
+def _add_management(net: Any, subnet: ipaddress.IPv4Network | ipaddress.IPv6Network) -> tuple[Any, dict[str, str], str]:
     """Add the management bridge, the root-namespace node and one link per host."""
     addresses = subnet.hosts()
     root_ip = str(next(addresses))
@@ -319,7 +341,7 @@ def _add_management(net, subnet):
     return root, management_ips, root_ip
 
 
-def _wait_send_socket(net, timeout=10.0):
+def _wait_send_socket(net: Any, timeout: float = 10.0) -> None:
     """Make sure ovs-vswitchd has opened its send socket (it does on its
     first send): one ping between two hosts makes the switch send."""
     deadline = time.monotonic() + timeout
@@ -333,16 +355,18 @@ def _wait_send_socket(net, timeout=10.0):
             time.sleep(0.2)
 
 
-def _wait_connected(switches, timeout, interval=0.5):
+def _wait_connected(net: Any, port: int, timeout: float, interval: float = 0.5) -> None:
+    """Wait until every data switch is connected to the controller on 127.0.0.1:port."""
+    switches = [s for s in net.switches if s.name != MANAGEMENT_SWITCH]
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if all(s.connected() for s in switches):
-            return True
+    while not all(s.connected() for s in switches):
+        if time.monotonic() > deadline:
+            raise EmulationError(f"switches did not connect to the controller on 127.0.0.1:{port} "
+                                 f"within {timeout:g} s")
         time.sleep(interval)
-    return all(s.connected() for s in switches)
 
 
-def _pin_congestion_control(host):
+def _pin_congestion_control(host: Any) -> str | None:
     """Make cubic host's namespace default; return None, or why it could not.
 
     A namespace other than the initial one may only choose an algorithm in
@@ -361,10 +385,10 @@ def _pin_congestion_control(host):
             f"the experiment programs set {CONGESTION_CONTROL} per socket instead")
 
 
-def _terminate_as_interrupt():
+def _terminate_as_interrupt() -> Any:
     """Make SIGTERM unwind like Ctrl-C so the finally clause tears down; return the old handler."""
 
-    def handler(signum, frame):
+    def handler(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
     previous = signal.getsignal(signal.SIGTERM)

@@ -7,7 +7,7 @@ slowest server sets the pace. By default every request opens a new
 connection (route initcwnd/cwnd only apply when a connection is set up);
 --persistent keeps one connection per server for the whole run.
 
-    python -m otcp.experiments.incast_client --servers 10.0.0.2,10.0.0.3 --port 5001 \\
+    python -m otcp.experiments.hostprogs.incast_client --servers 10.0.0.2,10.0.0.3 --port 5001 \\
         --block-bytes 262144 (--rounds 50 | --seconds 3) [--persistent] [--cc cubic] [--round-timeout 60]
 
 --seconds runs rounds until that much time has passed (at least one round):
@@ -21,15 +21,20 @@ refused or reset, round timeout) ends the program with status 1 and a
 message on stderr naming the server.
 """
 
+from __future__ import annotations
+
 import argparse
+import errno
 import ipaddress
 import json
+import os
 import selectors
 import socket
 import sys
 import time
 
-from otcp.experiments.incast_server import REQUEST, set_congestion_control
+from otcp.experiments.hostprogs.common import set_congestion_control
+from otcp.experiments.hostprogs.incast_server import REQUEST
 
 RECEIVE_BUFFER = 1 << 20
 
@@ -41,15 +46,15 @@ class RoundError(RuntimeError):
 class Flow:
     """One server's block in the current round."""
 
-    def __init__(self, index, address, sock):
+    def __init__(self, index: int, address: str, sock: socket.socket) -> None:
         self.index = index
         self.address = address
         self.sock = sock
         self.received = 0
-        self.duration = None
+        self.duration: float | None = None
 
 
-def open_connection(address, port, cc):
+def open_connection(address: str, port: int, cc: str) -> socket.socket:
     """A non-blocking socket with connect() under way to address:port."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     set_congestion_control(sock, cc)
@@ -58,78 +63,99 @@ def open_connection(address, port, cc):
     return sock
 
 
-def run_round(servers, port, block_bytes, cc, timeout, persistent=None):
+class SynchronizedRead:
+    """One round: every server asked for its block at once, each read to the end.
+
+    persistent: connected sockets (one per server) to reuse, or None to open a new
+    connection per request (the request goes out once it is connected)."""
+
+    def __init__(self, port: int, block_bytes: int, persistent: list[socket.socket] | None) -> None:
+        self.port = port
+        self.block_bytes = block_bytes
+        self.persistent = persistent
+        self.selector = selectors.DefaultSelector()
+        self.buffer = memoryview(bytearray(RECEIVE_BUFFER))
+        self.request = REQUEST.pack(block_bytes)
+        self.start = time.monotonic()
+        self.flows: list[Flow] = []
+
+    def open(self, servers: list[str], cc: str) -> None:
+        """Ask every server (a new connection each, or the persistent ones): one Flow each."""
+        for index, address in enumerate(servers):
+            if self.persistent is None:
+                flow = Flow(index, address, open_connection(address, self.port, cc))
+                self.selector.register(flow.sock, selectors.EVENT_WRITE, flow)
+            else:
+                flow = Flow(index, address, self.persistent[index])
+                flow.sock.send(self.request)
+                self.selector.register(flow.sock, selectors.EVENT_READ, flow)
+            self.flows.append(flow)
+
+    def on_ready(self, flow: Flow, mask: int) -> bool:
+        """Act on one ready socket: send the request once connected, or read; True when
+        the flow's block is complete."""
+        if mask & selectors.EVENT_WRITE:
+            error = flow.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if error:
+                raise RoundError(f"{flow.address}:{self.port}: connect failed: {errno_name(error)}")
+            flow.sock.send(self.request)
+            self.selector.modify(flow.sock, selectors.EVENT_READ, flow)
+            return False
+        want = min(RECEIVE_BUFFER, self.block_bytes - flow.received)
+        try:
+            got = flow.sock.recv_into(self.buffer, want)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError as exc:
+            raise RoundError(f"{flow.address}:{self.port}: {exc}") from None
+        if got == 0:
+            raise RoundError(f"{flow.address}:{self.port}: closed after {flow.received} of {self.block_bytes} bytes")
+        flow.received += got
+        if flow.received < self.block_bytes:
+            return False
+        flow.duration = time.monotonic() - self.start
+        self.selector.unregister(flow.sock)
+        if self.persistent is None:
+            flow.sock.close()
+        return True
+
+
+def run_round(servers: list[str], port: int, block_bytes: int, cc: str, timeout: float,
+              persistent: list[socket.socket] | None = None) -> tuple[float, float, list[float]]:
     """One synchronized read; return (start, duration, flow durations).
 
     persistent: list of connected sockets (one per server) to reuse, or None
     to open a new connection per request.
     """
-    selector = selectors.DefaultSelector()
-    buffer = memoryview(bytearray(RECEIVE_BUFFER))
-    request = REQUEST.pack(block_bytes)
-    start = time.monotonic()
-    flows = []
-    for index, address in enumerate(servers):
-        if persistent is None:
-            flow = Flow(index, address, open_connection(address, port, cc))
-            selector.register(flow.sock, selectors.EVENT_WRITE, flow)
-        else:
-            flow = Flow(index, address, persistent[index])
-            flow.sock.send(request)
-            selector.register(flow.sock, selectors.EVENT_READ, flow)
-        flows.append(flow)
-    pending = len(flows)
-    deadline = start + timeout
+    read = SynchronizedRead(port, block_bytes, persistent)
+    flows = read.flows
     try:
+        read.open(servers, cc)
+        pending = len(flows)
+        deadline = read.start + timeout
         while pending:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 late = [f.address for f in flows if f.duration is None]
                 raise RoundError(f"round timed out after {timeout} s waiting for {', '.join(late)}")
-            for key, mask in selector.select(remaining):
-                flow = key.data
-                if mask & selectors.EVENT_WRITE:
-                    error = flow.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                    if error:
-                        raise RoundError(f"{flow.address}:{port}: connect failed: {errno_name(error)}")
-                    flow.sock.send(request)
-                    selector.modify(flow.sock, selectors.EVENT_READ, flow)
-                    continue
-                want = min(RECEIVE_BUFFER, block_bytes - flow.received)
-                try:
-                    got = flow.sock.recv_into(buffer, want)
-                except (BlockingIOError, InterruptedError):
-                    continue
-                except OSError as exc:
-                    raise RoundError(f"{flow.address}:{port}: {exc}") from None
-                if got == 0:
-                    raise RoundError(f"{flow.address}:{port}: closed after {flow.received} of {block_bytes} bytes")
-                flow.received += got
-                if flow.received == block_bytes:
-                    flow.duration = time.monotonic() - start
-                    selector.unregister(flow.sock)
-                    if persistent is None:
-                        flow.sock.close()
-                    pending -= 1
+            for key, mask in read.selector.select(remaining):
+                pending -= read.on_ready(key.data, mask)
     finally:
         if persistent is None:
             for flow in flows:
                 if flow.duration is None:
                     flow.sock.close()
-        selector.close()
-    duration = max(f.duration for f in flows)
-    return start, duration, [f.duration for f in flows]
+        read.selector.close()
+    durations = [f.duration for f in flows if f.duration is not None]
+    return read.start, max(durations), durations
 
 
-def errno_name(number):
+def errno_name(number: int) -> str:
     """The symbolic name of an errno value (the number itself if unknown)."""
-    import errno
-    import os
-
     return f"{errno.errorcode.get(number, number)} ({os.strerror(number)})"
 
 
-def connect_persistent(servers, port, cc, timeout):
+def connect_persistent(servers: list[str], port: int, cc: str, timeout: float) -> list[socket.socket]:
     """One connected, non-blocking socket per server."""
     sockets = []
     for address in servers:
@@ -140,7 +166,7 @@ def connect_persistent(servers, port, cc, timeout):
     return sockets
 
 
-def parse_args(argv):
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The client's arguments, checked (parser.error exits 2 naming the option)."""
     parser = argparse.ArgumentParser(prog="incast_client", description=__doc__.split("\n")[0])
     parser.add_argument("--servers", required=True, help="comma-separated server addresses")
@@ -167,7 +193,7 @@ def parse_args(argv):
     return args
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     """Run the rounds and print one JSON record per round."""
     args = parse_args(argv)
     try:

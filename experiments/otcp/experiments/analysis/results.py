@@ -1,6 +1,14 @@
-"""Where an incast sweep's results go: SQLite, OUT/summary.json and OUT/routes/.
+"""Where an experiment's results go: OUT/summary.json, SQLite (OUT/results.db) and OUT/routes/.
 
-The summary's schema (issues 4 and 8)::
+An experiment collects what it measured in an ``Outcome`` (ceiling samples,
+run records, failures, notes, schemes that could not run here) and
+``write_summary`` writes it, checked against the schema first, with the
+command line that made it and the code it ran. The run records are the
+synchronized-read workload's (``RunRecord``, ``RUN_FIELDS``: the incast
+experiment's, and a simulator's that writes the same summary); another
+workload passes its own record fields.
+
+The summary's schema::
 
     {"ceiling_mbps": float,                   # median single-flow ceiling, 1500 B packets
      "ceilings": [{"packet_bytes", "median", "min", "max", "spread_pct", "samples",
@@ -10,7 +18,7 @@ The summary's schema (issues 4 and 8)::
                "timeouts", "probe_rtt_avg_ms", "probe_rtt_max_ms",
                "packet_bytes", "ceiling_mbps",          # the run's packet size and its network's ceiling at it
                "sent", "delivered", "drops_other_buffers", "sender_queue_drops",
-               "unexplained",                           # the loss account (otcp.experiments.stats.LossAccount)
+               "unexplained",                           # the loss account (runner.counters.LossAccount)
                "peak_backlog_bytes", "cpu_busy_pct", "cpu_busiest_pct",
                "cpu_softirq_pct", "cpu_steal_pct",      # parts of both cores' time: the kernel's network
                                                         # processing, and time the hypervisor took
@@ -26,7 +34,10 @@ The summary's schema (issues 4 and 8)::
      "unexplained_losses": [{"scheme", "senders", "buffer_bytes", "unexplained"}],  # runs that lost packets
                                                                                    # no counter names
      "unavailable": [{"scheme", "reason"}],   # schemes that could not run here
-     "notes": [str],                          # what the emulation could not enforce
+     "notes": [str],                          # what the emulation could not enforce, and each
+                                              # failure as "failed: LABEL: ERROR"
+     "failures": [{"scheme", "senders", "buffer_bytes", "error"}],  # runs that failed, and why
+     "command": str,                          # the command line that made the summary
      "code": {"commit", "modified",           # the checkout the sweep started from (null outside git) and
               "changed_during_sweep"}}        # whether it changed before the sweep ended (controllers
                                               # restarted per scheme load the code then on disk)
@@ -37,14 +48,20 @@ the probe's RTT samples, packet and drop counters of every interface,
 and the ceiling measurements.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import json
 import os
+import pathlib
+import shlex
 import sqlite3
 import subprocess
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from otcp.experiments import stats
+from otcp.experiments.analysis import stats
 
 RUN_FIELDS = {
     "scheme": str,
@@ -134,33 +151,67 @@ class RunRecord:
     switch_input_busy_pct: float | None = None
 
     @classmethod
-    def build(cls, head, rounds_summary, account, probe_summary, **rest):
-        """From the run's identity (head), stats.summarize_rounds, a LossAccount, stats.summarize_probe and the rest."""
+    def build(cls, head: Mapping[str, Any], rounds_summary: Mapping[str, Any], account: Any,
+              probe_summary: Mapping[str, Any], **rest: Any) -> RunRecord:
+        """From the run's identity (head), stats.summarize_rounds, a LossAccount
+        (runner.counters), stats.summarize_probe and the rest."""
         loss = account.as_dict()
         return cls(**head, **rounds_summary, drops=loss["drops"], sent=loss["sent"], delivered=loss["delivered"],
                    drops_other_buffers=loss["drops_other_buffers"], sender_queue_drops=loss["sender_queue_drops"],
                    unexplained=loss["unexplained"], **probe_summary, **rest)
 
     @property
-    def share_of_ceiling(self):
+    def share_of_ceiling(self) -> float:
         """Goodput as a fraction of the ceiling the run is judged against."""
         return self.goodput_mbps / self.ceiling_mbps if self.ceiling_mbps else 0.0
 
-    def label(self):
+    def label(self) -> str:
         """scheme n=senders buf=buffer, as the progress bar and messages name a run."""
-        return f"{self.scheme} n={self.senders} buf={self.buffer_bytes}"
+        return run_label(self.scheme, self.senders, self.buffer_bytes)
 
 
 @dataclasses.dataclass
 class RunDetail:
-    """What the database keeps of a run beyond its record."""
+    """What the database keeps of a run beyond its record: the client's rounds (each with
+    round, start_s, duration_s, bytes and flows_s, every server's completion), the servers in
+    flows_s's order, per-host TCP counter changes, the probe's RTTs (ms), packet and drop
+    counter changes per place {"node:device": {counter: delta}}, and the IPv4 queues' changes
+    {host: {"egress"|"buffer": {"sent_packets", "drops"}}}."""
 
-    rounds: list
-    servers: list
-    host_counters: dict
-    probe_rtts: list
-    path_counters: dict
-    queues: dict
+    rounds: list[dict[str, Any]]
+    servers: list[str]
+    host_counters: dict[str, dict[str, int]]
+    probe_rtts: list[float]
+    path_counters: dict[str, dict[str, int]]
+    queues: dict[str, dict[str, dict[str, int]]]
+
+
+def run_label(scheme: str, senders: int, buffer_bytes: int) -> str:
+    """scheme n=senders buf=buffer: how the progress bar, messages and notes name a run."""
+    return f"{scheme} n={senders} buf={buffer_bytes}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """A run that failed: which (the scheme, the network's senders and buffer) and its error."""
+
+    scheme: str
+    senders: int
+    buffer_bytes: int
+    error: str
+
+    def label(self) -> str:
+        """The run's name, as run_label gives it."""
+        return run_label(self.scheme, self.senders, self.buffer_bytes)
+
+    def note(self) -> str:
+        """The failure as the summary's notes and the log give it."""
+        return f"failed: {self.label()}: {self.error}"
+
+    def brief(self, limit: int = 100) -> str:
+        """The error's first line, cut to limit characters: what a table row shows of it."""
+        line = self.error.splitlines()[0] if self.error.strip() else "(no message)"
+        return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +226,7 @@ class CeilingSample:
     switch_cpu_pct: float | None = None  # ovs-vswitchd's forwarding thread, % of a core
 
 
-def ceiling_summary(samples):
+def ceiling_summary(samples: Sequence[CeilingSample]) -> list[dict[str, Any]]:
     """The summary's "ceilings": per packet size, the spread of every sample and of each network's."""
     summary = []
     for packet_bytes in sorted({s.packet_bytes for s in samples}, reverse=True):
@@ -190,11 +241,44 @@ def ceiling_summary(samples):
     return summary
 
 
-def network_ceiling(samples, senders, buffer_bytes, packet_bytes):
+def network_ceiling(samples: Sequence[CeilingSample], senders: int, buffer_bytes: int,
+                    packet_bytes: int) -> float | None:
     """The median ceiling of one network at one packet size (None if not measured)."""
     values = tuple(s.mbps for s in samples
                    if (s.senders, s.buffer_bytes, s.packet_bytes) == (senders, buffer_bytes, packet_bytes))
     return stats.Spread(values).median if values else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Unavailable:
+    """A scheme that could not run here, and why (the kernel's or the setup's words)."""
+
+    scheme: str
+    reason: str
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What an experiment has produced so far: ceiling samples, run records, failures,
+    notes (each once) and the schemes that could not run here."""
+
+    ceilings: list[CeilingSample] = dataclasses.field(default_factory=list)
+    runs: list[Any] = dataclasses.field(default_factory=list)
+    failures: list[Failure] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    unavailable: list[Unavailable] = dataclasses.field(default_factory=list)
+
+    def note(self, progress: Any, note: str | None) -> None:
+        """Keep note once and show it (progress: runner.progress.Progress)."""
+        if note and note not in self.notes:
+            self.notes.append(note)
+            progress.message(f"note: {note}")
+
+    def ceiling(self, packet_bytes: int = 1500) -> float | None:
+        """The median of every ceiling sample at packet_bytes (None before any)."""
+        values = tuple(c.mbps for c in self.ceilings if c.packet_bytes == packet_bytes)
+        return stats.Spread(values).median if values else None
+
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS invocation (
@@ -232,9 +316,9 @@ class SchemaError(ValueError):
     """A summary that does not follow the schema; names the run and the field."""
 
 
-def check_run(run, where="run"):
-    """Raise SchemaError unless run has every RUN_FIELDS key with a sane value."""
-    for field, kinds in RUN_FIELDS.items():
+def check_run(run: Mapping[str, Any], where: str = "run", fields: Mapping[str, Any] | None = None) -> None:
+    """Raise SchemaError unless run has every key of fields (default RUN_FIELDS) with a sane value."""
+    for field, kinds in (RUN_FIELDS if fields is None else fields).items():
         if field not in run:
             raise SchemaError(f"{where}: missing {field}")
         value = run[field]
@@ -245,15 +329,28 @@ def check_run(run, where="run"):
             raise SchemaError(f"{where}: {field} is {value!r}, expected {' or '.join(k.__name__ for k in kinds)}")
         if isinstance(value, (int, float)) and value < 0 and field not in SIGNED_FIELDS:
             raise SchemaError(f"{where}: {field} is negative ({value})")
-    if run["senders"] < 1 or run["sru_bytes"] < 1:
+    if run.get("senders", 1) < 1 or run.get("sru_bytes", 1) < 1:
         raise SchemaError(f"{where}: senders and sru_bytes must be at least 1")
-    if not run["fct_p50_ms"] <= run["fct_p95_ms"] <= run["fct_p99_ms"]:
+    if {"fct_p50_ms", "fct_p95_ms", "fct_p99_ms"} <= set(run) and \
+            not run["fct_p50_ms"] <= run["fct_p95_ms"] <= run["fct_p99_ms"]:
         raise SchemaError(f"{where}: percentiles out of order (p50 {run['fct_p50_ms']}, p95 {run['fct_p95_ms']}, "
                           f"p99 {run['fct_p99_ms']})")
 
 
-def check_summary(document):
-    """Raise SchemaError unless document follows the summary schema."""
+#: The summary's lists besides runs (each optional): its key, what makes an entry valid, and what is expected.
+SUMMARY_LISTS: tuple[tuple[str, Callable[[dict[str, Any]], bool], str], ...] = (
+    ("unexplained_losses", lambda entry: isinstance(entry.get("unexplained"), int) and bool(entry["unexplained"]),
+     "{scheme, senders, buffer_bytes, unexplained} with unexplained not 0"),
+    ("unavailable", lambda entry: isinstance(entry.get("scheme"), str) and isinstance(entry.get("reason"), str)
+     and bool(entry["reason"]), "{scheme, reason}"),
+    ("failures", lambda entry: isinstance(entry.get("scheme"), str) and isinstance(entry.get("senders"), int)
+     and isinstance(entry.get("buffer_bytes"), int) and isinstance(entry.get("error"), str),
+     "{scheme, senders, buffer_bytes, error}"),
+)
+
+
+def check_summary(document: Any, fields: Mapping[str, Any] | None = None) -> None:
+    """Raise SchemaError unless document follows the summary schema (runs with fields, default RUN_FIELDS)."""
     if not isinstance(document, dict):
         raise SchemaError("summary: expected an object")
     ceiling = document.get("ceiling_mbps")
@@ -265,15 +362,13 @@ def check_summary(document):
     for index, run in enumerate(runs):
         if not isinstance(run, dict):
             raise SchemaError(f"runs[{index}]: expected an object")
-        check_run(run, f"runs[{index}] ({run.get('scheme')}, {run.get('senders')} senders)")
-    for index, entry in enumerate(document.get("unexplained_losses", [])):
-        if not (isinstance(entry, dict) and isinstance(entry.get("unexplained"), int) and entry["unexplained"]):
-            raise SchemaError(f"unexplained_losses[{index}]: expected {{scheme, senders, buffer_bytes, unexplained}} "
-                              "with unexplained not 0")
-    for index, entry in enumerate(document.get("unavailable", [])):
-        if not (isinstance(entry, dict) and isinstance(entry.get("scheme"), str)
-                and isinstance(entry.get("reason"), str) and entry["reason"]):
-            raise SchemaError(f"unavailable[{index}]: expected {{scheme, reason}}")
+        check_run(run, f"runs[{index}] ({run.get('scheme')}, {run.get('senders')} senders)", fields)
+    for key, valid, expected in SUMMARY_LISTS:
+        for index, entry in enumerate(document.get(key, [])):
+            if not (isinstance(entry, dict) and valid(entry)):
+                raise SchemaError(f"{key}[{index}]: expected {expected}")
+    if not isinstance(document.get("command", ""), str):
+        raise SchemaError(f"summary: command is {document['command']!r}, expected the command line as a string")
     code = document.get("code")
     if not (isinstance(code, dict) and isinstance(code.get("commit"), (str, type(None)))
             and isinstance(code.get("modified"), (bool, type(None)))
@@ -281,30 +376,31 @@ def check_summary(document):
         raise SchemaError(f"summary: code is {code!r}, expected {{commit, modified, changed_during_sweep}}")
 
 
-def summary_run(run):
-    """The summary's view of a RunRecord (only RUN_FIELDS)."""
-    return {field: getattr(run, field) for field in RUN_FIELDS}
+def summary_run(run: Any, fields: Iterable[str] | None = None) -> dict[str, Any]:
+    """The summary's view of a run record (only fields, default RUN_FIELDS)."""
+    return {field: getattr(run, field) for field in (RUN_FIELDS if fields is None else fields)}
 
 
-def unexplained_losses(runs):
+def unexplained_losses(runs: Iterable[Any]) -> list[dict[str, Any]]:
     """The runs that lost packets no kernel counter names, for the summary's flag."""
     return [{"scheme": r.scheme, "senders": r.senders, "buffer_bytes": r.buffer_bytes, "unexplained": r.unexplained}
             for r in runs if r.unexplained]
 
 
 class ResultStore:
-    """The SQLite database of one output directory (appends; one invocation per sweep)."""
+    """The SQLite database of one output directory (appends; one invocation per experiment).
+    Its runs table has a column per field of record_type (RunRecord unless another is given)."""
 
-    def __init__(self, path, arguments):
+    def __init__(self, path: str, arguments: Mapping[str, Any], record_type: type = RunRecord) -> None:
         self.db = sqlite3.connect(path)
         self.db.executescript(SCHEMA)
-        _add_missing_columns(self.db)
+        _add_missing_columns(self.db, record_type)
         cursor = self.db.execute("INSERT INTO invocation (started, arguments) VALUES (?, ?)",
                                  (time.time(), json.dumps(arguments, sort_keys=True)))
         self.invocation = cursor.lastrowid
         self.db.commit()
 
-    def add_ceiling(self, sample, ceiling_mbps):
+    def add_ceiling(self, sample: CeilingSample, ceiling_mbps: float | None) -> None:
         """Store one CeilingSample; ceiling_mbps: the invocation's ceiling so far (1500 B median)."""
         self.db.execute("INSERT INTO ceiling (invocation, senders, buffer_bytes, mbps, packet_bytes, cpu_busy_pct, "
                         "switch_cpu_pct) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -313,22 +409,21 @@ class ResultStore:
         self.db.execute("UPDATE invocation SET ceiling_mbps = ? WHERE id = ?", (ceiling_mbps, self.invocation))
         self.db.commit()
 
-    def add_unavailable(self, scheme, reason):
+    def add_unavailable(self, unavailable: Unavailable) -> None:
         """Store a scheme that could not run here and why."""
-        self.db.execute("INSERT INTO unavailable VALUES (?, ?, ?)", (self.invocation, scheme, reason))
+        self.db.execute("INSERT INTO unavailable VALUES (?, ?, ?)",
+                        (self.invocation, unavailable.scheme, unavailable.reason))
         self.db.commit()
 
-    def add_run(self, run, detail):
-        """Store one run: its RunRecord and its RunDetail (rounds, flows, TCP
-        counters per host, probe samples, packet and drop counters per place
-        {"node:device": {counter: delta}}, and the IPv4 queues' deltas
-        {host: {"egress"|"buffer": {"sent_packets", "drops"}}})."""
+    def add_run(self, run: Any, detail: RunDetail) -> int:
+        """Store one run: its record and its RunDetail."""
         record = dataclasses.asdict(run)
         columns = list(record)
         cursor = self.db.execute(
             f"INSERT INTO runs (invocation, {', '.join(columns)}) VALUES (?{', ?' * len(columns)})",
             [self.invocation] + [record[c] for c in columns])
         run_id = cursor.lastrowid
+        assert run_id is not None
         rounds = detail.rounds
         self.db.executemany("INSERT INTO rounds VALUES (?, ?, ?, ?, ?)",
                             [(run_id, r["round"], r["start_s"], r["duration_s"], r["bytes"]) for r in rounds])
@@ -348,14 +443,14 @@ class ResultStore:
         self.db.commit()
         return run_id
 
-    def close(self):
+    def close(self) -> None:
         """Close the database."""
         self.db.close()
 
 
-def _add_missing_columns(db):
+def _add_missing_columns(db: sqlite3.Connection, record_type: Any) -> None:
     """Columns a database from an older version of this runner lacks (it appends to OUT/results.db)."""
-    wanted = {"runs": [f.name for f in dataclasses.fields(RunRecord)],
+    wanted = {"runs": [f.name for f in dataclasses.fields(record_type)],
               "ceiling": ["packet_bytes", "cpu_busy_pct", "switch_cpu_pct"]}
     for table, columns in wanted.items():
         present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
@@ -365,14 +460,14 @@ def _add_missing_columns(db):
     db.commit()
 
 
-#: The checkout this runner belongs to.
-REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+#: The checkout this runner belongs to (experiments/otcp/experiments/analysis/ is in it).
+REPOSITORY = str(pathlib.Path(__file__).resolve().parents[4])
 
 
-def code_version(root=REPOSITORY):
+def code_version(root: str = REPOSITORY) -> dict[str, Any]:
     """{"commit", "modified"}: the commit the git checkout at root is at, and whether
     its tracked files differ from it; both None outside a checkout or without git."""
-    def git(*args):
+    def git(*args: str) -> str:
         return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, check=True,
                               timeout=30).stdout.strip()
     try:
@@ -382,28 +477,44 @@ def code_version(root=REPOSITORY):
         return {"commit": None, "modified": None}
 
 
-def write_summary(out_dir, ceiling_samples, runs, unavailable, notes, code_at_start):
-    """Write OUT/summary.json (checked against the schema first) and return its path.
-
-    ceiling_samples: every CeilingSample of the sweep; runs: RunRecords;
-    code_at_start: code_version() when the sweep started (compared with now)."""
-    ceilings = ceiling_summary(ceiling_samples)
-    main = next((c for c in ceilings if c["packet_bytes"] == 1500), ceilings[0])
-    document = {"ceiling_mbps": main["median"], "ceilings": ceilings, "runs": [summary_run(r) for r in runs],
-                "unexplained_losses": unexplained_losses(runs),
-                "unavailable": [{"scheme": s, "reason": r} for s, r in unavailable],
-                "notes": list(notes),
-                "code": {**code_at_start, "changed_during_sweep": code_version() != code_at_start}}
-    check_summary(document)
-    path = os.path.join(out_dir, "summary.json")
+def write_json(path: str, document: Any, indent: int = 2) -> str:
+    """Write document to path as JSON, atomically (a reader never sees half of it); return path."""
     with open(path + ".tmp", "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=2)
+        json.dump(document, handle, indent=indent)
         handle.write("\n")
     os.replace(path + ".tmp", path)
     return path
 
 
-def write_routes(out_dir, scheme, host, heading, text):
+def provenance(code_at_start: dict[str, Any], command: Sequence[str]) -> dict[str, Any]:
+    """{"command", "code"}: the command line that made a result, and the code it ran: the commit
+    it started from, whether tracked files differed from it, and whether it changed before the
+    experiment ended (controllers restarted per scheme load the code then on disk)."""
+    return {"command": shlex.join(command),
+            "code": {**code_at_start, "changed_during_sweep": code_version() != code_at_start}}
+
+
+def write_summary(out_dir: str, outcome: Outcome, code_at_start: dict[str, Any], command: Sequence[str],
+                  fields: Mapping[str, Any] | None = None) -> str:
+    """Write OUT/summary.json (checked against the schema first) and return its path.
+
+    outcome: the experiment's (ceilings, runs, failures, notes, unavailable), at least one
+    ceiling sample; code_at_start: code_version() when it started (compared with now);
+    command: the command line that started it; fields: the run records' (default RUN_FIELDS)."""
+    ceilings = ceiling_summary(outcome.ceilings)
+    main = next((c for c in ceilings if c["packet_bytes"] == 1500), ceilings[0])
+    document = {"ceiling_mbps": main["median"], "ceilings": ceilings,
+                "runs": [summary_run(r, fields) for r in outcome.runs],
+                "unexplained_losses": unexplained_losses(outcome.runs),
+                "unavailable": [dataclasses.asdict(u) for u in outcome.unavailable],
+                "notes": outcome.notes + [failure.note() for failure in outcome.failures],
+                "failures": [dataclasses.asdict(failure) for failure in outcome.failures],
+                **provenance(code_at_start, command)}
+    check_summary(document, fields)
+    return write_json(os.path.join(out_dir, "summary.json"), document)
+
+
+def write_routes(out_dir: str, scheme: str, host: str, heading: str, text: str) -> str:
     """Append one network's routes of host under scheme to OUT/routes/<scheme>/<host>.txt.
 
     A sweep builds one network per sender count and buffer: each gets its

@@ -1,7 +1,8 @@
 """UDP bursts with sequence numbers, for calibrating the emulated switch.
 
-    python -m otcp.experiments.burst receive --port 5400 --burst-id 7 [--idle 1.0] [--timeout 60]
-    python -m otcp.experiments.burst send --to 10.0.0.1 --port 5400 --burst-id 7 --packet-bytes 1500 --seconds 0.5
+    python -m otcp.experiments.hostprogs.burst receive --port 5400 --burst-id 7 [--idle 1.0] [--timeout 60]
+    python -m otcp.experiments.hostprogs.burst send --to 10.0.0.1 --port 5400 --burst-id 7 --packet-bytes 1500 \\
+        --seconds 0.5
 
 The sender sends datagrams for --seconds, IP packets --packet-bytes long,
 each carrying the burst id and its sequence number, as fast as its socket
@@ -17,12 +18,15 @@ D, "foreign": F}. Only the burst's own datagrams are counted: ARP, LLDP and
 anything else never reach a UDP socket.
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import socket
 import struct
 import sys
 import time
+from collections.abc import Callable
 
 HEADER = struct.Struct("!IQ")
 # IPv4 and UDP headers.
@@ -30,7 +34,7 @@ OVERHEAD = 28
 RECEIVE_BUFFER = 32 << 20
 
 
-def payload_size(packet_bytes):
+def payload_size(packet_bytes: int) -> int:
     """UDP payload that makes an IP packet of packet_bytes."""
     size = packet_bytes - OVERHEAD
     if size < HEADER.size:
@@ -38,7 +42,7 @@ def payload_size(packet_bytes):
     return size
 
 
-def send(to, port, burst_id, packet_bytes, seconds):
+def send(to: str, port: int, burst_id: int, packet_bytes: int, seconds: float) -> dict[str, int]:
     """Send datagrams for seconds (at least one); return {"sent", "errors"}."""
     padding = b"\0" * (payload_size(packet_bytes) - HEADER.size)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -57,13 +61,15 @@ def send(to, port, burst_id, packet_bytes, seconds):
     return {"sent": sent, "errors": errors}
 
 
-def receive(port, burst_id, idle, timeout, announce):
+def receive(port: int, burst_id: int, idle: float, timeout: float,
+            announce: Callable[[], None]) -> dict[str, int]:
     """Count the distinct datagrams of burst_id on port; announce() once bound."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     # SO_RCVBUFFORCE (root) so the socket is never where a packet is lost.
     sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_RCVBUFFORCE", 33), RECEIVE_BUFFER)
     sock.bind(("0.0.0.0", port))
-    seen, duplicates, foreign = set(), 0, 0
+    seen: set[int] = set()
+    duplicates = foreign = 0
     deadline = time.monotonic() + timeout
     announce()
     with sock:
@@ -92,7 +98,7 @@ def receive(port, burst_id, idle, timeout, announce):
     return {"received": len(seen), "duplicates": duplicates, "foreign": foreign}
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     """Send or receive one burst; print the result as JSON."""
     parser = argparse.ArgumentParser(prog="burst", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)

@@ -1,7 +1,8 @@
 """The fairness experiment's traffic: long flows into one sink that counts every flow's bytes.
 
-    python -m otcp.experiments.fairness_flows sink --port 5002 [--cc cubic] [--interval 0.1]
-    python -m otcp.experiments.fairness_flows source --to 10.0.0.1 --port 5002 --start-at T --stop-at T [--cc cubic]
+    python -m otcp.experiments.hostprogs.fairness_flows sink --port 5002 [--cc cubic] [--interval 0.1]
+    python -m otcp.experiments.hostprogs.fairness_flows source --to 10.0.0.1 --port 5002 --start-at T --stop-at T \\
+        [--cc cubic]
 
 The sink prints "ready", then every interval one JSON line {"t": CLOCK_MONOTONIC
 seconds, "bytes": {peer address: bytes received so far}} until its standard
@@ -11,6 +12,8 @@ it prints {"connected": t, "sent": bytes}. Every socket uses --cc, set per
 socket, as the incast workload does.
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import socket
@@ -18,18 +21,19 @@ import sys
 import threading
 import time
 
-from otcp.experiments.incast_server import set_congestion_control
+from otcp.experiments.hostprogs.common import set_congestion_control, stop_when_stdin_closes
 
 CHUNK_BYTES = 65536
 
 
-def sink(port, cc, interval):
+def sink(port: int, cc: str, interval: float) -> int:
     """Accept flows and report their byte counts until standard input closes."""
     listener = socket.create_server(("0.0.0.0", port), backlog=256)
     set_congestion_control(listener, cc)
-    received, lock = {}, threading.Lock()
+    received: dict[str, int] = {}
+    lock = threading.Lock()
 
-    def drain(conn, peer):
+    def drain(conn: socket.socket, peer: str) -> None:
         buffer = bytearray(CHUNK_BYTES)
         with conn:
             while True:
@@ -39,15 +43,14 @@ def sink(port, cc, interval):
                 with lock:
                     received[peer] += count
 
-    def accept():
+    def accept() -> None:
         while True:
             conn, (peer, _) = listener.accept()
             with lock:
                 received.setdefault(peer, 0)
             threading.Thread(target=drain, args=(conn, peer), daemon=True).start()
 
-    stop = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    stop = stop_when_stdin_closes()
     threading.Thread(target=accept, daemon=True).start()
     print("ready", flush=True)
     next_report = time.monotonic()
@@ -60,7 +63,7 @@ def sink(port, cc, interval):
     return 0
 
 
-def source(address, port, cc, start_at, stop_at):
+def source(address: str, port: int, cc: str, start_at: float, stop_at: float) -> int:
     """One long flow from start_at to stop_at."""
     time.sleep(max(0.0, start_at - time.monotonic()))
     sock = socket.socket()
@@ -76,7 +79,7 @@ def source(address, port, cc, start_at, stop_at):
     return 0
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     """sink or source (see the module docstring)."""
     parser = argparse.ArgumentParser(prog="fairness_flows", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)

@@ -1,15 +1,23 @@
-"""Statistics of one incast run: goodput, completion-time percentiles, probe RTTs.
+"""Statistics of runs: goodput, completion-time percentiles, probe RTTs, the queue's
+emptiness, the single-flow ceiling's spread, and fairness (Jain's index, convergence).
 
-Pure functions over what the workload client and the probe report, so they
-can be checked without a network.
+Pure functions over what the workload programs, the probe and the samplers
+report, so they can be checked without a network.
 """
+
+from __future__ import annotations
 
 import bisect
 import dataclasses
 import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+#: A round as the incast client reports it: round, start_s, duration_s, bytes, flows_s.
+Round = Mapping[str, Any]
 
 
-def percentile(values, q):
+def percentile(values: Sequence[float], q: float) -> float:
     """The q-th percentile (0..100) of values, interpolating linearly between
     closest ranks (numpy's default method)."""
     if not values:
@@ -23,7 +31,7 @@ def percentile(values, q):
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def summarize_rounds(rounds):
+def summarize_rounds(rounds: Sequence[Round]) -> dict[str, float]:
     """Goodput and request completion times of a run.
 
     rounds: the client's records, each with start_s, duration_s and bytes.
@@ -50,7 +58,7 @@ def summarize_rounds(rounds):
     }
 
 
-def unfinished_connections(rounds):
+def unfinished_connections(rounds: Iterable[Round]) -> dict[str, float | None]:
     """How many of a round's connections were still unfinished, on average over its time, as a
     share (%) of them all: per round, the sum of each connection's completion (flows_s, from
     the round's start) over connections x round duration; the mean over the rounds (None
@@ -64,13 +72,14 @@ def unfinished_connections(rounds):
     return {"connections_unfinished_pct": sum(shares) / len(shares) if shares else None}
 
 
-def _round_spans(rounds):
+def _round_spans(rounds: Iterable[Round]) -> list[tuple[float, float, float]]:
     """Each round's (start, end, first connection's finish) in monotonic seconds, by start."""
     return sorted((r["start_s"], r["start_s"] + r["duration_s"], r["start_s"] + min(r["flows_s"], default=0.0))
                   for r in rounds)
 
 
-def _during_rounds(samples, spans):
+def _during_rounds(samples: Iterable[Sequence[float]],
+                   spans: list[tuple[float, float, float]]) -> Iterator[tuple[Sequence[float], bool]]:
     """The samples (at, ...) taken during a round, each with whether it fell in the round's tail."""
     starts = [start for start, _, _ in spans]
     for sample in samples:
@@ -79,7 +88,7 @@ def _during_rounds(samples, spans):
             yield sample, sample[0] > spans[i][2]
 
 
-def queue_emptiness(samples, rounds):
+def queue_emptiness(samples: Iterable[Sequence[float]], rounds: Iterable[Round]) -> dict[str, float | None]:
     """Where a run's bottleneck queue ran dry, from backlog samples [(monotonic s, bytes, ...)]
     and the client's rounds (start_s, duration_s, flows_s: each connection's completion,
     from the round's start). A sample with no backlog is a moment the link could only send
@@ -103,9 +112,9 @@ def queue_emptiness(samples, rounds):
             "round_tail_pct": percentile(tails, 50) if tails else None}
 
 
-def switch_input(samples, rounds):
+def switch_input(samples: Iterable[Sequence[float]], rounds: Iterable[Round]) -> dict[str, float | None]:
     """What the userspace switch had not yet taken in during the rounds, from backlog samples
-    [(monotonic s, bottleneck bytes, switch input bytes)] (otcp.experiments.backlog_probe
+    [(monotonic s, bottleneck bytes, switch input bytes)] (otcp.experiments.hostprogs.backlog_probe
     --switch-inputs): frames queued in its ports' input sockets, which no qdisc counts and
     which add to every round trip when its forwarding thread falls behind.
 
@@ -121,7 +130,7 @@ def switch_input(samples, rounds):
             "switch_input_busy_pct": 100.0 * sum(1 for value in held if value) / len(held)}
 
 
-def summarize_probe(rtts_ms, sent):
+def summarize_probe(rtts_ms: Sequence[float], sent: int) -> dict[str, float | None]:
     """RTT statistics of the latency probe: avg, max, population stddev and
     the share of probes that got no answer. With no answers at all, the RTT
     values are None."""
@@ -136,167 +145,11 @@ def summarize_probe(rtts_ms, sent):
             "probe_lost": lost}
 
 
-def counter_deltas(before, after, names):
-    """after - before for each counter name (a missing counter counts as 0)."""
-    return {name: after.get(name, 0) - before.get(name, 0) for name in names}
-
-
-def cdf(values):
+def cdf(values: Iterable[float]) -> tuple[list[float], list[float]]:
     """(sorted values, cumulative fractions) for plotting an empirical CDF."""
     ordered = sorted(values)
     count = len(ordered)
     return ordered, [(i + 1) / count for i in range(count)]
-
-
-@dataclasses.dataclass(frozen=True)
-class QueueCounters:
-    """One queue's kernel counters (``tc -s qdisc``), absolute: packets it
-    passed on, packets it dropped, and what it holds now."""
-
-    sent_packets: int
-    drops: int
-    backlog_bytes: int = 0
-    backlog_packets: int = 0
-
-
-@dataclasses.dataclass(frozen=True)
-class LinkQueues:
-    """The two IPv4 queues of one host's link (otcp.topo.fabrics.BufferedIntf):
-    egress, the host's own queue onto its link (what it passes on is what the
-    host put on the wire); buffer, the switch's egress buffer toward the host
-    (the IFB's bfifo: what it passes on reaches the host)."""
-
-    egress: QueueCounters
-    buffer: QueueCounters
-
-
-@dataclasses.dataclass(frozen=True)
-class LossAccount:
-    """Where every IPv4 data packet of a run went (ARP, LLDP and IPv6 travel
-    in classes of their own and are not counted).
-
-    sent: packets the hosts put on their links toward the switch;
-    delivered: packets the switch's egress buffers passed to hosts;
-    drops: packets the bottleneck's buffer (toward the receiver) dropped;
-    drops_other_buffers: drops at the switch's other egress buffers;
-    queued: change of what the buffers hold (0 once traffic has stopped);
-    sender_queue_drops: drops in the hosts' own queues, before the wire
-    (not between sender and receiver: TCP sees them as local congestion);
-    unexplained: sent - delivered - drops - drops_other_buffers - queued,
-    packets lost somewhere no kernel counter names (the switch itself).
-    """
-
-    sent: int
-    delivered: int
-    drops: int
-    drops_other_buffers: int
-    queued: int
-    sender_queue_drops: int
-
-    @property
-    def unexplained(self):
-        """Packets lost where no kernel counter names them."""
-        return self.sent - self.delivered - self.drops - self.drops_other_buffers - self.queued
-
-    def as_dict(self):
-        """The account as the summary and the database hold it, unexplained included."""
-        return {**dataclasses.asdict(self), "unexplained": self.unexplained}
-
-
-def loss_account(before, after, bottleneck):
-    """The LossAccount between two snapshots {host: LinkQueues} (the same
-    hosts in both), bottleneck the host whose buffer is the bottleneck."""
-    if set(before) != set(after):
-        raise ValueError(f"snapshots of different hosts: {sorted(set(before) ^ set(after))}")
-    if bottleneck not in after:
-        raise ValueError(f"the bottleneck host {bottleneck} is not in the snapshots")
-
-    def delta(field, queue, hosts):
-        return sum(getattr(getattr(after[h], queue), field) - getattr(getattr(before[h], queue), field)
-                   for h in hosts)
-
-    hosts = sorted(after)
-    others = [h for h in hosts if h != bottleneck]
-    return LossAccount(sent=delta("sent_packets", "egress", hosts),
-                       delivered=delta("sent_packets", "buffer", hosts),
-                       drops=delta("drops", "buffer", [bottleneck]),
-                       drops_other_buffers=delta("drops", "buffer", others),
-                       queued=delta("backlog_packets", "buffer", hosts),
-                       sender_queue_drops=delta("drops", "egress", hosts))
-
-
-@dataclasses.dataclass(frozen=True)
-class CpuTimes:
-    """Jiffies from /proc/stat, per CPU: busy (everything but idle and iowait), total, and two
-    parts of busy: softirq (the kernel's network processing: veth, qdiscs, TCP) and steal
-    (time the hypervisor gave another guest)."""
-
-    busy: tuple
-    total: tuple
-    softirq: tuple
-    steal: tuple
-
-
-def parse_proc_stat(text):
-    """CpuTimes of every cpuN line of /proc/stat."""
-    busy, total, softirq, steal = [], [], [], []
-    for line in text.splitlines():
-        fields = line.split()
-        if not fields or not fields[0].startswith("cpu") or fields[0] == "cpu":
-            continue
-        values = [int(v) for v in fields[1:]] + [0] * 8  # older kernels have fewer columns
-        # user nice system idle iowait irq softirq steal (guest and guest_nice are inside user and nice).
-        idle = values[3] + values[4]
-        everything = sum(values[:8])
-        busy.append(everything - idle)
-        total.append(everything)
-        softirq.append(values[6])
-        steal.append(values[7])
-    if not total:
-        raise ValueError("no cpuN lines in /proc/stat")
-    return CpuTimes(tuple(busy), tuple(total), tuple(softirq), tuple(steal))
-
-
-def cpu_busy(before, after):
-    """(mean busy % over all CPUs, busy % of the busiest CPU) between two CpuTimes."""
-    if len(before.total) != len(after.total):
-        raise ValueError("CPU count changed between the samples")
-    shares = []
-    for b0, b1, t0, t1 in zip(before.busy, after.busy, before.total, after.total):
-        shares.append(100.0 * (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0)
-    total = sum(t1 - t0 for t0, t1 in zip(before.total, after.total))
-    busy = sum(b1 - b0 for b0, b1 in zip(before.busy, after.busy))
-    return (100.0 * busy / total if total else 0.0), max(shares)
-
-
-def cpu_parts(before, after):
-    """{"softirq": %, "steal": %}: those parts of all CPUs' time between two CpuTimes."""
-    total = sum(after.total) - sum(before.total)
-    return {name: 100.0 * (sum(getattr(after, name)) - sum(getattr(before, name))) / total if total else 0.0
-            for name in ("softirq", "steal")}
-
-
-@dataclasses.dataclass(frozen=True)
-class ThreadTime:
-    """One thread's CPU seconds so far (user and system) and the monotonic clock then."""
-
-    tid: int
-    cpu_s: float
-    at_s: float
-
-
-def parse_task_stat(text, ticks_per_second):
-    """CPU seconds (utime + stime) from a /proc/PID/task/TID/stat line."""
-    fields = text[text.rindex(")") + 2:].split()  # the name in parentheses may hold spaces
-    return (int(fields[11]) + int(fields[12])) / ticks_per_second
-
-
-def thread_busy(before, after):
-    """The thread's busy share of one core between two ThreadTimes, in %; None if either is
-    missing or they are of different threads (the process restarted)."""
-    if before is None or after is None or before.tid != after.tid or after.at_s <= before.at_s:
-        return None
-    return 100.0 * (after.cpu_s - before.cpu_s) / (after.at_s - before.at_s)
 
 
 #: A single-flow ceiling sample more than this share below the best of its network and packet
@@ -304,7 +157,7 @@ def thread_busy(before, after):
 CEILING_AGREEMENT = 0.05
 
 
-def agreeing_ceilings(values, agreement=CEILING_AGREEMENT):
+def agreeing_ceilings(values: Sequence[float], agreement: float = CEILING_AGREEMENT) -> list[float]:
     """The samples of one ceiling within agreement (a share) of the best, in their order;
     the others were disturbed."""
     best = max(values)
@@ -316,46 +169,46 @@ class Spread:
     """Repeated measurements of one quantity: median, min, max and the
     largest deviation from the median in per cent."""
 
-    samples: tuple
+    samples: tuple[float, ...]
 
     @property
-    def median(self):
+    def median(self) -> float:
         """The median sample."""
         return percentile(list(self.samples), 50)
 
     @property
-    def low(self):
+    def low(self) -> float:
         """The smallest sample."""
         return min(self.samples)
 
     @property
-    def high(self):
+    def high(self) -> float:
         """The largest sample."""
         return max(self.samples)
 
     @property
-    def spread_pct(self):
+    def spread_pct(self) -> float:
         """The largest distance of a sample from the median, in per cent of the median."""
         median = self.median
         return 100.0 * max(abs(self.high - median), abs(median - self.low)) / median if median else 0.0
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
         """Median, min, max, spread and the samples, as the summary holds them."""
         return {"median": self.median, "min": self.low, "max": self.high, "spread_pct": self.spread_pct,
                 "samples": list(self.samples)}
 
 
-def jain_index(rates):
+def jain_index(rates: Iterable[float]) -> float | None:
     """Jain's fairness index, (sum x)^2 / (n sum x^2): 1 when every rate is
     equal, 1/n when one flow has everything; None for no flows or no traffic."""
-    rates = [float(r) for r in rates]
-    squares = sum(r * r for r in rates)
-    if not rates or squares == 0:
+    values = [float(r) for r in rates]
+    squares = sum(r * r for r in values)
+    if not values or squares == 0:
         return None
-    return sum(rates) ** 2 / (len(rates) * squares)
+    return sum(values) ** 2 / (len(values) * squares)
 
 
-def interval_rates(reports):
+def interval_rates(reports: Sequence[tuple[float, Mapping[str, int]]]) -> list[tuple[float, dict[str, float]]]:
     """Per-flow rates between consecutive byte-count reports.
 
     reports: [(t seconds, {flow: bytes received so far})] in time order.
@@ -371,7 +224,9 @@ def interval_rates(reports):
     return rates
 
 
-def convergence_time(rates, arrival, arrivals, capacity_mbps, tolerance=0.1, hold_s=0.5, until=None):
+def convergence_time(rates: Sequence[tuple[float, Mapping[str, float]]], arrival: float, arrivals: Mapping[str, float],
+                     capacity_mbps: float, tolerance: float = 0.1, hold_s: float = 0.5,
+                     until: float | None = None) -> float | None:
     """Seconds from arrival until every active flow's rate is within
     tolerance of the fair share, capacity_mbps / (flows active), and stays
     there for hold_s (or until `until`, the next arrival or the end, if that
@@ -379,7 +234,7 @@ def convergence_time(rates, arrival, arrivals, capacity_mbps, tolerance=0.1, hol
 
     rates: interval_rates' output; arrivals: {flow: time it started}.
     """
-    def fair(t, flow_rates):
+    def fair(t: float, flow_rates: Mapping[str, float]) -> bool:
         active = [f for f, start in arrivals.items() if start <= t - 1e-9]
         if not active:
             return False

@@ -1,0 +1,193 @@
+"""The plots of an experiment (PNG, matplotlib's Agg backend: no display needed).
+
+- ``goodput.png``: goodput vs number of senders, one line per scheme and
+  buffer, the single-flow ceiling drawn (the headline plot);
+- ``fct_cdf.png``: CDF of request completion times at the largest sender
+  count, one line per scheme and buffer;
+- ``fct_bars.png``: mean and p95 completion time per scheme at the largest
+  sender count, one panel per buffer;
+- ``fairness-SCHEME.png`` (the fairness experiment): every flow's rate over
+  time, the fair share marked, and the bottleneck's backlog underneath.
+
+A run that failed is marked where its point or bar would be: an ``x`` in its
+line's colour at the bottom of the goodput plot, labelled "failed", and an
+``x`` in place of its bars; its legend entry says it failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+from matplotlib.figure import Figure  # noqa: E402
+
+from otcp.experiments.analysis.results import Failure  # noqa: E402
+from otcp.experiments.analysis.stats import cdf  # noqa: E402
+
+Run = Mapping[str, Any]
+#: How a failed run is drawn: a large x with no line, not cut off at the axes' bottom edge.
+FAILED_MARKER: dict[str, Any] = {"marker": "x", "markersize": 10, "markeredgewidth": 2, "linestyle": "none",
+                                 "clip_on": False}
+
+
+def _label(scheme: str, buffer_bytes: int, buffers: Sequence[int]) -> str:
+    return scheme if len(buffers) == 1 else f"{scheme}, {buffer_bytes // 1000} KB"
+
+
+def goodput_figure(runs: Sequence[Run], ceiling_mbps: float, failures: Iterable[Failure] = ()) -> Figure:
+    """Goodput vs senders, one line per (scheme, buffer), each failed run an x at the bottom."""
+    failures = list(failures)
+    buffers = sorted({r["buffer_bytes"] for r in runs} | {f.buffer_bytes for f in failures})
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    colours: dict[tuple[str, int], Any] = {}
+    for (scheme, buffer_bytes), series in _series(runs).items():
+        series.sort(key=lambda r: r["senders"])
+        (line,) = axes.plot([r["senders"] for r in series], [r["goodput_mbps"] for r in series], marker="o",
+                            label=_label(scheme, buffer_bytes, buffers))
+        colours[(scheme, buffer_bytes)] = line.get_color()
+    _mark_failures(axes, failures, colours, buffers)
+    axes.axhline(ceiling_mbps, color="black", linestyle="--", linewidth=1,
+                 label=f"single-flow ceiling {ceiling_mbps:.1f} Mb/s")
+    senders = sorted({r["senders"] for r in runs} | {f.senders for f in failures})
+    axes.set_xscale("log", base=2)
+    axes.set_xticks(senders, [str(s) for s in senders])
+    axes.set_xlabel("senders")
+    axes.set_ylabel("goodput (Mb/s)")
+    axes.set_ylim(0, ceiling_mbps * 1.1)
+    sru = sorted({r["sru_bytes"] for r in runs})
+    axes.set_title(f"Incast goodput, {', '.join(f'{s // 1024} KB' for s in sru)} per server" if sru
+                   else "Incast goodput")
+    _finish(figure, axes)
+    return figure
+
+
+def _mark_failures(axes: Any, failures: Sequence[Failure], colours: dict[tuple[str, int], Any],
+                   buffers: Sequence[int]) -> None:
+    """An x at goodput 0 for every failed run, in its line's colour (a new one for a scheme
+    with no line), labelled "failed"; one legend entry per scheme and buffer."""
+    labelled = set()
+    for failure in failures:
+        key = (failure.scheme, failure.buffer_bytes)
+        if key not in colours:
+            palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+            colours[key] = palette[len(colours) % len(palette)]
+        label = f"{_label(failure.scheme, failure.buffer_bytes, buffers)}: failed" if key not in labelled else None
+        labelled.add(key)
+        axes.plot([failure.senders], [0], color=colours[key], label=label, **FAILED_MARKER)
+        axes.annotate("failed", (failure.senders, 0), textcoords="offset points", xytext=(0, 9), ha="center",
+                      color=colours[key], fontsize=7)
+
+
+def goodput_plot(path: str, runs: Sequence[Run], ceiling_mbps: float, failures: Iterable[Failure] = ()) -> str:
+    """Write goodput_figure to path."""
+    return _save(goodput_figure(runs, ceiling_mbps, failures), path)
+
+
+def fct_cdf_plot(path: str, runs: Sequence[Run], round_durations: Mapping[int, Sequence[float]],
+                 failures: Iterable[Failure] = ()) -> str:
+    """CDF of request completion times at the largest sender count.
+
+    round_durations: {run index in runs: [duration in ms of every round]}. A run that failed
+    at that count gets a legend entry saying so.
+    """
+    largest = max(r["senders"] for r in runs)
+    failed = [f for f in failures if f.senders == largest]
+    buffers = sorted({r["buffer_bytes"] for r in runs} | {f.buffer_bytes for f in failed})
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for index, run in enumerate(runs):
+        if run["senders"] != largest:
+            continue
+        values, fractions = cdf(round_durations[index])
+        axes.step(values, fractions, where="post", label=_label(run["scheme"], run["buffer_bytes"], buffers))
+    for failure in failed:
+        axes.plot([], [], label=f"{_label(failure.scheme, failure.buffer_bytes, buffers)}: failed", **FAILED_MARKER)
+    axes.set_xscale("log")
+    axes.set_xlabel("request completion time (ms)")
+    axes.set_ylabel("fraction of requests")
+    axes.set_title(f"Completion times at {largest} senders")
+    _finish(figure, axes)
+    return _save(figure, path)
+
+
+def fct_bars_plot(path: str, runs: Sequence[Run], failures: Iterable[Failure] = ()) -> str:
+    """Mean and p95 completion time per scheme at the largest sender count; a run that
+    failed there is an x in place of its bars."""
+    largest = max(r["senders"] for r in runs)
+    failures = [f for f in failures if f.senders == largest]
+    buffers = sorted({r["buffer_bytes"] for r in runs} | {f.buffer_bytes for f in failures})
+    figure, panels = plt.subplots(1, len(buffers), figsize=(4 + 3 * len(buffers), 4.5), squeeze=False)
+    for panel, buffer_bytes in zip(panels[0], buffers):
+        chosen = [r for r in runs if r["senders"] == largest and r["buffer_bytes"] == buffer_bytes]
+        failed = [f for f in failures if f.buffer_bytes == buffer_bytes]
+        names = [r["scheme"] for r in chosen] + [f.scheme for f in failed]
+        positions = range(len(chosen))
+        panel.bar([p - 0.2 for p in positions], [r["fct_mean_ms"] for r in chosen], width=0.4, label="mean")
+        panel.bar([p + 0.2 for p in positions], [r["fct_p95_ms"] for r in chosen], width=0.4, label="p95")
+        if failed:
+            panel.plot([len(chosen) + i for i in range(len(failed))], [0] * len(failed), color="black",
+                       label="failed", **FAILED_MARKER)
+        panel.set_xticks(list(range(len(names))), names, rotation=30, ha="right")
+        panel.set_ylabel("request completion time (ms)")
+        panel.set_title(f"{largest} senders, {buffer_bytes // 1000} KB buffer")
+        panel.grid(True, axis="y", alpha=0.3)
+        panel.legend(fontsize=8)
+    figure.tight_layout()
+    return _save(figure, path)
+
+
+def _series(runs: Iterable[Run]) -> dict[tuple[str, int], list[Run]]:
+    series: dict[tuple[str, int], list[Run]] = {}
+    for run in runs:
+        series.setdefault((run["scheme"], run["buffer_bytes"]), []).append(run)
+    return series
+
+
+def _finish(figure: Figure, axes: Any) -> None:
+    """Grid, legend and layout."""
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+
+
+def _save(figure: Figure, path: str) -> str:
+    """Write the PNG and free the figure."""
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def fairness_plot(path: str, run: Mapping[str, Any], duration_s: float, buffer_bytes: int) -> str:
+    """One fairness run (otcp.experiments.fairness.summarize's record): rates above, queue below;
+    duration_s: from the first flow's start to the end of every flow."""
+    figure, (rates, queue) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, height_ratios=[2, 1])
+    flows = sorted(run["flow_means_mbps"], key=lambda f: tuple(int(p) for p in f.split(".")))
+    for flow in flows:
+        points = [(r["t"], r["mbps"][flow]) for r in run["rates"] if flow in r["mbps"]]
+        rates.plot([t for t, _ in points], [m for _, m in points], linewidth=1, label=flow)
+    for index in range(run["flows"]):
+        share = run["ceiling_mbps"] / (index + 1)
+        start = index * run["stagger_s"]
+        end = (index + 1) * run["stagger_s"] if index + 1 < run["flows"] else duration_s
+        if run["stagger_s"] == 0 and index + 1 < run["flows"]:
+            continue
+        rates.hlines(share, start, end, colors="black", linestyles="--", linewidth=0.8)
+    jain = "-" if run["jain_steady"] is None else f"{run['jain_steady']:.3f}"
+    rates.set_title(f"{run['scheme']}: {run['flows']} flows, one every {run['stagger_s']:g} s "
+                    f"(Jain {jain} in the steady part; dashed: fair share)")
+    rates.set_ylabel("rate (Mb/s, per 100 ms)")
+    rates.grid(True, alpha=0.3)
+    rates.legend(fontsize=7, ncol=4)
+    queue.plot([t for t, _ in run["queue"]], [b / 1000 for _, b in run["queue"]], color="tab:red", linewidth=0.8)
+    queue.axhline(buffer_bytes / 1000, color="black", linestyle="--", linewidth=0.8, label="buffer")
+    queue.set_ylabel("bottleneck backlog (kB)")
+    queue.set_xlabel("seconds since the first flow started")
+    queue.set_xlim(0, duration_s)
+    queue.grid(True, alpha=0.3)
+    queue.legend(fontsize=7)
+    figure.tight_layout()
+    return _save(figure, path)

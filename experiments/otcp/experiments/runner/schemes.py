@@ -1,0 +1,129 @@
+"""The schemes an experiment compares, each a named, documented setting, and which of them can run here.
+
+Route-attribute schemes change every host's data route(s) in the host's
+namespace (``ip route replace ... rto_min``) and, for small packets, the MTU
+of the hosts' data interfaces; they put the original routes and MTU back
+afterwards (the commands: ``otcp.experiments.runner.settings``). The OTCP
+schemes are driven by the real controller and agents
+(``otcp.experiments.runner.controller``, ``otcp.experiments.runner.agents``):
+``otcp`` with the published formulas and route attributes only,
+``otcp-lossless`` with the lossless formulas and the agents' BPF
+enforcement, ``otcp-paced`` with these and fair-share pacing. The DCTCP
+schemes use the project's BPF congestion control (``otcp_dctcp``, registered
+once per experiment: ``plan``), ECN on in every host and the ECN marker on
+the bottleneck port.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+
+from otcp import bpf as otcp_bpf
+from otcp.bpf import CC_NAME as DCTCP_CC
+from otcp.experiments.analysis.results import Unavailable
+from otcp.experiments.runner.agents import agent_unavailable_reason
+
+# Ge et al. compare 750 B packets against 1500 B ones.
+SMALL_PACKET_MTU = 750
+# HZ=250 here: the retransmission timer ticks in 4 ms, so 1 ms acts as 4 ms.
+DEFAULT_FINE_RTO_MS = 1
+
+
+# The IP packet of a full Ethernet frame, and what an IP packet carries beyond the MSS the receiver
+# advertises (IP and TCP headers; options come out of the MSS).
+ETHERNET_MTU = 1500
+TCP_IP_HEADER_BYTES = 40
+
+
+@dataclasses.dataclass(frozen=True)
+class Scheme:
+    """One named setting.
+
+    kind: 'routes' (static route attributes and MTU, applied by the runner)
+    or 'otcp' (the controller and an agent in every host). formulas: the
+    controller's parameter formulas for an otcp scheme, and pacing whether
+    it paces every flow at its fair share; enforce: the agents' --enforce.
+    congestion_control: every workload socket's; ecn: ECN on in every host
+    and CE marking at the bottleneck.
+    """
+
+    name: str
+    kind: str
+    description: str
+    rto_min_ms: int | None = None
+    mtu: int | None = None
+    formulas: str = "published"
+    pacing: bool = False
+    enforce: str = "routes"
+    congestion_control: str = "cubic"
+    ecn: bool = False
+
+
+def catalogue(fine_rto_ms: int = DEFAULT_FINE_RTO_MS) -> dict[str, Scheme]:
+    """Every scheme the runner knows, by name, in the order they are run."""
+    schemes = [
+        Scheme("default", "routes", "kernel defaults: 200 ms RTOmin, initcwnd 10, delayed ACKs"),
+        Scheme("fine-rto", "routes",
+               f"one small static RTOmin on every host's routes (rto_min {fine_rto_ms}ms), Vasudevan et al.",
+               rto_min_ms=fine_rto_ms),
+        Scheme("small-packets", "routes", f"{SMALL_PACKET_MTU} B packets (host MTU) instead of 1500 B, Ge et al.",
+               mtu=SMALL_PACKET_MTU),
+        Scheme("small-packets-rto", "routes",
+               f"{SMALL_PACKET_MTU} B packets and rto_min {fine_rto_ms}ms on every host's routes, Ge et al.",
+               rto_min_ms=fine_rto_ms, mtu=SMALL_PACKET_MTU),
+        Scheme("otcp", "otcp", "the OTCP controller's per-path rto_min, initcwnd, cwnd lock and quickack, "
+               "applied by the real agent in every host"),
+        Scheme("dctcp", "routes", f"DCTCP ({DCTCP_CC}, BPF) senders and receivers, ECN marking at the bottleneck, "
+               "kernel-default rto_min", congestion_control=DCTCP_CC, ecn=True),
+        Scheme("otcp+dctcp", "otcp", "otcp's route parameters with DCTCP and ECN marking",
+               congestion_control=DCTCP_CC, ecn=True),
+        Scheme("otcp-lossless", "otcp", "the lossless formulas: windows of the fair share of BDP plus a queue "
+               "target, per-path segment size (advmss), enforced from the first packet by the agents' BPF",
+               formulas="lossless", enforce="bpf"),
+        Scheme("otcp-paced", "otcp", "otcp-lossless's windows, and every connection paced at its fair share of "
+               "the path's bottleneck (SO_MAX_PACING_RATE from the agents' BPF)",
+               formulas="lossless", pacing=True, enforce="bpf"),
+    ]
+    return {scheme.name: scheme for scheme in schemes}
+
+
+def packet_bytes_of(scheme: Scheme, advmss: int | None = None) -> int:
+    """The IP packet size a scheme's senders send: their MTU, or the
+    receiver's advmss (the segment the OTCP controller chose) plus the IP
+    and TCP headers, when the receiver's routes carry one."""
+    if advmss is not None:
+        return advmss + TCP_IP_HEADER_BYTES
+    return scheme.mtu or ETHERNET_MTU
+
+
+def plan(names: list[str], forwarding: str, catalogue: dict[str, Scheme],
+         registered: contextlib.ExitStack) -> tuple[list[Scheme], list[Unavailable]]:
+    """(the schemes named that can run, in the catalogue's order; those that cannot, and why).
+
+    Registers the BPF DCTCP congestion control if a scheme needs it, on the
+    ExitStack registered (which unregisters it); the kernel's refusal is the
+    reason those schemes cannot run. The OTCP schemes need the controller to
+    forward (forwarding "controller") and the agent installed.
+    """
+    runnable: list[Scheme] = []
+    unavailable: list[Unavailable] = []
+    dctcp_refused = None
+    if any(catalogue[name].congestion_control == DCTCP_CC for name in names):
+        try:
+            registered.enter_context(otcp_bpf.register_dctcp(wait_s=60.0))
+        except otcp_bpf.BpfUnavailable as exc:
+            dctcp_refused = f"the kernel refused the BPF congestion control {DCTCP_CC}: {exc}"
+    for name in sorted(names, key=list(catalogue).index):
+        scheme = catalogue[name]
+        reason = None
+        if scheme.congestion_control == DCTCP_CC and dctcp_refused:
+            reason = dctcp_refused
+        if reason is None and scheme.kind == "otcp":
+            reason = "needs the OTCP controller (--forwarding controller)" if forwarding != "controller" \
+                else agent_unavailable_reason()
+        if reason:
+            unavailable.append(Unavailable(name, reason))
+        else:
+            runnable.append(scheme)
+    return runnable, unavailable

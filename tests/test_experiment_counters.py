@@ -1,0 +1,115 @@
+"""Every counter of a run as one Snapshot before and after it, and their difference
+(otcp.experiments.runner.counters), on a network whose commands answer from a script (no network)."""
+
+import contextlib
+import json
+import types
+
+import pytest
+
+from otcp.experiments.runner import counters
+
+
+def queues(egress_sent, egress_drops, buffer_sent, buffer_drops, backlog_packets=0):
+    return counters.LinkQueues(counters.QueueCounters(egress_sent, egress_drops),
+                               counters.QueueCounters(buffer_sent, buffer_drops, backlog_packets=backlog_packets))
+
+
+def machine(busy, total, switch_s=None, at=0.0):
+    return counters.MachineTimes(counters.CpuTimes((busy, busy), (total, total), (busy // 10, busy // 10), (0, 0)),
+                                 None if switch_s is None else counters.ThreadTime(7, switch_s, at))
+
+
+def test_a_change_is_after_minus_before_per_counter_with_the_loss_account():
+    before = counters.Snapshot(
+        "h1", tcp={"h1": {"TcpExtTCPTimeouts": 1, "TcpRetransSegs": 10}, "h2": {"TcpExtTCPTimeouts": 0}},
+        queues={"h1": queues(100, 0, 1000, 5), "h2": queues(2000, 0, 50, 0)},
+        interfaces={"s1:s1-eth1": {"qdisc_drops": 1, "tx_packets": 10}},
+        machine=machine(100, 1000, switch_s=1.0, at=10.0), ce_marked=7, generation=3)
+    after = counters.Snapshot(
+        "h1", tcp={"h1": {"TcpExtTCPTimeouts": 3, "TcpRetransSegs": 40}, "h2": {"TcpExtTCPTimeouts": 2}},
+        queues={"h1": queues(150, 0, 2900, 105), "h2": queues(4050, 2, 100, 0)},
+        interfaces={"s1:s1-eth1": {"qdisc_drops": 4, "tx_packets": 60}},
+        machine=machine(600, 2000, switch_s=1.5, at=11.0), ce_marked=17, generation=5)
+    change = after - before
+    assert change.tcp["h1"]["TcpExtTCPTimeouts"] == 2 and change.tcp["h2"]["TcpRetransSegs"] == 0
+    assert (change.timeouts, change.retransmissions) == (4, 30)
+    assert change.interfaces == {"s1:s1-eth1": {"qdisc_drops": 3, "tx_packets": 50}}
+    # The hosts sent 50 + 2050, the buffers delivered 1900 + 50 and the receiver's dropped 100: 50 unexplained.
+    assert change.loss == counters.LossAccount(sent=2100, delivered=1950, drops=100, drops_other_buffers=0,
+                                               queued=0, sender_queue_drops=2)
+    assert change.loss.unexplained == 50
+    assert change.queues["h2"].counts() == {"egress": {"sent_packets": 2050, "drops": 2},
+                                            "buffer": {"sent_packets": 50, "drops": 0}}
+    assert change.machine == counters.MachineLoad(cpu_busy_pct=50.0, cpu_busiest_pct=50.0, cpu_softirq_pct=5.0,
+                                                  cpu_steal_pct=0.0, switch_cpu_pct=pytest.approx(50.0))
+    assert (change.ce_marks, change.generations) == (10, 2)
+
+
+def test_what_was_not_read_stays_unknown():
+    quiet = counters.Snapshot("h1", {}, {"h1": queues(0, 0, 0, 0)}, {}, machine(0, 100))
+    change = quiet - quiet
+    assert (change.ce_marks, change.generations, change.machine.switch_cpu_pct) == (None, None, None)
+    with pytest.raises(ValueError, match="different bottlenecks"):
+        quiet - counters.Snapshot("h2", {}, {"h2": queues(0, 0, 0, 0)}, {}, machine(0, 100))
+
+
+class ScriptedNetwork:
+    """An emulation whose hosts answer nstat, tc and ip from counts that grow by `step` per
+    reading, and that logs what was read when; one IPv4 queue per link (h1's IFB the bottleneck)."""
+
+    def __init__(self):
+        self.log = []
+        self.readings = 0
+
+    def host(self, name):
+        return types.SimpleNamespace(defaultIntf=lambda: types.SimpleNamespace(name=f"{name}-eth0",
+                                                                             buffer_device=f"{name}-ifb"))
+
+    def run(self, host, argv, check=True):
+        self.log.append((host, argv[0]))
+        self.readings += 1
+        count = self.readings
+        if argv[0] == "nstat":
+            return json.dumps({"kernel": {"TcpExtTCPTimeouts": count}})
+        if argv[:2] == ["tc", "-s"]:
+            return json.dumps([{"dev": f"{host}-{device}", "handle": "10:", "root": True, "packets": count,
+                                "drops": 0, "backlog": 0, "qlen": 0} for device in ("eth0", "ifb")])
+        return json.dumps([{"ifname": f"{host}-eth0", "stats64": {"rx": {"packets": count}, "tx": {}}}])
+
+
+def test_measuring_reads_the_queues_closest_to_the_run_and_the_machine_around_it_alone(monkeypatch):
+    network = ScriptedNetwork()
+    events = []
+    monkeypatch.setattr(counters, "read_cpu_times", lambda: events.append("cpu") or counters.CpuTimes((0,), (1,),
+                                                                                                     (0,), (0,)))
+    monkeypatch.setattr(counters, "switch_thread_time", lambda: None)
+
+    @contextlib.contextmanager
+    def quiet():
+        events.append("paused")
+        yield
+        events.append("resumed")
+
+    reader = counters.Counters(network, ["h1", "h2"], "h1", interfaces=[("h1", "h1-eth0")], quiet=quiet)
+    with reader.measuring() as window:
+        events.append("run")
+        network.log.append(("run", None))
+    kinds = [kind for _, kind in network.log]
+    # Before: drained (tc), then under the quiet: TCP counters, interfaces, queues; after, in reverse.
+    run = kinds.index(None)
+    assert kinds[:run] == ["tc", "nstat", "nstat", "tc", "ip", "tc", "tc"]
+    assert kinds[run + 1:] == ["tc", "tc", "tc", "tc", "ip", "nstat", "nstat"]
+    assert events == ["paused", "resumed", "cpu", "run", "cpu", "paused", "resumed"]
+    change = window.change
+    assert set(change.tcp) == {"h1", "h2"} and change.tcp["h1"]["TcpExtTCPTimeouts"] > 0
+    assert change.loss.unexplained == 0
+
+
+def test_a_run_that_fails_has_no_after():
+    network = ScriptedNetwork()
+    reader = counters.Counters(network, ["h1"], "h1")
+    with pytest.raises(RuntimeError, match="broke"), reader.measuring() as window:
+        raise RuntimeError("broke")
+    with pytest.raises(RuntimeError, match="has not ended"):
+        assert window.change is None
