@@ -492,6 +492,56 @@ def test_a_sweep_whose_runs_all_failed_still_draws_its_goodput_plot(tmp_path):
     assert (tmp_path / "fct_bars.png").read_bytes().startswith(b"\x89PNG")
 
 
+def write_sweep(directory, runs, command=None, failures=(), plots_drawn=("goodput.png",)):
+    directory.mkdir(parents=True)
+    document = {"runs": runs, "failures": list(failures), "code": {**CODE, "commit": "abcdef0" + "0" * 33}}
+    if command:
+        document["command"] = command
+    (directory / "summary.json").write_text(json.dumps(document))
+    for name in plots_drawn:
+        (directory / name).write_bytes(b"\x89PNG")
+    return str(directory)
+
+
+def test_the_results_page_gives_each_table_its_command_the_failures_and_the_plots(tmp_path):
+    quick = write_sweep(tmp_path / "results" / "quick", [a_run(senders=4, sru_bytes=65536),
+                                                         a_run(scheme="otcp", senders=4, sru_bytes=65536)],
+                        command="otcp-experiment incast --quick --out results/quick",
+                        failures=[{"scheme": "otcp", "senders": 8, "buffer_bytes": 85000, "error": "timed out"},
+                                  {"scheme": "default", "senders": 4, "buffer_bytes": 85000, "error": "re-run"}],
+                        plots_drawn=("goodput.png", "fct_cdf.png"))
+    older = write_sweep(tmp_path / "results" / "older", [a_run(senders=16, sru_bytes=65536)])
+    docs = tmp_path / "docs" / "results"
+    docs.mkdir(parents=True)
+    output = docs / "quick.md"
+    assert cli.main(["report", quick, older, "--markdown", "--title", "The quick job", "--output", str(output)]) == 0
+    page = output.read_text()
+    assert page.startswith("# The quick job\n")
+    section = page.split("## 64 KB per server\n", 1)[1]
+    goodput = section.split("\n\n**")[0]
+    assert goodput.startswith("\n**64 KB per server: goodput")
+    # Runs from both sweeps in one table: both commands, the older one's missing.
+    assert goodput.endswith("Made by: `otcp-experiment incast --quick --out results/quick`; "
+                            f"(command not recorded: {older})")
+    assert "| 4 | 33 % | 33 % |" in goodput and "| 16 | 33 % |  |" in goodput
+    # The failure at 8 senders was not run again; the one at 4 was (a finished run replaces it).
+    assert "## Runs that failed\n\n- otcp n=8 buf=85000: timed out (`otcp-experiment incast --quick" in page
+    assert "re-run" not in page
+    assert f"![goodput against senders, {quick}](../../results/quick/goodput.png)" in page
+    assert "](../../results/quick/fct_cdf.png)" in page and "older/fct_cdf.png" not in page
+    assert f"- {quick}: commit abcdef0" in page
+
+
+def test_the_report_without_markdown_prints_the_tables_as_before(tmp_path, capsys):
+    quick = write_sweep(tmp_path / "quick", [a_run(senders=4, sru_bytes=65536)], command="otcp-experiment incast")
+    assert cli.main(["report", quick]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("**64 KB per server: goodput") and "Made by" not in out
+    assert out.endswith(f"\n\n- {quick}: commit abcdef0\n")
+    assert report.main([str(tmp_path / "missing")]) == 2
+    assert "summary.json" in capsys.readouterr().err
+
+
 def dataclasses_asdict(record):
     import dataclasses
 

@@ -6,6 +6,7 @@
     otcp-experiment calibrate --buffer-bytes 32000,85000,512000 --packet-bytes 1500,750 --out DIR
     otcp-experiment shell --topo leafspine,2,2,4 [--script FILE]    # Mininet's CLI with OTCP in place
     otcp-experiment fairness --flows 4 --stagger-seconds 5 --out DIR
+    otcp-experiment report DIR... [--markdown] [--output FILE]        # results pages from summaries
 
 Every experiment records the command line that started it with its results.
 Bad arguments get a message naming the option and exit status 2; a sweep in
@@ -24,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from otcp.experiments import calibrate, fairness, incast, shell
-from otcp.experiments.analysis import results
+from otcp.experiments.analysis import report, results
 from otcp.experiments.runner import schemes
 from otcp.experiments.runner.config import ExperimentConfig
 from otcp.experiments.runner.emulation import EmulationError
@@ -72,7 +73,7 @@ def positive_int_list(text: str, what: str, high: int | None = None) -> list[int
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The otcp-experiment argument parser: incast, calibrate, shell and fairness."""
+    """The otcp-experiment argument parser: incast, calibrate, shell, fairness and report."""
     parser = argparse.ArgumentParser(prog="otcp-experiment", description="OTCP's Mininet experiments.")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("incast", help="TCP incast under each scheme (synchronized reads on a star)",
@@ -146,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     fair.add_argument("--ceiling-seconds", type=int, default=3)
     fair.add_argument("--ceiling-repeats", type=int, default=3)
     fair.add_argument("--out", default="results/fairness")
+    report.add_arguments(commands.add_parser("report", help="Markdown tables, or a results page, from the "
+                                             "summaries of experiments' output directories",
+                                             description=first_line(report.__doc__)))
     return parser
 
 
@@ -285,6 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = ["otcp-experiment", *arguments]
     parser = build_parser()
     args = parser.parse_args(arguments)
+    if args.command == "report":
+        return report.run(args)
     if args.command == "shell":
         return main_shell(args, command)
     if args.command == "calibrate":

@@ -1,6 +1,8 @@
-"""Markdown tables from incast sweeps' summaries (OUT/summary.json), as the README shows them.
+"""Markdown tables and results pages from experiments' summaries (OUT/summary.json).
 
-    python -m otcp.experiments.analysis.report results/lossless-64k [results/lossless-64k-128 ...]
+    otcp-experiment report results/lossless-64k [results/lossless-64k-128 ...]
+    otcp-experiment report results/quick --markdown --output docs/results/quick.md [--title TITLE]
+    python -m otcp.experiments.analysis.report DIR...      # the same
 
 Reads every OUT/summary.json given (several directories are merged, a
 later one's run replacing an earlier one's of the same scheme, sender count
@@ -19,39 +21,70 @@ and block: a re-run of points that failed) and prints, per block size:
 then where dctcp first timed out, and otcp+dctcp's p95 and mean completion
 against dctcp's at the most congested point both ran; and last, the commit
 each sweep ran.
+
+With --markdown it writes a results page instead: a title, the same tables
+each followed by the exact command that produced its runs (as the summary
+recorded it), the runs that failed with their errors, links to every
+sweep's plots, and the code each sweep ran. With --output the page (or the
+tables) go to that file, and the plots' links are relative to its directory.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from otcp.experiments.runner.schemes import catalogue
 
 Run = dict[str, Any]
+#: The plots a sweep may have drawn, in the order a page shows them, with what each shows.
+PLOTS = (("goodput.png", "goodput against senders"), ("fct_cdf.png", "completion times at the most senders"),
+         ("fct_bars.png", "mean and p95 completion at the most senders"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """One output directory's summary."""
+
+    directory: str
+    document: dict[str, Any]
+
+    @classmethod
+    def load(cls, directory: str) -> Sweep:
+        """Read directory's summary.json."""
+        with open(os.path.join(directory, "summary.json"), encoding="utf-8") as handle:
+            return cls(directory, json.load(handle))
+
+    @property
+    def command(self) -> str | None:
+        """The command line that made the summary (None in a summary from before it was recorded)."""
+        return self.document.get("command") or None
+
+
+def merged(sweeps: Sequence[Sweep]) -> list[tuple[Run, Sweep]]:
+    """Every run of sweeps with the sweep it came from; a later sweep's run replaces an
+    earlier one's of the same scheme, sender count and block (a re-run of points that failed)."""
+    runs: dict[tuple[str, int, int], tuple[Run, Sweep]] = {}
+    for sweep in sweeps:
+        for run in sweep.document["runs"]:
+            runs[(run["scheme"], run["senders"], run["sru_bytes"])] = (run, sweep)
+    return list(runs.values())
 
 
 def load_runs(directories: Sequence[str]) -> list[Run]:
-    """Every run of the summaries in directories, as dicts (summary.json's "runs");
-    a later directory's run replaces an earlier one's of the same scheme,
-    sender count and block (a re-run of points that failed)."""
-    runs: dict[tuple[str, int, int], Run] = {}
-    for directory in directories:
-        with open(os.path.join(directory, "summary.json"), encoding="utf-8") as handle:
-            for run in json.load(handle)["runs"]:
-                runs[(run["scheme"], run["senders"], run["sru_bytes"])] = run
-    return list(runs.values())
+    """Every run of the summaries in directories, as dicts (summary.json's "runs"), merged."""
+    return [run for run, _ in merged([Sweep.load(directory) for directory in directories])]
 
 
 def code_line(directory: str) -> str:
     """Which code a sweep ran: its summary's commit, and whether files differed from it
     or it changed during the sweep (summaries from before the field say so)."""
-    with open(os.path.join(directory, "summary.json"), encoding="utf-8") as handle:
-        code = json.load(handle).get("code")
+    code = Sweep.load(directory).document.get("code")
     if code is None:
         return f"{directory}: code not recorded"
     if code["commit"] is None:
@@ -74,8 +107,13 @@ def emptiness(run: Run) -> str:
         ("" if share is None else f"; {share:.0f} %")
 
 
-def table(runs: Sequence[Run], cell: Callable[[Run], str], title: str) -> str:
-    """One markdown table: a row per sender count, a column per scheme (in the catalogue's order); "" for no runs."""
+#: What follows a table: a line naming what made its runs (made_by), or nothing.
+MadeBy = Callable[[Sequence[Run]], str]
+
+
+def table(runs: Sequence[Run], cell: Callable[[Run], str], title: str, made_by: MadeBy | None = None) -> str:
+    """One markdown table: a row per sender count, a column per scheme (in the catalogue's order),
+    followed by made_by's line for its runs where given; "" for no runs."""
     if not runs:
         return ""
     order = list(catalogue())
@@ -87,6 +125,8 @@ def table(runs: Sequence[Run], cell: Callable[[Run], str], title: str) -> str:
     for count in senders:
         cells = [cell(by_key[(s, count)]) if (s, count) in by_key else "" for s in schemes]
         lines.append(f"| {count} | " + " | ".join(cells) + " |")
+    if made_by is not None:
+        lines += ["", made_by(runs)]
     return "\n".join(lines)
 
 
@@ -151,31 +191,102 @@ TABLES: tuple[tuple[Callable[[Run], bool], Callable[[Run], str], str], ...] = (
 )
 
 
-def report(runs: Sequence[Run]) -> str:
-    """Every table and finding, per block size."""
+def report(runs: Sequence[Run], made_by: MadeBy | None = None, heading: str = "") -> str:
+    """Every table and finding, per block size (each block's under heading + its size when heading
+    is given, as a page's sections); made_by: what follows each table (see table)."""
     parts = []
     for block in sorted({r["sru_bytes"] for r in runs}):
         these = sorted((r for r in runs if r["sru_bytes"] == block), key=lambda r: r["senders"])
         kb = f"{block // 1024} KB per server"
-        parts += [table([r for r in these if shown(r)], cell, f"{kb}: {title}")
+        if heading:
+            parts.append(f"{heading}{kb}")
+        parts += [table([r for r in these if shown(r)], cell, f"{kb}: {title}", made_by)
                   for shown, cell, title in TABLES]
         parts.append(dctcp_findings(these))
     return "\n\n".join(p for p in parts if p)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Print the tables of the sweeps given."""
-    parser = argparse.ArgumentParser(prog="report", description=__doc__.split("\n")[0])
-    parser.add_argument("directories", nargs="+", help="sweep output directories (each with summary.json)")
-    args = parser.parse_args(argv)
+def commands_line(origins: Mapping[int, Sweep]) -> MadeBy:
+    """made_by for a page: the commands that produced a table's runs (origins: the sweep of each
+    run, by id), each with its directory; a summary from before commands were recorded says so."""
+    def made_by(runs: Sequence[Run]) -> str:
+        sweeps = list({id(origins[id(run)]): origins[id(run)] for run in runs}.values())
+        return "Made by: " + "; ".join(f"`{sweep.command}`" if sweep.command
+                                       else f"(command not recorded: {sweep.directory})" for sweep in sweeps)
+    return made_by
+
+
+def failed_runs(sweeps: Sequence[Sweep], runs: Sequence[Run]) -> str:
+    """The page's list of runs that failed and were not run again later, with their errors and commands."""
+    finished = {(r["scheme"], r["senders"], r["buffer_bytes"]) for r in runs}
+    lines = [f"- {entry['scheme']} n={entry['senders']} buf={entry['buffer_bytes']}: {entry['error']} "
+             f"(`{sweep.command or sweep.directory}`)"
+             for sweep in sweeps for entry in sweep.document.get("failures", [])
+             if (entry["scheme"], entry["senders"], entry["buffer_bytes"]) not in finished]
+    return "\n".join(["## Runs that failed", "", *lines]) if lines else ""
+
+
+def plot_links(sweeps: Sequence[Sweep], relative_to: str) -> str:
+    """The page's section of every sweep's plots, linked relative to the page's directory."""
+    lines = []
+    for sweep in sweeps:
+        found = [(name, what) for name, what in PLOTS if os.path.exists(os.path.join(sweep.directory, name))]
+        for name, what in found:
+            path = os.path.relpath(os.path.join(sweep.directory, name), relative_to)
+            lines.append(f"![{what}, {sweep.directory}]({path})")
+    return "\n\n".join(["## Plots", *lines]) if lines else ""
+
+
+def page(directories: Sequence[str], title: str, relative_to: str) -> str:
+    """The results page of the sweeps in directories (see the module docstring)."""
+    sweeps = [Sweep.load(directory) for directory in directories]
+    pairs = merged(sweeps)
+    runs = [run for run, _ in pairs]
+    origins = {id(run): sweep for run, sweep in pairs}
+    made = "\n".join(f"    {sweep.command or '(command not recorded)'}" for sweep in sweeps)
+    parts = [f"# {title}", f"Made by:\n\n{made}", report(runs, commands_line(origins), heading="## "),
+             failed_runs(sweeps, runs), plot_links(sweeps, relative_to),
+             "## Code\n\n" + "\n".join(f"- {code_line(directory)}" for directory in directories)]
+    return "\n\n".join(part for part in parts if part) + "\n"
+
+
+def text(directories: Sequence[str]) -> str:
+    """The tables of the sweeps in directories, then the code each ran."""
+    return report(load_runs(directories)) + "\n\n" + "\n".join(f"- {code_line(d)}" for d in directories) + "\n"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The report's arguments, on parser (otcp-experiment report's, or its own)."""
+    parser.add_argument("directories", nargs="+", help="output directories of experiments (each with summary.json)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="a results page: title, tables each with the command that made its runs, failed runs, "
+                             "plots, code")
+    parser.add_argument("--title", default="OTCP results", help="the page's title (with --markdown)")
+    parser.add_argument("--output", metavar="FILE", help="write to FILE (plots linked relative to its directory) "
+                                                         "instead of printing")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print (or write to --output) the tables or the page; 0, or 2 when a summary cannot be read."""
+    relative_to = os.path.dirname(os.path.abspath(args.output)) if args.output else os.getcwd()
     try:
-        runs = load_runs(args.directories)
+        written = page(args.directories, args.title, relative_to) if args.markdown else text(args.directories)
     except (OSError, ValueError, KeyError) as exc:
         print(f"report: {exc}", file=sys.stderr)
         return 2
-    print(report(runs))
-    print("\n" + "\n".join(f"- {code_line(directory)}" for directory in args.directories))
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as handle:
+            handle.write(written)
+    else:
+        sys.stdout.write(written)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """python -m otcp.experiments.analysis.report: as otcp-experiment report."""
+    parser = add_arguments(argparse.ArgumentParser(prog="report", description=__doc__.split("\n")[0]))
+    return run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":
