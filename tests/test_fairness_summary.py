@@ -49,3 +49,17 @@ def test_a_flow_that_never_reaches_its_share_has_no_convergence_time():
                              ce_marks=None)
     assert run["convergence"][1]["converged_after_s"] is None
     assert run["queue_peak_bytes"] == 0 and run["queue_mean_bytes"] == 0.0
+
+
+def test_a_scheme_whose_run_failed_is_a_row_with_its_error():
+    document = {"runs": [], "failures": [{"scheme": "otcp-lossless", "senders": 4, "buffer_bytes": 85000,
+                                          "error": "the flow sink did not start: no such port\nTraceback ..."}]}
+    rows = fairness.summary_table(document).splitlines()
+    assert rows[2].split()[:3] == ["otcp-lossless", "4", "FAILED:"]
+    assert rows[2].endswith("the flow sink did not start: no such port")
+
+
+def test_the_configuration_keeps_its_one_buffer():
+    config = fairness.FairnessConfig(out="unused", flows=3, stagger_s=2.0, hold_s=4.0, schemes=["default"],
+                                     buffers=[512000])
+    assert (config.buffer_bytes, config.duration_s) == (512000, 8.0)

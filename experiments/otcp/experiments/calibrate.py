@@ -47,7 +47,7 @@ class CalibrationTopo(FabricTopo):
     """s1, the receiver h1 on the bottleneck port (bw, buffer_bytes) and one
     sender h2 on a link sender_bw fast."""
 
-    def build(self, bw: float = 100, buffer_bytes: int = 85000, sender_bw: float = 200) -> None:  # type: ignore[override]
+    def build(self, bw: float = 100, buffer_bytes: int = 85000, sender_bw: float = 200) -> None:
         """Add s1, the receiver's bottleneck link and the sender's faster link."""
         switch = self.add_switch("s1")
         self.receiver = self.add_host("h1")

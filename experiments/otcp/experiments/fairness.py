@@ -291,7 +291,7 @@ def summary_table(document: Mapping[str, Any]) -> str:
                      f"{run['goodput_steady_mbps']:>8.1f}{100 * (run['share_of_ceiling'] or 0):>5.0f}%"
                      f"{converged:>21}{run['queue_peak_bytes'] // 1000:>6}k{run['queue_mean_bytes'] / 1000:>6.1f}k"
                      f"{run['drops']:>6}{run['timeouts']:>5}{'-' if run['ce_marks'] is None else run['ce_marks']:>7}")
-    for failure in map(lambda entry: Failure(**entry), document["failures"]):
+    for failure in (Failure(**entry) for entry in document["failures"]):
         lines.append(f"{failure.scheme:<15}{failure.senders:>6}  FAILED: {failure.brief()}")
     lines.append("Jain: over the flows' mean rates in the steady part (the second half of the hold); goodput: their "
                  "sum, in Mb/s, against the single-flow ceiling at the run's packet size; conv.: seconds after each "

@@ -50,7 +50,7 @@ class ShellConfig(ExperimentConfig):
     script: str | None = None
 
 
-class ShellCLI(CLI):  # type: ignore[misc]
+class ShellCLI(CLI):
     """Mininet's CLI on an Emulation, with an ``iperf`` that returns (see the module docstring)."""
 
     def __init__(self, emulation: Emulation, script: str | None = None) -> None:
