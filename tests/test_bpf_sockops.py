@@ -773,17 +773,19 @@ def test_revert_removes_what_a_killed_agent_left(host, tmp_path):
 
 def test_an_agent_in_a_mininet_host_reaches_the_machines_program():
     # mnexec -n (a Mininet host) covers /sys with a sysfs of its own, hiding /sys/fs/bpf and the
-    # cgroup-v2 root; the enforcer reaches both through its parent's mount namespace.
-    code = ("from otcp.bpf.sockops import SockOpsEnforcer, Enforced, netns_cookie, _view, attached\n"
+    # cgroup-v2 root; the enforcer reaches both through its parent's, the machine's mount namespace.
+    code = ("from otcp.bpf.machine import machine\n"
+            "from otcp.bpf.sockops import SockOpsEnforcer, Enforced, netns_cookie, attached\n"
             "e = SockOpsEnforcer.attach()\n"
             "cookie = netns_cookie()\n"
             "e.update(cookie, {'10.0.0.0/8': Enforced(3, 3)})\n"
-            "print(_view(), attached(), list(e.entries(cookie)))\n"
+            "print(machine().pid, attached(), list(e.entries(cookie)))\n"
             "e.close()\n")
     done = subprocess.run(["mnexec", "-n", sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           cwd=str(Path(__file__).resolve().parent.parent))
     assert done.returncode == 0, done.stderr
-    view, attached_there, entries = done.stdout.split(maxsplit=2)
-    assert view.startswith("/proc/") and attached_there == "True" and entries.strip() == "['10.0.0.0/8']"
+    through, attached_there, entries = done.stdout.split(maxsplit=2)
+    assert through == str(os.getpid())  # its parent, this test, runs in the machine's mount namespace
+    assert attached_there == "True" and entries.strip() == "['10.0.0.0/8']"
     if not sockops._live_users():
         assert not sockops.attached()

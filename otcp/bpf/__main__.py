@@ -13,6 +13,7 @@ import sys
 from otcp.bpf.build import build
 from otcp.bpf.dctcp import CC_NAME, unregister_leftover
 from otcp.bpf.errors import BpfUnavailable
+from otcp.bpf.machine import outer
 from otcp.bpf.objects import unpin_stale
 from otcp.bpf.sockops import PIN as SOCKOPS_PIN
 from otcp.bpf.sockops import cleanup_leftover as cleanup_sockops
@@ -34,10 +35,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"unpinned {path}")
             for map_id in unregister_leftover():
                 print(f"unregistered {CC_NAME} (struct_ops id {map_id})")
-            pinned = SOCKOPS_PIN.exists()
+            pinned = outer(SOCKOPS_PIN).exists()
             for user in cleanup_sockops():
                 print(f"removed the sock_ops entries of agent {user} (gone)")
-            if pinned and not SOCKOPS_PIN.exists():
+            if pinned and not outer(SOCKOPS_PIN).exists():
                 print(f"detached otcp_sockops and unpinned {SOCKOPS_PIN}")
         except BpfUnavailable as error:
             print(f"otcp.bpf: {error}", file=sys.stderr)

@@ -12,6 +12,8 @@ No loader of our own needs compiling or maintaining.
 Namespaces: commands for another network namespace run under ``nsenter
 --net=...``, which keeps this mount namespace and so ``/sys/fs/bpf``
 (``ip netns exec`` and ``tc -n`` remount ``/sys`` and would hide the pins).
+Pins live in the machine's BPF filesystem, mounted there if it is not and
+reached from any mount namespace (`otcp.bpf.machine`).
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from pathlib import Path
 from typing import Protocol
 
 from otcp.bpf.errors import BpfUnavailable, run
+from otcp.bpf.machine import BPFFS, bpffs, outer
 
-BPFFS = Path("/sys/fs/bpf")
+#: Where OTCP pins, in the machine's mount tree (:func:`pin_root`: as this process reaches it).
 PIN_ROOT = BPFFS / "otcp"
 BPF_F_LOCK = 4
 
@@ -48,14 +51,9 @@ def netns_prefix(netns: str | None) -> list[str]:
     return ["nsenter", f"--net={path}"]
 
 
-def ensure_bpffs() -> None:
-    """Mount the BPF filesystem at /sys/fs/bpf if nothing is mounted there."""
-    with open("/proc/self/mounts") as mounts:
-        for line in mounts:
-            fields = line.split()
-            if len(fields) > 2 and fields[1] == str(BPFFS) and fields[2] == "bpf":
-                return
-    run(["mount", "-t", "bpf", "bpf", str(BPFFS)], f"mounting the BPF filesystem at {BPFFS}")
+def pin_root() -> Path:
+    """PIN_ROOT as this process reaches it (from a Mininet host: through the runner's root)."""
+    return outer(PIN_ROOT)
 
 
 def pin_dir(name: str) -> Path:
@@ -65,7 +63,7 @@ def pin_dir(name: str) -> Path:
     in names."""
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,180}", name):
         raise ValueError(f"bad pin name {name!r}")
-    return PIN_ROOT / f"{name}-pid{os.getpid()}"
+    return pin_root() / f"{name}-pid{os.getpid()}"
 
 
 def _alive(pid: int) -> bool:
@@ -82,10 +80,11 @@ def unpin_stale() -> list[Path]:
     """Unpin what processes that are gone (killed before their clean-up)
     pinned under PIN_ROOT; return those directories. A program a stale pin
     held stays attached where it was until its device goes."""
-    if not PIN_ROOT.is_dir():
+    root = pin_root()
+    if not root.is_dir():
         return []
     removed = []
-    for path in sorted(PIN_ROOT.iterdir()):
+    for path in sorted(root.iterdir()):
         found = re.fullmatch(r".+-pid(\d+)", path.name)
         if path.is_dir() and found and not _alive(int(found.group(1))):
             unpin(path)
@@ -93,10 +92,10 @@ def unpin_stale() -> list[Path]:
     return removed
 
 
-def unpin(path: Path, root: Path = PIN_ROOT) -> None:
+def unpin(path: Path) -> None:
     """Remove a pin directory of ours and everything in it (the objects go
-    when nothing else holds them). Paths outside ``root`` (PIN_ROOT, or the
-    same directory seen from another mount namespace) are refused."""
+    when nothing else holds them). Paths outside :func:`pin_root` are refused."""
+    root = pin_root()
     if root not in path.parents:
         raise ValueError(f"{path} is not under {root}")
     if not path.exists():
@@ -137,20 +136,19 @@ def load_pinned(obj: Path, name: str, prog_type: str) -> LoadedObject:
     ``PIN_ROOT/name-pidPID``. Raises :class:`BpfUnavailable` with the verifier's
     words when the kernel refuses, and when this process pinned ``name``
     already. Pins of processes that are gone are removed first."""
-    ensure_bpffs()
+    bpffs()
     unpin_stale()
     return load_pinned_at(obj, pin_dir(name), prog_type)
 
 
-def load_pinned_at(obj: Path, path: Path, prog_type: str, root: Path = PIN_ROOT) -> LoadedObject:
+def load_pinned_at(obj: Path, path: Path, prog_type: str) -> LoadedObject:
     """Load every program of ``obj`` as ``prog_type`` and pin programs and
-    maps under ``path`` (a directory under PIN_ROOT that must not exist yet):
-    what :func:`load_pinned` does, for a pin shared between processes (the
-    sock_ops program every agent of a machine uses, `otcp.bpf.sockops`).
-    Nothing stays pinned when the kernel refuses. ``root`` is PIN_ROOT, or
-    PIN_ROOT as another mount namespace sees it (`otcp.bpf.sockops`)."""
-    if root == PIN_ROOT:
-        ensure_bpffs()
+    maps under ``path`` (a directory under :func:`pin_root` that must not
+    exist yet): what :func:`load_pinned` does, for a pin shared between
+    processes (the sock_ops program every agent of a machine uses,
+    `otcp.bpf.sockops`). Nothing stays pinned when the kernel refuses."""
+    bpffs()
+    root = pin_root()
     if root not in path.parents:
         raise ValueError(f"{path} is not under {root}")
     if path.exists():
@@ -160,7 +158,7 @@ def load_pinned_at(obj: Path, path: Path, prog_type: str, root: Path = PIN_ROOT)
         run(["bpftool", "prog", "loadall", str(obj), str(path / "progs"), "type", prog_type,
              "pinmaps", str(path / "maps")], f"loading {obj.name}")
     except BaseException:
-        unpin(path, root)
+        unpin(path)
         raise
     loaded = LoadedObject(path)
     loaded.programs = {p.name: p for p in sorted((path / "progs").iterdir())}

@@ -5,17 +5,19 @@ applied by the kernel to every connection from its first segment.
 **One program per machine, shared.** The program is attached to the cgroup-v2
 root, where it sees every socket of every namespace, so one instance serves
 every agent of the machine (every Mininet host). It is pinned at
-``/sys/fs/bpf/otcp/sockops/`` (not ``NAME-pidPID``: it outlives the agent
-that loaded it). The first agent builds, loads, pins and attaches it (with
-``multi``, so other programs on the root cgroup stay); later agents reuse
-the pin. Agents register as users (``/run/otcp-bpf/sockops/users/PID-N``,
-listing the netns cookies they wrote) under a machine-wide flock; on
-``close()`` an agent removes its hosts' entries and unregisters, and the
-last live user detaches the program (by its id: nothing else on the cgroup is
-touched) and unpins it. Users whose process is gone (killed) are pruned, with
-their entries, by the next agent that starts or closes, by ``otcp-agent
-revert`` and by ``python -m otcp.bpf cleanup``; entries of a namespace a live
-user also wrote stay.
+``/sys/fs/bpf/otcp/sockops/`` (not ``NAME-pidPID``: it outlives the agent that
+loaded it). That path and the cgroup-v2 root are the machine's, found or
+mounted in the machine's mount namespace from whichever one the agent runs in
+(`otcp.bpf.machine`): a Mininet host's own sysfs hides both. The first agent
+builds, loads, pins and attaches it (with ``multi``, so other programs on the
+root cgroup stay); later agents reuse the pin. Agents register as users
+(``/run/otcp-bpf/sockops/users/PID-N``, listing the netns cookies they wrote)
+under a machine-wide flock; on ``close()`` an agent removes its hosts' entries
+and unregisters, and the last live user detaches the program (by its id:
+nothing else on the cgroup is touched) and unpins it. Users whose process is
+gone (killed) are pruned, with their entries, by the next agent that starts or
+closes, by ``otcp-agent revert`` and by ``python -m otcp.bpf cleanup``;
+entries of a namespace a live user also wrote stay.
 
 **Atomic sets.** A host (netns cookie) has two slots; :meth:`update` writes the
 new set into the slot that is not live, then flips the host's slot with one
@@ -48,7 +50,8 @@ from typing import Any, TextIO
 
 from otcp.bpf.build import build, object_path
 from otcp.bpf.errors import BpfUnavailable, run
-from otcp.bpf.objects import PIN_ROOT, PinnedMap, close_at_exit, closed, ensure_bpffs, load_pinned_at, unpin
+from otcp.bpf.machine import bpffs, cgroup2_root, outer
+from otcp.bpf.objects import PIN_ROOT, PinnedMap, close_at_exit, closed, load_pinned_at, unpin
 
 OBJECT = "otcp_sockops"
 PROGRAM = "otcp_sockops"
@@ -56,8 +59,6 @@ PIN = PIN_ROOT / "sockops"
 STATE_DIR = Path("/run/otcp-bpf/sockops")
 LOCK_PATH = Path("/run/otcp-bpf/sockops.lock")
 SO_NETNS_COOKIE = 71  # include/uapi/asm-generic/socket.h
-BPF_FS_MAGIC = 0xCAFE4A11
-CGROUP2_SUPER_MAGIC = 0x63677270
 CLONE_NEWNET = 0x40000000
 
 #: struct otcp_so_key (packed): prefix length, netns cookie, slot, address (IPv6 or ::ffff:IPv4).
@@ -170,61 +171,6 @@ def netns_cookie(netns: str | None = None) -> int:
     return int(result["cookie"])
 
 
-def _fs_type(path: str | Path) -> int | None:
-    """statfs's f_type of path, or None when it cannot be read."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    buffer = ctypes.create_string_buffer(256)
-    if libc.statfs(str(path).encode(), buffer) != 0:
-        return None
-    return int(struct.unpack_from("l", buffer.raw)[0]) & 0xFFFFFFFF
-
-
-_VIEW: list[Path] = []
-
-
-def _view() -> Path:
-    """Where this process sees the machine's mount tree from: "/", or, in a
-    mount namespace that covers /sys with a sysfs of its own (a Mininet host:
-    mnexec; ``ip netns exec``), the root of the nearest ancestor process
-    whose /sys/fs/bpf is the BPF filesystem, held open (/proc/PID/fd/N)."""
-    if not _VIEW:
-        view = Path("/")
-        if _fs_type("/sys/fs/bpf") != BPF_FS_MAGIC:
-            pid = os.getppid()
-            for _ in range(64):
-                if pid <= 1:
-                    break
-                try:
-                    if _fs_type(f"/proc/{pid}/root/sys/fs/bpf") == BPF_FS_MAGIC:
-                        fd = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY)
-                        view = Path(f"/proc/{os.getpid()}/fd/{fd}")
-                        break
-                    pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-                except (OSError, ValueError, IndexError):
-                    break
-        _VIEW.append(view)
-    return _VIEW[0]
-
-
-def _outer(path: Path) -> Path:
-    """An absolute path as the machine's mount tree has it (see :func:`_view`)."""
-    view = _view()
-    return path if view == Path("/") else view / path.relative_to("/")
-
-
-def cgroup2_root() -> Path:
-    """Where the cgroup-v2 hierarchy is mounted (its root cgroup), as this process can reach it."""
-    with open("/proc/self/mounts") as mounts:
-        for line in mounts:
-            fields = line.split()
-            if len(fields) > 2 and fields[2] == "cgroup2":
-                here = Path(fields[1])
-                if _fs_type(here) != CGROUP2_SUPER_MAGIC and _fs_type(_outer(here)) == CGROUP2_SUPER_MAGIC:
-                    return _outer(here)
-                return here
-    raise BpfUnavailable("no cgroup-v2 hierarchy is mounted (a sock_ops program attaches to a cgroup-v2 cgroup)")
-
-
 def possible_cpus() -> int:
     """How many CPUs a per-CPU map holds values for."""
     count = 0
@@ -262,7 +208,7 @@ class SockOpsEnforcer:
 
     def __init__(self, user: str | None, pin: Path | None = None) -> None:
         self.user = user  # this holder's name in the registry (PID-N), or None for a visitor
-        pin = _outer(PIN) if pin is None else pin
+        pin = outer(PIN) if pin is None else pin
         self.params_map = PinnedMap(pin / "maps" / "otcp_so_params", VALUE.size, KEY.size)
         self.slot_map = PinnedMap(pin / "maps" / "otcp_so_slot", SLOT_VALUE.size, 8)
         self.counter_map = PinnedMap(pin / "maps" / "otcp_so_cnt", 8 * len(COUNTERS) * possible_cpus())
@@ -280,18 +226,19 @@ class SockOpsEnforcer:
         attaching it to the cgroup-v2 root if no live user did. Raises
         :class:`BpfUnavailable` with the tool's and the kernel's words."""
         build()
-        ensure_bpffs()
+        bpffs()
+        cgroup2_root()  # found or mounted now: a refusal is said before anything is loaded
         with _Lock(wait_s):
             _prune_dead_users()
             digest = hashlib.sha256(object_path(OBJECT).read_bytes()).hexdigest()
             stamp = STATE_DIR / "object.sha256"
-            if _outer(PIN).exists() and (not stamp.exists() or stamp.read_text().strip() != digest):
+            if outer(PIN).exists() and (not stamp.exists() or stamp.read_text().strip() != digest):
                 if _live_users():
                     raise BpfUnavailable(
                         f"another build of {OBJECT} is attached and used by OTCP process(es) "
                         f"{', '.join(_live_users())} (PID-N); it is reused only by the same build")
                 _detach_and_unpin()
-            if not _outer(PIN).exists():
+            if not outer(PIN).exists():
                 _load_and_attach()
                 STATE_DIR.mkdir(parents=True, exist_ok=True)
                 stamp.write_text(digest + "\n")
@@ -310,7 +257,7 @@ class SockOpsEnforcer:
     @classmethod
     def open_pinned(cls) -> SockOpsEnforcer | None:
         """The program's maps if the program is pinned, without becoming a user; else None."""
-        if not (_outer(PIN) / "maps" / "otcp_so_params").exists():
+        if not (outer(PIN) / "maps" / "otcp_so_params").exists():
             return None
         return cls(user=None)
 
@@ -332,7 +279,7 @@ class SockOpsEnforcer:
                         except BpfUnavailable as error:
                             problems.append(str(error))
                 _prune_dead_users(self)
-                if not _live_users() and _outer(PIN).exists():
+                if not _live_users() and outer(PIN).exists():
                     self._close_maps()
                     _detach_and_unpin()
         finally:
@@ -554,7 +501,7 @@ def _prune_dead_users(enforcer: SockOpsEnforcer | None = None) -> list[str]:
         return []
     shared = {c for user in _live_users() for c in _user_cookies(user)}
     orphaned = {c for user in dead for c in _user_cookies(user)} - shared
-    if orphaned and (_outer(PIN) / "maps" / "otcp_so_params").exists():
+    if orphaned and (outer(PIN) / "maps" / "otcp_so_params").exists():
         opened = enforcer if enforcer is not None and not enforcer._closed else None
         visitor = opened or SockOpsEnforcer(user=None)
         try:
@@ -571,7 +518,7 @@ def _prune_dead_users(enforcer: SockOpsEnforcer | None = None) -> list[str]:
 
 
 def _program_id() -> int:
-    shown = run(["bpftool", "-j", "prog", "show", "pinned", str(_outer(PIN) / "progs" / PROGRAM)],
+    shown = run(["bpftool", "-j", "prog", "show", "pinned", str(outer(PIN) / "progs" / PROGRAM)],
                 "reading a program id")
     return int(json.loads(shown.stdout)["id"])
 
@@ -585,12 +532,13 @@ def _attached_ids() -> list[int]:
 
 
 def _attach(prog_id: int) -> None:
-    run(["bpftool", "cgroup", "attach", str(cgroup2_root()), "sock_ops", "id", str(prog_id), "multi"],
-        f"attaching {PROGRAM} to the cgroup-v2 root {cgroup2_root()}")
+    root = cgroup2_root()
+    run(["bpftool", "cgroup", "attach", str(root), "sock_ops", "id", str(prog_id), "multi"],
+        f"attaching {PROGRAM} to the cgroup-v2 root {root}")
 
 
 def _load_and_attach() -> None:
-    loaded = load_pinned_at(object_path(OBJECT), _outer(PIN), "sockops", root=_outer(PIN_ROOT))
+    loaded = load_pinned_at(object_path(OBJECT), outer(PIN), "sockops")
     try:
         _attach(loaded.program_id(PROGRAM))
     except BaseException:
@@ -600,17 +548,18 @@ def _load_and_attach() -> None:
 
 def _detach_and_unpin() -> None:
     """Detach our program (by id) from the root cgroup and unpin it."""
-    if (_outer(PIN) / "progs" / PROGRAM).exists():
+    if (outer(PIN) / "progs" / PROGRAM).exists():
+        root = cgroup2_root()
         for prog_id in _attached_ids():
-            run(["bpftool", "cgroup", "detach", str(cgroup2_root()), "sock_ops", "id", str(prog_id)],
-                f"detaching {PROGRAM} from {cgroup2_root()}")
-    unpin(_outer(PIN), root=_outer(PIN_ROOT))
+            run(["bpftool", "cgroup", "detach", str(root), "sock_ops", "id", str(prog_id)],
+                f"detaching {PROGRAM} from {root}")
+    unpin(outer(PIN))
     (STATE_DIR / "object.sha256").unlink(missing_ok=True)
 
 
 def attached() -> bool:
     """Whether the machine's otcp_sockops program is pinned and attached."""
-    return (_outer(PIN) / "progs" / PROGRAM).exists() and bool(_attached_ids())
+    return (outer(PIN) / "progs" / PROGRAM).exists() and bool(_attached_ids())
 
 
 def cleanup_leftover() -> list[str]:
@@ -619,6 +568,6 @@ def cleanup_leftover() -> list[str]:
     users, PID-N (``python -m otcp.bpf cleanup``)."""
     with _Lock(60.0):
         dead = _prune_dead_users()
-        if not _live_users() and _outer(PIN).exists():
+        if not _live_users() and outer(PIN).exists():
             _detach_and_unpin()
         return dead
