@@ -22,7 +22,7 @@ from otcp.agent.client import ControllerClient
 from otcp.agent.core import Agent
 from otcp.agent.enforcement import Enforcement, status_path
 from otcp.agent.routes import ApplyError, RouteTable
-from otcp.bpf import sockops
+from otcp.bpf import machine, sockops
 from otcp.bpf.build import object_path
 from otcp.bpf.objects import load_pinned
 from otcp.bpf.sockops import (
@@ -302,6 +302,28 @@ def test_without_bpf_the_agent_says_why_and_uses_routes(host, tmp_path, monkeypa
     assert not os.path.exists(status_path(state))
     off = Enforcement.start("routes")
     assert off.report() == {"mode": "routes", "reason": "BPF enforcement turned off (otcp-agent run --enforce routes)"}
+
+
+def test_a_pinned_program_that_was_detached_is_attached_again(monkeypatch, tmp_path):
+    # bpftool -j prints a bare newline for a cgroup with no programs: read as none attached.
+    monkeypatch.setattr(sockops, "PIN", sockops.PIN_ROOT / unique("test-detached-sockops-"))
+    monkeypatch.setattr(sockops, "STATE_DIR", tmp_path / "registry")
+    first = SockOpsEnforcer.attach()
+    try:
+        program = sockops._program_id()
+        subprocess.run(["bpftool", "cgroup", "detach", str(machine.cgroup2_root()), "sock_ops", "id", str(program)],
+                       check=True)
+        assert not sockops.attached()
+        second = SockOpsEnforcer.attach()
+        assert sockops._attached_ids() == [program]
+        second.close()
+        assert sockops.attached()  # the first user still holds it
+    finally:
+        first.close()
+    assert not machine.outer(sockops.PIN).exists()
+    assert program not in [e["id"] for e in json.loads(subprocess.run(
+        ["bpftool", "-j", "cgroup", "show", str(machine.cgroup2_root())], capture_output=True, text=True,
+        check=True).stdout.strip() or "[]")]
 
 
 def test_a_killed_user_is_pruned_with_its_entries(host):

@@ -527,7 +527,7 @@ def _attached_ids() -> list[int]:
     """Ids of our pinned program where it is attached on the root cgroup (empty if not)."""
     ours = _program_id()
     shown = run(["bpftool", "-j", "cgroup", "show", str(cgroup2_root())], "listing the root cgroup's programs")
-    return [entry["id"] for entry in json.loads(shown.stdout or "[]")
+    return [entry["id"] for entry in json.loads(shown.stdout.strip() or "[]")
             if entry.get("id") == ours and entry.get("attach_type") in ("sock_ops", "cgroup_sock_ops")]
 
 
