@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from test_agent_routes import RacedRouteTable, route
 
+import support
 from otcp import bpf as otcp_bpf
 from otcp.agent.client import ControllerClient
 from otcp.agent.core import Agent
@@ -39,6 +40,7 @@ from otcp.bpf.sockops import (
 from otcp.experiments.kernel.firstconn import PORT, PREFIX, one_connection, receiver_set, sender_set, ss_sample
 from otcp.experiments.kernel.testbed import Testbed
 from otcp.wire import messages
+from support.fresh_machine import mounts, run_fresh
 
 RATE_MBIT = 20
 BUFFER = 85000
@@ -811,3 +813,41 @@ def test_an_agent_in_a_mininet_host_reaches_the_machines_program():
     assert attached_there == "True" and entries.strip() == "['10.0.0.0/8']"
     if not sockops._live_users():
         assert not sockops.attached()
+
+
+# -- the first agent of a fresh machine ----------------------------------------------------
+
+
+def first_agent_on_a_fresh_machine(tmp_path, keep_cgroup2):
+    """Run support/first_agent.py as the first program of a fresh machine (support/fresh_machine.py)."""
+    ran = run_fresh([sys.executable, str(Path(support.__file__).parent / "first_agent.py"), str(tmp_path)],
+                    tmp_path, keep_cgroup2=keep_cgroup2, timeout=240)
+    assert ran.completed.returncode == 0, ran.completed.stderr[-3000:]
+    return ran, json.loads(ran.completed.stdout.splitlines()[-1])
+
+
+def test_the_first_agent_of_a_fresh_machine_enforces_with_bpf(tmp_path):
+    # A fresh machine has no BPF filesystem; a Mininet host's own sysfs hides /sys/fs/bpf and the
+    # cgroup-v2 root. The first agent mounts the BPF filesystem in the machine's mount namespace (not
+    # in its host's, where no other host would see it) and attaches at the machine's cgroup-v2 root.
+    ran, shown = first_agent_on_a_fresh_machine(tmp_path, keep_cgroup2=True)
+    assert not [m for m in ran.fresh if m[1] == "bpf"]
+    assert [m for m in ran.fresh if m[1] == "cgroup2"] == [m for m in mounts() if m[1] == "cgroup2"]
+    assert shown["status"] is not None and shown["status"]["mode"] == "bpf", shown["log"]
+    assert shown["status"]["reason"] is None
+    before = shown["attached_before"].count("otcp_sockops")
+    assert shown["attached_while_running"].count("otcp_sockops") == before + 1
+    assert shown["host_sys_fs_bpf"] == "sysfs"  # nothing mounted in the host's own namespace
+    assert [m[:2] for m in ran.after if m[1] == "bpf"] == [("/sys/fs/bpf", "bpf")]  # once, the machine's
+    assert shown["returncode"] == 0
+    assert shown["attached_after"].count("otcp_sockops") == before and not shown["pinned_after"]
+
+
+def test_on_a_machine_without_cgroup_v2_the_first_agent_mounts_it_under_run(tmp_path):
+    ran, shown = first_agent_on_a_fresh_machine(tmp_path, keep_cgroup2=False)
+    assert not [m for m in ran.fresh if m[1] in ("bpf", "cgroup2")]
+    assert shown["status"] is not None and shown["status"]["mode"] == "bpf", shown["log"]
+    before = shown["attached_before"].count("otcp_sockops")
+    assert shown["attached_while_running"].count("otcp_sockops") == before + 1
+    assert [m[:2] for m in ran.after if m[1] == "cgroup2"] == [(str(machine.CGROUP2_MOUNT), "cgroup2")]
+    assert shown["returncode"] == 0 and shown["attached_after"].count("otcp_sockops") == before
