@@ -25,7 +25,7 @@ from otcp.agent.enforcement import Enforcement, status_path
 from otcp.agent.routes import ApplyError, RouteTable
 from otcp.bpf import machine, sockops
 from otcp.bpf.build import object_path
-from otcp.bpf.objects import load_pinned
+from otcp.bpf.objects import load_pinned, unpin
 from otcp.bpf.sockops import (
     COUNTERS,
     KEY,
@@ -311,8 +311,8 @@ def test_a_pinned_program_that_was_detached_is_attached_again(monkeypatch, tmp_p
     monkeypatch.setattr(sockops, "PIN", sockops.PIN_ROOT / unique("test-detached-sockops-"))
     monkeypatch.setattr(sockops, "STATE_DIR", tmp_path / "registry")
     first = SockOpsEnforcer.attach()
+    program = sockops._program_id()
     try:
-        program = sockops._program_id()
         subprocess.run(["bpftool", "cgroup", "detach", str(machine.cgroup2_root()), "sock_ops", "id", str(program)],
                        check=True)
         assert not sockops.attached()
@@ -321,7 +321,12 @@ def test_a_pinned_program_that_was_detached_is_attached_again(monkeypatch, tmp_p
         second.close()
         assert sockops.attached()  # the first user still holds it
     finally:
-        first.close()
+        try:
+            first.close()
+        finally:  # what a failing close left of this test's own program
+            subprocess.run(["bpftool", "cgroup", "detach", str(machine.cgroup2_root()), "sock_ops", "id",
+                            str(program)], capture_output=True, check=False)
+            unpin(machine.outer(sockops.PIN))
     assert not machine.outer(sockops.PIN).exists()
     assert program not in [e["id"] for e in json.loads(subprocess.run(
         ["bpftool", "-j", "cgroup", "show", str(machine.cgroup2_root())], capture_output=True, text=True,

@@ -14,9 +14,10 @@ namespace) is detached by id afterwards; no other program is touched.
 
 :func:`unmounted_bpffs`: this machine itself without its BPF filesystem, for
 what cannot run in a PID namespace of its own (the incast runner reads Open
-vSwitch's processes in /proc). It unmounts the BPF filesystem only when it
-holds nothing but the kernel's own entries and empty directories, and puts
-the machine's mounts back as they were afterwards.
+vSwitch's processes in /proc). It removes what OTCP processes that are gone
+left pinned, unmounts the BPF filesystem only when it then holds nothing but
+the kernel's own entries and empty directories, and puts the machine's
+mounts back as they were afterwards.
 
 Both run under the network-namespace lock like every test that makes
 namespaces or loads BPF (the suite does).
@@ -143,7 +144,10 @@ def unmounted_bpffs() -> Iterator[None]:
     """This machine without a BPF filesystem while the context lasts (see the
     module); afterwards the BPF filesystems mounted meanwhile are unmounted if
     they hold nothing, and those it had are mounted again, with their empty
-    directories. Fails, unmounting nothing, where one holds pins."""
+    directories. What OTCP processes that are gone left pinned is removed
+    first (``python -m otcp.bpf cleanup``); fails, unmounting nothing, where
+    anything else is pinned."""
+    subprocess.run([sys.executable, "-m", "otcp.bpf", "cleanup"], check=True)
     before = mounts()
     had = {}
     for point in dict.fromkeys(_bpf_points()):
