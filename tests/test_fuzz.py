@@ -43,7 +43,9 @@ route_like = st.fixed_dictionaries(
      "initcwnd": st.one_of(st.integers(min_value=-5, max_value=300), scalars),
      "cwnd_clamp": st.one_of(st.none(), st.integers(min_value=-5, max_value=70000), scalars),
      "quickack": st.one_of(st.booleans(), scalars)},
-    optional={"extra": json_values})
+    optional={"advmss": st.one_of(st.none(), st.integers(min_value=-5, max_value=70000), scalars),
+              "pacing_rate": st.one_of(st.none(), st.integers(min_value=-5, max_value=2**33), scalars),
+              "extra": json_values})
 set_like = st.fixed_dictionaries(
     {"generation": st.one_of(st.integers(min_value=-2, max_value=2**64), scalars),
      "routes": st.one_of(st.lists(route_like, max_size=5), json_values)},
@@ -76,11 +78,11 @@ delta_like = st.fixed_dictionaries(
      "removed": st.one_of(st.lists(st.sampled_from(["10.77.0.2/32", "10.77.0.3", "10.88.1.1/32", "h1"]),
                                    max_size=3), json_values)},
     optional={"extra": json_values})
-BASE = {"generation": 5, "routes": [
+BASE = paramset.validate_param_set({"generation": 5, "routes": [
     {"dst": "10.77.0.2/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "advmss": None, "pacing_rate": None,
      "quickack": True},
     {"dst": "10.77.0.3/32", "rto_min_ms": 20, "initcwnd": 2, "cwnd_clamp": None, "advmss": 536,
-     "pacing_rate": 1000, "quickack": True}]}
+     "pacing_rate": 1000, "quickack": True}]})
 
 
 @EXAMPLES
@@ -91,7 +93,7 @@ def test_any_delta_makes_a_valid_set_or_one_validation_error(delta):
     except ValidationError as error:
         assert "\n" not in str(error)
     else:
-        assert made["generation"] > BASE["generation"] and paramset.validate_param_set(made) == made
+        assert made.generation > BASE.generation and paramset.validate_param_set(made.model_dump()) == made
         # The delta between the base and what it made makes the same set again.
         assert paramset.same_routes(paramset.apply_delta(BASE, paramset.make_delta(BASE, made)), made)
 
@@ -104,7 +106,7 @@ def test_any_byte_stream_is_frames_or_one_protocol_error(chunks):
     try:
         for chunk in chunks:
             for body in decoder.feed(chunk):
-                messages.check_message(peer.open(body), "ack", "reject", "hello")
+                messages.parse_message(peer.open(body), messages.Ack, messages.Reject, messages.Hello)
     except ProtocolError as error:
         assert "\n" not in str(error)
 
@@ -116,7 +118,7 @@ def test_any_byte_stream_is_frames_or_one_protocol_error(chunks):
                                                                  "error": scalars, "version": scalars})))
 def test_any_message_is_checked_or_refused_with_one_protocol_error(message):
     try:
-        messages.check_message(message)
+        messages.parse_message(message)
     except ProtocolError as error:
         assert "\n" not in str(error)
 

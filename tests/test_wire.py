@@ -33,7 +33,8 @@ def test_valid_set_is_normalised():
         param_set(route(dst="10.0.0.2"), route(dst="2001:DB8::5", cwnd_clamp=None, quickack=False),
                   route(dst="10.1.0.0/16", rto_min_ms=1000, initcwnd=256, cwnd_clamp=65535))
     )
-    assert validated == {
+    assert isinstance(validated, paramset.ParamSet)
+    assert validated.model_dump() == {
         "generation": 7,
         "routes": [
             route(dst="10.0.0.2/32"),
@@ -44,7 +45,25 @@ def test_valid_set_is_normalised():
 
 
 def test_empty_route_list_is_a_valid_set():
-    assert paramset.validate_param_set({"generation": 1, "routes": []}) == {"generation": 1, "routes": []}
+    assert paramset.validate_param_set({"generation": 1, "routes": []}) == paramset.ParamSet(generation=1, routes=[])
+
+
+def test_a_hand_written_set_leaves_out_what_it_does_not_set():
+    """cwnd_clamp, advmss and pacing_rate are optional: absent is null, "not set" (no clamp, the
+    kernel's MSS, not paced); the controller still sends every key, which is the same set."""
+    short = {"generation": 3, "routes": [{"dst": "10.0.0.2/32", "rto_min_ms": 14, "initcwnd": 10, "quickack": False}]}
+    checked = paramset.validate_param_set(short)
+    (only,) = checked.routes
+    assert (only.cwnd_clamp, only.advmss, only.pacing_rate) == (None, None, None)
+    sent = json.loads(framing.encode_json(checked))  # the controller's form: every key, null where not set
+    assert sent["routes"][0] == {**short["routes"][0], "cwnd_clamp": None, "advmss": None, "pacing_rate": None}
+    assert paramset.validate_param_set(sent) == checked
+    assert paramset.parse_param_set(json.dumps(short).encode()) == checked
+    # What is not optional is still refused when missing, naming it.
+    for key in ("dst", "rto_min_ms", "initcwnd", "quickack"):
+        without = {"generation": 3, "routes": [{k: v for k, v in short["routes"][0].items() if k != key}]}
+        with pytest.raises(ValidationError, match=rf"^routes\[0\]\.{key}: missing$"):
+            paramset.validate_param_set(without)
 
 
 def test_lowest_bounds_are_accepted():
@@ -54,8 +73,8 @@ def test_lowest_bounds_are_accepted():
 def test_pacing_rate_is_bytes_per_second_or_null():
     top = 2**32 - 2
     checked = paramset.validate_param_set(param_set(route(pacing_rate=2_000_000), route(dst="10.0.0.3", pacing_rate=top)))
-    assert [r["pacing_rate"] for r in checked["routes"]] == [2_000_000, top]
-    assert paramset.validate_param_set(param_set(route()))["routes"][0]["pacing_rate"] is None
+    assert [r.pacing_rate for r in checked.routes] == [2_000_000, top]
+    assert paramset.validate_param_set(param_set(route())).routes[0].pacing_rate is None
     # The wire's top is what the sock_ops program can hand SO_MAX_PACING_RATE, and what the planner caps at.
     from otcp.bpf.sockops import MAX_PACING_RATE
     from otcp.planning import formulas
@@ -100,7 +119,6 @@ def test_pacing_rate_is_bytes_per_second_or_null():
         ({"routes": []}, "generation: missing"),
         ({"generation": 3}, "routes: missing"),
         (param_set({k: v for k, v in route().items() if k != "quickack"}), "routes[0].quickack: missing"),
-        (param_set({k: v for k, v in route().items() if k != "pacing_rate"}), "routes[0].pacing_rate: missing"),
         # destinations
         (param_set(route(dst="10.0.0.1/24")), 'routes[0].dst: "10.0.0.1/24" has host bits set'),
         (param_set(route(dst="10.0.0.300")), 'routes[0].dst: "10.0.0.300" is not an IPv4 or IPv6 prefix'),
@@ -185,44 +203,57 @@ def test_frame_refuses_to_build_oversized_message():
 
 def test_enforcement_is_reported_in_hello_and_ack_and_checked():
     ack = messages.ack_message(3, [], {"mode": "bpf", "reason": None})
-    assert messages.check_message(ack, "ack") == "ack"
-    assert messages.check_message(messages.ack_message(3, [], ROUTES_ONLY), "ack") == "ack"
+    assert messages.parse_message(ack, messages.Ack).enforcement == messages.Enforcement(mode="bpf", reason=None)
+    assert messages.parse_message(messages.ack_message(3, [], ROUTES_ONLY), messages.Ack).enforcement.mode == "routes"
     for bad, where in (({"mode": "ebpf", "reason": None}, "enforcement.mode"),
                        ({"mode": "routes"}, "enforcement.reason: missing"),
                        ({"mode": "bpf", "reason": None, "extra": 1}, "unknown key"),
                        ({"mode": "routes", "reason": "x" * 4097}, "enforcement.reason"),
                        ({"mode": "routes", "reason": 5}, "enforcement.reason")):
         with pytest.raises(ProtocolError, match=where):
-            messages.check_message({**ack, "enforcement": bad}, "ack")
+            messages.parse_message({**ack, "enforcement": bad}, messages.Ack)
     without = {key: value for key, value in ack.items() if key != "enforcement"}
     with pytest.raises(ProtocolError, match="enforcement: missing"):
-        messages.check_message(without, "ack")
+        messages.parse_message(without, messages.Ack)
     hello = {"type": "hello", "hostname": "h1", "addresses": [], "interfaces": [], "mtu": 1500, "mss_bytes": 1448,
              "congestion_controls": ["cubic"], "congestion_control": "cubic", "tcp_rto_min_us": True,
              "applied_generation": None, "agent_version": limits.VERSION, "enforcement": ROUTES_ONLY}
-    assert messages.check_message(hello, "hello") == "hello"
+    assert messages.parse_message(hello, messages.Hello).hostname == "h1"
     with pytest.raises(ProtocolError, match="enforcement: missing"):
-        messages.check_message({k: v for k, v in hello.items() if k != "enforcement"}, "hello")
+        messages.parse_message({k: v for k, v in hello.items() if k != "enforcement"}, messages.Hello)
     assert limits.VERSION == 6
 
 
 def test_message_schemas_refuse_unknown_missing_and_mistyped_fields():
     good = messages.ack_message(3, [{"dst": "10.0.0.2/32", "status": "applied", "dev": "h1-eth0",
                                      "gateway": None, "table": 254}], {"mode": "bpf", "reason": None})
-    assert messages.check_message(good, "ack") == "ack"
+    assert messages.parse_message(good, messages.Ack).results[0].table == 254
     with pytest.raises(ProtocolError, match="unknown key"):
-        messages.check_message({**good, "extra": 1}, "ack")
+        messages.parse_message({**good, "extra": 1}, messages.Ack)
     with pytest.raises(ProtocolError, match="generation: missing"):
-        messages.check_message({"type": "ack", "results": []}, "ack")
+        messages.parse_message({"type": "ack", "results": []}, messages.Ack)
     with pytest.raises(ProtocolError, match=r"results\[0\].status"):
-        messages.check_message(messages.ack_message(3, [{"dst": "x", "status": "maybe"}], ROUTES_ONLY), "ack")
+        messages.parse_message(messages.ack_message(3, [{"dst": "x", "status": "maybe"}], ROUTES_ONLY), messages.Ack)
     with pytest.raises(ProtocolError, match="expected params"):
-        messages.check_message(good, "params")
+        messages.parse_message(good, messages.Params)
+    with pytest.raises(ProtocolError, match="expected params or resync"):
+        messages.parse_message(good, messages.Params, messages.Resync)
     with pytest.raises(ProtocolError, match="expected a known message type"):
-        messages.check_message({"type": "shutdown"})
+        messages.parse_message({"type": "shutdown"})
     for unhashable in ([], {}):  # found by the fuzz test: a TypeError, not a protocol error, before
         with pytest.raises(ProtocolError, match="type: expected a known message type"):
-            messages.check_message({"type": unhashable})
+            messages.parse_message({"type": unhashable})
+
+
+def test_round_trips_are_seconds_in_the_processes_and_microseconds_on_the_wire():
+    trips = [messages.RoundTrip("10.0.0.2", 250e-6, 0.0012345, 9, "tcp")]
+    message = messages.rtt_message(trips)
+    assert message["samples"] == [{"dst": "10.0.0.2", "min_rtt_us": 250.0, "spread_us": 1234.5, "count": 9,
+                                   "source": "tcp"}]
+    (back,) = messages.parse_message(json.loads(framing.encode_json(message)), messages.Rtt).round_trips()
+    assert back.dst == "10.0.0.2" and back.min_s == pytest.approx(250e-6) and back.spread_s == pytest.approx(1.2345e-3)
+    with pytest.raises(ValueError, match="not finite"):
+        messages.rtt_message([messages.RoundTrip("10.0.0.2", float("nan"), 0.0, 1, "probe")])
 
 
 # -- authentication ----------------------------------------------------------------
@@ -233,7 +264,8 @@ SECRET = b"correct horse battery staple"
 
 def test_challenge_response_proves_the_secret_both_ways_without_sending_it():
     controller_nonce = session.new_nonce()
-    auth, agent_nonce = messages.auth_message(SECRET, messages.challenge_message(controller_nonce))
+    challenge = messages.parse_message(messages.challenge_message(controller_nonce), messages.Challenge)
+    auth, agent_nonce = messages.auth_message(SECRET, challenge)
     assert SECRET.decode() not in json.dumps(auth)
     assert session.macs_equal(session.agent_mac(SECRET, controller_nonce, agent_nonce), auth["mac"])
     assert not session.macs_equal(session.agent_mac(b"wrong", controller_nonce, agent_nonce), auth["mac"])
@@ -254,7 +286,7 @@ def test_version_mismatch_is_refused():
     challenge = messages.challenge_message(session.new_nonce())
     challenge["version"] = 99
     with pytest.raises(ProtocolError, match="version 99"):
-        messages.auth_message(SECRET, challenge)
+        messages.auth_message(SECRET, messages.parse_message(challenge, messages.Challenge))
 
 
 def session_pair(secret_agent=SECRET, secret_controller=SECRET):
@@ -323,7 +355,7 @@ def test_a_delta_carries_added_routes_changed_fields_and_removed_destinations():
         route(rto_min_ms=20, initcwnd=4, cwnd_clamp=None, advmss=536, pacing_rate=125_000, quickack=False),
         route(dst="10.0.1.0/24"), route(dst="10.0.2.0/24", initcwnd=2, cwnd_clamp=5, advmss=1000, pacing_rate=9),
         route(dst="10.0.1.128/25", cwnd_clamp=9), route(dst="10.0.3.0/24"), generation=9))
-    delta = paramset.make_delta(base, new)
+    delta = json.loads(framing.encode_json(paramset.make_delta(base, new)))  # as the wire carries it
     assert delta == {"base": 7, "generation": 9,
                      # nothing alike in the base, and no base route covers it: whole
                      "added": [route(dst="10.0.2.0/24", initcwnd=2, cwnd_clamp=5, advmss=1000, pacing_rate=9)],
@@ -334,11 +366,12 @@ def test_a_delta_carries_added_routes_changed_fields_and_removed_destinations():
                                   "advmss": 536, "pacing_rate": 125_000, "quickack": False}],
                      "removed": ["10.0.0.3/32"]}
     assert paramset.same_routes(paramset.apply_delta(base, delta), new)
-    assert paramset.validate_delta(delta) == delta
+    assert paramset.validate_delta(delta).model_dump(exclude_unset=True) == delta
     # An unchanged route is not in the delta; the same set makes an empty one.
-    assert paramset.make_delta(base, dict(base, generation=8)) == {"base": 7, "generation": 8, "added": [],
-                                                                    "copied": [], "changed": [], "removed": []}
-    assert paramset.delta_is_smaller(paramset.make_delta(base, dict(base, generation=8)), base)
+    again = base.model_copy(update={"generation": 8})
+    assert paramset.make_delta(base, again) == {"base": 7, "generation": 8, "added": [], "copied": [], "changed": [],
+                                                "removed": []}
+    assert paramset.delta_is_smaller(paramset.make_delta(base, again), base)
 
 
 def test_a_delta_goes_where_its_json_is_shorter_than_the_whole_set():
@@ -361,7 +394,7 @@ def test_a_delta_goes_where_its_json_is_shorter_than_the_whole_set():
 def test_a_patch_keeps_the_fields_it_does_not_name_and_may_set_null():
     base = paramset.validate_param_set(param_set(route(cwnd_clamp=3, advmss=1000), generation=1))
     delta = {"base": 1, "generation": 2, "added": [], "copied": [], "changed": [{"dst": "10.0.0.2", "advmss": None}], "removed": []}
-    assert paramset.apply_delta(base, delta)["routes"] == [route(cwnd_clamp=3, advmss=None)]
+    assert paramset.apply_delta(base, delta).routes == [paramset.RouteParams(**route(cwnd_clamp=3, advmss=None))]
 
 
 def delta(**overrides):
@@ -424,8 +457,8 @@ def test_a_delta_whose_result_breaks_a_set_rule_is_refused():
 
 def test_params_message_carries_a_set_or_a_delta_and_resync_is_checked():
     good = messages.delta_message(delta(), peers=["10.0.0.9"])
-    assert messages.check_message(good, "params") == "params"
-    assert messages.check_message(messages.params_message({"generation": 1, "routes": []}, None)) == "params"
+    assert messages.parse_message(good, messages.Params).peers == ["10.0.0.9"]
+    assert messages.parse_message(messages.params_message({"generation": 1, "routes": []}, None)).type == "params"
     for bad, problem in [
         ({"type": "params"}, "exactly one of set and delta, not neither"),
         ({"type": "params", "set": {}, "delta": {}}, "exactly one of set and delta, not set and delta"),
@@ -434,81 +467,48 @@ def test_params_message_carries_a_set_or_a_delta_and_resync_is_checked():
         (dict(good, peers="10.0.0.9"), 'peers: "10.0.0.9" is not a list'),
     ]:
         with pytest.raises(ProtocolError, match="params message: .*" + problem.replace("[", r"\[").replace("]", r"\]")):
-            messages.check_message(bad, "params")
-    assert messages.check_message(messages.resync_message(8, 7), "resync") == "resync"
-    assert messages.check_message(messages.resync_message(8, None), "resync") == "resync"
+            messages.parse_message(bad, messages.Params)
+    assert messages.parse_message(messages.resync_message(8, 7), messages.Resync).applied_generation == 7
+    assert messages.parse_message(messages.resync_message(8, None), messages.Resync).applied_generation is None
     for bad, problem in [
         (dict(messages.resync_message(8, 7), generation=0), "resync message: generation: 0 is out of range"),
         ({"type": "resync", "generation": 8}, "resync message: applied_generation: missing"),
     ]:
         with pytest.raises(ProtocolError, match=problem):
-            messages.check_message(bad, "resync")
+            messages.parse_message(bad, messages.Resync)
 
 
-# -- validating against the host's latest set -------------------------------------------------
+# -- a set is validated once: when it is made ------------------------------------------------
 
 
-def test_routes_already_validated_are_taken_as_they_are_and_the_rest_checked_like_any_set():
-    known = paramset.validate_param_set(param_set(route(), route(dst="10.0.0.3"), generation=4))
-    new = param_set(route(), route(dst="10.0.0.4", initcwnd=2), generation=5)
-    assert paramset.validate_param_set(new, known=known) == paramset.validate_param_set(new)
+def test_routes_are_checked_once_when_made_and_stay_valid():
+    """A RouteParams is validated when it is made (from JSON, or by the planner from its
+    columns) and cannot change after: a set of them is checked as a whole (its generation,
+    one route per destination) without checking a route again, and keeps the very objects."""
+    made = paramset.RouteParams(**route())
+    with pytest.raises(Exception, match="frozen"):
+        made.initcwnd = 0  # type: ignore[misc]
+    with pytest.raises(Exception, match="initcwnd"):
+        paramset.RouteParams(**route(initcwnd=0))
+    checked = paramset.validate_param_set({"generation": 5, "routes": [made]})
+    assert checked.routes[0] is made
+    assert paramset.validate_param_set(checked) is checked
     # Equal in Python is not the same on the wire: True == 1 and 3.0 == 3 are refused, naming the field.
     for value, field in ((True, "initcwnd"), (3.0, "cwnd_clamp"), (1, "quickack")):
-        same_value = param_set(route(**{field: value}), generation=5)
-        assert same_value["routes"][0] == known["routes"][0]
         with pytest.raises(ValidationError, match=rf"routes\[0\]\.{field}"):
-            paramset.validate_param_set(same_value, known=known)
-    # The set's own rules still hold: its generation, its keys, one route per destination.
+            paramset.validate_param_set(param_set(route(**{field: value}), generation=5))
+    # The set's own rules still hold for routes made already: its generation, one route per destination.
     with pytest.raises(ValidationError, match=r"routes\[1\]\.dst: 10.0.0.2/32 duplicates routes\[0\]\.dst"):
-        paramset.validate_param_set(param_set(route(), route(dst="10.0.0.2"), generation=5), known=known)
-    with pytest.raises(ValidationError, match="generation"):
-        paramset.validate_param_set(param_set(route(), generation=True), known=known)
-    with pytest.raises(ValidationError, match="extra"):
-        paramset.validate_param_set({**param_set(route()), "extra": 1}, known=known)
-    with pytest.raises(ValidationError, match=r"routes\[0\]"):
-        paramset.validate_param_set(param_set(["10.0.0.2/32"], generation=5), known=known)
+        paramset.validate_param_set({"generation": 5, "routes": [made, made]})
+    with pytest.raises(ValidationError, match="generation: true is not an integer"):
+        paramset.validate_param_set({"generation": True, "routes": [made]})
 
 
-def test_normal_routes_are_kept_as_the_objects_given_and_not_checked_again():
-    """A route already in normal form is kept as the very object given (a denormal one is
-    replaced by its normal form), so the planner's routes, made once and shared, are recognised
-    by identity in the next set; a copy of equal value is still compared field by field."""
-    normal, needs_normalising = route(), route(dst="10.0.0.3")  # "10.0.0.3" becomes "10.0.0.3/32"
-    first = paramset.validate_param_set(param_set(normal, needs_normalising, generation=4))
-    assert first["routes"][0] is normal
-    assert first["routes"][1] is not needs_normalising and first["routes"][1]["dst"] == "10.0.0.3/32"
-    again = paramset.validate_param_set(param_set(normal, generation=5), known=first)
-    assert again["routes"][0] is normal
-    with pytest.raises(ValidationError, match=r"routes\[0\]\.initcwnd"):  # an equal copy with a bool is refused
-        paramset.validate_param_set(param_set(route(initcwnd=True), generation=5), known=first)
-
-
-def test_sets_validated_together_check_a_shared_route_once_and_each_set_still_whole(monkeypatch):
-    """validate_param_sets (a publication): a route object shared by sets, or checked by an
-    earlier call with the same `checked`, is not checked again; each set's own rules still hold
-    though its routes were all checked: its generation, its keys, one route per destination."""
-    shared = route()
-    routes_checked = []
-    original = paramset.validation.check
-
-    def counting(model, data, where=""):
-        routes_checked.extend(data.get("routes", []) if isinstance(data, dict) else [])
-        return original(model, data, where)
-
-    monkeypatch.setattr(paramset.validation, "check", counting)
-    checked: dict = {}
-    sets = {"a": param_set(shared, generation=5), "b": param_set(shared, route(dst="10.0.0.3/32"), generation=5)}
-    validated = paramset.validate_param_sets(sets, {}, checked)
-    assert validated["a"]["routes"][0] is validated["b"]["routes"][0] is shared
-    assert [r["dst"] for r in routes_checked] == ["10.0.0.2/32", "10.0.0.3/32"]
-    assert checked == {id(shared): shared, id(validated["b"]["routes"][1]): validated["b"]["routes"][1]}
-    routes_checked.clear()
-    assert paramset.validate_param_sets({"c": param_set(shared, generation=6)}, {}, checked)["c"]["routes"] == [shared]
-    assert routes_checked == []  # known from the call before
-    for bad, message in ((param_set(shared, generation=True), "generation"),  # 5 was checked: 5.0 == 5, True == 1
-                         (param_set(shared, generation=5.0), "generation"),
-                         (param_set(shared, generation=0), "generation"),
-                         ({**param_set(shared, generation=5), "extra": 1}, "extra"),
-                         (param_set(shared, shared), r"routes\[1\]\.dst: 10.0.0.2/32 duplicates routes\[0\]\.dst")):
-        with pytest.raises(ValidationError, match=message):
-            paramset.validate_param_sets({"a": param_set(shared, generation=5), "b": bad}, {}, checked)
+def test_routes_with_the_same_parameters_are_equal_and_hash_alike_whoever_made_them():
+    from_json = paramset.validate_param_set(param_set(route(), route(dst="10.0.0.3"))).routes
+    made = [paramset.RouteParams.of("10.0.0.2/32", (14, 1, 3, None, None, True)),
+            paramset.RouteParams.of("10.0.0.3", (14, 1, 3, None, None, True))]
+    assert from_json == made and set(from_json) == set(made)
+    assert paramset.same_routes(paramset.ParamSet(generation=1, routes=from_json),
+                                paramset.ParamSet(generation=2, routes=made[::-1]))
+    assert made[0] != made[0].model_copy(update={"quickack": False})

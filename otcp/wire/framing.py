@@ -2,6 +2,10 @@
 
 import json
 import struct
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel
 
 from otcp.wire import validation
 from otcp.wire.limits import MAX_FRAME_BYTES
@@ -52,12 +56,19 @@ class FrameDecoder:
         return len(self._buffer)
 
 
-def encode_json(message: dict) -> bytes:
-    """A message as compact JSON bytes (NaN and infinity refused)."""
-    return json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
+def encode_json(message: Mapping[str, Any] | BaseModel) -> bytes:
+    """A message as compact JSON bytes (NaN and infinity refused). The validated models in it
+    (a parameter set, its routes, a hello) go as their fields, every field given."""
+    return json.dumps(message, separators=(",", ":"), allow_nan=False, default=_fields).encode()
 
 
-def decode_json(body: bytes, where: str = "message") -> dict:
+def _fields(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def decode_json(body: bytes, where: str = "message") -> dict[str, Any]:
     """Parse one JSON object; bad, too deep or non-object JSON raises ProtocolError."""
     try:
         message = validation.load_json(body, where)

@@ -11,15 +11,19 @@ agent's ``rtt`` report of the round trips it measured to its destinations.
 """
 
 import ipaddress
-from typing import Annotated, Any, Literal
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, TypeVar, overload
 
 from pydantic import AfterValidator, Field, model_validator
 
 from otcp.wire import validation
 from otcp.wire.framing import ProtocolError
 from otcp.wire.limits import GENERATION, VERSION
+from otcp.wire.paramset import ParamSet
 from otcp.wire.session import agent_mac, controller_mac, new_nonce
-from otcp.wire.validation import Strict, bounded_string, int_range
+from otcp.wire.validation import Strict, int_range
 
 
 def _hex(value: str) -> str:
@@ -39,17 +43,17 @@ def _address(value: str) -> str:
 
 Hex = Annotated[str, Field(max_length=128), AfterValidator(_hex)]
 Address = Annotated[str, Field(max_length=64), AfterValidator(_address)]
-Name = bounded_string(64)
-Generation = int_range(*GENERATION)
-Version = int_range(1, 65535)
-Count = int_range(0, 2**31 - 1)
+Name = Annotated[str, Field(max_length=64)]
+Generation = Annotated[int, int_range(*GENERATION)]
+Version = Annotated[int, int_range(1, 65535)]
+Count = Annotated[int, int_range(0, 2**31 - 1)]
 
 
 class Challenge(Strict):
     """The controller's first words: all an unauthenticated peer ever receives."""
 
     type: Literal["challenge"]
-    version: Version  # type: ignore[valid-type]
+    version: Version
     nonce: Hex
 
 
@@ -71,8 +75,8 @@ class Welcome(Strict):
 class Interface(Strict):
     """One interface of the host, as the hello reports it."""
 
-    name: Name  # type: ignore[valid-type]
-    mtu: Count  # type: ignore[valid-type]
+    name: Name
+    mtu: Count
     addresses: Annotated[list[Address], Field(max_length=256)]
 
 
@@ -81,23 +85,23 @@ class Enforcement(Strict):
     routes ("bpf"), or the routes alone ("routes"), with the reason."""
 
     mode: Literal["bpf", "routes"]
-    reason: bounded_string(4096) | None  # type: ignore[valid-type]
+    reason: Annotated[str, Field(max_length=4096)] | None
 
 
 class Hello(Strict):
     """What the agent tells of its host once authenticated."""
 
     type: Literal["hello"]
-    hostname: bounded_string(255)  # type: ignore[valid-type]
+    hostname: Annotated[str, Field(max_length=255)]
     addresses: Annotated[list[Address], Field(max_length=256)]
     interfaces: Annotated[list[Interface], Field(max_length=256)]
-    mtu: Count | None  # type: ignore[valid-type]
-    mss_bytes: Count | None  # type: ignore[valid-type]
-    congestion_controls: Annotated[list[Name], Field(max_length=64)]  # type: ignore[valid-type]
-    congestion_control: Name | None  # type: ignore[valid-type]
+    mtu: Count | None
+    mss_bytes: Count | None
+    congestion_controls: Annotated[list[Name], Field(max_length=64)]
+    congestion_control: Name | None
     tcp_rto_min_us: bool
-    applied_generation: Generation | None  # type: ignore[valid-type]
-    agent_version: Version  # type: ignore[valid-type]
+    applied_generation: Generation | None
+    agent_version: Version
     enforcement: Enforcement
 
 
@@ -130,30 +134,44 @@ class Params(Strict):
 class RouteResult(Strict):
     """What became of one route of a set."""
 
-    dst: Name  # type: ignore[valid-type]
+    dst: Name
     status: Literal["applied", "skipped"]
-    reason: bounded_string(4096) | None = None  # type: ignore[valid-type]
-    dev: Name | None = None  # type: ignore[valid-type]
+    reason: Annotated[str, Field(max_length=4096)] | None = None
+    dev: Name | None = None
     gateway: Address | None = None
-    table: int_range(0, 2**32 - 1) | None = None  # type: ignore[valid-type]
+    table: Annotated[int, int_range(0, 2**32 - 1)] | None = None
 
 
 class Ack(Strict):
     """The agent applied a set."""
 
     type: Literal["ack"]
-    generation: Generation  # type: ignore[valid-type]
+    generation: Generation
     results: Annotated[list[RouteResult], Field(max_length=1_000_000)]
     enforcement: Enforcement
 
 
+@dataclass(frozen=True)
+class RoundTrip:
+    """A host's round trip to one destination over the agent's window, as both processes
+    hold it: the smallest sample and how far the samples reach above it (their 90th
+    percentile), in seconds; how many samples there were and where the smallest came from.
+    On the wire it is an `RttSample`, in microseconds (`rtt_message`, `Rtt.round_trips`)."""
+
+    dst: str  # the destination's address
+    min_s: float
+    spread_s: float
+    count: int
+    source: Literal["tcp", "probe"]
+
+
 class RttSample(Strict):
-    """The host's round trip to one destination over the agent's window."""
+    """A `RoundTrip` on the wire: microseconds."""
 
     dst: Address
     min_rtt_us: Annotated[float, Field(ge=0, le=60_000_000)]
     spread_us: Annotated[float, Field(ge=0, le=60_000_000)]
-    count: int_range(1, 2**31 - 1)  # type: ignore[valid-type]
+    count: Annotated[int, int_range(1, 2**31 - 1)]
     source: Literal["tcp", "probe"]
 
 
@@ -163,47 +181,61 @@ class Rtt(Strict):
     type: Literal["rtt"]
     samples: Annotated[list[RttSample], Field(max_length=100_000)]
 
+    def round_trips(self) -> list[RoundTrip]:
+        """The samples as the process holds them: seconds."""
+        return [RoundTrip(s.dst, s.min_rtt_us * 1e-6, s.spread_us * 1e-6, s.count, s.source) for s in self.samples]
+
 
 class Resync(Strict):
     """The agent cannot apply a delta: its applied generation is not the delta's
     base (or it holds no active set). The controller answers with the whole set."""
 
     type: Literal["resync"]
-    generation: Generation  # type: ignore[valid-type]
-    applied_generation: Generation | None  # type: ignore[valid-type]
+    generation: Generation
+    applied_generation: Generation | None
 
 
 class Reject(Strict):
     """The agent refused a set, and why."""
 
     type: Literal["reject"]
-    generation: Generation | None  # type: ignore[valid-type]
-    error: bounded_string(65536)  # type: ignore[valid-type]
+    generation: Generation | None
+    error: Annotated[str, Field(max_length=65536)]
 
 
 SCHEMAS: dict[str, type[Strict]] = {
     "challenge": Challenge, "auth": Auth, "welcome": Welcome, "hello": Hello,
     "params": Params, "ack": Ack, "reject": Reject, "rtt": Rtt, "resync": Resync,
 }
+KINDS = {schema: kind for kind, schema in SCHEMAS.items()}
+Message = TypeVar("Message", bound=Strict)
 
 
-def check_message(message: Any, *expected: str) -> str:
-    """Check a received message against its schema; returns its type.
+@overload
+def parse_message(message: Any) -> Strict: ...
 
-    `expected` limits which types are acceptable at this point of the
-    conversation. Unknown keys, missing keys and wrong types are errors.
+
+@overload
+def parse_message(message: Any, *expected: type[Message]) -> Message: ...
+
+
+def parse_message(message: Any, *expected: type[Strict]) -> Strict:
+    """Check a received message (parsed JSON) against its schema; returns it as that model.
+
+    `expected` (schemas of SCHEMAS) limits which types are acceptable at this point of
+    the conversation. Unknown keys, missing keys and wrong types are errors.
     """
     if not isinstance(message, dict):
         raise ProtocolError(f"expected a JSON object, got {validation.json_type(message)}")
     kind = message.get("type")
-    if not isinstance(kind, str) or kind not in SCHEMAS or (expected and kind not in expected):
-        wanted = " or ".join(expected) if expected else "a known message type"
+    names = [KINDS[schema] for schema in expected]
+    if not isinstance(kind, str) or kind not in SCHEMAS or (names and kind not in names):
+        wanted = " or ".join(names) if names else "a known message type"
         raise ProtocolError(f"type: expected {wanted}, got {validation.show(kind)}")
     try:
-        validation.check(SCHEMAS[kind], message)
+        return validation.check(SCHEMAS[kind], message)
     except validation.ValidationError as error:
         raise ProtocolError(f"{kind} message: {error}") from None
-    return kind
 
 
 def challenge_message(nonce: str) -> dict:
@@ -211,13 +243,12 @@ def challenge_message(nonce: str) -> dict:
     return {"type": "challenge", "version": VERSION, "nonce": nonce}
 
 
-def auth_message(secret: bytes, challenge: dict) -> tuple[dict, str]:
+def auth_message(secret: bytes, challenge: Challenge) -> tuple[dict, str]:
     """The agent's answer to a challenge; returns (message, agent nonce)."""
-    check_message(challenge, "challenge")
-    if challenge["version"] != VERSION:
-        raise ProtocolError(f"controller speaks protocol version {challenge['version']}, this agent {VERSION}")
+    if challenge.version != VERSION:
+        raise ProtocolError(f"controller speaks protocol version {challenge.version}, this agent {VERSION}")
     nonce = new_nonce()
-    return {"type": "auth", "nonce": nonce, "mac": agent_mac(secret, challenge["nonce"], nonce)}, nonce
+    return {"type": "auth", "nonce": nonce, "mac": agent_mac(secret, challenge.nonce, nonce)}, nonce
 
 
 def welcome_message(secret: bytes, agent_nonce: str, controller_nonce: str) -> dict:
@@ -225,19 +256,19 @@ def welcome_message(secret: bytes, agent_nonce: str, controller_nonce: str) -> d
     return {"type": "welcome", "mac": controller_mac(secret, agent_nonce, controller_nonce)}
 
 
-def params_message(param_set: dict, peers: list | tuple | None = ()) -> dict:
+def params_message(param_set: ParamSet | dict, peers: Sequence[str] | None = ()) -> dict:
     """A whole parameter set on its way to an agent, with the addresses it may probe
     (None: unchanged since the last params message, left out)."""
-    message = {"type": "params", "set": param_set}
+    message: dict[str, Any] = {"type": "params", "set": param_set}
     if peers is not None:
         message["peers"] = list(peers)
     return message
 
 
-def delta_message(delta: dict, peers: list | tuple | None = None) -> dict:
+def delta_message(delta: dict, peers: Sequence[str] | None = None) -> dict:
     """A delta (otcp.wire.paramset.make_delta) against the set the agent acknowledged, with
     the addresses it may probe (None: unchanged, left out)."""
-    message = {"type": "params", "delta": delta}
+    message: dict[str, Any] = {"type": "params", "delta": delta}
     if peers is not None:
         message["peers"] = list(peers)
     return message
@@ -248,14 +279,20 @@ def resync_message(generation: int, applied_generation: int | None) -> dict:
     return {"type": "resync", "generation": generation, "applied_generation": applied_generation}
 
 
-def ack_message(generation: int, results: list, enforcement: dict) -> dict:
-    """The agent's acknowledgement of an applied set, with how it enforces it
-    (``{"mode": "bpf"|"routes", "reason": str|None}``)."""
-    return {"type": "ack", "generation": generation, "results": results, "enforcement": enforcement}
+def ack_message(generation: int, results: Sequence[RouteResult | dict], enforcement: Enforcement | dict) -> dict:
+    """The agent's acknowledgement of an applied set: what became of each route, and how
+    the agent enforces it."""
+    return {"type": "ack", "generation": generation, "results": list(results), "enforcement": enforcement}
 
 
-def rtt_message(samples: list) -> dict:
-    """The agent's report of round trips: [{"dst", "min_rtt_us", "spread_us", "count", "source"}]."""
+def rtt_message(round_trips: Sequence[RoundTrip]) -> dict:
+    """The agent's report of round trips, in microseconds to 0.1 us (`RttSample`)."""
+    samples = []
+    for trip in round_trips:
+        if not (math.isfinite(trip.min_s) and math.isfinite(trip.spread_s)):
+            raise ValueError(f"round trip to {trip.dst}: {trip.min_s} s (spread {trip.spread_s} s) is not finite")
+        samples.append({"dst": trip.dst, "min_rtt_us": round(trip.min_s * 1e6, 1),
+                        "spread_us": round(trip.spread_s * 1e6, 1), "count": trip.count, "source": trip.source})
     return {"type": "rtt", "samples": samples}
 
 

@@ -12,6 +12,10 @@ import hashlib
 import hmac
 import os
 import struct
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel
 
 from otcp.wire.framing import ProtocolError, decode_json, encode_json, frame
 from otcp.wire.limits import MAC_BYTES, NONCE_BYTES
@@ -84,14 +88,14 @@ class Session:
         self._sent = 0
         self._received = 0
 
-    def seal(self, message: dict) -> bytes:
-        """A message dict -> the frame to send."""
+    def seal(self, message: Mapping[str, Any] | BaseModel) -> bytes:
+        """A message (a dict, or a message model) -> the frame to send."""
         body = encode_json(message)
         mac = hmac.new(self._send_key, struct.pack("!Q", self._sent) + body, hashlib.sha256).digest()
         self._sent += 1
         return frame(mac + body)
 
-    def open(self, body: bytes) -> dict:
+    def open(self, body: bytes) -> dict[str, Any]:
         """A received frame body -> the message dict (checked, in order)."""
         if len(body) < MAC_BYTES:
             raise ProtocolError(f"frame of {len(body)} bytes is too short to carry a MAC")

@@ -16,11 +16,11 @@ nested document is refused instead of exhausting the parser's stack.
 
 import json
 import re
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
 import pydantic
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 #: The deepest nesting of JSON any input may have (the deepest real one is 4).
 MAX_JSON_DEPTH = 32
@@ -86,30 +86,15 @@ def _join(where: str, field: str) -> str:
     return f"{where}.{field}"
 
 
-def int_range(low: int, high: int) -> Any:
-    """An integer type with inclusive bounds, named in the error."""
+def int_range(low: int, high: int) -> AfterValidator:
+    """Inclusive bounds of an integer, named in the error: ``Annotated[int, int_range(1, 256)]``."""
 
     def within(value: int) -> int:
         if not low <= value <= high:
             raise ValueError(f"{value} is out of range {low}..{high}")
         return value
 
-    return Annotated[int, AfterValidator(within)]
-
-
-def number_at_least(low: float) -> Any:
-    """A finite number (an integer is one too) no smaller than low."""
-    return Annotated[float, Field(ge=low)]
-
-
-def positive_number() -> Any:
-    """A finite number above 0."""
-    return Annotated[float, Field(gt=0)]
-
-
-def bounded_string(max_length: int) -> Any:
-    """A string of at most max_length characters."""
-    return Annotated[str, Field(max_length=max_length)]
+    return AfterValidator(within)
 
 
 _PHRASES = {
