@@ -28,8 +28,10 @@ from otcp.controller.publication import Publications
 from otcp.service.agent_server import AgentServer
 from otcp.service.launcher import raise_descriptor_limit
 from otcp.wire import framing, limits, messages, session
+from otcp.wire.paramset import RouteParams
 
 SECRET = b"benchmark-secret-0123456789"
+ROUTE = RouteParams(dst="10.99.0.2/32", rto_min_ms=14, initcwnd=1, cwnd_clamp=3, quickack=True)
 
 
 class Peer:
@@ -53,12 +55,12 @@ class Peer:
         return self.frames.pop(0)
 
     def authenticate(self, address):
-        challenge = framing.decode_json(self.read())
+        challenge = messages.parse_message(framing.decode_json(self.read()), messages.Challenge)
         auth, nonce = messages.auth_message(SECRET, challenge)
         self.sock.sendall(framing.frame(framing.encode_json(auth)))
         if self.read() is None:
             return False
-        self.session = session.Session(SECRET, challenge["nonce"], nonce, "agent")
+        self.session = session.Session(SECRET, challenge.nonce, nonce, "agent")
         hello = {"type": "hello", "hostname": "bench", "addresses": [address], "interfaces": [], "mtu": 1500,
                  "mss_bytes": 1448, "congestion_controls": ["cubic"], "congestion_control": "cubic",
                  "tcp_rto_min_us": True, "applied_generation": None, "agent_version": limits.VERSION,
@@ -79,9 +81,7 @@ def push_to_ack(server, publications, good, pushes, first_generation):
     latencies = []
     for generation in range(first_generation, first_generation + pushes):
         started = time.perf_counter()
-        publications.publish({"10.99.0.1": {"generation": generation, "routes": [
-            {"dst": "10.99.0.2/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "advmss": None,
-             "pacing_rate": None, "quickack": True}]}})
+        publications.publish(generation, {"10.99.0.1": [ROUTE]})
         server.deliver("10.99.0.1")
         message = good.session.open(good.read())
         ack = messages.ack_message(message["set"]["generation"], [], {"mode": "routes", "reason": None})

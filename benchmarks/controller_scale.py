@@ -38,7 +38,6 @@ where it is the shorter message, else the whole set (protocol 6).
 """
 
 import argparse
-import json
 import os
 import random
 import sys
@@ -52,6 +51,7 @@ from os_ken.lib.packet import ethernet, ipv4, packet
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
 from otcp.controller import forwarding, store
+from otcp.controller.config import ControllerConfig
 from otcp.controller.core import ECHO_PAYLOAD, SETTLE_PROBE_ROUNDS, ControllerCore, PortInfo
 from otcp.controller.publication import Publications
 from otcp.controller.topology import Topology
@@ -60,9 +60,16 @@ from otcp.planning.paths import SwitchPaths
 from otcp.planning.planner import Plan
 from otcp.topo.fabrics import FatTreeTopo
 from otcp.wire import framing, messages, paramset
+from otcp.wire.paramset import ParamSet
 
 DEFAULTS = {"capacity_mbps": 100, "buffer_bytes": 85000, "host_link_delay_us": 10}
 PROBE_S = 1.0
+#: The core's configuration here: measurements taken as they come (no grid, refresh period or
+#: hold; every packet a flow; no bound on a link's delay), so every event's effect is planned.
+CONFIG = ControllerConfig.model_validate({
+    "intervals": {"probe_s": PROBE_S}, "delay_window": 10, "defaults": DEFAULTS,
+    "stability": {"delay_step_us": 0, "delay_tolerance": 0, "refresh_s": 0, "flow_hold_s": 0, "min_flow_packets": 1},
+    "measurement": {"max_link_delay_us": 5e6}})
 TARGETS = {"first plan s": 2.0, "re-plan s": 0.2, "core entries": 1100, "bytes share": 0.10}
 #: The most per-pair record dicts the run makes to time them (k = 24's 11.9 M would take some 10 GB).
 MAX_RECORDS_MADE = 2_000_000
@@ -125,8 +132,7 @@ class Run:
     def __init__(self, fabric: Fabric) -> None:
         self.fabric = fabric
         self.now = 0.0
-        self.core = ControllerCore(now=0.0, probe_interval_s=PROBE_S, delay_window=10, defaults=DEFAULTS,
-                                   bounds=formulas.Bounds())
+        self.core = ControllerCore(CONFIG, now=0.0)
         self.rows: list[tuple[str, str, str, str]] = []
 
     def row(self, what: str, now: str, before: str = "", note: str = "") -> None:
@@ -174,15 +180,15 @@ class Run:
 
     def pushed_bytes(self, hosts) -> int:
         """Bytes of the parameter sets published for hosts, as JSON."""
-        return sum(len(json.dumps(self.core.publications.latest(ip), separators=(",", ":"))) for ip in hosts)
+        return sum(len(framing.encode_json(self.core.publications.latest(ip))) for ip in hosts)
 
 
-def whole_message_bytes(param_set: dict) -> int:
+def whole_message_bytes(param_set: ParamSet) -> int:
     """Bytes of the params message carrying a whole set (peers aside: they go only when they change)."""
     return len(framing.encode_json(messages.params_message(param_set, None)))
 
 
-def pushed_message_bytes(acknowledged: dict, latest: dict) -> tuple[int, bool]:
+def pushed_message_bytes(acknowledged: ParamSet, latest: ParamSet) -> tuple[int, bool]:
     """(bytes, whether a delta) of the params message the agent server sends an agent
     that acknowledged `acknowledged` when `latest` is published: the delta against it
     where that is the shorter message (otcp.service.agent_server), else the whole set."""
@@ -194,8 +200,7 @@ def pushed_message_bytes(acknowledged: dict, latest: dict) -> tuple[int, bool]:
 
 def per_host_bytes(plan: Plan, hosts, generation: int) -> int:
     """The design before issue 15: bytes of hosts' sets with one route per destination host."""
-    return sum(len(json.dumps({"generation": generation, "routes": plan.routes_for(host)}, separators=(",", ":")))
-               for host in hosts)
+    return sum(len(framing.encode_json({"generation": generation, "routes": plan.routes_for(host)})) for host in hosts)
 
 
 #: The parts of a re-plan timed apart, each (owner, attribute) of the callable the core calls for it.
@@ -383,7 +388,7 @@ def main(argv=None) -> int:
         ours = max(n for dpid, n in entries.items() if fabric.role[dpid] == role)
         note = f"target <= {TARGETS['core entries']}" if role == "core" else ""
         run.row(f"OpenFlow entries, most on one {role} switch", f"{ours:,}", f"{before[role]:,}", note)
-    routes = [len(run.core.publications.latest(h[0])["routes"]) for h in fabric.hosts]
+    routes = [len(run.core.publications.latest(h[0]).routes) for h in fabric.hosts]
     edge_switches = sum(1 for role in fabric.role.values() if role == "edge")
     run.row("routes per agent (max)", f"{max(routes):,}", f"{len(fabric.hosts) - 1:,}",
             f"target <= {edge_switches} (one per edge switch)")
@@ -413,7 +418,7 @@ def main(argv=None) -> int:
         flows_s, flows = run.plan()
     run.row("re-plan with the flows (s)", f"{flows_s:.2f}", "",
             f"{len(flows.deliver)} hosts changed; {parts.summary(flows_s)}")
-    routes = [len(run.core.publications.latest(h[0])["routes"]) for h in fabric.hosts]
+    routes = [len(run.core.publications.latest(h[0]).routes) for h in fabric.hosts]
     run.row("routes per agent with the flows (max)", f"{max(routes):,}", f"{len(fabric.hosts) - 1:,}",
             f"target <= {edge_switches}; mean {sum(routes) / len(routes):.0f}")
 

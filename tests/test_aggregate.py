@@ -33,20 +33,29 @@ def aggregate(trie, labels):
     return routes_of(Aggregation(trie, labels, words=max(1, -(-(int(labels.max()) + 1) // 64))))
 
 
+def destination(route):
+    """A route's prefix (a RouteParams, or a test's own {"dst": ...})."""
+    return route["dst"] if isinstance(route, dict) else route.dst
+
+
 def lookup(routes, address):
     """The route longest-prefix match picks for address, or None."""
     address = ipaddress.ip_address(address)
-    matching = [r for r in routes if address in ipaddress.ip_network(r["dst"])]
-    return max(matching, key=lambda r: ipaddress.ip_network(r["dst"]).prefixlen, default=None)
+    matching = [r for r in routes if address in ipaddress.ip_network(destination(r))]
+    return max(matching, key=lambda r: ipaddress.ip_network(destination(r)).prefixlen, default=None)
+
+
+def address_of(route):
+    return ipaddress.ip_network(route.dst).network_address
 
 
 def assert_same_as_host_routes(plan):
     sets = plan.route_sets()
     for host in plan.hosts:
         for route in plan.routes_for(host):
-            chosen = lookup(sets[host], ipaddress.ip_network(route["dst"]).network_address)
-            assert chosen is not None and {**chosen, "dst": route["dst"]} == route, (host, route, chosen)
-        assert len({r["dst"] for r in sets[host]}) == len(sets[host])  # no duplicate prefixes
+            chosen = lookup(sets[host], address_of(route))
+            assert chosen is not None and chosen.parameters() == route.parameters(), (host, route, chosen)
+        assert len({r.dst for r in sets[host]}) == len(sets[host])  # no duplicate prefixes
     return sets
 
 
@@ -59,19 +68,18 @@ def never_less_safe(chosen, wanted):
     """Whether the route chosen for a destination is at least as safe as its own route: a minRTO
     no shorter, quickack on where its own has it, and no larger initial window, clamp, advertised
     MSS or pacing rate."""
-    return chosen["rto_min_ms"] >= wanted["rto_min_ms"] and chosen["quickack"] >= wanted["quickack"] and all(
-        unbounded(chosen[name]) <= unbounded(wanted[name]) for name in ("initcwnd", "cwnd_clamp", "advmss",
-                                                                         "pacing_rate"))
+    return chosen.rto_min_ms >= wanted.rto_min_ms and chosen.quickack >= wanted.quickack and all(
+        unbounded(getattr(chosen, name)) <= unbounded(getattr(wanted, name))
+        for name in ("initcwnd", "cwnd_clamp", "advmss", "pacing_rate"))
 
 
 def exact_route_count(plan, wanted, family_hosts):
     """How many routes the exact aggregation of one host's own routes takes (the ORTC of
     its routes_for, labelled by their parameters), over the hosts of one family."""
-    addresses = [plan.fabric.hosts[h] for h in family_hosts]
+    addresses = list(family_hosts)
     numbers: dict = {}
-    by_address = {ipaddress.ip_network(r["dst"]).network_address: r for r in wanted}
-    labels = np.array([[numbers.setdefault(tuple(sorted((k, v) for k, v in by_address[a].items() if k != "dst")),
-                                           len(numbers)) if a in by_address else -1
+    by_address = {address_of(r): r for r in wanted}
+    labels = np.array([[numbers.setdefault(by_address[a].parameters(), len(numbers)) if a in by_address else -1
                         for a in map(ipaddress.ip_address, addresses)]])
     return len(aggregate(PrefixTrie.build(addresses), labels)[0])
 
@@ -84,21 +92,21 @@ def assert_safe_within_budget(plan, coarse_before=frozenset()):
     sets = plan.route_sets()
     not_exact = 0
     for host in plan.hosts:
-        assert len({r["dst"] for r in sets[host]}) == len(sets[host])  # no duplicate prefixes
+        assert len({r.dst for r in sets[host]}) == len(sets[host])  # no duplicate prefixes
         for version in (4, 6):
-            family_hosts = [h for h in plan.hosts if ipaddress.ip_address(plan.fabric.hosts[h]).version == version]
+            family_hosts = [h for h in plan.hosts if ipaddress.ip_address(h).version == version]
             budget = len({plan.attachment[h] for h in family_hosts})
-            routes = [r for r in sets[host] if ipaddress.ip_network(r["dst"]).version == version]
-            wanted = [r for r in plan.routes_for(host) if ipaddress.ip_network(r["dst"]).version == version]
+            routes = [r for r in sets[host] if ipaddress.ip_network(r.dst).version == version]
+            wanted = [r for r in plan.routes_for(host) if ipaddress.ip_network(r.dst).version == version]
             assert len(routes) <= budget, (host, version, len(routes), budget)
             fits = int(budget * EXACT_AGAIN_SHARE) if host in coarse_before else budget
             exact = exact_route_count(plan, wanted, family_hosts) <= fits if wanted else True
             not_exact += not exact
             for route in wanted:
-                chosen = lookup(routes, ipaddress.ip_network(route["dst"]).network_address)
+                chosen = lookup(routes, address_of(route))
                 assert chosen is not None, (host, route)
                 if exact:
-                    assert {**chosen, "dst": route["dst"]} == route, (host, route, chosen)
+                    assert chosen.parameters() == route.parameters(), (host, route, chosen)
                 else:
                     assert never_less_safe(chosen, route), (host, route, chosen)
     return sets, not_exact
@@ -122,9 +130,9 @@ def random_fabric(rng, hosts, switches, ipv6=False):
         fabric.add_link(a, b, 1.25e7, rng.uniform(1e-6, 1e-4), 85000)
     addresses = rng.sample(range(1, 4000), hosts)
     for i, number in enumerate(addresses):
-        name = f"h{i}"
-        fabric.hosts[name] = f"fd00::{number:x}" if ipv6 and i % 2 else str(ipaddress.IPv4Address(0x0A000000 + number))
-        fabric.add_link(name, rng.choice(names), rng.choice([1.25e6, 1.25e7]), rng.uniform(1e-6, 5e-5), 85000)
+        address = f"fd00::{number:x}" if ipv6 and i % 2 else str(ipaddress.IPv4Address(0x0A000000 + number))
+        fabric.hosts[address] = f"h{i}"
+        fabric.add_link(address, rng.choice(names), rng.choice([1.25e6, 1.25e7]), rng.uniform(1e-6, 5e-5), 85000)
     fabric.flows = {tuple(rng.sample(sorted(fabric.hosts), 2)): 1 for _ in range(hosts)}
     return fabric
 
@@ -196,31 +204,33 @@ def test_a_fat_tree_with_flows_stays_within_one_route_per_edge_switch():
 def test_addresses_by_edge_switch_give_each_edge_switch_its_own_safe_route():
     """Where each edge switch's hosts have a prefix of their own, an over-budget set has one
     route per edge switch (or fewer), each the safe side of that switch's hosts alone."""
-    fabric = fat_tree_fabric(6)
+    numbered = fat_tree_fabric(6)
     by_switch: dict = {}
-    for host, switch in sorted(fabric.attachments().items()):
+    for host, switch in sorted(numbered.attachments().items()):
         by_switch.setdefault(switch, []).append(host)
-    for rack, hosts in enumerate(by_switch.values()):
-        for number, host in enumerate(hosts, start=1):
-            fabric.hosts[host] = f"10.1.{rack}.{number}"
+    address = {host: f"10.1.{rack}.{number}" for rack, hosts in enumerate(by_switch.values())
+               for number, host in enumerate(hosts, start=1)}
+    fabric = Fabric(switches=numbered.switches, hosts={address[ip]: name for ip, name in numbered.hosts.items()},
+                    links={(address.get(u, u), address.get(v, v)): facts for (u, v), facts in numbered.links.items()})
+    by_switch = {switch: [address[host] for host in hosts] for switch, hosts in by_switch.items()}
     rng = random.Random(8)
     names = sorted(fabric.hosts)
     fabric.flows = {(h, d): 1 for h in names for d in rng.sample(names, 4) if d != h}
     plan = Plan(fabric)
     sets, not_exact = assert_safe_within_budget(plan)
     assert not_exact
-    rack_of = {fabric.hosts[host]: switch for switch, hosts in by_switch.items() for host in hosts}
+    rack_of = {host: switch for switch, hosts in by_switch.items() for host in hosts}
     for host in plan.hosts:
-        wanted = {ipaddress.ip_network(r["dst"]).network_address.compressed: r for r in plan.routes_for(host)}
-        if all({**lookup(sets[host], address), "dst": route["dst"]} == route for address, route in wanted.items()):
+        wanted = {address_of(r).compressed: r for r in plan.routes_for(host)}
+        if all(lookup(sets[host], address).parameters() == route.parameters() for address, route in wanted.items()):
             continue  # exact
         for address in wanted:
             rack = [route for peer, route in wanted.items() if rack_of[peer] == rack_of[address]]
-            safe = {"rto_min_ms": max(r["rto_min_ms"] for r in rack), "quickack": True,
-                    **{name: min(unbounded(r[name]) for r in rack) for name in ("initcwnd", "cwnd_clamp", "advmss",
-                                                                                "pacing_rate")}}
-            chosen = lookup(sets[host], address)
-            assert {name: unbounded(value) for name, value in chosen.items() if name != "dst"} == safe
+            safe = {"rto_min_ms": max(r.rto_min_ms for r in rack), "quickack": True,
+                    **{name: min(unbounded(getattr(r, name)) for r in rack)
+                       for name in ("initcwnd", "cwnd_clamp", "advmss", "pacing_rate")}}
+            chosen = lookup(sets[host], address).model_dump(exclude={"dst"})
+            assert {name: unbounded(value) for name, value in chosen.items()} == safe
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -235,7 +245,7 @@ def test_pacing_rates_are_kept_apart_by_aggregation(seed):
     for planned in (fabric, idle):
         plan = Plan(planned, formulas.Bounds(), formulas.Lossless() if seed % 2 else None, formulas.Pacing(0.05))
         sets, _ = assert_safe_within_budget(plan)
-        rates = {r["pacing_rate"] for routes in sets.values() for r in routes}
+        rates = {r.pacing_rate for routes in sets.values() for r in routes}
         assert None not in rates and len(rates) > 1
 
 

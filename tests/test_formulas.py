@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from helpers import star
 
-from otcp.controller.rtt import PairRtt
 from otcp.planning import formulas, inventory
+from otcp.planning.fabric import PairRtt
 from otcp.planning.planner import Plan
+from otcp.wire.paramset import RouteParams
 
 
 def plan_of(document):
@@ -115,7 +116,7 @@ def test_flow_counts_move_the_bottleneck():
     # max = 175000 / 20 = 8750 B -> 6.
     own = pair(busy_plan, "h3", "h2")
     assert (own["initcwnd"], own["cwnd_clamp"]) == (2, 6)
-    assert busy_plan.link_flows() == {("h3", "s1"): 20, ("s1", "s2"): 20, ("s2", "h2"): 20}
+    assert busy_plan.link_flows() == {("10.0.0.3", "s1"): 20, ("s1", "s2"): 20, ("s2", "10.0.0.2"): 20}
 
 
 def test_clamps_and_rounding():
@@ -151,11 +152,12 @@ def test_mss_from_inventory_changes_windows():
 
 def test_routes_for_one_host():
     plan = plan_of(star(2))
-    routes = plan.routes_for("h2")
-    assert [r["dst"] for r in routes] == ["10.0.0.1/32", "10.0.0.3/32"]
-    assert set(routes[0]) == {"dst", "rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "pacing_rate",
-                              "quickack"}
-    assert routes[0]["advmss"] is None  # the published formulas keep the configured MSS
+    routes = plan.routes_for("10.0.0.2")  # h2's
+    assert [r.dst for r in routes] == ["10.0.0.1/32", "10.0.0.3/32"]
+    record = pair(plan, "h2", "h1")  # the route carries the pair's parameters
+    assert routes[0] == RouteParams(dst="10.0.0.1/32", rto_min_ms=record["rto_min_ms"], initcwnd=record["initcwnd"],
+                                    cwnd_clamp=record["cwnd_clamp"], quickack=True)
+    assert routes[0].advmss is None  # the published formulas keep the configured MSS
 
 
 # -- otcp-lossless ------------------------------------------------------------------------
@@ -173,13 +175,13 @@ def test_lossless_16_senders_shrink_the_segment_to_fit_one_frame_each():
     record = pair(plan, "h2", "h1")
     assert (record["segment_bytes"], record["cwnd_clamp"], record["initcwnd"], record["rto_min_ms"]) == (1340, 1, 1, 14)
     # The receiver advertises it: h1's route toward h2 carries advmss 1340 + 12 (timestamps).
-    toward_h2 = next(r for r in plan.routes_for("h1") if r["dst"] == "10.0.0.2/32")
-    assert toward_h2["advmss"] == 1352
+    toward_h2 = next(r for r in plan.routes_for("10.0.0.1") if r.dst == "10.0.0.2/32")
+    assert toward_h2.advmss == 1352
     # One frame in flight: a delayed ACK would hold it, so h1 acknowledges h2's segments at once.
-    assert toward_h2["quickack"] is True
+    assert toward_h2.quickack is True
     # h2's route toward h1 sets what h1 sends to h2, a path no other flow shares: window 22 500 B is
     # 14.9 full frames, so 15 frames of 1500 B: segment 1434 B, advmss 1446.
-    assert next(r for r in plan.routes_for("h2") if r["dst"] == "10.0.0.1/32")["advmss"] == 1446
+    assert next(r for r in plan.routes_for("10.0.0.2") if r.dst == "10.0.0.1/32").advmss == 1446
 
 
 def test_lossless_senders_to_one_receiver_share_its_segment_and_count_frames_of_it():
@@ -192,7 +194,8 @@ def test_lossless_senders_to_one_receiver_share_its_segment_and_count_frames_of_
     document["flows"] = [{"src": "h2", "dst": "h1"}, {"src": "h3", "dst": "h1"}]
     inv = inventory.parse(document)
     fabric = inv.fabric()
-    fabric.host_rtts[("h2", "h1")] = fabric.host_rtts[("h1", "h2")] = PairRtt(4e-6, 4e-6, "tcp")
+    h1, h2 = inv.hosts["h1"], inv.hosts["h2"]
+    fabric.host_rtts[(h2, h1)] = fabric.host_rtts[(h1, h2)] = PairRtt(4e-6, 4e-6, "tcp")
     plan = Plan(fabric, formulas.Bounds(mss_bytes=inv.mss_bytes), formulas.Lossless(0.0352, 256))
 
     def segment_and_clamp(src, dst):
@@ -204,7 +207,7 @@ def test_lossless_senders_to_one_receiver_share_its_segment_and_count_frames_of_
     assert segment_and_clamp("h2", "h1") == (694, 2)
     assert segment_and_clamp("h3", "h1") == (694, 14) and pair(plan, "h3", "h1")["initcwnd"] == 14
     assert segment_and_clamp("h4", "h1") == (694, 9)  # idle: 7247 / 760 frames
-    assert {r["advmss"] for r in plan.routes_for("h1")} == {694 + 12}
+    assert {r.advmss for r in plan.routes_for("10.0.0.1")} == {694 + 12}
     # Nothing sends to h2: each path into it keeps its own segment. h3's window there is
     # (18750 + 2992) / 1 = 21742 B, 14.4 full frames: 15 frames of 1449 B, segment 1383 B.
     assert segment_and_clamp("h3", "h2") == (1383, 15)
@@ -224,8 +227,9 @@ def test_lossless_pairs_into_a_host_take_the_smallest_round_trip_measured_on_its
     fabric = inv.fabric()
     for link, facts in fabric.links.items():
         fabric.links[link] = facts._replace(delay_source="default")
-    for host, low in (("h2", 1e-3), ("h3", 3e-3), ("h4", 0.4e-3)):
-        fabric.host_rtts[(host, "h1")] = fabric.host_rtts[("h1", host)] = PairRtt(low, low + 0.5e-3, "tcp")
+    h1 = inv.hosts["h1"]
+    for host, low in ((inv.hosts["h2"], 1e-3), (inv.hosts["h3"], 3e-3), (inv.hosts["h4"], 0.4e-3)):
+        fabric.host_rtts[(host, h1)] = fabric.host_rtts[(h1, host)] = PairRtt(low, low + 0.5e-3, "tcp")
     plan = Plan(fabric, formulas.Bounds(mss_bytes=inv.mss_bytes), formulas.Lossless(0.25, 256))
     fields = ("rtt_prop_us", "segment_bytes", "cwnd_clamp", "initcwnd")
     assert [pair(plan, "h2", "h1")[f] for f in fields] == [1000, 1340, 12, 12]
@@ -248,14 +252,14 @@ def test_lossless_4_senders_send_their_whole_share_at_once():
     assert (record["segment_bytes"], record["cwnd_clamp"], record["initcwnd"]) == (1340, 4, 4)
     # 4 frames in flight: Linux acknowledges every second one at once, so h1's route toward h2 leaves
     # quickack off (it would only double the ACKs); h2's route toward h1 has it off too (15 frames).
-    assert next(r for r in plan.routes_for("h1") if r["dst"] == "10.0.0.2/32")["quickack"] is False
+    assert next(r for r in plan.routes_for("10.0.0.1") if r.dst == "10.0.0.2/32").quickack is False
     assert pair(plan, "h1", "h2")["quickack"] is False
 
 
 def test_lossless_quickack_only_where_the_window_back_is_one_segment():
     assert formulas.lossless_quickack([0, 1, 2, 5]).tolist() == [False, True, False, False]  # 0: no clamp
     # The published formulas keep quickack on every route, whatever the window.
-    assert all(r["quickack"] for host in ("h1", "h2") for r in plan_of(star(4)).routes_for(host))
+    assert all(r.quickack for host in ("10.0.0.1", "10.0.0.2") for r in plan_of(star(4)).routes_for(host))
 
 
 def test_lossless_64_senders_and_the_floor():
@@ -285,7 +289,7 @@ def test_segment_and_window_functions_on_their_edges():
     assert formulas.lossless_cwnd_segments(math.inf, 1448, bounds).tolist() == 0
     assert formulas.lossless_initcwnd_segments(0, 7, bounds).tolist() == 7  # nothing clamps: published iw
     assert formulas.lossless_initcwnd_segments(100, 7, bounds).tolist() == 64  # bounded by initcwnd_high
-    assert formulas.advmss_bytes(1448, bounds) is None and formulas.advmss_bytes(500, bounds) == 512
+    assert formulas.advmss_bytes([1448, 1500, 500], bounds).tolist() == [0, 0, 512]  # 0: not set
     # Whole full frames keep the MSS; past cwnd_high frames the MSS stands (the clamp binds instead).
     assert formulas.segment_bytes(3 * 1514, bounds).tolist() == 1448
     assert formulas.segment_bytes(10 * bounds.cwnd_high * 1514, bounds).tolist() == 1448
@@ -329,8 +333,8 @@ def test_pacing_rate_takes_the_tightest_link_of_the_path():
     plan = paced_plan_of(document, headroom=0.1)
     assert pair(plan, "h1", "h2")["pacing_rate"] == 4_583_333
     # The route toward h2 carries it; without pacing the field is null.
-    assert next(r for r in plan.routes_for("h1") if r["dst"] == "10.0.0.2/32")["pacing_rate"] == 4_583_333
-    assert all(r["pacing_rate"] is None for r in plan_of(document).routes_for("h1"))
+    assert next(r for r in plan.routes_for("10.0.0.1") if r.dst == "10.0.0.2/32").pacing_rate == 4_583_333
+    assert all(r.pacing_rate is None for r in plan_of(document).routes_for("10.0.0.1"))
     assert pair(plan_of(document), "h1", "h2")["pacing_rate"] is None
 
 

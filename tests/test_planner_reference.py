@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from otcp.controller.rtt import PairRtt
 from otcp.planning import formulas, inventory
+from otcp.planning.fabric import PairRtt
 from otcp.planning.planner import Plan
 from support.reference import ReferencePlanner
 
@@ -43,13 +43,24 @@ def random_inventory(seed):
     return {"switches": switches, "hosts": hosts, "links": links, "flows": flows}
 
 
+def by_addresses(plan):
+    """The plan's records by (source address, destination address): records name their hosts."""
+    address = {name: ip for ip, name in plan.fabric.hosts.items()}
+    return {(address[r["src"]], r["dst_ip"]): r for r in plan.records()}
+
+
+def peer_of(route):
+    """The host a host route leads to."""
+    return route.dst.split("/")[0]
+
+
 @pytest.mark.parametrize("seed", range(25))
 def test_planner_matches_reference(seed):
     inv = inventory.parse(random_inventory(seed))
     bounds = formulas.Bounds(mss_bytes=1448)
     fabric = inv.fabric()
     plan, reference = Plan(fabric, bounds), ReferencePlanner(fabric, bounds)
-    planned = {(r["src"], r["dst"]): r for r in plan.records()}
+    planned = by_addresses(plan)
     for src in fabric.hosts:
         for dst in fabric.hosts:
             if src == dst:
@@ -76,7 +87,7 @@ def lossless_matches_reference(seed):
     lossless = formulas.Lossless(queue_target_fraction=[0.1, 0.25, 0.5, 1.0][seed % 4], mss_floor_bytes=200)
     fabric = inv.fabric()
     plan, reference = Plan(fabric, bounds, lossless), ReferencePlanner(fabric, bounds, lossless)
-    planned = {(r["src"], r["dst"]): r for r in plan.records()}
+    planned = by_addresses(plan)
     for (src, dst), got in planned.items():
         expected = reference.lossless_pair(src, dst)
         assert (got["initcwnd"], got["cwnd_clamp"] or 0, got["segment_bytes"]) == expected
@@ -85,11 +96,11 @@ def lossless_matches_reference(seed):
     quickacks = set()
     for host in fabric.hosts:
         for route in plan.routes_for(host):
-            peer = next(name for name, ip in fabric.hosts.items() if route["dst"] == f"{ip}/32")
+            peer = peer_of(route)
             segment = reference.lossless_pair(peer, host)[2]
-            assert route["advmss"] == (None if segment == 1448 else segment + 12)
-            assert route["quickack"] == reference.lossless_quickack(host, peer)
-            quickacks.add(route["quickack"])
+            assert route.advmss == (None if segment == 1448 else segment + 12)
+            assert route.quickack == reference.lossless_quickack(host, peer)
+            quickacks.add(route.quickack)
     return quickacks
 
 
@@ -110,7 +121,7 @@ def test_pacing_rates_match_reference(seed):
     lossless = formulas.Lossless() if seed % 2 else None
     fabric = inv.fabric()
     plan, reference = Plan(fabric, bounds, lossless, pacing), ReferencePlanner(fabric, bounds, pacing=pacing)
-    planned = {(r["src"], r["dst"]): r for r in plan.records()}
+    planned = by_addresses(plan)
     for src in fabric.hosts:
         for dst in fabric.hosts:
             if src != dst:
@@ -118,10 +129,9 @@ def test_pacing_rates_match_reference(seed):
                 assert (planned[(src, dst)]["pacing_rate"] if (src, dst) in planned else None) == expected
     for host in fabric.hosts:
         for route in plan.routes_for(host):
-            peer = next(name for name, ip in fabric.hosts.items() if route["dst"] == f"{ip}/32")
-            assert route["pacing_rate"] == reference.pacing_rate(host, peer)
+            assert route.pacing_rate == reference.pacing_rate(host, peer_of(route))
     # The windows are those of the same formulas without pacing.
-    unpaced = {(r["src"], r["dst"]): r for r in Plan(fabric, bounds, lossless).records()}
+    unpaced = by_addresses(Plan(fabric, bounds, lossless))
     assert {k: {**r, "pacing_rate": None} for k, r in planned.items()} == unpaced
 
 
@@ -149,8 +159,7 @@ def test_planner_matches_reference_with_host_measured_round_trips(seed):
     bounds = formulas.Bounds(mss_bytes=1448)
     lossless = formulas.Lossless() if seed % 2 else None
     plan, reference = Plan(fabric, bounds, lossless), ReferencePlanner(fabric, bounds)
-    for record in plan.records():
-        src, dst = record["src"], record["dst"]
+    for (src, dst), record in by_addresses(plan).items():
         expected = reference.pair(src, dst)
         assert record["min_rto_us"] == pytest.approx(expected[0] * 1e6, abs=1e-3)
         if (src, dst) in fabric.host_rtts:

@@ -23,36 +23,60 @@ class LinkFacts(NamedTuple):
     delay_spread_s: float = 0.0  # how far above delay_s the measured samples reach
 
 
+@dataclass(frozen=True)
+class PairRtt:
+    """What the hosts measured between two addresses: seconds, and the source of the minimum."""
+
+    low_s: float  # the minimum: the round trip with nothing queued
+    high_s: float  # the minimum plus the spread above it
+    source: str  # "tcp" or "probe"
+
+
+Node = str  # a switch's name, or a host's address
+Pair = tuple[str, str]  # (source host's address, destination host's address)
+
+
 @dataclass
 class Fabric:
     """A network description: every host hangs off exactly one switch.
 
-    links maps a directed (u, v) pair of node names to its LinkFacts;
-    flows maps an ordered (src, dst) host pair to its number of active flows;
+    A host is known by its address everywhere (links, flows, round trips,
+    and the planner's route sets): the address is what agents report, what
+    the switches see and what routes lead to. `hosts` gives each address the
+    name people know the host by (the inventory's, else the address itself),
+    for display only.
+
+    links maps a directed (u, v) pair of nodes to its LinkFacts;
+    flows maps an ordered host pair to its number of active flows;
     egress maps a directed (u, v) leaving a switch to the (dpid, port) the
     switch sends out of toward v (known for a live network only, so the
-    controller installs paths without turning names back into ports).
+    controller installs paths without turning names back into ports);
+    host_rtts maps an ordered host pair to what the hosts measured between them
+    (live network only).
     """
 
-    switches: list
-    hosts: dict  # host name -> IP address string
-    links: dict = field(default_factory=dict)
-    flows: dict = field(default_factory=dict)
-    egress: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
-    # (src, dst) host pair -> rtt.PairRtt the hosts measured between them (live network only)
-    host_rtts: dict = field(default_factory=dict)
+    switches: list[str]
+    hosts: dict[str, str]  # host address -> its name, for display
+    links: dict[tuple[Node, Node], LinkFacts] = field(default_factory=dict)
+    flows: dict[Pair, int] = field(default_factory=dict)
+    egress: dict[tuple[Node, Node], tuple[int, int]] = field(default_factory=dict)
+    host_rtts: dict[Pair, PairRtt] = field(default_factory=dict)
 
-    def add_link(self, a, b, capacity_bytes_per_s, delay_s, buffer_bytes):
+    def add_link(self, a: Node, b: Node, capacity_bytes_per_s: float, delay_s: float, buffer_bytes: float) -> None:
         """Add both directions of a link; only switch ends get a buffer."""
         for u, v in ((a, b), (b, a)):
             self.links[(u, v)] = LinkFacts(
                 capacity_bytes_per_s, delay_s, 0.0 if u in self.hosts else buffer_bytes
             )
 
-    def attachments(self):
-        """{host: the switch it is linked to} (hosts are single-homed)."""
+    def attachments(self) -> dict[str, str]:
+        """{host address: the switch it is linked to} (hosts are single-homed)."""
         return {u: v for (u, v) in self.links if u in self.hosts}
 
-    def switch_links(self):
+    def switch_links(self) -> list[tuple[str, str]]:
         """Directed links whose both ends are switches."""
         return [(u, v) for (u, v) in self.links if u not in self.hosts and v not in self.hosts]
+
+    def name(self, node: Node) -> str:
+        """What people call a node: a switch's name, a host's name (display only)."""
+        return self.hosts.get(node, node)

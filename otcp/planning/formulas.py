@@ -6,10 +6,14 @@ controller uses for a handful. Units: seconds, bytes and bytes per second.
 """
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from otcp.wire.limits import PACING_RATE
+
+Value = TypeVar("Value", float, np.ndarray)  # a number, or an array of them: the same comes back
 
 #: Defaults, defined here once: the segment size, and the facts of a link
 #: neither the inventory nor a measurement describes.
@@ -41,7 +45,7 @@ class Bounds:
     cwnd_low: int = 1
     cwnd_high: int = 65535
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.mss_bytes <= 0:
             raise ValueError(f"mss_bytes must be positive, got {self.mss_bytes}")
         for name in ("rto_min_ms", "initcwnd", "cwnd"):
@@ -62,7 +66,7 @@ class Lossless:
     queue_target_fraction: float = 0.25
     mss_floor_bytes: int = 256
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 0 < self.queue_target_fraction <= 1:
             raise ValueError(f"queue_target_fraction must be in (0, 1], got {self.queue_target_fraction}")
         if not 64 <= self.mss_floor_bytes:
@@ -76,23 +80,24 @@ class Pacing:
 
     headroom: float = 0.05
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if isinstance(self.headroom, bool) or not isinstance(self.headroom, int | float) \
                 or not 0 <= self.headroom <= 1:
             raise ValueError(f"pacing headroom must be a number in [0, 1], got {self.headroom!r}")
 
 
-def capacity_bytes_per_s(capacity_mbps):
+def capacity_bytes_per_s(capacity_mbps: Value) -> Value:
     """Link capacity in bytes/s from Mb/s (Mb/s x 1e6 / 8)."""
     return capacity_mbps * 1e6 / 8
 
 
-def flows_sharing(active_flows_on_link, pair_is_active):
+def flows_sharing(active_flows_on_link: ArrayLike, pair_is_active: ArrayLike) -> np.ndarray:
     """N_l(s,d): the flows on a link counting the pair being configured once."""
-    return np.where(pair_is_active, active_flows_on_link, active_flows_on_link + 1)
+    flows = np.asarray(active_flows_on_link)
+    return np.where(pair_is_active, flows, flows + 1)
 
 
-def min_rto_seconds(rtt_prop_s, queueing_s):
+def min_rto_seconds(rtt_prop_s: Value, queueing_s: Value) -> Value:
     """minRTO: the round trip with every queue on the way full.
 
     rtt_prop_s is the sum of one-way delays over the round trip R(s,d);
@@ -101,12 +106,12 @@ def min_rto_seconds(rtt_prop_s, queueing_s):
     return rtt_prop_s + queueing_s
 
 
-def initial_window_bytes(fair_share_bytes_per_s, rtt_prop_s):
+def initial_window_bytes(fair_share_bytes_per_s: Value, rtt_prop_s: Value) -> Value:
     """The flow's fair share of the BDP: min(cap_l / N_l) x RTT_prop."""
     return fair_share_bytes_per_s * rtt_prop_s
 
 
-def max_window_bytes(share_of_capacity, share_of_buffer, rtt_prop_s):
+def max_window_bytes(share_of_capacity: np.ndarray, share_of_buffer: np.ndarray, rtt_prop_s: ArrayLike) -> np.ndarray:
     """min over the path's switch egresses of (cap_l x RTT_prop + buf_l) / N_l.
 
     share_of_capacity and share_of_buffer hold cap_l / N_l and buf_l / N_l
@@ -117,38 +122,39 @@ def max_window_bytes(share_of_capacity, share_of_buffer, rtt_prop_s):
     return np.min(share_of_capacity * rtt + share_of_buffer, axis=-1)
 
 
-def rto_min_ms(min_rto_s, bounds=Bounds()):
+def rto_min_ms(min_rto_s: ArrayLike, bounds: Bounds = Bounds()) -> np.ndarray:
     """rto_min route attribute: ceil(min_rto in ms), clamped."""
     ms = np.ceil(np.asarray(min_rto_s, dtype=float) * 1e3 - _ROUNDING_SLACK)
     return np.clip(ms, bounds.rto_min_ms_low, bounds.rto_min_ms_high).astype(np.int64)
 
 
-def initcwnd_segments(iw_bytes, bounds=Bounds()):
+def initcwnd_segments(iw_bytes: ArrayLike, bounds: Bounds = Bounds()) -> np.ndarray:
     """initcwnd route attribute: floor(iw / MSS), clamped."""
     segments = np.floor(np.asarray(iw_bytes, dtype=float) / bounds.mss_bytes + _ROUNDING_SLACK)
     return np.clip(segments, bounds.initcwnd_low, bounds.initcwnd_high).astype(np.int64)
 
 
-def cwnd_clamp_segments(max_bytes, bounds=Bounds()):
+def cwnd_clamp_segments(max_bytes: ArrayLike, bounds: Bounds = Bounds()) -> np.ndarray:
     """cwnd (locked) route attribute: floor(max / MSS), clamped.
 
     A path with no switch egress (no buffer that can overflow) has an
     unbounded window, returned as 0: "no clamp".
     """
-    max_bytes = np.asarray(max_bytes, dtype=float)
-    unbounded = ~np.isfinite(max_bytes)
-    finite = np.where(unbounded, 0.0, max_bytes)
+    window = np.asarray(max_bytes, dtype=float)
+    unbounded = ~np.isfinite(window)
+    finite = np.where(unbounded, 0.0, window)
     segments = np.floor(finite / bounds.mss_bytes + _ROUNDING_SLACK)
     clamped = np.clip(segments, bounds.cwnd_low, bounds.cwnd_high).astype(np.int64)
     return np.where(unbounded, 0, clamped)
 
 
-def queue_target_bytes(buffer_bytes, lossless=Lossless()):
+def queue_target_bytes(buffer_bytes: ArrayLike, lossless: Lossless = Lossless()) -> np.ndarray:
     """The queue otcp-lossless aims to stand at a switch egress: a share of its buffer."""
     return np.asarray(buffer_bytes, dtype=float) * lossless.queue_target_fraction
 
 
-def segment_bytes(window_wire_bytes, bounds=Bounds(), lossless=Lossless()):
+def segment_bytes(window_wire_bytes: ArrayLike, bounds: Bounds = Bounds(),
+                  lossless: Lossless = Lossless()) -> np.ndarray:
     """Payload per segment on a path: the largest at which a whole number of
     frames fills the flow's window.
 
@@ -168,7 +174,7 @@ def segment_bytes(window_wire_bytes, bounds=Bounds(), lossless=Lossless()):
     return np.where(np.isfinite(window), segment, bounds.mss_bytes).astype(np.int64)
 
 
-def lossless_cwnd_segments(window_wire_bytes, segment, bounds=Bounds()):
+def lossless_cwnd_segments(window_wire_bytes: ArrayLike, segment: ArrayLike, bounds: Bounds = Bounds()) -> np.ndarray:
     """cwnd clamp for otcp-lossless: whole frames of `segment` payload in the window, clamped.
 
     At least one segment always: when even one frame of the floor segment
@@ -182,7 +188,8 @@ def lossless_cwnd_segments(window_wire_bytes, segment, bounds=Bounds()):
     return np.where(unbounded, 0, clamped)
 
 
-def lossless_initcwnd_segments(cwnd_clamp, published_initcwnd, bounds=Bounds()):
+def lossless_initcwnd_segments(cwnd_clamp: ArrayLike, published_initcwnd: ArrayLike,
+                               bounds: Bounds = Bounds()) -> np.ndarray:
     """initcwnd for otcp-lossless: the whole window at once, since the buffer absorbs it.
 
     Where nothing clamps the window (no switch egress), the published initial window.
@@ -192,7 +199,7 @@ def lossless_initcwnd_segments(cwnd_clamp, published_initcwnd, bounds=Bounds()):
     return np.where(cwnd == 0, published_initcwnd, whole).astype(np.int64)
 
 
-def lossless_quickack(cwnd_clamp_back):
+def lossless_quickack(cwnd_clamp_back: ArrayLike) -> np.ndarray:
     """otcp-lossless: whether a receiver acknowledges every segment at once (the quickack
     route attribute, on its route toward the sender), given the clamp of the sender's path
     toward it: only where that window is a single segment, which a delayed ACK would hold
@@ -203,11 +210,11 @@ def lossless_quickack(cwnd_clamp_back):
     return np.asarray(cwnd_clamp_back) == 1
 
 
-def advmss_bytes(segment, bounds=Bounds()):
-    """The advmss route attribute that makes the peer send `segment` payloads, or None
-    when the segment is the configured MSS (the kernel's own choice stands)."""
-    segment = int(segment)
-    return None if segment >= bounds.mss_bytes else segment + TIMESTAMP_OPTION_BYTES
+def advmss_bytes(segment: ArrayLike, bounds: Bounds = Bounds()) -> np.ndarray:
+    """The advmss route attribute that makes the peer send `segment` payloads, or 0 ("not
+    set") where the segment is the configured MSS (the kernel's own choice stands)."""
+    payload = np.asarray(segment, dtype=np.int64)
+    return np.where(payload >= bounds.mss_bytes, 0, payload + TIMESTAMP_OPTION_BYTES)
 
 
 #: The largest pacing rate a route may carry (bytes/s): what SO_MAX_PACING_RATE
@@ -215,7 +222,7 @@ def advmss_bytes(segment, bounds=Bounds()):
 MAX_PACING_RATE_BYTES_PER_S = PACING_RATE[1]
 
 
-def pacing_rate_bytes_per_s(fair_share_bytes_per_s, pacing=Pacing()):
+def pacing_rate_bytes_per_s(fair_share_bytes_per_s: ArrayLike, pacing: Pacing = Pacing()) -> np.ndarray:
     """otcp-paced: each flow paced at its fair share of the path's bottleneck, plus headroom.
 
     fair_share_bytes_per_s is ``min over the path's links l of cap_l / N_l``,
@@ -233,9 +240,3 @@ def pacing_rate_bytes_per_s(fair_share_bytes_per_s, pacing=Pacing()):
     # Shares are around 1e6..1e10 bytes/s: a float product lands a few ulps (< 1e-5) beside a whole number.
     whole = np.floor(np.minimum(rate, MAX_PACING_RATE_BYTES_PER_S) + 1e-6)
     return np.clip(whole, PACING_RATE[0], MAX_PACING_RATE_BYTES_PER_S).astype(np.int64)
-
-
-def seconds_to_us(seconds):
-    """Microseconds rounded to 1 ns, as the plan output shows them."""
-    return round(float(seconds) * 1e6, 3)
-

@@ -9,24 +9,29 @@ anything uses the inventory.
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BeforeValidator, Field
 
 from otcp.planning import formulas
 from otcp.planning.fabric import Fabric
 from otcp.wire import validation
-from otcp.wire.validation import Strict, int_range, number_at_least, positive_number
+from otcp.wire.validation import Strict, int_range
 
 
 class InventoryError(ValueError):
     """A malformed inventory: names the file, the entry and the problem."""
 
 
-def _node_name(value: str | int) -> str:
-    if str(value) == "":
+def _integer_as_name(value: object) -> object:
+    """YAML reads a node named 1 as the integer 1: its name is "1" (a boolean is no name)."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _not_empty(value: str) -> str:
+    if value == "":
         raise ValueError("a node name may not be empty")
-    return str(value)
+    return value
 
 
 def _ip(value: str) -> str:
@@ -36,15 +41,15 @@ def _ip(value: str) -> str:
         raise ValueError(f"{value!r} is not an IP address") from None
 
 
-NodeName = Annotated[str | int, AfterValidator(_node_name)]
+NodeName = Annotated[str, BeforeValidator(_integer_as_name), AfterValidator(_not_empty)]
 
 
 class LinkValues(Strict):
     """What a link declares, or the defaults declare for every link."""
 
-    capacity_mbps: positive_number() | None = None  # type: ignore[valid-type]
-    buffer_bytes: number_at_least(0) | None = None  # type: ignore[valid-type]
-    delay_us: number_at_least(0) | None = None  # type: ignore[valid-type]
+    capacity_mbps: Annotated[float, Field(gt=0)] | None = None
+    buffer_bytes: Annotated[float, Field(ge=0)] | None = None
+    delay_us: Annotated[float, Field(ge=0)] | None = None
 
 
 class LinkDecl(LinkValues):
@@ -57,7 +62,7 @@ class LinkDecl(LinkValues):
 class SwitchDecl(Strict):
     """A switch's attributes; the dpid ties it to the live switch."""
 
-    dpid: int_range(1, 2**64 - 1) | None = None  # type: ignore[valid-type]
+    dpid: Annotated[int, int_range(1, 2**64 - 1)] | None = None
 
 
 class HostDecl(Strict):
@@ -71,13 +76,13 @@ class FlowDecl(Strict):
 
     src: NodeName
     dst: NodeName
-    count: int_range(1, 2**31 - 1) = 1  # type: ignore[valid-type]
+    count: Annotated[int, int_range(1, 2**31 - 1)] = 1
 
 
 class InventoryDocument(Strict):
     """The whole inventory file."""
 
-    mss_bytes: int_range(1, 65535) = formulas.DEFAULT_MSS_BYTES  # type: ignore[valid-type]
+    mss_bytes: Annotated[int, int_range(1, 65535)] = formulas.DEFAULT_MSS_BYTES
     defaults: LinkValues = LinkValues()
     switches: list[NodeName] | dict[NodeName, SwitchDecl | None] = []
     hosts: dict[NodeName, HostDecl] = {}
@@ -102,30 +107,32 @@ class Inventory:
 
     path: str
     mss_bytes: int
-    switches: dict  # name -> dpid or None
-    hosts: dict  # name -> IP string
-    links: list  # of LinkSpec
-    flows: dict  # (src, dst) -> count
-    pinned_delays: set  # frozensets {a, b} of links whose delay the file (or its defaults) gives
+    switches: dict[str, int | None]  # name -> dpid or None
+    hosts: dict[str, str]  # name -> IP string
+    links: list[LinkSpec]
+    flows: dict[tuple[str, str], int]  # (src name, dst name) -> count
+    pinned_delays: set[frozenset[str]]  # {a, b} of the links whose delay the file (or its defaults) gives
 
     def fabric(self) -> Fabric:
-        """The Fabric these declarations describe."""
-        fabric = Fabric(switches=list(self.switches), hosts=dict(self.hosts), flows=dict(self.flows))
+        """The Fabric these declarations describe: its hosts are their addresses, named by the inventory."""
+        node = {**{name: name for name in self.switches}, **self.hosts}
+        fabric = Fabric(switches=list(self.switches), hosts={ip: name for name, ip in self.hosts.items()},
+                        flows={(self.hosts[src], self.hosts[dst]): count for (src, dst), count in self.flows.items()})
         for link in self.links:
             fabric.add_link(
-                link.a,
-                link.b,
+                node[link.a],
+                node[link.b],
                 formulas.capacity_bytes_per_s(link.capacity_mbps),
                 link.delay_us * 1e-6,
                 link.buffer_bytes,
             )
         return fabric
 
-    def switch_by_dpid(self) -> dict:
+    def switch_by_dpid(self) -> dict[int, str]:
         """{dpid: switch name} for switches that declare a dpid."""
         return {dpid: name for name, dpid in self.switches.items() if dpid is not None}
 
-    def host_by_ip(self) -> dict:
+    def host_by_ip(self) -> dict[str, str]:
         """{IP address: host name}."""
         return {ip: name for name, ip in self.hosts.items()}
 
@@ -163,10 +170,12 @@ class _Resolver:
     def __init__(self, path: str):
         self.path = path
 
-    def fail(self, entry: str, problem: str):
+    def fail(self, entry: str, problem: str) -> NoReturn:
+        """Refuse the inventory, naming the entry."""
         raise InventoryError(f"{self.path}: {entry}: {problem}")
 
     def resolve(self, declared: InventoryDocument) -> Inventory:
+        """The inventory a well-formed document declares, once every reference is checked."""
         declared_defaults = declared.defaults.model_dump(exclude_none=True)
         defaults = {**_BUILTIN, **declared_defaults}
         switches = self.switches(declared.switches)
@@ -175,13 +184,14 @@ class _Resolver:
         flows = self.flows(declared.flows, hosts)
         return Inventory(self.path, declared.mss_bytes, switches, hosts, links, flows, pinned)
 
-    def switches(self, declared) -> dict:
+    def switches(self, declared: list[str] | dict[str, SwitchDecl | None]) -> dict[str, int | None]:
+        """{name: dpid or None}; a name or dpid declared twice is refused."""
         if isinstance(declared, list):
-            items = [(name, None) for name in declared]
+            items: list[tuple[str, int | None]] = [(name, None) for name in declared]
         else:
             items = [(name, attributes.dpid if attributes else None) for name, attributes in declared.items()]
-        switches: dict = {}
-        dpids: dict = {}
+        switches: dict[str, int | None] = {}
+        dpids: dict[int, str] = {}
         for name, dpid in items:
             if name in switches:
                 self.fail(f"switches.{name}", "declared twice")
@@ -192,9 +202,10 @@ class _Resolver:
                 dpids[dpid] = name
         return switches
 
-    def hosts(self, declared: dict, switches: dict) -> dict:
-        hosts: dict = {}
-        owners: dict = {}
+    def hosts(self, declared: dict[str, HostDecl], switches: dict[str, int | None]) -> dict[str, str]:
+        """{name: address}; a name a switch has, or an address two hosts have, is refused."""
+        hosts: dict[str, str] = {}
+        owners: dict[str, str] = {}
         for name, attributes in declared.items():
             if name in switches:
                 self.fail(f"hosts.{name}", "name is already used by a switch")
@@ -203,43 +214,50 @@ class _Resolver:
             hosts[name], owners[attributes.ip] = attributes.ip, name
         return hosts
 
-    def links(self, declared: list, switches: dict, hosts: dict, defaults: dict, delay_by_default: bool):
+    def links(self, declared: list[LinkDecl], switches: dict[str, int | None], hosts: dict[str, str],
+              defaults: dict[str, float], delay_by_default: bool) -> tuple[list[LinkSpec], set[frozenset[str]]]:
+        """The links with every value filled in, and those whose delay is declared (pinned)."""
         links: list[LinkSpec] = []
-        seen: dict[frozenset, int] = {}
-        pinned: set[frozenset] = set()
-        host_links: dict = {}
+        seen: dict[frozenset[str], int] = {}
+        pinned: set[frozenset[str]] = set()
+        host_links: dict[str, int] = {}
         for i, item in enumerate(declared):
-            entry = f"links[{i}]"
-            a, b = item.a, item.b
-            for end, node in (("a", a), ("b", b)):
-                if node not in switches and node not in hosts:
-                    self.fail(f"{entry}.{end}", f"unknown node {node!r}")
-            if a == b:
-                self.fail(entry, f"links {a!r} to itself")
-            if a in hosts and b in hosts:
-                self.fail(entry, f"links two hosts ({a!r}, {b!r}); hosts connect to switches")
-            key = frozenset((a, b))
-            if key in seen:
-                self.fail(entry, f"duplicate link {a!r} - {b!r} (already links[{seen[key]}])")
+            key = self.link_ends(f"links[{i}]", item, switches, hosts, seen)
             seen[key] = i
-            for node in (a, b):
-                if node in hosts:
-                    if node in host_links:
-                        self.fail(entry, f"host {node!r} already has a link (links[{host_links[node]}]); "
-                                         "hosts are single-homed")
-                    host_links[node] = i
+            for node in key & hosts.keys():
+                if node in host_links:
+                    self.fail(f"links[{i}]", f"host {node!r} already has a link (links[{host_links[node]}]); "
+                                             "hosts are single-homed")
+                host_links[node] = i
             values = item.model_dump(exclude_none=True, exclude={"a", "b"})
             if delay_by_default or "delay_us" in values:
                 pinned.add(key)
             merged = {**defaults, **values}
-            links.append(LinkSpec(a, b, merged["capacity_mbps"], merged["buffer_bytes"], merged["delay_us"]))
+            links.append(LinkSpec(item.a, item.b, merged["capacity_mbps"], merged["buffer_bytes"], merged["delay_us"]))
         for host in hosts:
             if host not in host_links:
                 self.fail(f"hosts.{host}", "has no link")
         return links, pinned
 
-    def flows(self, declared: list, hosts: dict) -> dict:
-        flows: dict = {}
+    def link_ends(self, entry: str, item: LinkDecl, switches: dict[str, int | None], hosts: dict[str, str],
+                  seen: dict[frozenset[str], int]) -> frozenset[str]:
+        """A link's two ends, once they are known nodes, not one, not two hosts, not linked before."""
+        a, b = item.a, item.b
+        for end, node in (("a", a), ("b", b)):
+            if node not in switches and node not in hosts:
+                self.fail(f"{entry}.{end}", f"unknown node {node!r}")
+        if a == b:
+            self.fail(entry, f"links {a!r} to itself")
+        if a in hosts and b in hosts:
+            self.fail(entry, f"links two hosts ({a!r}, {b!r}); hosts connect to switches")
+        key = frozenset((a, b))
+        if key in seen:
+            self.fail(entry, f"duplicate link {a!r} - {b!r} (already links[{seen[key]}])")
+        return key
+
+    def flows(self, declared: list[FlowDecl], hosts: dict[str, str]) -> dict[tuple[str, str], int]:
+        """{(src name, dst name): count}, flows between the same hosts added up."""
+        flows: dict[tuple[str, str], int] = {}
         for i, item in enumerate(declared):
             entry = f"flows[{i}]"
             for end, node in (("src", item.src), ("dst", item.dst)):

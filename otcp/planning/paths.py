@@ -18,6 +18,7 @@ equal-cost multipath fabrics spread destinations over their cores).
 
 import hashlib
 import weakref
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -52,11 +53,12 @@ class SwitchPaths:
     arrays of the pairs computed again; else both are None (all is new).
     """
 
-    def __init__(self, switches, switch_links, previous: "SwitchPaths | None" = None):
+    def __init__(self, switches: Iterable[str], switch_links: Iterable[tuple[str, str]],
+                 previous: "SwitchPaths | None" = None) -> None:
         self.switches = sorted(switches)
         self.index = {name: i for i, name in enumerate(self.switches)}
-        self.links = frozenset(tuple(sorted(link)) for link in switch_links
-                               if link[0] in self.index and link[1] in self.index and link[0] != link[1])
+        self.links = frozenset((a, b) if a < b else (b, a) for a, b in switch_links
+                               if a in self.index and b in self.index and a != b)
         self._neighbours()
         self.kept_from: weakref.ref[SwitchPaths] | None = None
         self.changed: tuple[np.ndarray, np.ndarray] | None
@@ -142,7 +144,7 @@ class SwitchPaths:
             layer += 1
         self.hops, self._cost, self.node_matrix = np.ascontiguousarray(hops[:, :-1]), cost, nodes
 
-    def _pairs_over(self, links) -> tuple[np.ndarray, np.ndarray]:
+    def _pairs_over(self, links: Iterable[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray]:
         """The (sources, targets) index arrays of the pairs whose path crosses any of links (either way)."""
         if not links or self.node_matrix.shape[-1] < 2:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
@@ -154,14 +156,14 @@ class SwitchPaths:
         sources, targets = np.nonzero(crossed.any(axis=-1))
         return sources, targets
 
-    def path(self, a, b):
+    def path(self, a: str, b: str) -> list[str] | None:
         """Switch names from a to b inclusive, or None if unreachable."""
         i, j = self.index[a], self.index[b]
         if self.hops[i, j] == UNREACHABLE:
             return None
         return [self.switches[k] for k in self.node_matrix[i, j, : self.hops[i, j] + 1]]
 
-    def next_hops(self):
+    def next_hops(self) -> np.ndarray:
         """(switches x switches) index of the next switch on i's path to j; UNREACHABLE at j itself or with no path."""
         if self.node_matrix.shape[-1] < 2:
             return np.full(self.hops.shape, UNREACHABLE, dtype=np.int32)

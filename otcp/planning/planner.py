@@ -9,7 +9,7 @@ a fraction of a second.
 
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,9 @@ import numpy as np
 
 from otcp.planning import formulas
 from otcp.planning.aggregate import Aggregation, PrefixTrie
+from otcp.planning.fabric import Fabric
 from otcp.planning.paths import UNREACHABLE, SwitchPaths
+from otcp.wire.paramset import PARAMETER_KEYS, RouteParams
 
 #: Where a pair's RTT_prop came from, least trusted last among the link
 #: sources: a round trip is as good as its weakest link; "host" is measured
@@ -26,6 +28,7 @@ DELAY_SOURCES = ("inventory", "measured", "default", "host")
 HOST = DELAY_SOURCES.index("host")
 KNOWN = DELAY_SOURCES.index("measured")  # this and lower: a link delay that is not a guess
 
+Terms = dict[str, np.ndarray]  # named arrays of per-entity terms (Plan._terms_of_edge_pairs, _terms_of_hosts)
 # Pairs evaluated at once: their temporary arrays (half a MB each) stay in the processor's caches.
 _CHUNK_PAIRS = 1 << 16
 # The per-pair arrays of a Plan: src and dst, then what _evaluate_pairs returns, in its order.
@@ -33,13 +36,15 @@ _PAIR_ARRAYS = ("src", "dst", "min_rto_s", "rto_min_ms", "initcwnd", "cwnd_clamp
                 "rtt_prop_s", "rtt_spread_s", "rtt_source")
 
 
-def _differs(new, old):
+def _differs(new: np.ndarray | None, old: np.ndarray | None) -> np.ndarray | None:
     """Per (source, destination) host, whether a matrix of measured round trips (None: none
     measured, NaN: not this pair) changed; None where none did."""
-    if new is None and old is None:
-        return None
-    new = new if new is not None else np.full(old.shape, np.nan)
-    old = old if old is not None else np.full(new.shape, np.nan)
+    if new is None:
+        if old is None:
+            return None
+        new = np.full(old.shape, np.nan)
+    if old is None:
+        old = np.full(new.shape, np.nan)
     differs = ~((new == old) | (np.isnan(new) & np.isnan(old)))
     return differs if differs.any() else None
 
@@ -80,7 +85,7 @@ def _undominated(slope: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.
 _LINE_PADDING = {"slope": 0.0, "offset": np.inf}
 
 
-def _changed_terms(new: dict, old: dict, names=None) -> np.ndarray:
+def _changed_terms(new: Terms, old: Terms, names: Sequence[str] | None = None) -> np.ndarray:
     """Per entity (the last axis: edge-switch pair or host), whether any of its terms (of names,
     if given) differ between two plans' (Plan._terms_of_edge_pairs, Plan._terms_of_hosts)."""
     changed = np.zeros(next(iter(new.values())).shape[-1], dtype=bool)
@@ -112,7 +117,8 @@ class _LinkTable:
     source: np.ndarray  # index into DELAY_SOURCES
 
     @classmethod
-    def build(cls, fabric):
+    def build(cls, fabric: Fabric) -> "_LinkTable":
+        """The table of fabric's links, in sorted order."""
         links = sorted(fabric.links)
         size = len(links) + 1
         capacity = np.full(size, np.inf)
@@ -137,7 +143,8 @@ class _LinkTable:
         )
 
     @property
-    def padding(self):
+    def padding(self) -> int:
+        """The padding link's index."""
         return len(self.capacity) - 1
 
 
@@ -157,28 +164,28 @@ def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.nonzero(present)[0], number[values]
 
 
-#: The fields of a route besides its destination (quickack as 0 or 1).
-_ROUTE_FIELDS = ("rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "pacing_rate", "quickack")
+# A route's parameters besides its destination, the values of PARAMETER_KEYS in order.
+Parameters = tuple[int, int, int | None, int | None, int | None, bool]
 # The terms of a round trip's delays, and the pair arrays that follow from them alone (_round_trips, minRTO).
 _DELAY_TERMS = ("delay", "spread", "source", "queueing")
 _DELAY_ARRAYS = ("min_rto_s", "rto_min_ms", "rtt_prop_s", "rtt_spread_s", "rtt_source")
 
 
-def _numbered(fields: dict[str, np.ndarray]) -> tuple[np.ndarray, list[dict]]:
+def _numbered(fields: dict[str, np.ndarray]) -> tuple[np.ndarray, list[Parameters]]:
     """Number the distinct route parameters of fields ({route field: array}, all of one shape,
-    0 for a null field): (each element's number, the route parameters of each number)."""
+    0 for a null field, quickack as 0 or 1): (each element's number, the route parameters of
+    each number)."""
     shape = fields["rto_min_ms"].shape
     label = np.zeros(int(np.prod(shape)), dtype=np.int64)
-    for name in _ROUTE_FIELDS:
+    for name in PARAMETER_KEYS:
         values, number = _distinct(fields[name].reshape(-1))
         _, label = _distinct(label * len(values) + number)  # the tuples so far, numbered again
     # An element of each number (any: they are alike), for its parameters.
     element = np.zeros(int(label.max(initial=-1)) + 1, dtype=np.int64)
     element[label] = np.arange(len(label))
-    chosen = {name: fields[name].reshape(-1)[element].tolist() for name in fields}
-    params = [{"rto_min_ms": rto, "initcwnd": initcwnd, "cwnd_clamp": clamp or None, "advmss": advmss or None,
-               "pacing_rate": rate or None, "quickack": bool(quickack)}
-              for rto, initcwnd, clamp, advmss, rate, quickack in zip(*(chosen[name] for name in _ROUTE_FIELDS))]
+    chosen = [fields[name].reshape(-1)[element].tolist() for name in PARAMETER_KEYS]
+    params: list[Parameters] = [(rto, initcwnd, clamp or None, advmss or None, rate or None, bool(quickack))
+                                for rto, initcwnd, clamp, advmss, rate, quickack in zip(*chosen)]
     return label.reshape(shape), params
 
 
@@ -224,26 +231,24 @@ def _safe_side(fields: dict[str, np.ndarray], starts: np.ndarray) -> dict[str, n
 class _Numbering:
     """Route parameters numbered for good: a label keeps its number, and its parameters, from plan to plan."""
 
-    params: list[dict] = field(default_factory=list)
-    keys: list[tuple] = field(default_factory=list)  # each label's parameters as a tuple of values
-    numbers: dict[tuple, int] = field(default_factory=dict)  # the other way: a label's key, its number
+    params: list[Parameters] = field(default_factory=list)  # each label's parameters
+    numbers: dict[Parameters, int] = field(default_factory=dict)  # the other way: parameters, their label
 
-    def numbered(self, params: list[dict]) -> np.ndarray:
+    def numbered(self, params: list[Parameters]) -> np.ndarray:
         """The numbers of params (as _numbered gives them), new ones numbered after the others."""
         numbers = []
         for p in params:
-            key = tuple(p.values())
-            number = self.numbers.get(key)
+            number = self.numbers.get(p)
             if number is None:
-                number = self.numbers[key] = len(self.params)
+                number = self.numbers[p] = len(self.params)
                 self.params.append(p)
-                self.keys.append(key)
             numbers.append(number)
         return np.array(numbers, dtype=np.int64)
 
     def field_values(self) -> dict[str, np.ndarray]:
         """{route field: its value per label, 0 for null}, with one 0 more at the end (for the label -1)."""
-        return {name: np.array([p[name] or 0 for p in self.params] + [0], dtype=np.int64) for name in _ROUTE_FIELDS}
+        return {name: np.array([p[i] or 0 for p in self.params] + [0], dtype=np.int64)
+                for i, name in enumerate(PARAMETER_KEYS)}
 
 
 @dataclass
@@ -268,12 +273,12 @@ class _RouteState:
     exact: _Numbering
     safe: _Numbering
     families: list[_FamilyRoutes]
-    # Every route made, by (prefix, key): a route is made once and shared by the sets that have
-    # it, plan after plan, so publishing recognises it as the object it validated before.
-    made: dict[tuple[str, tuple], dict] = field(default_factory=dict)
+    # Every route made, by (prefix, parameters): a route is made (and validated) once and shared by
+    # the sets that have it, plan after plan.
+    made: dict[tuple[str, Parameters], RouteParams] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, labels: np.ndarray, params: list[dict], tries: list) -> "_RouteState":
+    def build(cls, labels: np.ndarray, params: list[Parameters], tries: list) -> "_RouteState":
         """The state of labels (sources x destinations, -1 for none) numbered by _numbered, each
         numbering with room for more (_words)."""
         state = cls(_Numbering(), _Numbering(), [])
@@ -287,7 +292,7 @@ class _RouteState:
                                                 np.zeros((len(labels), width), dtype=bool)))
         return state
 
-    def relabel(self, rows: np.ndarray, columns: np.ndarray, labels: np.ndarray, params: list[dict],
+    def relabel(self, rows: np.ndarray, columns: np.ndarray, labels: np.ndarray, params: list[Parameters],
                 tries: list) -> bool:
         """Give pairs (rows[i], columns[i]) the labels numbered by _numbered, and update ORTC's
         exact state (the coarse state's leaves over them wait: settle); False if the labels
@@ -331,7 +336,7 @@ class _RouteState:
         under = order[np.repeat(first[leaves] - starts, count) + np.arange(int(count.sum()))]
         labels = exact_labels[np.repeat(rows, count), under]
         values = self.exact.field_values()
-        safe = _safe_side({name: values[name][labels] for name in _ROUTE_FIELDS}, starts)
+        safe = _safe_side({name: values[name][labels] for name in PARAMETER_KEYS}, starts)
         covered = safe["rto_min_ms"] > 0
         numbered = np.full(len(rows), -1, dtype=np.int64)
         if covered.any():
@@ -339,19 +344,19 @@ class _RouteState:
             numbered[covered] = self.safe.numbered(params)[local]
         return numbered
 
-    def routes(self, aggregation: Aggregation, rows: np.ndarray, numbering: _Numbering) -> list[list[dict]]:
+    def routes(self, aggregation: Aggregation, rows: np.ndarray, numbering: _Numbering) -> list[list[RouteParams]]:
         """The routes of rows (sources) of aggregation, whose labels numbering numbered: each
         (prefix, parameters) made once, and shared by every set that has it from then on."""
         position, node, label = aggregation.emitted(rows)
         distinct, which = _distinct(node * aggregation.capacity + label)
-        made, prefixes, keys, params = self.made, aggregation.trie.prefixes, numbering.keys, numbering.params
+        made, prefixes, params = self.made, aggregation.trie.prefixes, numbering.params
         shared = np.empty(len(distinct), dtype=object)
         nodes, labels = np.divmod(distinct, aggregation.capacity)
         for k, (at, labelled) in enumerate(zip(nodes.tolist(), labels.tolist())):
-            key = (prefixes[at], keys[labelled])
+            key = (prefixes[at], params[labelled])
             route = made.get(key)
             if route is None:
-                route = made[key] = {"dst": prefixes[at], **params[labelled]}
+                route = made[key] = RouteParams.of(*key)
             shared[k] = route
         routes = shared[which]
         bounds = np.searchsorted(position, np.arange(len(rows) + 1)).tolist()
@@ -385,7 +390,7 @@ class Plan:
     rtt_spread_s: np.ndarray  # how unsure it is
     rtt_source: np.ndarray  # index into DELAY_SOURCES
     # Set by _finish.
-    unreachable: list[tuple[str, str]]  # the host pairs with no path
+    unreachable: list[tuple[str, str]]  # the host pairs (addresses) with no path
     _segment_toward: np.ndarray  # [a, b]: the segment of the data path from host a to host b
     _quickack_toward: np.ndarray | None  # [a, b]: whether b acknowledges a's segments at once (lossless only)
     # otcp-lossless only (else None): per pair, its window in bytes on the wire and the segment its path
@@ -394,7 +399,8 @@ class Plan:
     _own_segment: np.ndarray | None = None
     _receiver_segment: np.ndarray | None = None
 
-    def __init__(self, fabric, bounds=formulas.Bounds(), lossless: formulas.Lossless | None = None,
+    def __init__(self, fabric: Fabric, bounds: formulas.Bounds = formulas.Bounds(),
+                 lossless: formulas.Lossless | None = None,
                  pacing: formulas.Pacing | None = None, previous: "Plan | None" = None,
                  coarse_before: frozenset[str] | None = None, switch_paths: SwitchPaths | None = None):
         """Plan every pair; with lossless, by the otcp-lossless formulas, else the published ones;
@@ -418,8 +424,8 @@ class Plan:
         self.bounds = bounds
         self.lossless = lossless
         self.pacing = pacing
-        self.hosts = sorted(fabric.hosts)
-        self.host_index = {name: i for i, name in enumerate(self.hosts)}
+        self.hosts = sorted(fabric.hosts)  # their addresses; a host's index is its row and column
+        self.host_index = {ip: i for i, ip in enumerate(self.hosts)}
         self.attachment = fabric.attachments()
         # The previous plan's paths where the switches and their links are the same (paths depend on nothing
         # else), else paths kept from them where only links went.
@@ -435,8 +441,8 @@ class Plan:
         self._receiver_rtt = self._smallest_active_round_trips()
         self._edge_terms, self._host_terms = self._terms_of_edge_pairs(previous), self._terms_of_hosts()
         self._edge_line_rows = self._line_rows(previous)
-        self._route_sets: dict[str, list[dict]] | None = None
-        self._previous_sets: dict[str, list[dict]] = {}  # route sets still right, by host
+        self._route_sets: dict[str, list[RouteParams]] | None = None
+        self._previous_sets: dict[str, list[RouteParams]] = {}  # route sets still right, by host
         self._coarse_before = (coarse_before if coarse_before is not None
                                else previous.coarse_hosts if previous is not None else frozenset())
         self._coarse: frozenset[str] | None = None  # set by route_sets
@@ -448,7 +454,7 @@ class Plan:
 
     # -- paths ---------------------------------------------------------------
 
-    def _build_host_link_tables(self):
+    def _build_host_link_tables(self) -> None:
         links = self._links.index
         sp = self.switch_paths
         self._attach = np.array([sp.index[self.attachment[h]] for h in self.hosts], dtype=np.int64)
@@ -467,12 +473,12 @@ class Plan:
         valid = (tails != UNREACHABLE) & (heads != UNREACHABLE)
         self._segment_links = np.where(valid, lookup[np.maximum(tails, 0), np.maximum(heads, 0)], self._links.padding)
 
-    def _path_links(self, src, dst):
+    def _path_links(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Forward link indices (..., links) for host index arrays src, dst."""
         between = self._segment_links[self._host_edge[src], self._host_edge[dst]]
         return np.concatenate([self._uplink[src][..., None], between, self._downlink[dst][..., None]], axis=-1)
 
-    def _host_rtts(self):
+    def _host_rtts(self) -> None:
         """Matrices of the round trips the hosts measured (NaN where none), if any were."""
         self._rtt_low = self._rtt_high = None
         if not self.fabric.host_rtts:
@@ -484,7 +490,7 @@ class Plan:
                 self._rtt_low[self.host_index[a], self.host_index[b]] = rtt.low_s
                 self._rtt_high[self.host_index[a], self.host_index[b]] = rtt.high_s
 
-    def _smallest_active_round_trips(self):
+    def _smallest_active_round_trips(self) -> np.ndarray | None:
         """otcp-lossless: per host, the smallest minimum the hosts measured on the paths of its
         active pairs into it (NaN where none); None without lossless or measurements."""
         if self.lossless is None or self._rtt_low is None:
@@ -492,7 +498,7 @@ class Plan:
         smallest = np.where(self._active & ~np.isnan(self._rtt_low), self._rtt_low, np.inf).min(axis=0)
         return np.where(np.isfinite(smallest), smallest, np.nan)
 
-    def _count_flows(self):
+    def _count_flows(self) -> None:
         """F_l: active flows whose data path contains each link."""
         n = len(self.hosts)
         self._active = np.zeros((n, n), dtype=bool)
@@ -520,7 +526,7 @@ class Plan:
     # their first axis: [0] for a pair that is not itself a flow
     # (N_l = F_l + 1), [1] for one that is (N_l = F_l).
 
-    def _forward_terms(self, forward):
+    def _forward_terms(self, forward: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For forward links (..., columns): per sharing (see above), the smallest cap_l / N_l,
         shape (2, ...), and each column's window line, the slope cap_l / N_l and the offset
         buf_l / N_l (the queue target's share with lossless) where the link's tail is a switch,
@@ -539,14 +545,14 @@ class Plan:
             offsets.append(np.moveaxis(np.where(egress, queue / sharing, np.inf), -1, 0))
         return np.stack(shares), np.stack(slopes), np.stack(offsets)
 
-    def _round_trip_sums(self, round_trip):
+    def _round_trip_sums(self, round_trip: np.ndarray) -> Terms:
         """Sums (maximum for the delay source) over round-trip links (..., columns)."""
         t = self._links
         return {"delay": t.delay[round_trip].sum(axis=-1), "spread": t.spread[round_trip].sum(axis=-1),
                 "source": t.source[round_trip].max(axis=-1, initial=0),
                 "queueing": (t.buffer / t.capacity)[round_trip].sum(axis=-1)}
 
-    def _terms_of_edge_pairs(self, previous: "Plan | None"):
+    def _terms_of_edge_pairs(self, previous: "Plan | None") -> Terms:
         """The switch paths' terms, per ordered pair of edge switches a * len(edges) + b."""
         edges = len(self._edges)
         between = self._segment_links  # the links from a to b
@@ -569,7 +575,8 @@ class Plan:
         return (np.ascontiguousarray(slope.transpose(0, 2, 1)).reshape(sharing * pairs, columns),
                 np.ascontiguousarray(offset.transpose(0, 2, 1)).reshape(sharing * pairs, columns))
 
-    def _undominated_edge_lines(self, slope, offset, previous: "Plan | None"):
+    def _undominated_edge_lines(self, slope: np.ndarray, offset: np.ndarray,
+                                previous: "Plan | None") -> tuple[np.ndarray, np.ndarray]:
         """_undominated(slope, offset), computed again only for the edge-switch pairs whose
         lines differ from previous's (the same edge switches); a pair's lines past the
         ones it keeps never win the minimum, so it may have more of them than before."""
@@ -596,7 +603,7 @@ class Plan:
             merged.append(values)
         return merged[0], merged[1]
 
-    def _terms_of_hosts(self):
+    def _terms_of_hosts(self) -> Terms:
         """Each host's terms: its two links on the round trip; on the data path, its uplink's
         share and its downlink's share and window line (an uplink's tail is the host: no line)."""
         terms = self._round_trip_sums(np.stack([self._uplink, self._downlink], axis=-1))
@@ -605,7 +612,7 @@ class Plan:
         terms["downlink_slope"], terms["downlink_offset"] = slope[:, 0], offset[:, 0]
         return terms
 
-    def _pairs(self):
+    def _pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every reachable ordered pair (src, dst, index of their edge-switch pair), in pair order."""
         n = len(self.hosts)
         src, dst = np.divmod(np.arange(n * n, dtype=np.int64), n)
@@ -613,12 +620,12 @@ class Plan:
         src, dst = src[keep], dst[keep]
         return src, dst, self._host_edge[src] * len(self._edges) + self._host_edge[dst]
 
-    def _evaluate(self):
+    def _evaluate(self) -> None:
         self.src, self.dst, self._edge_pair = self._pairs()
         self._evaluate_every_pair()
         self._finish()
 
-    def _evaluate_every_pair(self):
+    def _evaluate_every_pair(self) -> None:
         """The arrays of _PAIR_ARRAYS after src and dst, for every pair of self.src and self.dst, in order:
         each chunk written into them as it is evaluated (no chunk outlives the next)."""
         count = len(self.src)
@@ -640,14 +647,14 @@ class Plan:
             self._receiver_segment = self._smallest_active_segments()
             self.segment, self.cwnd_clamp, self.initcwnd = self._segments_of_receivers(slice(None), self.initcwnd)
 
-    def _finish(self, previous: "Plan | None" = None):
+    def _finish(self, previous: "Plan | None" = None) -> None:
         """What follows from the pair arrays: per data path, the segment and (otcp-lossless) whether
         its receiver acknowledges every segment at once, both set on the receiver's route toward
         the sender (advmss, quickack); the unreachable pairs. Previous's, where it reaches the
         same pairs and has the same segments or clamps."""
         n = len(self.hosts)
 
-        def per_path(values, default):
+        def per_path(values: np.ndarray, default: float) -> np.ndarray:
             """[a, b]: values of the data path from host a to host b (default where none)."""
             matrix = np.full((n, n), default, dtype=np.asarray(values).dtype)
             matrix[self.src, self.dst] = values
@@ -669,13 +676,35 @@ class Plan:
 
     def _evaluate_changes(self, previous: "Plan | None") -> bool:
         """Evaluate only what changed since previous (see __init__); False if it cannot."""
-        sp = self.switch_paths
-        if (previous is None or previous.hosts != self.hosts or previous.fabric.hosts != self.fabric.hosts
-                or previous.attachment != self.attachment or previous.switch_paths.switches != sp.switches
-                or previous.bounds != self.bounds or previous.lossless != self.lossless
-                or previous.pacing != self.pacing
-                or not np.array_equal(previous.switch_paths.hops >= 0, sp.hops >= 0)):
+        if previous is None or not self._comparable(previous):
             return False
+        redo, delays_kept = self._pairs_to_redo(previous)
+        self.src, self.dst, self._edge_pair = previous.src, previous.dst, previous._edge_pair
+        if 2 * redo.sum() > len(redo):  # evaluating every pair in order is cheaper than gathering most of them
+            self._evaluate_every_pair()
+            self._finish()
+            changed = np.nonzero((self.rto_min_ms != previous.rto_min_ms) | (self.initcwnd != previous.initcwnd)
+                                 | (self.cwnd_clamp != previous.cwnd_clamp)
+                                 | (self.pacing_rate != previous.pacing_rate))[0]
+            moved = np.nonzero(self._reverse_fields_differ(previous, slice(None)))[0]
+        else:
+            changed, moved = self._evaluate_again(previous, np.nonzero(redo)[0], delays_kept)
+            self._finish(previous)
+        self._take_route_state(previous, self._with_reverse_pairs(changed, moved))
+        return True
+
+    def _comparable(self, previous: "Plan") -> bool:
+        """Whether previous planned the same hosts, switches, reachability and settings (bounds, formulas)."""
+        sp = self.switch_paths
+        return (previous.hosts == self.hosts and previous.fabric.hosts == self.fabric.hosts
+                and previous.attachment == self.attachment and previous.switch_paths.switches == sp.switches
+                and (previous.bounds, previous.lossless, previous.pacing) == (self.bounds, self.lossless, self.pacing)
+                and np.array_equal(previous.switch_paths.hops >= 0, sp.hops >= 0))
+
+    def _pairs_to_redo(self, previous: "Plan") -> tuple[np.ndarray, bool]:
+        """Per pair of previous, whether its inputs changed since (its edge switches' or either
+        host's terms, its flow, its measured round trip, the round trip into its destination);
+        and whether no delay moved at all (then what follows from delays alone is kept)."""
         src, dst, edge_pair = previous.src, previous.dst, previous._edge_pair
         redo = np.zeros(len(src), dtype=bool)
         edges_changed = _changed_terms(self._edge_terms, previous._edge_terms)
@@ -695,63 +724,77 @@ class Plan:
         delays_kept = (all(cells is None for cells in measured) and receivers_moved is None
                        and not _changed_terms(self._edge_terms, previous._edge_terms, _DELAY_TERMS).any()
                        and not _changed_terms(self._host_terms, previous._host_terms, _DELAY_TERMS).any())
-        self.src, self.dst, self._edge_pair = src, dst, edge_pair
-        if 2 * redo.sum() > len(redo):  # evaluating every pair in order is cheaper than gathering most of them
-            self._evaluate_every_pair()
-            self._finish()
-            changed = np.nonzero((self.rto_min_ms != previous.rto_min_ms) | (self.initcwnd != previous.initcwnd)
-                                 | (self.cwnd_clamp != previous.cwnd_clamp)
-                                 | (self.pacing_rate != previous.pacing_rate))[0]
-            moved = np.nonzero(self._reverse_fields_differ(previous, slice(None)))[0]
-        else:
-            chosen = np.nonzero(redo)[0]
-            names = _PAIR_ARRAYS[2:]
-            compared = [column for column, name in enumerate(names) if not (delays_kept and name in _DELAY_ARRAYS)]
-            chunks, windows = [], []
-            for start in range(0, len(chosen), _CHUNK_PAIRS):
-                k = chosen[start:start + _CHUNK_PAIRS]
-                *values, window = self._evaluate_pairs(src[k], dst[k], edge_pair[k],
-                                                       previous.rtt_prop_s[k] if delays_kept else None)
-                chunks.append(values)
-                windows.append(window)
-            # Per column, its values for chosen (None: a column not evaluated, kept from previous).
-            columns = [None if chunks and chunks[0][column] is None
-                       else np.concatenate([chunk[column] for chunk in chunks]) if chunks
-                       else getattr(previous, name)[:0] for column, name in enumerate(names)]
-            if self.lossless is not None:
-                chosen, columns = self._receivers_follow(previous, chosen, columns,
-                                                         np.concatenate(windows) if chunks else np.zeros(0))
-            differs = np.zeros((len(names), len(chosen)), dtype=bool)
-            for column in compared:
-                evaluated = columns[column]
-                assert evaluated is not None  # a compared column is one _evaluate_pairs gave
-                np.not_equal(evaluated, getattr(previous, names[column])[chosen], out=differs[column])
-            changed_among = np.zeros(len(chosen), dtype=bool)
-            for column, name in enumerate(names):
-                before = getattr(previous, name)
-                if not differs[column].any():  # shared: no plan writes into its pair arrays once made
-                    setattr(self, name, before)
-                    continue
-                array = before.copy()
-                array[chosen] = columns[column]
-                setattr(self, name, array)
-                if name in _ROUTE_FIELDS:
-                    changed_among |= differs[column]
-            changed = chosen[changed_among]
-            candidates = chosen[differs[names.index("segment")] | differs[names.index("cwnd_clamp")]]
-            moved = candidates[self._reverse_fields_differ(previous, candidates)]
-            self._finish(previous)
-        # The pairs whose route fields changed: their own, and the reverse pairs of those whose segment or
-        # quickack moved (a host's route toward another carries them for the path back: advmss, quickack).
-        if len(moved):
-            n = len(self.hosts)
-            keys = src * n + dst  # in order: pairs go by source, then destination
-            reverse = np.minimum(np.searchsorted(keys, dst[moved] * n + src[moved]), len(keys) - 1)
-            relabel = np.zeros(len(src), dtype=bool)
-            relabel[changed] = relabel[reverse[keys[reverse] == dst[moved] * n + src[moved]]] = True
-            changed = np.nonzero(relabel)[0]
+        return redo, delays_kept
+
+    def _evaluate_again(self, previous: "Plan", chosen: np.ndarray,
+                        delays_kept: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Evaluate the chosen pairs (indices) again and take the rest from previous: each pair
+        array is previous's own where none of its values changed. Returns the pairs whose route
+        fields changed, and those whose segment or quickack moved (their reverse pairs' routes
+        carry those)."""
+        names = _PAIR_ARRAYS[2:]
+        chosen, columns = self._evaluated_columns(previous, chosen, delays_kept)
+        differs = np.zeros((len(names), len(chosen)), dtype=bool)
+        for column, name in enumerate(names):
+            evaluated = columns[column]
+            if evaluated is not None:  # else a column of delays alone, kept
+                np.not_equal(evaluated, getattr(previous, name)[chosen], out=differs[column])
+        changed_among = np.zeros(len(chosen), dtype=bool)
+        for column, name in enumerate(names):
+            before = getattr(previous, name)
+            if not differs[column].any():  # shared: no plan writes into its pair arrays once made
+                setattr(self, name, before)
+                continue
+            array = before.copy()
+            array[chosen] = columns[column]
+            setattr(self, name, array)
+            if name in PARAMETER_KEYS:
+                changed_among |= differs[column]
+        candidates = chosen[differs[names.index("segment")] | differs[names.index("cwnd_clamp")]]
+        return chosen[changed_among], candidates[self._reverse_fields_differ(previous, candidates)]
+
+    def _evaluated_columns(self, previous: "Plan", chosen: np.ndarray,
+                           delays_kept: bool) -> tuple[np.ndarray, list[np.ndarray | None]]:
+        """The chosen pairs (grown, with otcp-lossless, by the pairs into a host whose segment moved)
+        and their pair arrays after src and dst, evaluated a chunk at a time; None for a column of
+        delays alone where delays_kept (previous's)."""
+        names = _PAIR_ARRAYS[2:]
+        chunks: list[list[np.ndarray | None]] = []
+        windows = []
+        for start in range(0, len(chosen), _CHUNK_PAIRS):
+            k = chosen[start:start + _CHUNK_PAIRS]
+            *values, window = self._evaluate_pairs(self.src[k], self.dst[k], self._edge_pair[k],
+                                                   previous.rtt_prop_s[k] if delays_kept else None)
+            chunks.append(values)
+            windows.append(window)
+        columns: list[np.ndarray | None] = [
+            getattr(previous, name)[:0] if not chunks
+            else None if chunks[0][column] is None
+            else np.concatenate([chunk[column] for chunk in chunks]) for column, name in enumerate(names)]
+        if self.lossless is not None:
+            window = np.concatenate([w for w in windows if w is not None]) if chunks else np.zeros(0)
+            return self._receivers_follow(previous, chosen, columns, window)
+        return chosen, columns
+
+    def _with_reverse_pairs(self, changed: np.ndarray, moved: np.ndarray) -> np.ndarray:
+        """The pairs whose route fields changed: their own (changed), and the reverse pairs of those
+        whose segment or quickack moved (a host's route toward another carries them for the path
+        back: advmss, quickack)."""
+        if not len(moved):
+            return changed
+        src, dst, n = self.src, self.dst, len(self.hosts)
+        keys = src * n + dst  # in order: pairs go by source, then destination
+        reverse = np.minimum(np.searchsorted(keys, dst[moved] * n + src[moved]), len(keys) - 1)
+        relabel = np.zeros(len(src), dtype=bool)
+        relabel[changed] = relabel[reverse[keys[reverse] == dst[moved] * n + src[moved]]] = True
+        return np.nonzero(relabel)[0]
+
+    def _take_route_state(self, previous: "Plan", changed: np.ndarray) -> None:
+        """Take what route_sets needs from previous: its tries, its route state (updated where
+        changed, the pairs whose route fields changed) and the sets of the hosts none of whose
+        routes changed."""
         is_stale = np.zeros(len(self.hosts), dtype=bool)
-        is_stale[src[changed]] = True
+        is_stale[self.src[changed]] = True
         # A set kept was chosen under the previous plan's hysteresis: one host's, for all its address families.
         stale = ({self.hosts[i] for i in np.nonzero(is_stale)[0].tolist()}
                  | (self._coarse_before ^ previous._coarse_before))
@@ -759,15 +802,14 @@ class Plan:
         if previous._route_state_kept is not None:  # taken: it is updated in place, and holds for one plan only
             self._route_state_kept, previous._route_state_kept = previous._route_state_kept, None
             if previous._route_sets is None:  # the state is still of the plan before previous: its changes too
-                relabel = np.zeros(len(src), dtype=bool)
+                relabel = np.zeros(len(self.src), dtype=bool)
                 relabel[changed] = relabel[previous._relabel] = True
                 changed = np.nonzero(relabel)[0]
             self._relabel = changed
         self._previous_sets = {host: routes for host, routes in (previous._route_sets or {}).items()
                                if host not in stale}
-        return True
 
-    def _reverse_fields_differ(self, previous: "Plan", pairs) -> np.ndarray:
+    def _reverse_fields_differ(self, previous: "Plan", pairs: np.ndarray | slice) -> np.ndarray:
         """Per pair (of pairs), whether what its receiver's route toward its sender carries for it
         changed since previous: its segment (advmss), or with otcp-lossless whether it is
         acknowledged at once (quickack)."""
@@ -777,7 +819,8 @@ class Plan:
                        != formulas.lossless_quickack(previous.cwnd_clamp[pairs]))
         return differ
 
-    def _evaluate_pairs(self, src, dst, edge_pair, window_rtt=None):
+    def _evaluate_pairs(self, src: np.ndarray, dst: np.ndarray, edge_pair: np.ndarray,
+                        window_rtt: np.ndarray | None = None) -> tuple[np.ndarray | None, ...]:
         """The formulas for the pairs src[i] -> dst[i] whose edge switches are pair edge_pair[i]:
         the arrays of _PAIR_ARRAYS after src and dst. With window_rtt (the pairs' round trips for
         the windows, as a plan before had them, where no delay moved since), only the columns
@@ -815,9 +858,10 @@ class Plan:
         return (min_rto, rto_min_ms, initcwnd, cwnd, segment, pacing, None if window_rtt is not None else rtt,
                 spread, source, None if self.lossless is None else window)
 
-    def _smallest_active_segments(self):
+    def _smallest_active_segments(self) -> np.ndarray:
         """otcp-lossless: per host, the smallest segment its active pairs' paths into it would take
         alone; 0 for a host nothing sends to."""
+        assert self._own_segment is not None  # otcp-lossless
         n = len(self.hosts)
         senders, receivers = np.nonzero(self._active)
         smallest = np.full(n, np.iinfo(np.int64).max)
@@ -826,24 +870,28 @@ class Plan:
             np.minimum.at(smallest, receivers, self._own_segment[pairs])
         return np.where(smallest == np.iinfo(np.int64).max, 0, smallest)
 
-    def _segments_of_receivers(self, pairs, initcwnd):
+    def _segments_of_receivers(self, pairs: np.ndarray | slice,
+                               initcwnd: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """otcp-lossless: the (segment, cwnd_clamp, initcwnd) of pairs (initcwnd as _evaluate_pairs
         gives it). A host's aggregated route toward many senders carries one advmss, the smallest:
         counted in frames of its own path's segment, a sender's clamp would hold fewer bytes than
         its window. So every path into a host with active pairs takes the smallest segment of those,
         and counts its window in frames of it; a host nothing sends to leaves each its own."""
+        assert self._receiver_segment is not None and self._own_segment is not None and self._window is not None
         receiver = self._receiver_segment[self.dst[pairs]]
         segment = np.where(receiver > 0, receiver, self._own_segment[pairs])
         cwnd = formulas.lossless_cwnd_segments(self._window[pairs], segment, self.bounds)
         # Where the window is unbounded the clamp stays 0 and initcwnd the published one.
         return segment, cwnd, formulas.lossless_initcwnd_segments(cwnd, initcwnd, self.bounds)
 
-    def _receivers_follow(self, previous, chosen, columns, window):
+    def _receivers_follow(self, previous: "Plan", chosen: np.ndarray, columns: list[np.ndarray | None],
+                          window: np.ndarray) -> tuple[np.ndarray, list[np.ndarray | None]]:
         """otcp-lossless, in an incremental plan: the chosen pairs' columns (as evaluated, with their
         windows) under _segments_of_receivers, and chosen grown by the pairs into every host whose
         segment moved (with previous's columns, but for segment, clamp and initcwnd)."""
         names = _PAIR_ARRAYS[2:]
         segment_at, cwnd_at, initcwnd_at = (names.index(name) for name in ("segment", "cwnd_clamp", "initcwnd"))
+        assert previous._own_segment is not None and previous._window is not None  # otcp-lossless
         self._own_segment, self._window = previous._own_segment.copy(), previous._window.copy()
         self._own_segment[chosen], self._window[chosen] = columns[segment_at], window
         self._receiver_segment = self._smallest_active_segments()
@@ -855,11 +903,13 @@ class Plan:
             chosen = merged[order]
             columns = [None if values is None else np.concatenate([values, getattr(previous, name)[extra]])[order]
                        for values, name in zip(columns, names)]
-        columns[segment_at], columns[cwnd_at], columns[initcwnd_at] = self._segments_of_receivers(
-            chosen, columns[initcwnd_at])
+        initcwnd = columns[initcwnd_at]
+        assert initcwnd is not None  # evaluated: it does not follow from delays alone
+        columns[segment_at], columns[cwnd_at], columns[initcwnd_at] = self._segments_of_receivers(chosen, initcwnd)
         return chosen, columns
 
-    def _round_trips(self, src, dst, edge_pair):
+    def _round_trips(self, src: np.ndarray, dst: np.ndarray,
+                     edge_pair: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """RTT_prop for the windows, its spread and source, and the RTT for minRTO, per pair.
 
         The safe side of an estimate differs by parameter: windows grow
@@ -880,7 +930,7 @@ class Plan:
         rtt = e["delay"][edge_pair] + h["delay"][src] + h["delay"][dst]
         spread = e["spread"][edge_pair] + h["spread"][src] + h["spread"][dst]
         source = np.maximum(e["source"][edge_pair], np.maximum(h["source"][src], h["source"][dst]))
-        if self._rtt_low is None:
+        if self._rtt_low is None or self._rtt_high is None:
             return rtt, spread, source, rtt + spread
         low, high = self._rtt_low[src, dst], self._rtt_high[src, dst]
         measured = ~np.isnan(low)
@@ -899,52 +949,33 @@ class Plan:
 
     # -- views ---------------------------------------------------------------
 
-    def link_flows(self):
+    def link_flows(self) -> dict[tuple[str, str], int]:
         """{(u, v): F_l} for every directed link with active flows."""
         names = {i: link for link, i in self._links.index.items()}
         return {names[i]: int(n) for i, n in enumerate(self._links.flows[:-1]) if n}
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.src)
 
-    def hops(self, k):
-        """Node names along pair k's data path."""
+    def hops(self, k: int) -> list[str]:
+        """The names of the nodes along pair k's data path (display)."""
         src, dst = self.hosts[self.src[k]], self.hosts[self.dst[k]]
         middle = self.switch_paths.path(self.attachment[src], self.attachment[dst])
-        return [src, *middle, dst]
+        assert middle is not None  # a pair of the plan has a path
+        return [self.fabric.name(src), *middle, self.fabric.name(dst)]
 
-    def record(self, k):
-        """Pair k in the plan output format (docs/design.md, "Parameter set")."""
-        src, dst = self.hosts[self.src[k]], self.hosts[self.dst[k]]
-        clamp = int(self.cwnd_clamp[k])
-        return {
-            "src": src,
-            "dst": dst,
-            "dst_ip": self.fabric.hosts[dst],
-            "hops": self.hops(k),
-            "min_rto_us": formulas.seconds_to_us(self.min_rto_s[k]),
-            "rto_min_ms": int(self.rto_min_ms[k]),
-            "initcwnd": int(self.initcwnd[k]),
-            "cwnd_clamp": clamp or None,
-            "segment_bytes": int(self.segment[k]),
-            "pacing_rate": int(self.pacing_rate[k]) or None,
-            "rtt_prop_us": formulas.seconds_to_us(self.rtt_prop_s[k]),
-            "rtt_spread_us": formulas.seconds_to_us(self.rtt_spread_s[k]),
-            "rtt_source": DELAY_SOURCES[int(self.rtt_source[k])],
-            "quickack": bool(self._quickacks(np.array([k]))[0]),
-        }
-
-    def _quickacks(self, pairs) -> np.ndarray:
+    def _quickacks(self, pairs: np.ndarray | slice) -> np.ndarray:
         """Per pair (indices), whether its source's route toward its destination carries quickack
         (acknowledging at once what the destination sends): always, but where otcp-lossless turns it off."""
         if self._quickack_toward is None:
             return np.ones(len(self.src[pairs]), dtype=bool)
         return self._quickack_toward[self.dst[pairs], self.src[pairs]]
 
-    def records(self):
-        """Every reachable pair's record, in pair order: record(k) for every k,
-        built from whole columns (a million pairs in about a second)."""
-        hosts, ips = self.hosts, self.fabric.hosts
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Every reachable pair's record in the plan output format (docs/design.md, "Parameter
+        set"), in pair order, built from whole columns (a million pairs in about a second).
+        Records are for people: hosts by name, times in microseconds."""
+        ips, names = self.hosts, self.fabric.hosts
         middles: dict[tuple[int, int], list[str]] = {}  # switch paths, shared by the pairs between two switches
         attach = self._attach.tolist()
         columns = zip(self.src.tolist(), self.dst.tolist(), np.round(self.min_rto_s * 1e6, 3).tolist(),
@@ -957,25 +988,28 @@ class Plan:
             key = (attach[s], attach[d])
             middle = middles.get(key)
             if middle is None:
-                middle = middles[key] = self.switch_paths.path(self.attachment[hosts[s]], self.attachment[hosts[d]])
-            yield {"src": hosts[s], "dst": hosts[d], "dst_ip": ips[hosts[d]], "hops": [hosts[s], *middle, hosts[d]],
+                found = self.switch_paths.path(self.attachment[ips[s]], self.attachment[ips[d]])
+                assert found is not None  # a pair of the plan has a path
+                middle = middles[key] = found
+            src, dst = names[ips[s]], names[ips[d]]
+            yield {"src": src, "dst": dst, "dst_ip": ips[d], "hops": [src, *middle, dst],
                    "min_rto_us": min_rto_us, "rto_min_ms": rto_min_ms, "initcwnd": initcwnd,
                    "cwnd_clamp": clamp or None, "segment_bytes": segment, "pacing_rate": pacing or None,
                    "rtt_prop_us": rtt_us,
                    "rtt_spread_us": spread_us, "rtt_source": DELAY_SOURCES[source], "quickack": quickack}
 
-    def record_rows(self, generation: int):
+    def record_rows(self, generation: int) -> Iterator[tuple[Any, ...]]:
         """The records as rows of the store's parameters table, (generation, src,
         dst, dst_ip, hops as JSON, min_rto_us, rto_min_ms, initcwnd, cwnd_clamp,
         quickack, segment_bytes, rtt_prop_us, rtt_spread_us, rtt_source,
         pacing_rate), in pair order, straight from the columns: no dict per pair."""
-        names = np.array(self.hosts, dtype=object)
-        ips = np.array([self.fabric.hosts[host] for host in self.hosts], dtype=object)
+        ips = np.array(self.hosts, dtype=object)
+        names = np.array([self.fabric.hosts[ip] for ip in self.hosts], dtype=object)
         switches = self.switch_paths.switches
         # One JSON hops list per (source, destination) host pair of switches: the middle is per switch pair.
         middles: dict[tuple[int, int], str] = {}
         sources, destinations = names[self.src].tolist(), names[self.dst].tolist()
-        quoted = np.array([json.dumps(host) for host in self.hosts], dtype=object)
+        quoted = np.array([json.dumps(name) for name in names.tolist()], dtype=object)
         hops = []
         for s, d, a, b in zip(quoted[self.src].tolist(), quoted[self.dst].tolist(),
                               self._attach[self.src].tolist(), self._attach[self.dst].tolist()):
@@ -994,29 +1028,22 @@ class Plan:
                    np.round(self.rtt_prop_s * 1e6, 3).tolist(), np.round(self.rtt_spread_s * 1e6, 3).tolist(),
                    source_names, pacing.tolist())
 
-    def routes_for(self, host: str) -> list[dict]:
-        """The routes of one host's parameter set: one per reachable
-        destination (docs/design.md, "Parameter set")."""
+    def routes_for(self, host: str) -> list[RouteParams]:
+        """The routes of one host's (an address's) parameter set before aggregation: one per
+        reachable destination (docs/design.md, "Parameter set")."""
         source = self.host_index[host]
+        pairs = np.nonzero(self.src == source)[0]
+        fields = self._route_fields(pairs)
         routes = []
-        for k in np.nonzero(self.src == source)[0]:
-            dst_ip = self.fabric.hosts[self.hosts[self.dst[k]]]
-            clamp = int(self.cwnd_clamp[k])
-            routes.append(
-                {
-                    "dst": f"{dst_ip}/{128 if ':' in dst_ip else 32}",
-                    "rto_min_ms": int(self.rto_min_ms[k]),
-                    "initcwnd": int(self.initcwnd[k]),
-                    "cwnd_clamp": clamp or None,
-                    "advmss": formulas.advmss_bytes(self._segment_toward[self.dst[k], source], self.bounds),
-                    "pacing_rate": int(self.pacing_rate[k]) or None,
-                    "quickack": bool(self._quickacks(np.array([k]))[0]),
-                }
-            )
+        for k, values in zip(pairs.tolist(), zip(*(fields[name].tolist() for name in PARAMETER_KEYS))):
+            dst_ip = self.hosts[self.dst[k]]
+            rto, initcwnd, clamp, advmss, rate, quickack = values
+            parameters = (rto, initcwnd, clamp or None, advmss or None, rate or None, bool(quickack))
+            routes.append(RouteParams.of(f"{dst_ip}/{128 if ':' in dst_ip else 32}", parameters))
         return routes
 
-    def route_sets(self) -> dict[str, list[dict]]:
-        """{host: the routes of its parameter set}, aggregated (otcp.planning.aggregate, with its "don't
+    def route_sets(self) -> dict[str, list[RouteParams]]:
+        """{host address: the routes of its parameter set}, aggregated (otcp.planning.aggregate, with its "don't
         care" addresses) to at most one route per edge switch, per address family:
 
         - the fewest prefixes under which longest-prefix match gives every reachable destination
@@ -1034,7 +1061,7 @@ class Plan:
             return self._route_sets
         sources = np.array([i for i, host in enumerate(self.hosts) if host not in self._previous_sets], dtype=np.int64)
         state, over = self._route_state(sources)
-        sets: dict[str, list[dict]] = {self.hosts[i]: [] for i in sources}
+        sets: dict[str, list[RouteParams]] = {self.hosts[i]: [] for i in sources}
         coarse_now = {host for host in self._coarse_before if host in self._previous_sets}
         for family, is_over in zip(state.families, over):
             coarse_now.update(self.hosts[i] for i in sources[is_over])
@@ -1094,23 +1121,21 @@ class Plan:
         if self._tries is None:
             self._tries = []
             for family in (False, True):
-                members = np.array([i for i, host in enumerate(self.hosts)
-                                    if (":" in self.fabric.hosts[host]) == family], dtype=np.int64)
+                members = np.array([i for i, ip in enumerate(self.hosts) if (":" in ip) == family], dtype=np.int64)
                 if len(members):
-                    trie = PrefixTrie.build([self.fabric.hosts[self.hosts[i]] for i in members])
+                    trie = PrefixTrie.build([self.hosts[i] for i in members])
                     edges = self._host_edge[members]
                     budget = len(np.unique(edges))
                     self._tries.append((members, budget, trie, *trie.coarsened(edges.tolist(), budget)))
         return self._tries
 
-    def _route_fields(self, pairs) -> dict[str, np.ndarray]:
+    def _route_fields(self, pairs: np.ndarray) -> dict[str, np.ndarray]:
         """{route field: array}: what routes_for gives each of pairs (indices), 0 for a null
-        field (no clamp, the kernel's MSS, not paced)."""
+        field (no clamp, the kernel's MSS, not paced), quickack as 0 or 1."""
         if self.segment.min(initial=self.bounds.mss_bytes) >= self.bounds.mss_bytes:  # the kernel's MSS everywhere
             advmss = np.zeros(len(pairs), dtype=np.int64)
         else:
-            segment = self._segment_toward[self.dst[pairs], self.src[pairs]]
-            advmss = np.where(segment >= self.bounds.mss_bytes, 0, segment + formulas.TIMESTAMP_OPTION_BYTES)
+            advmss = formulas.advmss_bytes(self._segment_toward[self.dst[pairs], self.src[pairs]], self.bounds)
         return {"rto_min_ms": self.rto_min_ms[pairs], "initcwnd": self.initcwnd[pairs],
                 "cwnd_clamp": self.cwnd_clamp[pairs], "advmss": advmss, "pacing_rate": self.pacing_rate[pairs],
                 "quickack": self._quickacks(pairs).astype(np.int64)}
@@ -1130,7 +1155,7 @@ class PlanRecords(Sequence[dict]):
     def __len__(self) -> int:
         return self._count
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self.made())
 
     def __getitem__(self, index: Any) -> Any:
@@ -1143,7 +1168,7 @@ class PlanRecords(Sequence[dict]):
             self._records, self._plan = list(self._plan.records()), None
         return self._records
 
-    def rows(self, generation: int):
+    def rows(self, generation: int) -> Iterator[tuple[Any, ...]] | None:
         """Rows of the store's parameters table (`Plan.record_rows`)."""
         if self._plan is not None:
             return self._plan.record_rows(generation)

@@ -27,7 +27,7 @@ class ReferencePlanner:
                 self.flows_on[link] = self.flows_on.get(link, 0) + count
 
     def host_path(self, src, dst):
-        """Node names from host src to host dst, or None if unreachable."""
+        """The nodes from host src to host dst (hosts are addresses), or None if unreachable."""
         middle = self.switch_paths.path(self.attachment[src], self.attachment[dst])
         return None if middle is None else [src, *middle, dst]
 
