@@ -8,10 +8,20 @@ from os_ken.lib.packet import arp as arp_packet
 from os_ken.lib.packet import ethernet, ipv4, packet
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
+from otcp.controller.config import ControllerConfig
 from otcp.controller.core import ControllerCore, PortInfo
-from otcp.planning import formulas
 
 DEFAULTS = {"capacity_mbps": 100, "buffer_bytes": 85000, "host_link_delay_us": 10}
+#: What the controller tests run with unless they say otherwise: one-second probe rounds,
+#: 100 Mb/s links with 85 000 B buffers, and measurements taken as they come (no grid, no
+#: tolerance, no refresh period, no hold, every packet a flow, no bound on a link's delay
+#: but the probe timeout), so each test sees exactly the inputs it makes.
+SETTINGS = {
+    "intervals": {"probe_s": 1.0}, "delay_window": 10, "defaults": DEFAULTS,
+    "stability": {"delay_step_us": 0, "delay_tolerance": 0.0, "refresh_s": 0, "flow_hold_s": 0.0,
+                  "min_flow_packets": 1},
+    "measurement": {"max_link_delay_us": 5e6, "host_rtt_max_age_s": 60, "host_rtt_min_samples": 3},
+}
 PORTS = {1: [1, 2, 3], 2: [1, 2]}
 H1 = ("10.0.0.1", "00:00:00:00:00:01")
 H2 = ("10.0.0.2", "00:00:00:00:00:02")
@@ -53,10 +63,24 @@ def port_infos(dpid):
     ]
 
 
+def test_config(**sections):
+    """The configuration of SETTINGS with sections changed: each a dict of the keys it changes."""
+    settings = {key: dict(value) if isinstance(value, dict) else value for key, value in SETTINGS.items()}
+    for key, changes in sections.items():
+        settings[key] = {**settings.get(key, {}), **changes} if isinstance(changes, dict) else changes
+    return ControllerConfig.model_validate(settings)
+
+
+CORE_OPTIONS = ("inventory", "known_hosts", "generation", "logger")
+
+
 def new_core(now=0.0, **options):
-    """A core with one-second probe rounds: settled three seconds after a change."""
-    settings = {"probe_interval_s": 1.0, "delay_window": 10, "defaults": DEFAULTS, "bounds": formulas.Bounds()}
-    return ControllerCore(now=now, **{**settings, **options})
+    """A core of test_config(sections) with one-second probe rounds: settled three seconds
+    after a change. options: configuration sections (as test_config takes them) and the
+    core's own keyword arguments (CORE_OPTIONS)."""
+    sections = {key: value for key, value in options.items() if key not in CORE_OPTIONS}
+    own = {key: value for key, value in options.items() if key in CORE_OPTIONS}
+    return ControllerCore(test_config(**sections), now=now, **own)
 
 
 def connected_core(now=0.0, **options):

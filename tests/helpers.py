@@ -19,3 +19,14 @@ def star(senders, capacity_mbps=100, delay_us=25, buffer_bytes=85000):
     ]
     flows = [{"src": f"h{i}", "dst": "h1"} for i in range(2, senders + 2)]
     return {"switches": {"s1": {"dpid": 1}}, "hosts": hosts, "links": links, "flows": flows}
+
+
+def hello(**fields):
+    """An agent's hello (messages.Hello) about a host h1, with fields changed."""
+    from otcp.wire import limits, messages
+
+    document = {"type": "hello", "hostname": "h1", "addresses": ["10.0.0.1"], "interfaces": [], "mtu": 1500,
+                "mss_bytes": 1448, "congestion_controls": ["reno", "cubic"], "congestion_control": "cubic",
+                "tcp_rto_min_us": True, "applied_generation": None, "agent_version": limits.VERSION,
+                "enforcement": {"mode": "routes", "reason": "a test"}}
+    return messages.parse_message({**document, **fields}, messages.Hello)

@@ -11,6 +11,7 @@ import os
 
 import pytest
 from controller_fakes import H1, H2, PORTS, FakeDatapath, arp_frame, ipv4_frame, port_mac
+from helpers import hello
 from os_ken.controller import ofp_event
 from os_ken.controller.handler import DEAD_DISPATCHER, MAIN_DISPATCHER
 from os_ken.lib import hub
@@ -155,9 +156,9 @@ def test_every_handler_drives_the_core_and_sends_through_the_datapath(controller
 
 
 def test_an_agent_ahead_of_the_controller_is_stored_and_followed(controller):
-    hello = {"hostname": "h1", "addresses": [H1[0]], "applied_generation": 12}
-    controller._agent_arrived(H1[0], hello)
-    assert controller.store.agents() == {H1[0]: hello}
+    arrived = hello(addresses=[H1[0]], applied_generation=12)
+    controller._agent_arrived(H1[0], arrived)
+    assert controller.store.agents() == {H1[0]: arrived.model_dump(exclude={"type"})}
     assert controller.core.generation == 12 and controller.replan.is_set()
 
 
@@ -184,11 +185,11 @@ def test_a_failing_loop_step_is_logged_with_its_traceback_and_runs_again(control
 def test_start_opens_the_agent_channel_and_starts_the_loops(controller):
     controller.start()
     try:
-        assert controller.agent_server.address[1] == controller.config["agents"]["port"]
+        assert controller.agent_server.address[1] == controller.config.agents.port
         assert controller.agent_server.publications is controller.core.publications
         # os-ken's event loop, the admin socket, then probe, stats, plan and prune
         assert len(controller.threads) == 6
-        assert os.path.exists(controller.config["admin"]["socket"])
+        assert os.path.exists(controller.config.admin.socket)
         hub.sleep(0)
         assert not any(thread.dead for thread in controller.threads)
     finally:

@@ -25,13 +25,12 @@ from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
 from otcp.controller import core as core_module
 from otcp.controller import delay, forwarding
-from otcp.controller import publication as publication_module
 from otcp.controller.arp import probe_frame as arp_probe_frame
 from otcp.controller.core import ARP_PENDING_S, ECHO_PAYLOAD, MAX_GENERATION_LEAP
 from otcp.controller.publication import Publications
 from otcp.controller.topology import Host
-from otcp.planning import formulas
 from otcp.wire.limits import GENERATION
+from otcp.wire.paramset import ParamSet, RouteParams
 
 
 def packet_outs(actions):
@@ -425,7 +424,7 @@ def test_a_generation_publishes_only_the_hosts_whose_routes_changed():
     assert first.generation.number == 1 and core.generation == 1
     assert first.deliver == [H1[0], H2[0], H3[0]]
     assert len(first.generation.records) == 6 and len(first.generation.link_rows) == len(first.measurements)
-    assert core.publications.latest(H1[0])["generation"] == 1
+    assert core.publications.latest(H1[0]).generation == 1
     assert core.replan(4.0).generation is None  # nothing changed
     # h2 now sends to h1: h2's and h3's routes toward h1 share s1 -> h1 with it.
     core.flow_counter.update(2, [(H2[0], H1[0], 1)])
@@ -433,25 +432,25 @@ def test_a_generation_publishes_only_the_hosts_whose_routes_changed():
     second = core.replan(5.0)
     assert second.generation.number == 2 and second.deliver == [H2[0], H3[0]]
     assert second.generation.flows == {(H2[0], H1[0]): 1}
-    assert core.publications.latest(H1[0])["generation"] == 1
-    assert core.publications.latest(H2[0])["generation"] == 2
+    assert core.publications.latest(H1[0]).generation == 1
+    assert core.publications.latest(H2[0]).generation == 2
 
 
 def test_paced_generations_carry_each_routes_rate_and_follow_the_flows():
     """otcp-paced: with pacing, every route of a published set carries the fair-share rate, and a new
     flow into h1 halves the rate of the other sender's route toward h1 (s1 -> h1 shared by two)."""
-    core = connected_core(lossless=formulas.Lossless(), pacing=formulas.Pacing(0.05))
+    core = connected_core(parameters={"formulas": "lossless", "pacing": True, "pacing_headroom": 0.05})
     learn_hosts(core, 0.0, *HOSTS)
     core.replan(3.0)
 
     def rate(host, toward):  # the rate longest-prefix match gives toward (the sets are aggregated)
-        routes = [r for r in core.publications.latest(host)["routes"]
-                  if ipaddress.ip_address(toward) in ipaddress.ip_network(r["dst"])]
-        return max(routes, key=lambda r: ipaddress.ip_network(r["dst"]).prefixlen)["pacing_rate"]
+        routes = [r for r in core.publications.latest(host).routes
+                  if ipaddress.ip_address(toward) in ipaddress.ip_network(r.dst)]
+        return max(routes, key=lambda r: ipaddress.ip_network(r.dst).prefixlen).pacing_rate
 
     before = rate(H3[0], H1[0])
     assert isinstance(before, int) and before > 0
-    assert all(isinstance(r["pacing_rate"], int) for r in core.publications.latest(H1[0])["routes"])
+    assert all(isinstance(r.pacing_rate, int) for r in core.publications.latest(H1[0]).routes)
     core.flow_counter.update(2, [(H2[0], H1[0], 1)])
     core.flow_counter.update(2, [(H2[0], H1[0], 5)])
     assert core.replan(5.0).generation.number == 2
@@ -480,7 +479,7 @@ def test_an_agent_absurdly_far_ahead_is_not_followed(caplog):
     core = settled_core()
     core.replan(3.0)
     assert not core.agent_arrived(H1[0], 1 + MAX_GENERATION_LEAP + 1).replan
-    assert core.generation == 1 and core.publications.latest(H1[0])["generation"] == 1
+    assert core.generation == 1 and core.publications.latest(H1[0]).generation == 1
     assert "not followed" in caplog.text
     assert core.agent_arrived(H1[0], 1 + MAX_GENERATION_LEAP).replan  # the bound itself is followed
     assert core.generation == 1 + MAX_GENERATION_LEAP
@@ -490,50 +489,38 @@ def test_an_agent_absurdly_far_ahead_is_not_followed(caplog):
 
 def test_publications_keep_only_valid_sets_and_tell_what_changed():
     publications = Publications()
-    route = {"dst": "10.0.0.2/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": None, "advmss": None,
-             "pacing_rate": None, "quickack": True}
-    publications.publish({"10.0.0.1": {"generation": 1, "routes": [route]}})
+    route = RouteParams(dst="10.0.0.2/32", rto_min_ms=14, initcwnd=1, quickack=True)
+    publications.publish(1, {"10.0.0.1": [route]})
+    assert publications.latest("10.0.0.1") == ParamSet(generation=1, routes=[route])
     assert not publications.changed("10.0.0.1", [route])
-    assert publications.changed("10.0.0.1", [{**route, "initcwnd": 2}])
+    assert not publications.changed("10.0.0.1", [RouteParams(**route.model_dump())])  # an equal route
+    assert publications.changed("10.0.0.1", [route.model_copy(update={"initcwnd": 2})])
     assert publications.changed("10.0.0.3", [])
-    with pytest.raises(ValueError, match=r"routes\[0\].initcwnd"):
-        publications.publish({"10.0.0.3": {"generation": 2, "routes": []},
-                              "10.0.0.1": {"generation": 2, "routes": [{**route, "initcwnd": 0}]}})
-    assert publications.latest("10.0.0.3") is None  # nothing of a bad batch is kept
-    with pytest.raises(ValueError, match="host_ip: 'h1' is not an IPv4 or IPv6 address"):
-        publications.publish({"h1": {"generation": 2, "routes": []}})
+    # A set is checked as a whole: one route per destination, a generation in range, a host's address.
+    for bad, message in (({"10.0.0.3": [], "10.0.0.1": [route, route]}, r"routes\[1\].dst: 10.0.0.2/32 duplicates"),
+                         ({"h1": []}, "host_ip: 'h1' is not an IPv4 or IPv6 address")):
+        with pytest.raises(ValueError, match=message):
+            publications.publish(2, bad)
+        assert publications.latest("10.0.0.3") is None  # nothing of a bad batch is kept
+    with pytest.raises(ValueError, match="generation: 0 is out of range"):
+        publications.publish(0, {"10.0.0.3": [route]})
     publications.forget("10.0.0.1")
     assert publications.changed("10.0.0.1", [route])
 
 
-def test_a_route_object_shared_by_sets_is_checked_once_and_a_bad_one_refuses_the_batch():
-    """Sets that share a route object (the planner makes each route once) keep that object;
-    a bad shared route is refused where it first appears, and no set of the batch is kept."""
-    publications = Publications()
-    shared = {"dst": "10.0.0.9/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": None, "advmss": None,
-              "pacing_rate": None, "quickack": True}
-    publications.publish({"10.0.0.1": {"generation": 1, "routes": [shared]},
-                          "10.0.0.2": {"generation": 1, "routes": [shared]}})
-    assert publications.latest("10.0.0.1")["routes"][0] is publications.latest("10.0.0.2")["routes"][0] is shared
-    bad = {**shared, "dst": "10.0.0.8/32", "initcwnd": True}
-    with pytest.raises(ValueError, match=r"routes\[0\].initcwnd"):
-        publications.publish({"10.0.0.3": {"generation": 2, "routes": [bad]},
-                              "10.0.0.4": {"generation": 2, "routes": [bad]}})
-    assert publications.latest("10.0.0.3") is None and publications.latest("10.0.0.4") is None
-
-
-def test_publications_remember_checked_routes_only_while_a_set_may_still_hold_them():
-    """Route objects checked once are not checked again, and the memory of them stays
-    bounded: past CHECKED_ROUTES_PER_HOST per host it keeps only the routes of the latest sets."""
-    publications = Publications()
-    base = {"dst": "10.0.0.2/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": None, "advmss": None,
-            "pacing_rate": None, "quickack": True}
-    for generation in range(1, publication_module.CHECKED_ROUTES_PER_HOST + 3):
-        publications.publish({"10.0.0.1": {"generation": generation, "routes": [{**base, "rto_min_ms": generation}]}})
-        assert len(publications._checked) <= publication_module.CHECKED_ROUTES_PER_HOST
-    latest = publications.latest("10.0.0.1")["routes"][0]
-    assert latest["rto_min_ms"] == publication_module.CHECKED_ROUTES_PER_HOST + 2
-    assert id(latest) in publications._checked
+def test_sets_share_the_route_objects_the_planner_made_once():
+    """A route is made (and validated) once by the planner and shared by every set that has it,
+    plan after plan: the sets published hold those very objects."""
+    core = settled_core()
+    core.replan(3.0)
+    sets = [core.publications.latest(ip) for ip in (H1[0], H2[0], H3[0])]
+    routes = [route for param_set in sets for route in param_set.routes]
+    assert len({id(route) for route in routes}) < len(routes)
+    core.flow_counter.update(2, [(H2[0], H1[0], 1)])
+    core.flow_counter.update(2, [(H2[0], H1[0], 5)])
+    core.replan(5.0)
+    kept = core.publications.latest(H1[0])  # h1's routes did not change: its set is the one published before
+    assert kept is sets[0]
 
 
 def test_the_core_imports_no_os_ken_machinery():

@@ -13,6 +13,7 @@ from otcp.controller.flowcount import FlowCounter
 from otcp.controller.topology import Host, Topology
 from otcp.planning import formulas, inventory
 from otcp.planning.planner import Plan
+from otcp.wire.messages import RouteResult
 
 
 def fake_datapath(dpid=1):
@@ -36,7 +37,7 @@ def test_foreign_lldp_and_junk_are_not_probes():
 
 
 def test_delay_is_elapsed_minus_half_echoes_minimum_of_window():
-    estimator = delay.DelayEstimator(window=3)
+    estimator = delay.DelayEstimator(window=3, max_delay_s=None)
     estimator.echo_sent(1, 0.0)
     estimator.echo_received(1, 0.004)  # 4 ms round trip to s1
     estimator.echo_sent(2, 0.0)
@@ -52,7 +53,7 @@ def test_delay_is_elapsed_minus_half_echoes_minimum_of_window():
 
 def test_control_path_time_does_not_pass_for_propagation():
     """A sample taken while s1's control path is loaded is refused; one beyond the physical bound too."""
-    estimator = delay.DelayEstimator(max_delay_s=100e-6)
+    estimator = delay.DelayEstimator(window=10, max_delay_s=100e-6)
     for dpid in (1, 2):
         estimator.echo_sent(dpid, 0.0)
         estimator.echo_received(dpid, 0.001)  # 1 ms: its best
@@ -71,7 +72,7 @@ def test_control_path_time_does_not_pass_for_propagation():
 
 
 def test_the_spread_of_the_accepted_samples():
-    estimator = delay.DelayEstimator(window=10)
+    estimator = delay.DelayEstimator(window=10, max_delay_s=None)
     for dpid in (1, 2):
         estimator.echo_sent(dpid, 0.0)
         estimator.echo_received(dpid, 0.001)
@@ -83,7 +84,7 @@ def test_the_spread_of_the_accepted_samples():
 
 def test_each_read_follows_the_samples_taken_since_the_last():
     """A link's delay and spread are computed once per new sample, and read by every plan."""
-    estimator = delay.DelayEstimator(window=3)
+    estimator = delay.DelayEstimator(window=3, max_delay_s=None)
     key = (1, 1, 2, 1)
     seen = []
     for sample in (40e-6, 30e-6, 50e-6, 90e-6, 80e-6):
@@ -96,7 +97,7 @@ def test_each_read_follows_the_samples_taken_since_the_last():
 
 
 def test_delay_never_below_zero_and_replays_rejected():
-    estimator = delay.DelayEstimator()
+    estimator = delay.DelayEstimator(window=10, max_delay_s=None)
     for dpid in (1, 2):
         estimator.echo_sent(dpid, 0.0)
         estimator.echo_received(dpid, 0.010)
@@ -111,7 +112,7 @@ def test_delay_never_below_zero_and_replays_rejected():
 
 
 def test_forgotten_link_has_no_delay():
-    estimator = delay.DelayEstimator()
+    estimator = delay.DelayEstimator(window=10, max_delay_s=None)
     for dpid in (1, 2):
         estimator.echo_sent(dpid, 0.0)
         estimator.echo_received(dpid, 0.001)
@@ -122,7 +123,7 @@ def test_forgotten_link_has_no_delay():
 
 
 def test_no_sample_without_echo_round_trip():
-    estimator = delay.DelayEstimator()
+    estimator = delay.DelayEstimator(window=10, max_delay_s=None)
     seq = estimator.next_probe(1, 1, 0.0)
     assert estimator.probe_received((1, 1, seq), 2, 1, 0.001) is None
     assert estimator.delays() == {}
@@ -132,7 +133,7 @@ def test_no_sample_without_echo_round_trip():
 
 
 def test_pair_active_only_when_its_counter_grew():
-    counter = FlowCounter()
+    counter = FlowCounter(min_packets=1)
     counter.update(1, [("10.0.0.1", "10.0.0.2", 10), ("10.0.0.2", "10.0.0.1", 5)])
     assert counter.active_pairs() == {}
     counter.update(1, [("10.0.0.1", "10.0.0.2", 50), ("10.0.0.2", "10.0.0.1", 5), ("10.0.0.3", "10.0.0.1", 1)])
@@ -201,23 +202,26 @@ def test_fabric_uses_inventory_then_port_speed_and_defaults(tmp_path):
     topo.learn_host("10.0.0.2", "00:00:00:00:00:02", 2, 2)
     topo.learn_host("10.0.0.3", "00:00:00:00:00:03", 1, 3)  # not in the inventory
     topo.switches[1][3] = 1.25e9
-    defaults = {"capacity_mbps": 10, "buffer_bytes": 4000, "host_link_delay_us": 7}
+    defaults = config.DefaultsSection(capacity_mbps=10, buffer_bytes=4000, host_link_delay_us=7)
     fabric, sources = topo.fabric({(1, 1): 0.0003}, {("10.0.0.3", "10.0.0.2"): 1}, defaults)
-    assert sorted(fabric.hosts) == ["10.0.0.3", "h1", "h2"]
-    assert fabric.links[("a", "h1")].capacity_bytes_per_s == 12.5e6
-    assert fabric.links[("a", "h1")].buffer_bytes == 85000
-    assert fabric.links[("h1", "a")].buffer_bytes == 0
+    # Hosts are their addresses; the inventory names them, for display.
+    assert fabric.hosts == {"10.0.0.1": "h1", "10.0.0.2": "h2", "10.0.0.3": "10.0.0.3"}
+    h1 = "10.0.0.1"
+    assert fabric.links[("a", h1)].capacity_bytes_per_s == 12.5e6  # the inventory's link h1 - a
+    assert fabric.links[("a", h1)].buffer_bytes == 85000
+    assert fabric.links[(h1, "a")].buffer_bytes == 0
     assert fabric.links[("a", "b")].delay_s == pytest.approx(50e-6)  # pinned by the inventory
     assert sources[("a", "b")] == "inventory"
     assert fabric.links[("a", "10.0.0.3")].capacity_bytes_per_s == 1.25e9  # port speed
     assert fabric.links[("a", "10.0.0.3")].buffer_bytes == 4000  # default buffer
-    assert fabric.links[("a", "h1")].delay_s == pytest.approx(7e-6) and sources[("a", "h1")] == "default"
-    assert fabric.flows == {("10.0.0.3", "h2"): 1}
+    assert fabric.links[("a", h1)].delay_s == pytest.approx(7e-6) and sources[("a", h1)] == "default"
+    assert fabric.flows == {("10.0.0.3", "10.0.0.2"): 1}
 
 
 def test_measured_delay_used_when_not_pinned():
     topo = two_switch_topology()
-    fabric, sources = topo.fabric({(1, 1): 0.0003}, {}, {"capacity_mbps": 10, "buffer_bytes": 0, "host_link_delay_us": 0})
+    defaults = config.DefaultsSection(capacity_mbps=10, buffer_bytes=0, host_link_delay_us=0)
+    fabric, sources = topo.fabric({(1, 1): 0.0003}, {}, defaults)
     assert fabric.links[("s1", "s2")].delay_s == pytest.approx(0.0003)
     assert sources[("s1", "s2")] == "measured"
     assert sources[("s2", "s1")] == "default"  # no sample yet
@@ -231,7 +235,7 @@ def planned_topology():
     topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1, 2)
     topo.learn_host("10.0.0.2", "00:00:00:00:00:02", 2, 2)
     topo.learn_host("10.0.0.3", "00:00:00:00:00:03", 1, 3)
-    fabric, _ = topo.fabric({}, {}, {"capacity_mbps": 100, "buffer_bytes": 85000, "host_link_delay_us": 10})
+    fabric, _ = topo.fabric({}, {}, config.DefaultsSection(capacity_mbps=100, buffer_bytes=85000, host_link_delay_us=10))
     return topo, Plan(fabric)
 
 
@@ -254,10 +258,12 @@ def test_destination_entries_on_a_fat_tree_are_what_every_pairs_path_needs():
     plan = Plan(fabric)
     entries = forwarding.destination_entries(plan.fabric, plan.switch_paths)
     for k in range(len(plan)):
-        hops = plan.hops(k)
-        for hop in zip(hops[1:-1], hops[2:]):
+        src, dst = plan.hosts[plan.src[k]], plan.hosts[plan.dst[k]]
+        nodes = [src, *plan.switch_paths.path(plan.attachment[src], plan.attachment[dst]), dst]
+        assert plan.hops(k) == [fabric.hosts[src], *nodes[1:-1], fabric.hosts[dst]]  # the same path, by name
+        for hop in zip(nodes[1:-1], nodes[2:]):
             dpid, port = fabric.egress[hop]
-            assert entries[dpid][fabric.hosts[hops[-1]]] == port
+            assert entries[dpid][dst] == port
     assert {len(e) for e in entries.values()} == {len(fabric.hosts)}  # one entry per host, every switch
 
 
@@ -367,12 +373,14 @@ def test_config_defaults_and_relative_paths(tmp_path):
     path = tmp_path / "controller.yaml"
     path.write_text("openflow: {port: 7000}\nagents: {secret_file: secret}\ndatabase: state.db\n")
     loaded = config.load(str(path))
-    assert loaded["openflow"] == {"host": "127.0.0.1", "port": 7000}
-    assert loaded["agents"]["secret_file"] == str(tmp_path / "secret")
-    assert loaded["database"] == str(tmp_path / "state.db")
-    assert loaded["intervals"]["probe_s"] == 1.0
-    assert loaded["bounds"].rto_min_ms_high == 200
-    assert loaded["pacing"] is None and loaded["lossless"] is None
+    assert (loaded.openflow.host, loaded.openflow.port) == ("127.0.0.1", 7000)
+    assert loaded.agents.secret_file == str(tmp_path / "secret")
+    assert loaded.database == str(tmp_path / "state.db")
+    assert loaded.intervals.probe_s == 1.0
+    assert loaded.bounds.limits().rto_min_ms_high == 200
+    assert loaded.parameters.paced() is None and loaded.parameters.lossless() is None
+    # The one set of defaults: the models' own, which the core takes as they are.
+    assert loaded.stability == config.StabilitySection() and loaded.stability.refresh_s == 60
 
 
 @pytest.mark.parametrize("text, pacing", [
@@ -384,7 +392,7 @@ def test_config_defaults_and_relative_paths(tmp_path):
 def test_config_pacing(tmp_path, text, pacing):
     path = tmp_path / "controller.yaml"
     path.write_text(text)
-    assert config.load(str(path))["pacing"] == pacing
+    assert config.load(str(path)).parameters.paced() == pacing
 
 
 @pytest.mark.parametrize(
@@ -431,7 +439,7 @@ def test_store_keeps_generations_and_numbers_them_on(tmp_path):
     state.save_generation(store.Generation(1, [record], [], {}))
     state.save_generation(store.Generation(2, [{**record, "cwnd_clamp": None}], [], {}))
     state.save_link_measurements([store.LinkMeasurement("s1", "s2", 0.0001, "measured", 5, 1.25e7, 85000, 2)])
-    state.save_ack("10.0.0.1", 2, [{"dst": "10.0.0.2/32", "ok": True}])
+    state.save_ack("10.0.0.1", 2, [RouteResult(dst="10.0.0.2/32", status="applied")])
     state.save_topology(store.TopologySnapshot({1: "s1"}, [], [store.HostRecord("10.0.0.1", "h1", "00:00:00:00:00:01", 1, 2)]))
     state.close()
     reopened = store.Store(path, readonly=True)
@@ -546,7 +554,7 @@ def test_a_generation_stored_from_the_plans_columns_reads_back_as_its_records(tm
     from otcp.planning.planner import PlanRecords
 
     fabric = inventory.parse(star(4)).fabric()
-    fabric.flows = {("h1", "h2"): 2}
+    fabric.flows = {("10.0.0.1", "10.0.0.2"): 2}  # h1 -> h2
     plan = Plan(fabric, formulas.Bounds(), formulas.Lossless(), formulas.Pacing(0.05))
     lazy, dicts = PlanRecords(plan), store.Store(str(tmp_path / "dicts.db"))
     columns = store.Store(str(tmp_path / "columns.db"))
@@ -570,7 +578,7 @@ def test_the_generations_of_a_time_span_and_what_each_changed(tmp_path):
 
     fabric = inventory.parse(star(3)).fabric()
     idle = Plan(fabric, formulas.Bounds(), formulas.Lossless())
-    fabric.flows = {("h2", "h1"): 1, ("h3", "h1"): 1}
+    fabric.flows = {("10.0.0.2", "10.0.0.1"): 1, ("10.0.0.3", "10.0.0.1"): 1}  # h2, h3 -> h1
     busy = Plan(fabric, formulas.Bounds(), formulas.Lossless())
     times = iter([10.0, 20.0, 30.0])
     path = str(tmp_path / "controller.db")

@@ -44,7 +44,7 @@ def test_the_default_configuration_is_valid(tmp_path):
     (tmp_path / "agent.secret").write_text("0123456789abcdef0123456789abcdef\n")
     (tmp_path / "controller.yaml").write_text(document)
     loaded = config.load(str(tmp_path / "controller.yaml"))
-    assert loaded["database"] == "/var/lib/otcp-controller/otcp-controller.db"
-    assert loaded["admin"]["socket"] == "/var/lib/otcp-controller/admin.sock"
-    assert loaded["agents"]["secret_file"] == str(tmp_path / "agent.secret")
+    assert loaded.database == "/var/lib/otcp-controller/otcp-controller.db"
+    assert loaded.admin.socket == "/var/lib/otcp-controller/admin.sock"
+    assert loaded.agents.secret_file == str(tmp_path / "agent.secret")
     assert yaml.safe_load(document)["metrics"] is None  # metrics stay off until asked for

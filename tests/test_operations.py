@@ -115,7 +115,7 @@ def scrape(registry):
 
 def test_metrics_follow_the_plan_and_a_lost_link(tmp_path, clock):
     controller = make_controller(tmp_path, clock)
-    registry = metrics.registry_for(controller.live, controller.config["database"])
+    registry = metrics.registry_for(controller.live, controller.config.database)
     before = scrape(registry)
     assert before[("otcp_controller_generation", ())] == 0 and before[("otcp_controller_paths", ())] == 0
     assert not any(name == "otcp_controller_link_delay_seconds" for name, _ in before)
@@ -174,7 +174,7 @@ def test_status_reads_the_live_view_from_the_admin_socket(tmp_path, clock):
     controller._replan()
     controller.start()
     try:
-        socket_path = controller.config["admin"]["socket"]
+        socket_path = controller.config.admin.socket
         code, out, err = finished(status_command("--socket", socket_path, "--json"))
         assert code == 0, err
         status = json.loads(out)

@@ -2,11 +2,16 @@
 preferred, control-plane time refused, and the safe side of an unsure
 estimate for each parameter. Synthetic samples, no switch."""
 
+
+from dataclasses import replace
+
 import pytest
 from controller_fakes import H1, H2, H3, arp_frame, connected_core
 from os_ken.lib.packet import arp as arp_packet
 
-from otcp.controller.rtt import HostRtts, PairRtt
+from otcp.controller.rtt import HostRtts
+from otcp.planning.fabric import PairRtt
+from otcp.wire.messages import RoundTrip
 
 
 def learned_core(**options):
@@ -30,11 +35,9 @@ def record(actions, src, dst):
 
 
 def test_both_directions_combine_and_reports_expire():
-    rtts = HostRtts(max_age_s=60)
-    rtts.report(0.0, "10.0.0.1", [{"dst": "10.0.0.2", "min_rtt_us": 700.0, "spread_us": 50.0, "count": 9,
-                                   "source": "tcp"}])
-    rtts.report(10.0, "10.0.0.2", [{"dst": "10.0.0.1", "min_rtt_us": 650.0, "spread_us": 300.0, "count": 3,
-                                    "source": "probe"}])
+    rtts = HostRtts(max_age_s=60, min_samples=3)
+    rtts.report(0.0, "10.0.0.1", [RoundTrip("10.0.0.2", 700e-6, 50e-6, 9, "tcp")])
+    rtts.report(10.0, "10.0.0.2", [RoundTrip("10.0.0.1", 650e-6, 300e-6, 3, "probe")])
     both = rtts.estimates(10.0)
     assert both[("10.0.0.1", "10.0.0.2")] == both[("10.0.0.2", "10.0.0.1")]
     assert both[("10.0.0.1", "10.0.0.2")] == PairRtt(pytest.approx(650e-6), pytest.approx(950e-6), "probe")
@@ -46,10 +49,10 @@ def test_a_report_is_taken_once_its_window_holds_enough_samples():
     """One SYN probe is often its pair's first packet through the userspace switch (an
     upcall at every hop): a report of fewer than min_samples samples is not taken."""
     rtts = HostRtts(max_age_s=60, min_samples=3)
-    first = {"dst": "10.0.0.4", "min_rtt_us": 3564.0, "spread_us": 0.0, "count": 1, "source": "probe"}
-    rtts.report(0.0, "10.0.0.1", [first, {**first, "dst": "10.0.0.3", "count": 2}])
+    first = RoundTrip("10.0.0.4", 3564e-6, 0.0, 1, "probe")
+    rtts.report(0.0, "10.0.0.1", [first, replace(first, dst="10.0.0.3", count=2)])
     assert rtts.estimates(0.0) == {}
-    rtts.report(10.0, "10.0.0.1", [{**first, "min_rtt_us": 204.0, "spread_us": 3360.0, "count": 3}])
+    rtts.report(10.0, "10.0.0.1", [replace(first, min_s=204e-6, spread_s=3360e-6, count=3)])
     assert rtts.estimates(10.0) == {pair: PairRtt(pytest.approx(204e-6), pytest.approx(3564e-6), "probe")
                                     for pair in (("10.0.0.1", "10.0.0.4"), ("10.0.0.4", "10.0.0.1"))}
 
@@ -58,26 +61,21 @@ def test_a_report_of_the_kernels_minimum_is_taken_at_once():
     """tcpi_min_rtt is a connection's minimum over all its ACKs: one such sample is a minimum,
     and the short connections of an incast seldom give an agent's window more than one or two."""
     rtts = HostRtts(max_age_s=60, min_samples=3)
-    rtts.report(0.0, "10.0.0.2", [{"dst": "10.0.0.1", "min_rtt_us": 480.0, "spread_us": 0.0, "count": 1,
-                                   "source": "tcp"},
-                                  {"dst": "10.0.0.3", "min_rtt_us": 250.0, "spread_us": 300.0, "count": 2,
-                                   "source": "probe"}])
+    rtts.report(0.0, "10.0.0.2", [RoundTrip("10.0.0.1", 480e-6, 0.0, 1, "tcp"),
+                                  RoundTrip("10.0.0.3", 250e-6, 300e-6, 2, "probe")])
     assert rtts.estimates(0.0) == {pair: PairRtt(pytest.approx(480e-6), pytest.approx(480e-6), "tcp")
                                    for pair in (("10.0.0.2", "10.0.0.1"), ("10.0.0.1", "10.0.0.2"))}
 
 
 def test_the_minimum_and_the_top_are_both_windowed():
-    rtts = HostRtts(max_age_s=60)
-    rtts.report(0.0, "10.0.0.1", [{"dst": "10.0.0.2", "min_rtt_us": 700.0, "spread_us": 50.0, "count": 9,
-                                   "source": "probe"}])
+    rtts = HostRtts(max_age_s=60, min_samples=3)
+    rtts.report(0.0, "10.0.0.1", [RoundTrip("10.0.0.2", 700e-6, 50e-6, 9, "probe")])
     # A busy period's report (queueing in its minimum) does not raise the minimum while the quiet one counts.
-    rtts.report(10.0, "10.0.0.1", [{"dst": "10.0.0.2", "min_rtt_us": 3900.0, "spread_us": 800.0, "count": 40,
-                                    "source": "tcp"}])
+    rtts.report(10.0, "10.0.0.1", [RoundTrip("10.0.0.2", 3900e-6, 800e-6, 40, "tcp")])
     assert rtts.estimates(10.0)[("10.0.0.1", "10.0.0.2")] == PairRtt(pytest.approx(700e-6),
                                                                      pytest.approx(4700e-6), "probe")
     # A quiet report after it does not lower the top while the busy one counts.
-    rtts.report(20.0, "10.0.0.1", [{"dst": "10.0.0.2", "min_rtt_us": 720.0, "spread_us": 30.0, "count": 9,
-                                    "source": "probe"}])
+    rtts.report(20.0, "10.0.0.1", [RoundTrip("10.0.0.2", 720e-6, 30e-6, 9, "probe")])
     assert rtts.estimates(20.0)[("10.0.0.1", "10.0.0.2")] == PairRtt(pytest.approx(700e-6),
                                                                      pytest.approx(4700e-6), "probe")
     assert rtts.estimates(65.0)[("10.0.0.1", "10.0.0.2")] == PairRtt(pytest.approx(720e-6),
@@ -88,18 +86,16 @@ def test_the_minimum_and_the_top_are_both_windowed():
 
 
 def test_the_hosts_measurement_is_preferred_and_each_parameter_takes_its_safe_side():
-    core = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60, "host_rtt_min_samples": 3})
-    core.rtt_report(1.0, H1[0], [{"dst": H2[0], "min_rtt_us": 800.0, "spread_us": 400.0, "count": 20,
-                                  "source": "tcp"}])
+    core = learned_core(measurement={"max_link_delay_us": 100})
+    core.rtt_report(1.0, H1[0], [RoundTrip(H2[0], 800e-6, 400e-6, 20, "tcp")])
     actions = core.replan(3.0)
     h1_h2, h1_h3 = record(actions, H1[0], H2[0]), record(actions, H1[0], H3[0])
     assert h1_h3["rtt_source"] == "default"  # nobody measured it: the per-link view
     assert h1_h2["rtt_source"] == "host" and h1_h2["rtt_prop_us"] == pytest.approx(800.0)
     assert h1_h2["rtt_spread_us"] >= 400.0  # the top is held on a 1 ms grid
     # minRTO takes the top of the estimate (minimum + spread); the windows the minimum.
-    sure = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60, "host_rtt_min_samples": 3})
-    sure.rtt_report(1.0, H1[0], [{"dst": H2[0], "min_rtt_us": 800.0, "spread_us": 0.0, "count": 20,
-                                  "source": "tcp"}])
+    sure = learned_core(measurement={"max_link_delay_us": 100})
+    sure.rtt_report(1.0, H1[0], [RoundTrip(H2[0], 800e-6, 0.0, 20, "tcp")])
     certain = record(sure.replan(3.0), H1[0], H2[0])
     # (the top is held on a 1 ms grid: minRTO is whole milliseconds anyway)
     assert h1_h2["min_rto_us"] - certain["min_rto_us"] >= 400.0
@@ -109,8 +105,8 @@ def test_the_hosts_measurement_is_preferred_and_each_parameter_takes_its_safe_si
 def test_control_plane_noise_cannot_pass_for_propagation():
     """Jittery LLDP samples of 0-13.5 ms on s1 -> s2: all beyond the physical bound, refused;
     the link keeps the configured default, and the windows stay what a small round trip gives."""
-    quiet = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60, "host_rtt_min_samples": 3})
-    noisy = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60, "host_rtt_min_samples": 3})
+    quiet = learned_core(measurement={"max_link_delay_us": 100})
+    noisy = learned_core(measurement={"max_link_delay_us": 100})
     for k in range(10):
         lldp_sample(noisy, float(k), delay_s=(k * 1.5e-3) % 13.5e-3 + 0.5e-3)
     assert noisy.delays.delays() == {} and noisy.delays.refused["beyond_bound"] == 10
@@ -121,10 +117,10 @@ def test_control_plane_noise_cannot_pass_for_propagation():
 
 
 def test_without_the_bound_noise_would_open_the_windows():
-    """The same noise with no physical bound: the estimate is the window's minimum, 0.5 ms,
-    and the initial window grows with it. This is what the bound prevents."""
-    unbounded = learned_core(measurement={"max_link_delay_us": None, "host_rtt_max_age_s": 60, "host_rtt_min_samples": 3})
-    bounded = learned_core(measurement={"max_link_delay_us": 100, "host_rtt_max_age_s": 60, "host_rtt_min_samples": 3})
+    """The same noise with no physical bound (one far above it): the estimate is the window's
+    minimum, 0.5 ms, and the initial window grows with it. This is what the bound prevents."""
+    unbounded = learned_core(measurement={"max_link_delay_us": 1e6})
+    bounded = learned_core(measurement={"max_link_delay_us": 100})
     for core in (unbounded, bounded):
         for k in range(10):
             lldp_sample(core, float(k), delay_s=(k * 1.5e-3) % 13.5e-3 + 0.5e-3)

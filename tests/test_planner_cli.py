@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import star, write_inventory
+from helpers import hello, star, write_inventory
 
 from otcp.service import cli
 
@@ -153,8 +153,7 @@ def test_show_prints_the_last_generation_its_inputs_and_acks(tmp_path, capsys):
     link = store.LinkMeasurement("s1", "h1", 25e-6, "measured", 4, 12.5e6, 85000.0, 16)
     state.save_generation(store.Generation(3, [record], [link], {("h2", "h1"): 1}))
     state.save_ack("10.0.0.2", 3, [])
-    state.save_agent("10.0.0.2", {"hostname": "h2", "mss_bytes": 1448, "congestion_control": "cubic",
-                                  "congestion_controls": ["reno", "cubic"], "tcp_rto_min_us": True})
+    state.save_agent("10.0.0.2", hello(hostname="h2", addresses=["10.0.0.2"]))
     state.close()
     assert cli.main(["show", "--database", path]) == 0
     out = capsys.readouterr().out

@@ -6,7 +6,7 @@ from controller_fakes import H1, H2, H3, arp_frame, connected_core
 from os_ken.lib.packet import arp as arp_packet
 
 from otcp.controller.stability import HeldFlows, StableDelays
-from otcp.planning import formulas
+from otcp.wire.messages import RoundTrip
 
 
 def test_delays_are_quantised_up_and_move_only_past_the_tolerance():
@@ -43,7 +43,7 @@ def learn(core, now):
 
 def test_steady_load_with_pauses_and_jitter_makes_no_new_generation():
     core = connected_core(stability={"delay_step_us": 20, "delay_tolerance": 0.5, "flow_hold_s": 5.0},
-                          lossless=formulas.Lossless())
+                          parameters={"formulas": "lossless"})
     learn(core, 0.0)
     packets = 0
     generations = []
@@ -72,13 +72,12 @@ def test_a_new_flow_still_replans_at_the_next_poll():
 
 
 def rtt_report(core, now, src, dst, low_us, spread_us):
-    core.rtt_report(now, src[0], [{"dst": dst[0], "min_rtt_us": low_us, "spread_us": spread_us, "count": 9,
-                                   "source": "probe"}])
+    core.rtt_report(now, src[0], [RoundTrip(dst[0], low_us * 1e-6, spread_us * 1e-6, 9, "probe")])
 
 
 def test_jittery_round_trips_make_at_most_one_generation_a_refresh_period():
     core = connected_core(stability={"delay_step_us": 20, "delay_tolerance": 0.5, "flow_hold_s": 5.0,
-                                     "refresh_s": 60.0}, lossless=formulas.Lossless())
+                                     "refresh_s": 60.0}, parameters={"formulas": "lossless"})
     learn(core, 0.0)
     pairs = ((H1, H2), (H2, H3), (H3, H1))
     generations = []
@@ -95,7 +94,7 @@ def test_jittery_round_trips_make_at_most_one_generation_a_refresh_period():
     assert max(per_minute) <= 1, generations
     # Without the refresh the same reports churn: the test can tell the two apart.
     churning = connected_core(stability={"delay_step_us": 20, "delay_tolerance": 0.5, "flow_hold_s": 5.0},
-                              lossless=formulas.Lossless())
+                              parameters={"formulas": "lossless"})
     learn(churning, 0.0)
     made = 0
     for second in range(1, 241):

@@ -10,7 +10,7 @@ ETH_TYPE_ARP = 0x0806
 CONTROLLER_MAC = "02:07:c7:00:00:01"
 
 
-def reply_frame(request, target_mac):
+def reply_frame(request: arp.arp, target_mac: str) -> bytes:
     """The ARP reply a host would send to an os-ken arp.arp request."""
     frame = packet.Packet()
     frame.add_protocol(ethernet.ethernet(dst=request.src_mac, src=target_mac, ethertype=ETH_TYPE_ARP))
@@ -27,7 +27,7 @@ def reply_frame(request, target_mac):
     return bytes(frame.data)
 
 
-def probe_frame(target_ip):
+def probe_frame(target_ip: str) -> bytes:
     """An ARP probe (sender 0.0.0.0) from the controller for target_ip."""
     frame = packet.Packet()
     frame.add_protocol(ethernet.ethernet(dst="ff:ff:ff:ff:ff:ff", src=CONTROLLER_MAC, ethertype=ETH_TYPE_ARP))

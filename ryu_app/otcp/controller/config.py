@@ -23,27 +23,32 @@
     admin:     {socket: otcp-controller.sock}     # `otcp-controller status` asks here
     retention: {measurements_s: 3600, generations: 100, prune_interval_s: 60}
 
-The defaults are the models' own (`ControllerConfig`); relative paths are
-taken relative to the configuration file.
+The defaults are the models' own (`ControllerConfig`), the only defaults
+the controller has: `load` and `validate` return the validated model, which
+the app, the services and `otcp.controller.core.ControllerCore` take as it
+is. Relative paths are taken relative to the configuration file. The file
+speaks the units operators write (microseconds, Mb/s); each section turns
+them into the seconds and bytes the process works in, in one place
+(`delay_step_s`, `host_link_delay_s`, ...).
 """
 
 import os
 import ssl
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from otcp.planning import formulas
 from otcp.planning.formulas import Bounds, Lossless, Pacing
 from otcp.wire import validation
 from otcp.wire.limits import CWND_CLAMP, INITCWND, RTO_MIN_MS
-from otcp.wire.validation import Strict, int_range, number_at_least, positive_number
+from otcp.wire.validation import Strict, int_range
 
 # Bounds beyond what agents accept could never be applied.
 AGENT_LIMITS = {"rto_min_ms": RTO_MIN_MS[1], "initcwnd": INITCWND[1], "cwnd": CWND_CLAMP[1]}
 
-Port = int_range(1, 65535)
-Interval = number_at_least(0.05)
+Port = Annotated[int, int_range(1, 65535)]
+Interval = Annotated[float, Field(ge=0.05)]
 BoundPair = Annotated[list[int], Field(min_length=2, max_length=2)]
 MAX_UNIX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the terminating NUL
 
@@ -52,7 +57,7 @@ class OpenFlowSection(Strict):
     """Where switches connect."""
 
     host: str = "127.0.0.1"
-    port: Port = 6653  # type: ignore[valid-type]
+    port: Port = 6653
 
 
 class TlsSection(Strict):
@@ -66,7 +71,7 @@ class AgentsSection(Strict):
     """The agent channel; off without a secret file. TLS when `tls` is given."""
 
     host: str = "127.0.0.1"
-    port: Port = 6700  # type: ignore[valid-type]
+    port: Port = 6700
     secret_file: str | None = None
     tls: TlsSection | None = None
 
@@ -75,7 +80,7 @@ class MetricsSection(Strict):
     """Where to answer Prometheus scrapes (/metrics over HTTP)."""
 
     host: str = "127.0.0.1"
-    port: Port  # type: ignore[valid-type]
+    port: Port
 
 
 class AdminSection(Strict):
@@ -88,34 +93,63 @@ class RetentionSection(Strict):
     """How much history the database keeps: link measurements younger than
     `measurements_s`, the newest `generations` generations; pruned every `prune_interval_s`."""
 
-    measurements_s: number_at_least(1) = 3600.0  # type: ignore[valid-type]
-    generations: int_range(1, 1_000_000) = 100  # type: ignore[valid-type]
-    prune_interval_s: Interval = 60.0  # type: ignore[valid-type]
+    measurements_s: Annotated[float, Field(ge=1)] = 3600.0
+    generations: Annotated[int, int_range(1, 1_000_000)] = 100
+    prune_interval_s: Interval = 60.0
 
 
 class IntervalsSection(Strict):
     """How often to probe delays, poll flow statistics and re-plan, in seconds."""
 
-    probe_s: Interval = 1.0  # type: ignore[valid-type]
-    flow_stats_s: Interval = 1.0  # type: ignore[valid-type]
-    recompute_s: Interval = 2.0  # type: ignore[valid-type]
+    probe_s: Interval = 1.0
+    flow_stats_s: Interval = 1.0
+    recompute_s: Interval = 2.0
 
 
 class DefaultsSection(Strict):
     """Facts of links that neither the inventory nor a measurement describes."""
 
-    capacity_mbps: positive_number() = formulas.DEFAULT_CAPACITY_MBPS  # type: ignore[valid-type]
-    buffer_bytes: number_at_least(0) = formulas.DEFAULT_BUFFER_BYTES  # type: ignore[valid-type]
-    host_link_delay_us: number_at_least(0) = formulas.DEFAULT_LINK_DELAY_US  # type: ignore[valid-type]
+    capacity_mbps: Annotated[float, Field(gt=0)] = formulas.DEFAULT_CAPACITY_MBPS
+    buffer_bytes: Annotated[float, Field(ge=0)] = formulas.DEFAULT_BUFFER_BYTES
+    host_link_delay_us: Annotated[float, Field(ge=0)] = formulas.DEFAULT_LINK_DELAY_US
+
+    @property
+    def capacity_bytes_per_s(self) -> float:
+        """The default capacity in bytes/s."""
+        return formulas.capacity_bytes_per_s(self.capacity_mbps)
+
+    @property
+    def host_link_delay_s(self) -> float:
+        """The default one-way delay of a link, in seconds."""
+        return self.host_link_delay_us * 1e-6
 
 
 class BoundsSection(Strict):
     """The segment size and the [low, high] limits every parameter is clamped to."""
 
-    mss_bytes: int_range(1, 65535) = formulas.DEFAULT_MSS_BYTES  # type: ignore[valid-type]
+    mss_bytes: Annotated[int, int_range(1, 65535)] = formulas.DEFAULT_MSS_BYTES
     rto_min_ms: BoundPair = [1, 200]
     initcwnd: BoundPair = [1, 64]
     cwnd: BoundPair = [1, 65535]
+
+    @field_validator("rto_min_ms", "initcwnd", "cwnd")
+    @classmethod
+    def _accepted_by_agents(cls, pair: list[int], info: ValidationInfo) -> list[int]:
+        limit = AGENT_LIMITS[str(info.field_name)]
+        if pair[1] > limit:
+            raise ValueError(f"high bound {pair[1]} is above what agents accept ({limit})")
+        return pair
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "BoundsSection":
+        self.limits()  # Bounds refuses low > high, naming the parameter
+        return self
+
+    def limits(self) -> Bounds:
+        """The bounds as the formulas take them."""
+        return Bounds(mss_bytes=self.mss_bytes, rto_min_ms_low=self.rto_min_ms[0], rto_min_ms_high=self.rto_min_ms[1],
+                      initcwnd_low=self.initcwnd[0], initcwnd_high=self.initcwnd[1], cwnd_low=self.cwnd[0],
+                      cwnd_high=self.cwnd[1])
 
 
 class ParametersSection(Strict):
@@ -124,27 +158,47 @@ class ParametersSection(Strict):
 
     formulas: Literal["published", "lossless"] = "published"
     queue_target_fraction: Annotated[float, Field(gt=0, le=1)] = Lossless.queue_target_fraction
-    mss_floor_bytes: int_range(64, 65535) = Lossless.mss_floor_bytes  # type: ignore[valid-type]
+    mss_floor_bytes: Annotated[int, int_range(64, 65535)] = Lossless.mss_floor_bytes
     pacing: bool = False
     pacing_headroom: Annotated[float, Field(ge=0, le=1)] = Pacing.headroom
+
+    def lossless(self) -> Lossless | None:
+        """otcp-lossless's settings, or None for the published formulas."""
+        if self.formulas != "lossless":
+            return None
+        return Lossless(self.queue_target_fraction, self.mss_floor_bytes)
+
+    def paced(self) -> Pacing | None:
+        """otcp-paced's setting, or None when routes carry no pacing rate."""
+        return Pacing(self.pacing_headroom) if self.pacing else None
 
 
 class StabilitySection(Strict):
     """How the measured inputs are held still (docs/design.md, "Measurement")."""
 
-    delay_step_us: number_at_least(0) = 20  # type: ignore[valid-type]
+    delay_step_us: Annotated[float, Field(ge=0)] = 20
     delay_tolerance: Annotated[float, Field(ge=0, le=10)] = 0.5
-    refresh_s: number_at_least(0) = 60  # type: ignore[valid-type]  # measured delays taken at most this often
-    flow_hold_s: number_at_least(0) = 5.0  # type: ignore[valid-type]
-    min_flow_packets: int_range(1, 1_000_000) = 3  # type: ignore[valid-type]
+    refresh_s: Annotated[float, Field(ge=0)] = 60  # measured delays taken at most this often
+    flow_hold_s: Annotated[float, Field(ge=0)] = 5.0
+    min_flow_packets: Annotated[int, int_range(1, 1_000_000)] = 3
+
+    @property
+    def delay_step_s(self) -> float:
+        """The grid delays and round trips are quantised to, in seconds."""
+        return self.delay_step_us * 1e-6
 
 
 class MeasurementSection(Strict):
     """Bounds on what counts as a measurement (docs/design.md, "Measurement")."""
 
-    max_link_delay_us: positive_number() = 100  # type: ignore[valid-type]
-    host_rtt_max_age_s: positive_number() = 60  # type: ignore[valid-type]
-    host_rtt_min_samples: int_range(1, 1_000_000) = 3  # type: ignore[valid-type]  # samples a probe-minimum report needs
+    max_link_delay_us: Annotated[float, Field(gt=0)] = 100
+    host_rtt_max_age_s: Annotated[float, Field(gt=0)] = 60
+    host_rtt_min_samples: Annotated[int, int_range(1, 1_000_000)] = 3  # samples a probe-minimum report needs
+
+    @property
+    def max_link_delay_s(self) -> float:
+        """The physical bound of one link's delay, in seconds."""
+        return self.max_link_delay_us * 1e-6
 
 
 class ControllerConfig(Strict):
@@ -155,7 +209,7 @@ class ControllerConfig(Strict):
     inventory: str | None = None
     database: str = "otcp-controller.db"
     intervals: IntervalsSection = IntervalsSection()
-    delay_window: int_range(1, 100_000) = 10  # type: ignore[valid-type]
+    delay_window: Annotated[int, int_range(1, 100_000)] = 10
     defaults: DefaultsSection = DefaultsSection()
     bounds: BoundsSection = BoundsSection()
     parameters: ParametersSection = ParametersSection()
@@ -171,7 +225,7 @@ class ConfigError(ValueError):
     """A bad configuration value: names the file and the key."""
 
 
-def load(path: str) -> dict:
+def load(path: str) -> ControllerConfig:
     """Read the configuration at path, fill in defaults and validate it."""
     try:
         with open(path, encoding="utf-8") as handle:
@@ -183,61 +237,53 @@ def load(path: str) -> dict:
     return validate(document or {}, path)
 
 
-def validate(document: Any, path: str = "<config>") -> dict:
-    """Check document against ControllerConfig; return the filled-in configuration as a dict.
-
-    `bounds` becomes a formulas.Bounds; paths become absolute.
-    """
+def validate(document: Any, path: str = "<config>") -> ControllerConfig:
+    """Check document against ControllerConfig; return it with every path made absolute
+    (relative to the file's directory) and the files it names checked."""
     try:
-        config = validation.check(ControllerConfig, document).model_dump()
-        config["bounds"] = _bounds(config["bounds"])
-        parameters = config["parameters"]
-        config["lossless"] = (Lossless(parameters["queue_target_fraction"], parameters["mss_floor_bytes"])
-                              if parameters["formulas"] == "lossless" else None)
-        config["pacing"] = Pacing(parameters["pacing_headroom"]) if parameters["pacing"] else None
+        config = validation.check(ControllerConfig, document)
     except validation.ValidationError as error:
         raise ConfigError(f"{path}: {error}") from None
     base = os.path.dirname(os.path.abspath(path)) if path != "<config>" else os.getcwd()
-    for key in ("inventory", "database"):
-        if config[key] is not None:
-            config[key] = os.path.join(base, config[key])
-    config["admin"]["socket"] = os.path.join(base, config["admin"]["socket"])
-    if len(os.fsencode(config["admin"]["socket"])) > MAX_UNIX_SOCKET_PATH:
-        raise ConfigError(f"{path}: admin.socket: {config['admin']['socket']}: longer than "
+    config = _absolute(config, base)
+    if len(os.fsencode(config.admin.socket)) > MAX_UNIX_SOCKET_PATH:
+        raise ConfigError(f"{path}: admin.socket: {config.admin.socket}: longer than "
                           f"{MAX_UNIX_SOCKET_PATH} bytes, the limit of a unix socket's path")
-    agents = config["agents"]
-    files = [("agents.secret_file", agents, "secret_file")]
-    if agents["tls"] is not None:
-        files += [(f"agents.tls.{name}", agents["tls"], name) for name in ("cert_file", "key_file")]
-    for key, section, name in files:
-        if section[name] is not None:
-            section[name] = os.path.join(base, section[name])
-            if not os.path.isfile(section[name]):
-                raise ConfigError(f"{path}: {key}: {section[name]}: no such file")
-    if agents["tls"] is not None:
-        try:  # a certificate that does not load, or a key that does not match it, is named now
-            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(agents["tls"]["cert_file"],
-                                                                    agents["tls"]["key_file"])
-        except ssl.SSLError as error:
-            detail = f" ({error.reason})" if error.reason else ""
-            raise ConfigError(f"{path}: agents.tls: cert_file and key_file are not a PEM certificate chain and its "
-                              f"private key{detail}") from None
-        except OSError as error:
-            raise ConfigError(f"{path}: agents.tls: {error.strerror or error}") from None
-    if config["inventory"] is not None and not os.path.isfile(config["inventory"]):
-        raise ConfigError(f"{path}: inventory: {config['inventory']}: no such file")
+    agents = config.agents
+    files = [("agents.secret_file", agents.secret_file), ("inventory", config.inventory)]
+    if agents.tls is not None:
+        files += [("agents.tls.cert_file", agents.tls.cert_file), ("agents.tls.key_file", agents.tls.key_file)]
+    for key, name in files:
+        if name is not None and not os.path.isfile(name):
+            raise ConfigError(f"{path}: {key}: {name}: no such file")
+    if agents.tls is not None:
+        _check_certificate(path, agents.tls)
     return config
 
 
-def _bounds(section: dict) -> Bounds:
-    values = {"mss_bytes": section["mss_bytes"]}
-    for name in ("rto_min_ms", "initcwnd", "cwnd"):
-        low, high = section[name]
-        values[name + "_low"], values[name + "_high"] = low, high
-        if high > AGENT_LIMITS[name]:
-            raise validation.ValidationError(
-                f"bounds.{name}", f"high bound {high} is above what agents accept ({AGENT_LIMITS[name]})")
+def _absolute(config: ControllerConfig, base: str) -> ControllerConfig:
+    """The configuration with its file paths taken relative to base."""
+
+    def at(name: str | None) -> str | None:
+        return None if name is None else os.path.join(base, name)
+
+    tls = config.agents.tls
+    if tls is not None:
+        tls = tls.model_copy(update={"cert_file": at(tls.cert_file), "key_file": at(tls.key_file)})
+    return config.model_copy(update={
+        "inventory": at(config.inventory), "database": at(config.database),
+        "admin": config.admin.model_copy(update={"socket": at(config.admin.socket)}),
+        "agents": config.agents.model_copy(update={"secret_file": at(config.agents.secret_file), "tls": tls}),
+    })
+
+
+def _check_certificate(path: str, tls: TlsSection) -> None:
+    """A certificate that does not load, or a key that does not match it, is named now."""
     try:
-        return Bounds(**values)
-    except ValueError as error:
-        raise validation.ValidationError("bounds", str(error)) from None
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(tls.cert_file, tls.key_file)
+    except ssl.SSLError as error:
+        detail = f" ({error.reason})" if error.reason else ""
+        raise ConfigError(f"{path}: agents.tls: cert_file and key_file are not a PEM certificate chain and its "
+                          f"private key{detail}") from None
+    except OSError as error:
+        raise ConfigError(f"{path}: agents.tls: {error.strerror or error}") from None

@@ -21,25 +21,28 @@ import gc
 import logging
 import math
 import struct
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from os_ken.lib.packet import arp as arp_packet
 from os_ken.lib.packet import packet
 
 from otcp.controller import arp, delay, forwarding
+from otcp.controller.config import ControllerConfig
 from otcp.controller.flowcount import FlowCounter
+from otcp.controller.forwarding import OpenFlowCodec
 from otcp.controller.publication import Publications
-from otcp.controller.rtt import HostRtts, PairRtt
+from otcp.controller.rtt import HostRtts
 from otcp.controller.stability import HeldFlows, Refresh, StableDelays
 from otcp.controller.store import Generation, HostRecord, LinkMeasurement, LinkRecord, TopologySnapshot
 from otcp.controller.topology import Host, SwitchPort, Topology
-from otcp.planning import formulas
-from otcp.planning.fabric import Fabric
+from otcp.planning.fabric import Fabric, Pair, PairRtt
+from otcp.planning.inventory import Inventory
 from otcp.planning.paths import SwitchPaths
 from otcp.planning.planner import Plan, PlanRecords
 from otcp.wire.limits import GENERATION
+from otcp.wire.messages import RoundTrip
 
 ETH_TYPE_LLDP = 0x88CC
 RTT_HIGH_STEP_S = 1e-3
@@ -67,11 +70,10 @@ MAX_GENERATION_LEAP = 2**32
 
 Send = tuple[int, Any]  # (dpid, OpenFlow message)
 Row = TypeVar("Row")
-Pair = tuple[str, str]  # (src_ip, dst_ip)
 
 
 @contextlib.contextmanager
-def _collector_paused():
+def _collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off for a while. A re-plan makes up to
     hundreds of thousands of objects (flow mods, routes) that all stay alive, and
     every collection of the oldest generation walks all of them: half the time of
@@ -103,13 +105,6 @@ class MadeWhenRead(Sequence[Row]):
 
     def __getitem__(self, index: Any) -> Any:
         return self._made()[index]
-
-
-class OpenFlowCodec(Protocol):
-    """What building messages for a switch needs (an os-ken Datapath has both)."""
-
-    ofproto: Any
-    ofproto_parser: Any
 
 
 @dataclass(frozen=True)
@@ -184,50 +179,42 @@ class ControllerCore:
 
     def __init__(
         self,
+        config: ControllerConfig,
         *,
         now: float,
-        probe_interval_s: float,
-        delay_window: int,
-        defaults: dict,
-        bounds: formulas.Bounds,
-        lossless: formulas.Lossless | None = None,
-        pacing: formulas.Pacing | None = None,
-        stability: dict | None = None,
-        measurement: dict | None = None,
-        inventory: Any = None,
+        inventory: Inventory | None = None,
         known_hosts: Iterable[Host] = (),
         generation: int = 0,
         logger: logging.Logger | None = None,
     ) -> None:
+        """config: the validated configuration, whose sections the core reads (intervals,
+        delay_window, defaults, bounds, parameters, stability, measurement)."""
         self.log = logger or logging.getLogger("otcp.controller")
-        self.probe_interval_s = probe_interval_s
-        self.defaults = defaults
-        self.bounds = bounds
-        self.lossless = lossless
-        self.pacing = pacing
-        stability = stability or {"delay_step_us": 0, "delay_tolerance": 0.0, "flow_hold_s": 0.0}
-        measurement = measurement or {"max_link_delay_us": None, "host_rtt_max_age_s": 60.0, "host_rtt_min_samples": 3}
-        self.stable_delays = StableDelays(stability["delay_step_us"] * 1e-6, stability["delay_tolerance"])
-        self.held_flows = HeldFlows(stability["flow_hold_s"])
-        self.host_rtts = HostRtts(measurement["host_rtt_max_age_s"], measurement["host_rtt_min_samples"])
+        self.probe_interval_s = config.intervals.probe_s
+        self.defaults = config.defaults
+        self.bounds = config.bounds.limits()
+        self.lossless = config.parameters.lossless()
+        self.pacing = config.parameters.paced()
+        stability, measurement = config.stability, config.measurement
+        self.stable_delays = StableDelays(stability.delay_step_s, stability.delay_tolerance)
+        self.held_flows = HeldFlows(stability.flow_hold_s)
+        self.host_rtts = HostRtts(measurement.host_rtt_max_age_s, measurement.host_rtt_min_samples)
         # The hosts' round trips are held still like the links' delays, each bound on its own.
-        self.stable_rtt_low = StableDelays(stability["delay_step_us"] * 1e-6, stability["delay_tolerance"])
+        self.stable_rtt_low = StableDelays(stability.delay_step_s, stability.delay_tolerance)
         # The top of an estimate (minimum + spread) feeds minRTO in whole milliseconds: a coarser grid.
-        self.stable_rtt_high = StableDelays(max(stability["delay_step_us"] * 1e-6, RTT_HIGH_STEP_S),
-                                            stability["delay_tolerance"])
-        self.delay_refresh = Refresh(stability.get("refresh_s", 0.0))
-        self.rtt_refresh = Refresh(stability.get("refresh_s", 0.0))
-        self._link_delays: dict = {}  # the links' delays as the plans take them
-        self._pair_rtts: dict = {}  # the hosts' round trips as the plans take them
+        self.stable_rtt_high = StableDelays(max(stability.delay_step_s, RTT_HIGH_STEP_S), stability.delay_tolerance)
+        self.delay_refresh = Refresh(stability.refresh_s)
+        self.rtt_refresh = Refresh(stability.refresh_s)
+        self._link_delays: dict[SwitchPort, float] = {}  # the links' delays as the plans take them
+        self._pair_rtts: dict[Pair, PairRtt] = {}  # the hosts' round trips as the plans take them
         self.topology = Topology(inventory)
         # Where hosts were before a restart: hints, so the first plans are complete.
         for host in known_hosts:
             self.topology.add_hint(host)
-        bound = measurement["max_link_delay_us"]
-        self.delays = delay.DelayEstimator(window=delay_window, max_delay_s=None if bound is None else bound * 1e-6)
+        self.delays = delay.DelayEstimator(window=config.delay_window, max_delay_s=measurement.max_link_delay_s)
         # A pair that sent fewer packets than this in a poll is not a flow: the agents'
         # round-trip probes (a SYN and its RST) and a ping must not change the windows.
-        self.flow_counter = FlowCounter(stability.get("min_flow_packets", 1))
+        self.flow_counter = FlowCounter(stability.min_flow_packets)
         self._stats_parts: dict[int, list] = {}  # dpid -> the pair counters of a reply's parts so far
         self.publications = Publications()
         self.generation = generation
@@ -522,7 +509,7 @@ class ControllerCore:
                 actions.generation, actions.deliver = self._next_generation(plan, actions.measurements)
         return actions
 
-    def _plan(self, now: float, delays: dict) -> tuple[Plan, dict[tuple[str, str], str]]:
+    def _plan(self, now: float, delays: dict[SwitchPort, tuple[float, int]]) -> tuple[Plan, dict[tuple[str, str], str]]:
         """The plan of the fabric as measured now (delays: DelayEstimator.delays()), inputs held still, and where
         each link's delay came from; only the pairs whose inputs changed since the last plan are evaluated again."""
         measured = {key: value for key, (value, _) in delays.items()}
@@ -544,12 +531,12 @@ class ControllerCore:
             self._paths = (key, SwitchPaths(fabric.switches, key[1], previous=self._paths[1] if self._paths else None))
         return self._paths[1]
 
-    def rtt_report(self, now: float, host_ip: str, samples: list) -> Actions:
+    def rtt_report(self, now: float, host_ip: str, round_trips: Iterable[RoundTrip]) -> Actions:
         """An agent's round trips to its destinations: used from the next plan on."""
-        self.host_rtts.report(now, host_ip, samples)
+        self.host_rtts.report(now, host_ip, round_trips)
         return Actions()
 
-    def _stable_host_rtts(self, now: float) -> dict:
+    def _stable_host_rtts(self, now: float) -> dict[Pair, PairRtt]:
         """The hosts' round trips per pair, low and high each held still, taken once a refresh period."""
         taking = self.rtt_refresh.inputs(now, self.host_rtts.estimates(now), self._pair_rtts)
         if taking is not None:
@@ -611,7 +598,7 @@ class ControllerCore:
             MadeWhenRead(lambda: [HostRecord(h.ip, name, h.mac, h.dpid, h.port) for h, name in hosts]))
 
     def _link_measurements(self, plan: Plan, delay_sources: dict[tuple[str, str], str],
-                           delays: dict, names: dict[int, str]) -> "MadeWhenRead":
+                           delays: dict[SwitchPort, tuple[float, int]], names: dict[int, str]) -> "MadeWhenRead":
         """One row per directed link of the plan: the facts it used, its delay samples and its flows,
         made when first read (the plan, its fabric and delays do not change; the links are taken now).
         names: the switches' names, {dpid: name} (the topology snapshot's)."""
@@ -624,8 +611,9 @@ class ControllerCore:
                 if dst is not None and src[0] in names and dst[0] in names:
                     samples[(names[src[0]], names[dst[0]])] = count
             flows_on = plan.link_flows()
+            name = plan.fabric.name  # the rows are for people: hosts by name
             return [
-                LinkMeasurement(u, v, facts.delay_s, delay_sources[(u, v)], samples.get((u, v), 0),
+                LinkMeasurement(name(u), name(v), facts.delay_s, delay_sources[(u, v)], samples.get((u, v), 0),
                                 facts.capacity_bytes_per_s, facts.buffer_bytes, flows_on.get((u, v), 0))
                 for (u, v), facts in sorted(plan.fabric.links.items())
             ]
@@ -637,17 +625,19 @@ class ControllerCore:
     def _next_generation(self, plan: Plan, link_rows: Sequence[LinkMeasurement]) -> tuple[Generation | None, list[str]]:
         """Number a new generation and publish the sets of the hosts whose
         routes changed; returns it and those hosts, (None, []) if none did."""
-        routes = {plan.fabric.hosts[host]: host_routes for host, host_routes in plan.route_sets().items()}
+        routes = plan.route_sets()
         # The hosts' addresses, for the agents' round-trip probes (an aggregated prefix hides them).
-        self.publications.peers = sorted(plan.fabric.hosts.values())
+        self.publications.peers = sorted(plan.fabric.hosts)
         changed = {ip: host_routes for ip, host_routes in routes.items() if self.publications.changed(ip, host_routes)}
         if not changed:
             return None, []
         number = self.generation + 1
-        self.publications.publish({ip: {"generation": number, "routes": r} for ip, r in changed.items()})
+        self.publications.publish(number, changed)
         self.generation = number
         self.log.info("generation %d: new parameters for %d host(s)", number, len(changed))
-        return Generation(number, PlanRecords(plan), link_rows, dict(plan.fabric.flows)), sorted(changed)
+        name = plan.fabric.name
+        flows = {(name(src), name(dst)): count for (src, dst), count in plan.fabric.flows.items()}
+        return Generation(number, PlanRecords(plan), link_rows, flows), sorted(changed)
 
     def agent_arrived(self, host_ip: str, applied_generation: int | None) -> Actions:
         """The one rule for an agent's applied generation (docs/design.md, "Wire protocol").

@@ -26,9 +26,10 @@ from os_ken.lib.packet import ethernet, lldp, packet
 CHASSIS_PREFIX = b"otcp:"
 _OUI = b"\x4f\x54\x43"  # "OTC": marks the sequence-number TLV as ours
 _SUBTYPE_SEQUENCE = 1
+Probe = tuple[int, int, int]  # what a probe says: (dpid, port) it left by, its sequence number
 
 
-def probe_frame(dpid, port_no, hw_addr, sequence):
+def probe_frame(dpid: int, port_no: int, hw_addr: str, sequence: int) -> bytes:
     """The bytes of a probe leaving (dpid, port_no)."""
     tlvs = (
         lldp.ChassisID(subtype=lldp.ChassisID.SUB_LOCALLY_ASSIGNED, chassis_id=CHASSIS_PREFIX + b"%016x" % dpid),
@@ -44,7 +45,7 @@ def probe_frame(dpid, port_no, hw_addr, sequence):
     return bytes(frame.data)
 
 
-def parse_probe(data):
+def parse_probe(data: bytes) -> Probe | None:
     """(dpid, port_no, sequence) of an OTCP probe, or None for anything else."""
     try:
         frame = packet.Packet(data)
@@ -71,6 +72,9 @@ def parse_probe(data):
     return dpid, struct.unpack("!I", port.port_id)[0], struct.unpack("!Q", extra.info)[0]
 
 
+LinkKey = tuple[int, int, int, int]  # (src_dpid, src_port, dst_dpid, dst_port)
+#: A probe not back after this long is given up (it can no longer be told from a later one's).
+PROBE_TIMEOUT_S = 5.0
 #: An echo round trip more than this many times the switch's best, plus
 #: LOADED_SLACK_S, means its control path is busy: probe samples wait.
 LOADED_FACTOR = 2.0
@@ -80,36 +84,38 @@ LOADED_SLACK_S = 200e-6
 class DelayEstimator:
     """Echo round trips per switch, probe samples and delay per directed link."""
 
-    def __init__(self, window=10, probe_timeout_s=5.0, max_delay_s=None):
+    def __init__(self, window: int, max_delay_s: float | None, probe_timeout_s: float = PROBE_TIMEOUT_S) -> None:
+        """window: samples kept per link; max_delay_s: the physical bound of one link (None: none)."""
         self.window = window
         self.probe_timeout_s = probe_timeout_s
         self.max_delay_s = max_delay_s  # the physical bound of one link, or None
         self.refused = {"loaded": 0, "beyond_bound": 0}  # samples refused, by reason
         self._sequence = 0
-        self._outstanding = {}  # sequence -> (dpid, port, sent_at)
-        self._echo_sent = {}  # dpid -> sent_at
-        self._echo_rtts = {}  # dpid -> deque of round trips
-        self._samples = {}  # (src_dpid, src_port, dst_dpid, dst_port) -> deque
-        self._summaries = {}  # the same keys -> (delay_s, samples, spread_s), until the next sample
+        self._outstanding: dict[int, tuple[int, int, float]] = {}  # sequence -> (dpid, port, sent_at)
+        self._echo_sent: dict[int, float] = {}  # dpid -> sent_at
+        self._echo_rtts: dict[int, deque[float]] = {}  # dpid -> round trips
+        self._samples: dict[LinkKey, deque[float]] = {}  # (src_dpid, src_port, dst_dpid, dst_port) -> samples
+        # the same keys -> (delay_s, samples, spread_s), until the next sample
+        self._summaries: dict[LinkKey, tuple[float, int, float]] = {}
 
     # -- echo (controller <-> switch) -----------------------------------------
 
-    def echo_sent(self, dpid, now):
+    def echo_sent(self, dpid: int, now: float) -> None:
         """An echo request leaves for switch dpid at now."""
         self._echo_sent[dpid] = now
 
-    def echo_received(self, dpid, now):
+    def echo_received(self, dpid: int, now: float) -> None:
         """Switch dpid's echo reply arrived at now: one round trip."""
         sent = self._echo_sent.pop(dpid, None)
         if sent is not None:
             self._echo_rtts.setdefault(dpid, deque(maxlen=self.window)).append(now - sent)
 
-    def echo_rtt(self, dpid):
+    def echo_rtt(self, dpid: int) -> float | None:
         """The smallest recent echo round trip of a switch, or None."""
         rtts = self._echo_rtts.get(dpid)
         return min(rtts) if rtts else None
 
-    def _control_leg(self, dpid):
+    def _control_leg(self, dpid: int) -> float | None:
         """Half the switch's latest echo round trip, or None when it has none or its control path is loaded."""
         rtts = self._echo_rtts.get(dpid)
         if not rtts:
@@ -120,7 +126,7 @@ class DelayEstimator:
 
     # -- probes ----------------------------------------------------------------
 
-    def next_probe(self, dpid, port, now):
+    def next_probe(self, dpid: int, port: int, now: float) -> int:
         """Register a probe about to leave (dpid, port); return its sequence."""
         self._sequence += 1
         self._outstanding[self._sequence] = (dpid, port, now)
@@ -128,14 +134,14 @@ class DelayEstimator:
             del self._outstanding[seq]
         return self._sequence
 
-    def sent_probe(self, probe, dst_dpid):
+    def sent_probe(self, probe: Probe, dst_dpid: int) -> bool:
         """True if probe (dpid, port, sequence) is one this controller sent out of
         that port, still outstanding, and arrived at another switch: a link's proof."""
         src_dpid, src_port, sequence = probe
         origin = self._outstanding.get(sequence)
         return origin is not None and origin[:2] == (src_dpid, src_port) and src_dpid != dst_dpid
 
-    def probe_received(self, probe, dst_dpid, dst_port, now):
+    def probe_received(self, probe: Probe, dst_dpid: int, dst_port: int, now: float) -> LinkKey | None:
         """Take one sample from a parsed probe; return the link key or None.
 
         Returns None for unknown or replayed sequence numbers, a probe that
@@ -150,24 +156,24 @@ class DelayEstimator:
         if not self._echo_rtts.get(src_dpid) or not self._echo_rtts.get(dst_dpid):
             return None
         del self._outstanding[sequence]
-        legs = self._control_leg(src_dpid), self._control_leg(dst_dpid)
-        if None in legs:
+        source_leg, destination_leg = self._control_leg(src_dpid), self._control_leg(dst_dpid)
+        if source_leg is None or destination_leg is None:
             self.refused["loaded"] += 1
             return None
-        sample = (now - origin[2]) - legs[0] - legs[1]
+        sample = (now - origin[2]) - source_leg - destination_leg
         if self.max_delay_s is not None and sample > self.max_delay_s:
             self.refused["beyond_bound"] += 1
             return None
-        key = (src_dpid, src_port, dst_dpid, dst_port)
+        key: LinkKey = (src_dpid, src_port, dst_dpid, dst_port)
         self.record(key, sample)
         return key
 
-    def record(self, key, sample):
+    def record(self, key: LinkKey, sample: float) -> None:
         """Keep one checked sample (seconds) of link key (src_dpid, src_port, dst_dpid, dst_port)."""
         self._samples.setdefault(key, deque(maxlen=self.window)).append(sample)
         self._summaries.pop(key, None)
 
-    def _summarised(self):
+    def _summarised(self) -> dict[LinkKey, tuple[float, int, float]]:
         """{link key: (delay_s, samples, spread_s)} for every measured link: each link's
         computed again only after a new sample (a plan reads every link; few have moved)."""
         for key, samples in self._samples.items():
@@ -177,20 +183,21 @@ class DelayEstimator:
                 self._summaries[key] = (low, len(ordered), max(0.0, ordered[int(0.9 * (len(ordered) - 1))]) - low)
         return self._summaries
 
-    def delays(self):
+    def delays(self) -> dict[tuple[int, int], tuple[float, int]]:
         """{(src_dpid, src_port): (delay_s, samples)} for every measured link."""
         return {key[:2]: (delay_s, count) for key, (delay_s, count, _) in self._summarised().items()}
 
-    def spreads(self):
+    def spreads(self) -> dict[tuple[int, int], float]:
         """{(src_dpid, src_port): seconds between the smallest and the 90th-percentile sample}."""
         return {key[:2]: spread for key, (_, _, spread) in self._summarised().items()}
 
-    def forget_link(self, src, dst):
+    def forget_link(self, src: tuple[int, int], dst: tuple[int, int]) -> None:
         """Drop the samples of a link that went away: (dpid, port) ends."""
-        self._samples.pop((*src, *dst), None)
-        self._summaries.pop((*src, *dst), None)
+        key = (src[0], src[1], dst[0], dst[1])
+        self._samples.pop(key, None)
+        self._summaries.pop(key, None)
 
-    def forget_switch(self, dpid):
+    def forget_switch(self, dpid: int) -> None:
         """Drop the echoes and the link samples of a switch that went away."""
         self._echo_rtts.pop(dpid, None)
         self._echo_sent.pop(dpid, None)

@@ -6,17 +6,21 @@ grew between the last two polls of that switch; an active pair counts as one
 flow on every link of its path (the planner does that part).
 """
 
+from collections.abc import Iterable
+
+from otcp.planning.fabric import Pair
+
 
 class FlowCounter:
     """Remembers per-switch counters and tells which pairs are active."""
 
-    def __init__(self, min_packets=1):
+    def __init__(self, min_packets: int) -> None:
         """min_packets: how many packets a pair must have sent since the previous poll to count as a flow."""
         self.min_packets = min_packets
-        self._counters = {}  # dpid -> {(src_ip, dst_ip): packet_count}
-        self._active = {}  # dpid -> set of (src_ip, dst_ip)
+        self._counters: dict[int, dict[Pair, int]] = {}  # dpid -> {(src_ip, dst_ip): packet_count}
+        self._active: dict[int, set[Pair]] = {}  # dpid -> set of (src_ip, dst_ip)
 
-    def update(self, dpid, entries):
+    def update(self, dpid: int, entries: Iterable[tuple[str, str, int]]) -> None:
         """Take one poll of a switch: entries are (src_ip, dst_ip, packets)."""
         current = {(src, dst): packets for src, dst, packets in entries}
         previous = self._counters.get(dpid)
@@ -27,11 +31,11 @@ class FlowCounter:
         self._active[dpid] = {pair for pair, packets in current.items()
                               if packets - previous.get(pair, 0) >= self.min_packets}
 
-    def forget_switch(self, dpid):
+    def forget_switch(self, dpid: int) -> None:
         """Drop the counters of a switch that went away."""
         self._counters.pop(dpid, None)
         self._active.pop(dpid, None)
 
-    def active_pairs(self):
+    def active_pairs(self) -> dict[Pair, int]:
         """{(src_ip, dst_ip): 1} for every pair active on any switch."""
         return {pair: 1 for pairs in self._active.values() for pair in pairs}

@@ -16,8 +16,9 @@ and `ofproto_parser` (a datapath, or anything holding both); the caller
 sends them.
 """
 
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -38,6 +39,14 @@ ETH_TYPE_IPV4 = 0x0800
 ETH_TYPE_LLDP = 0x88CC
 # The meter that rate-limits a switch's packet-ins (table miss and punts).
 PACKET_IN_METER = 1
+Message = Any  # an os-ken OpenFlow message (os-ken has no type information)
+
+
+class OpenFlowCodec(Protocol):
+    """What building messages for a switch needs (an os-ken Datapath has both)."""
+
+    ofproto: Any
+    ofproto_parser: Any
 # A pair entry nobody used for this long goes (its pair is idle; flow counting holds it).
 PAIR_IDLE_S = 60
 
@@ -48,9 +57,7 @@ def destination_entries(fabric: Fabric, paths: SwitchPaths) -> dict[int, dict[st
     egress ports the fabric carries. A hop with no known egress (one
     direction of a link seen, the other not yet or no longer) gets no entry."""
     next_hops = paths.next_hops()
-    behind: dict[str, list[str]] = {}  # switch -> its hosts
-    for host, switch in fabric.attachments().items():
-        behind.setdefault(switch, []).append(host)
+    behind = _hosts_behind(fabric)
     entries: dict[int, dict[str, int]] = {}
     for switch, hosts in behind.items():
         toward = []  # (dpid, port) on every other switch toward this one
@@ -59,11 +66,18 @@ def destination_entries(fabric: Fabric, paths: SwitchPaths) -> dict[int, dict[st
             egress = fabric.egress.get((paths.switches[i], paths.switches[column[i]]))
             if egress is not None:
                 toward.append(egress)
-        for host in hosts:
-            ip = fabric.hosts[host]
-            for dpid, port in [*toward, *([fabric.egress[(switch, host)]] if (switch, host) in fabric.egress else [])]:
+        for ip in hosts:
+            for dpid, port in [*toward, *([fabric.egress[(switch, ip)]] if (switch, ip) in fabric.egress else [])]:
                 entries.setdefault(dpid, {})[ip] = port
     return entries
+
+
+def _hosts_behind(fabric: Fabric) -> dict[str, list[str]]:
+    """{switch: the addresses of the hosts attached to it}."""
+    behind: dict[str, list[str]] = {}
+    for ip, switch in fabric.attachments().items():
+        behind.setdefault(switch, []).append(ip)
+    return behind
 
 
 class MadeEntries(NamedTuple):
@@ -82,21 +96,14 @@ def entries_after_links_went(fabric: Fabric, paths: SwitchPaths,
     since is switch links taken away. Only the entries of the pairs whose path changed
     (SwitchPaths.changed) are made again; a switch with none of them keeps its very
     entries. None where anything else changed."""
-    kept_from = paths.kept_from() if paths.kept_from is not None else None
-    if kept_from is None or kept_from is not before.paths or paths.changed is None or before.hosts != fabric.hosts:
+    if not _only_links_went(fabric, paths, before):
         return None
-    went = kept_from.links - paths.links
-    before_egress = before.egress
-    if any(before_egress.get(key) != value for key, value in fabric.egress.items()) or any(
-            tuple(sorted(key)) not in went for key in before_egress.keys() - fabric.egress.keys()):
-        return None
-    behind: dict[str, list[str]] = {}  # switch -> its hosts' addresses
-    for host, switch in fabric.attachments().items():
-        behind.setdefault(switch, []).append(fabric.hosts[host])
-    dpid_of = {name: dpid for (name, _), (dpid, _) in before_egress.items()}
+    behind = _hosts_behind(fabric)
+    dpid_of = {name: dpid for (name, _), (dpid, _) in before.egress.items()}
     next_hops = paths.next_hops()
     entries = dict(before.entries)
     copied: set[int] = set()
+    assert paths.changed is not None  # _only_links_went checked it
     for i, j in zip(*(index.tolist() for index in paths.changed)):
         source, addresses = paths.switches[i], behind.get(paths.switches[j])
         if not addresses or source not in dpid_of:  # a switch with no egress never had entries
@@ -111,13 +118,21 @@ def entries_after_links_went(fabric: Fabric, paths: SwitchPaths,
                 entries[dpid].pop(ip, None)
             else:
                 entries[dpid][ip] = egress[1]
-    for dpid in copied:
-        if not entries[dpid]:
-            del entries[dpid]
-    return entries
+    return {dpid: toward for dpid, toward in entries.items() if toward or dpid not in copied}
 
 
-def sync_messages(datapath, installed: dict[str, int], desired: dict[str, int]) -> list:
+def _only_links_went(fabric: Fabric, paths: SwitchPaths, before: MadeEntries) -> bool:
+    """Whether paths were kept from before's and all that changed since is switch links
+    taken away: the same hosts, and no egress port but those of the links that went changed."""
+    kept_from = paths.kept_from() if paths.kept_from is not None else None
+    if kept_from is None or kept_from is not before.paths or paths.changed is None or before.hosts != fabric.hosts:
+        return False
+    went = kept_from.links - paths.links
+    return not (any(before.egress.get(key) != value for key, value in fabric.egress.items())
+                or any(tuple(sorted(key)) not in went for key in before.egress.keys() - fabric.egress.keys()))
+
+
+def sync_messages(datapath: OpenFlowCodec, installed: dict[str, int], desired: dict[str, int]) -> list[Message]:
     """Flow mods that turn one switch's destination entries from installed into
     desired; the pair entries toward a destination whose port changed or
     went are deleted with it."""
@@ -138,7 +153,7 @@ def sync_messages(datapath, installed: dict[str, int], desired: dict[str, int]) 
     return messages
 
 
-def _copy_message(message, **fields):
+def _copy_message(message: Message, **fields: Any) -> Message:
     """A not yet serialised os-ken message with some fields replaced, without its constructor."""
     assert message.buf is None, "copy messages before they are sent"
     copy = object.__new__(type(message))
@@ -146,29 +161,30 @@ def _copy_message(message, **fields):
     return copy
 
 
-def punt_messages(datapath, installed: set[int], desired: set[int]) -> list:
+def punt_messages(datapath: OpenFlowCodec, installed: set[int], desired: set[int]) -> list[Message]:
     """Flow mods that turn one switch's punt entries (host ports) from installed into desired."""
     return [punt_entry(datapath, port) for port in sorted(desired - installed)] + [
         _delete_strict(datapath, PUNT_PRIORITY, datapath.ofproto_parser.OFPMatch(in_port=port, eth_type=ETH_TYPE_IPV4))
         for port in sorted(installed - desired)]
 
 
-def _apply(datapath, actions):
+def _apply(datapath: OpenFlowCodec, actions: list[Any]) -> list[Any]:
     return [datapath.ofproto_parser.OFPInstructionActions(datapath.ofproto.OFPIT_APPLY_ACTIONS, actions)]
 
 
-def _to_controller(datapath):
+def _to_controller(datapath: OpenFlowCodec) -> list[Any]:
     return [datapath.ofproto_parser.OFPActionOutput(datapath.ofproto.OFPP_CONTROLLER,
                                                     datapath.ofproto.OFPCML_NO_BUFFER)]
 
 
-def _add(datapath, cookie, priority, match, instructions, idle_timeout=0):
+def _add(datapath: OpenFlowCodec, cookie: int, priority: int, match: Any, instructions: list[Any],
+         idle_timeout: int = 0) -> Message:
     return datapath.ofproto_parser.OFPFlowMod(
         datapath=datapath, cookie=cookie, command=datapath.ofproto.OFPFC_ADD, priority=priority, match=match,
         idle_timeout=idle_timeout, instructions=instructions)
 
 
-def _delete_strict(datapath, priority, match):
+def _delete_strict(datapath: OpenFlowCodec, priority: int, match: Any) -> Message:
     ofproto = datapath.ofproto
     return datapath.ofproto_parser.OFPFlowMod(
         datapath=datapath, cookie=COOKIE, cookie_mask=0xFFFF_FFFF_FFFF_FFFF, command=ofproto.OFPFC_DELETE_STRICT,
@@ -179,34 +195,34 @@ def _delete_strict(datapath, priority, match):
 # never changes one after: those of destination entries are made once per
 # parser and shared by every switch's messages.
 @lru_cache(maxsize=1 << 16)
-def _destination_match(parser, dst_ip):
+def _destination_match(parser: Any, dst_ip: str) -> Any:
     return parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_dst=dst_ip)
 
 
 @lru_cache(maxsize=1 << 12)
-def _output_instructions(ofproto, parser, port):
+def _output_instructions(ofproto: Any, parser: Any, port: int) -> list[Any]:
     return [parser.OFPInstructionActions(ofproto.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(port)])]
 
 
-def destination_entry(datapath, dst_ip, out_port):
+def destination_entry(datapath: OpenFlowCodec, dst_ip: str, out_port: int) -> Message:
     """Add (or overwrite) the entry forwarding everything to dst_ip out of out_port."""
     return _add(datapath, COOKIE, DESTINATION_PRIORITY, _destination_match(datapath.ofproto_parser, dst_ip),
                 _output_instructions(datapath.ofproto, datapath.ofproto_parser, out_port))
 
 
-def remove_destination_entry(datapath, dst_ip):
+def remove_destination_entry(datapath: OpenFlowCodec, dst_ip: str) -> Message:
     """Delete the entry forwarding to dst_ip."""
     return _delete_strict(datapath, DESTINATION_PRIORITY, _destination_match(datapath.ofproto_parser, dst_ip))
 
 
-def punt_entry(datapath, port):
+def punt_entry(datapath: OpenFlowCodec, port: int) -> Message:
     """Send IPv4 from a host's port that matches no pair entry up, through the packet-in meter."""
     parser = datapath.ofproto_parser
     return _add(datapath, COOKIE, PUNT_PRIORITY, parser.OFPMatch(in_port=port, eth_type=ETH_TYPE_IPV4),
                 [parser.OFPInstructionMeter(PACKET_IN_METER), *_apply(datapath, _to_controller(datapath))])
 
 
-def pair_entry(datapath, src_ip, dst_ip, out_port):
+def pair_entry(datapath: OpenFlowCodec, src_ip: str, dst_ip: str, out_port: int) -> Message:
     """The ingress entry of one pair: forwards src_ip -> dst_ip out of out_port and counts its packets."""
     parser = datapath.ofproto_parser
     return _add(datapath, PAIR_COOKIE, PAIR_PRIORITY,
@@ -214,7 +230,7 @@ def pair_entry(datapath, src_ip, dst_ip, out_port):
                 _apply(datapath, [parser.OFPActionOutput(out_port)]), idle_timeout=PAIR_IDLE_S)
 
 
-def remove_pair_entries_toward(datapath, dst_ip):
+def remove_pair_entries_toward(datapath: OpenFlowCodec, dst_ip: str) -> Message:
     """Delete every pair entry toward dst_ip (matched by cookie and destination)."""
     ofproto, parser = datapath.ofproto, datapath.ofproto_parser
     return parser.OFPFlowMod(
@@ -222,7 +238,7 @@ def remove_pair_entries_toward(datapath, dst_ip):
         out_port=ofproto.OFPP_ANY, out_group=ofproto.OFPG_ANY, match=_destination_match(parser, dst_ip))
 
 
-def remove_otcp_entries(datapath):
+def remove_otcp_entries(datapath: OpenFlowCodec) -> Message:
     """Delete every entry carrying an OTCP cookie (an earlier run's)."""
     ofproto, parser = datapath.ofproto, datapath.ofproto_parser
     return parser.OFPFlowMod(
@@ -231,7 +247,7 @@ def remove_otcp_entries(datapath):
     )
 
 
-def packet_in_meter(datapath, rate_pps):
+def packet_in_meter(datapath: OpenFlowCodec, rate_pps: int) -> list[Message]:
     """Replace the packet-in meter: at most rate_pps packets a second (burst
     as many), the rest dropped in the switch. Delete, then add (an add over an
     existing meter is an error)."""
@@ -244,14 +260,14 @@ def packet_in_meter(datapath, rate_pps):
     ]
 
 
-def probe_entry(datapath):
+def probe_entry(datapath: OpenFlowCodec) -> Message:
     """Send the controller's LLDP probes up, past the packet-in meter (discovery and delay)."""
     parser = datapath.ofproto_parser
     return _add(datapath, COOKIE, PROBE_PRIORITY, parser.OFPMatch(eth_type=ETH_TYPE_LLDP),
                 _apply(datapath, _to_controller(datapath)))
 
 
-def table_miss_entry(datapath):
+def table_miss_entry(datapath: OpenFlowCodec) -> Message:
     """Send what no entry matches to the controller (host learning, ARP,
     first packets), through the packet-in meter."""
     parser = datapath.ofproto_parser
@@ -259,7 +275,7 @@ def table_miss_entry(datapath):
                 [parser.OFPInstructionMeter(PACKET_IN_METER), *_apply(datapath, _to_controller(datapath))])
 
 
-def packet_out(datapath, port, data):
+def packet_out(datapath: OpenFlowCodec, port: int, data: bytes) -> Message:
     """A PacketOut sending raw frame bytes out of one port."""
     ofproto, parser = datapath.ofproto, datapath.ofproto_parser
     return parser.OFPPacketOut(
@@ -271,7 +287,7 @@ def packet_out(datapath, port, data):
     )
 
 
-def flow_stats_request(datapath):
+def flow_stats_request(datapath: OpenFlowCodec) -> Message:
     """Ask for the pair entries only (matched by cookie)."""
     ofproto, parser = datapath.ofproto, datapath.ofproto_parser
     return parser.OFPFlowStatsRequest(
@@ -280,7 +296,7 @@ def flow_stats_request(datapath):
     )
 
 
-def pair_counters(stats):
+def pair_counters(stats: Iterable[Any]) -> list[tuple[str, str, int]]:
     """(src_ip, dst_ip, packet_count) for each pair entry in a stats reply."""
     return [(stat.match["ipv4_src"], stat.match["ipv4_dst"], stat.packet_count)
             for stat in stats if stat.cookie == PAIR_COOKIE and stat.priority == PAIR_PRIORITY]

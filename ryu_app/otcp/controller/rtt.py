@@ -11,16 +11,11 @@ directions (the smaller minimum, the larger top) and expires when no report
 renews it, so a host that went quiet falls back to the per-link view.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True)
-class PairRtt:
-    """What the hosts measured between two addresses: seconds, and the source of the minimum."""
-
-    low_s: float  # the minimum: the round trip with nothing queued
-    high_s: float  # the minimum plus the spread above it
-    source: str  # "tcp" or "probe"
+from otcp.planning.fabric import Pair, PairRtt
+from otcp.wire.messages import RoundTrip
 
 
 @dataclass
@@ -36,25 +31,24 @@ class HostRtts:
     tcpi_min_rtt) is taken at once: that is already a connection's minimum
     over every ACK it had."""
 
-    max_age_s: float = 60.0
-    min_samples: int = 3
-    _reports: dict = field(default_factory=dict)  # (src ip, dst ip) -> [(at, PairRtt)], oldest first
+    max_age_s: float
+    min_samples: int
+    _reports: dict[Pair, list[tuple[float, PairRtt]]] = field(default_factory=dict)  # oldest first
 
-    def report(self, now: float, host_ip: str, samples: list) -> None:
-        """Take one agent's report (validated wire samples): the kernel's minimums, and probes' of enough samples."""
-        for sample in samples:
-            if sample["source"] != "tcp" and sample["count"] < self.min_samples:
+    def report(self, now: float, host_ip: str, round_trips: Iterable[RoundTrip]) -> None:
+        """Take one agent's report: the kernel's minimums, and probes' of enough samples."""
+        for trip in round_trips:
+            if trip.source != "tcp" and trip.count < self.min_samples:
                 continue
-            low = sample["min_rtt_us"] * 1e-6
-            self._reports.setdefault((host_ip, sample["dst"]), []).append(
-                (now, PairRtt(low, low + sample["spread_us"] * 1e-6, sample["source"])))
+            self._reports.setdefault((host_ip, trip.dst), []).append(
+                (now, PairRtt(trip.min_s, trip.min_s + trip.spread_s, trip.source)))
 
-    def estimates(self, now: float) -> dict:
-        """{(a ip, b ip): PairRtt} for every pair either end reported lately, in both orders."""
+    def estimates(self, now: float) -> dict[Pair, PairRtt]:
+        """{(a, b): PairRtt} for every pair either end reported lately, in both orders."""
         kept = {key: [(at, rtt) for at, rtt in history if now - at <= self.max_age_s]
                 for key, history in self._reports.items()}
         self._reports = {key: history for key, history in kept.items() if history}
-        combined: dict = {}
+        combined: dict[Pair, PairRtt] = {}
         for (a, b), history in self._reports.items():
             lowest = min((rtt for _, rtt in history), key=lambda r: r.low_s)
             top = max(rtt.high_s for _, rtt in history)

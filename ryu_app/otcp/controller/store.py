@@ -10,8 +10,10 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass, field, fields
+from typing import Any
 
 from otcp.controller.topology import Host
+from otcp.wire.messages import Hello, RouteResult
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS switches (dpid INTEGER PRIMARY KEY, name TEXT, up INTEGER, seen_at REAL);
@@ -121,7 +123,7 @@ class Store:
     `clock` stamps every row (time.time unless a test simulates time).
     """
 
-    def __init__(self, path, readonly=False, clock: Callable[[], float] = time.time):
+    def __init__(self, path: str, readonly: bool = False, clock: Callable[[], float] = time.time) -> None:
         self.path = path
         self.clock = clock
         if readonly:
@@ -133,14 +135,14 @@ class Store:
             self._add_missing_columns()
             self.db.commit()
 
-    def _add_missing_columns(self):
+    def _add_missing_columns(self) -> None:
         """A database made by an earlier version gets the per-path columns added since."""
         present = {row[1] for row in self.db.execute("PRAGMA table_info(parameters)")}
         for name, kind in _LATER_PARAMETER_COLUMNS:
             if name not in present:
                 self.db.execute(f"ALTER TABLE parameters ADD COLUMN {name} {kind}")
 
-    def close(self):
+    def close(self) -> None:
         """Close the database."""
         self.db.close()
 
@@ -180,7 +182,7 @@ class Store:
                 [(now, *astuple(row)) for row in rows],
             )
 
-    def latest_link_measurements(self):
+    def latest_link_measurements(self) -> dict[tuple[str, str], dict[str, Any]]:
         """{(src, dst): row dict} with the newest measurement of each link."""
         cursor = self.db.execute(
             "SELECT src, dst, delay_s, delay_source, samples, capacity_bytes_per_s, buffer_bytes, flows, "
@@ -191,7 +193,7 @@ class Store:
 
     # -- parameters ----------------------------------------------------------
 
-    def last_generation_number(self):
+    def last_generation_number(self) -> int:
         """The newest stored generation number, 0 if none."""
         row = self.db.execute("SELECT MAX(generation) FROM generations").fetchone()
         return row[0] or 0
@@ -242,7 +244,7 @@ class Store:
         return {(src, dst): tuple(values) for src, dst, *values in self.db.execute(
             f"SELECT src, dst, {', '.join(columns)} FROM parameters WHERE generation = ?", (generation,))}
 
-    def latest_generation(self):
+    def latest_generation(self) -> tuple[int, float, list[dict[str, Any]]] | None:
         """(generation, computed_at, records) of the newest generation, or None."""
         row = self.db.execute(
             "SELECT generation, computed_at FROM generations ORDER BY generation DESC LIMIT 1").fetchone()
@@ -259,7 +261,8 @@ class Store:
             records.append(record)
         return row[0], row[1], records
 
-    def generation_inputs(self, generation):
+    def generation_inputs(self, generation: int) -> tuple[dict[tuple[str, str], dict[str, Any]],
+                                                          dict[tuple[str, str], int]]:
         """({(src, dst): row dict}, {(src, dst): flows}) a generation used."""
         keys = ("delay_s", "delay_source", "samples", "capacity_bytes_per_s", "buffer_bytes", "flows")
         links = {
@@ -298,24 +301,25 @@ class Store:
 
     # -- agents --------------------------------------------------------------
 
-    def save_ack(self, host_ip, generation, results):
-        """An agent's acknowledgement of a generation, with its per-route results."""
+    def save_ack(self, host_ip: str, generation: int, results: Sequence[RouteResult]) -> None:
+        """An agent's acknowledgement of a generation, with its per-route results (as the agent sent them)."""
+        rows = [result.model_dump(exclude_unset=True) for result in results]
         with self.db:
             self.db.execute(
                 "INSERT OR REPLACE INTO acks VALUES (?, ?, ?, ?)",
-                (host_ip, generation, self.clock(), json.dumps(results)),
+                (host_ip, generation, self.clock(), json.dumps(rows)),
             )
 
-    def save_agent(self, host_ip, hello):
+    def save_agent(self, host_ip: str, hello: Hello) -> None:
         """What an agent reported about its host (addresses, MSS, congestion controls...)."""
         with self.db:
             self.db.execute("INSERT OR REPLACE INTO agents VALUES (?, ?, ?)",
-                            (host_ip, self.clock(), json.dumps(hello)))
+                            (host_ip, self.clock(), json.dumps(hello.model_dump(exclude={"type"}))))
 
-    def agents(self):
-        """{host_ip: the agent's last hello}."""
+    def agents(self) -> dict[str, dict[str, Any]]:
+        """{host_ip: the agent's last hello, as stored}."""
         return {ip: json.loads(hello) for ip, hello in self.db.execute("SELECT host_ip, hello FROM agents")}
 
-    def acks(self):
+    def acks(self) -> dict[str, int]:
         """{host_ip: acknowledged generation}."""
         return dict(self.db.execute("SELECT host_ip, generation FROM acks"))

@@ -8,10 +8,11 @@ port where a host lives is ignored, so a host cannot invent links.
 """
 
 from dataclasses import dataclass
-from typing import Any
 
+from otcp.controller.config import DefaultsSection
 from otcp.planning import formulas
-from otcp.planning.fabric import Fabric, LinkFacts
+from otcp.planning.fabric import Fabric, LinkFacts, Pair, PairRtt
+from otcp.planning.inventory import Inventory, LinkSpec
 
 SwitchPort = tuple[int, int]  # (dpid, port number)
 
@@ -33,7 +34,7 @@ class Topology:
     indexed, and the indexes are kept in step by every change method.
     """
 
-    def __init__(self, inventory: Any = None) -> None:
+    def __init__(self, inventory: Inventory | None = None) -> None:
         self.inventory = inventory
         self.switches: dict[int, dict[int, float]] = {}  # dpid -> {port_no: speed in bytes/s (0 if unknown)}
         self.links: dict[SwitchPort, SwitchPort] = {}  # source end -> destination end
@@ -174,72 +175,79 @@ class Topology:
     # -- the fabric for the formulas -------------------------------------------
 
     def fabric(
-        self, link_delays: dict[SwitchPort, float], active_pairs: dict[tuple[str, str], int], defaults: dict,
-        delay_spreads: dict[SwitchPort, float] | None = None, host_rtts: dict | None = None,
+        self, link_delays: dict[SwitchPort, float], active_pairs: dict[Pair, int], defaults: DefaultsSection,
+        delay_spreads: dict[SwitchPort, float] | None = None, host_rtts: dict[Pair, PairRtt] | None = None,
     ) -> tuple[Fabric, dict[tuple[str, str], str]]:
         """Build the Fabric: capacities and buffers from the inventory, else
         port speed and the default buffer; delays measured unless pinned.
         Every directed link leaving a switch carries its egress (dpid, port).
+        Hosts are their addresses, as everywhere in the controller.
 
         link_delays: {(src_dpid, src_port): delay_s} for switch links, and
         delay_spreads their spreads; active_pairs: {(src_ip, dst_ip): count};
-        defaults: config 'defaults'; host_rtts: {(ip, ip): rtt.PairRtt} the
+        defaults: the configuration's; host_rtts: {(ip, ip): PairRtt} the
         agents measured.
         Returns (fabric, delay_sources) where delay_sources maps each
-        directed named link to "inventory", "measured" or "default".
+        directed link to "inventory", "measured" or "default".
         """
-        inventory_links = {}
-        if self.inventory:
-            for spec in self.inventory.links:
-                inventory_links[frozenset((spec.a, spec.b))] = spec
         attached = {ip: h for ip, h in self.located_hosts().items() if h.dpid in self.switches}
-        host_names = {ip: self.host_name(ip) for ip in attached}
         switch_names = {dpid: self.switch_name(dpid) for dpid in self.switches}
-        hosts = {name: ip for ip, name in host_names.items()}
-        fabric = Fabric(switches=list(switch_names.values()), hosts=hosts)
-        sources = {}
-        default_capacity = formulas.capacity_bytes_per_s(defaults["capacity_mbps"])
-        default_delay = defaults["host_link_delay_us"] * 1e-6
-        spreads = delay_spreads or {}
-
-        def add(u: str, v: str, speed: float, measured_delay: float | None, egress: SwitchPort | None) -> None:
-            spec = inventory_links.get(frozenset((u, v))) if inventory_links else None
-            if spec is not None:
-                capacity, buffer = formulas.capacity_bytes_per_s(spec.capacity_mbps), spec.buffer_bytes
-            else:
-                capacity, buffer = speed or default_capacity, defaults["buffer_bytes"]
-            if spec is not None and frozenset((u, v)) in self.inventory.pinned_delays:
-                delay, source = spec.delay_us * 1e-6, "inventory"
-            elif measured_delay is not None:
-                delay, source = measured_delay, "measured"
-            else:
-                delay, source = default_delay, "default"
-            spread = spreads.get(egress, 0.0) if source == "measured" and egress else 0.0
-            link = (u, v)
-            fabric.links[link] = LinkFacts(capacity, delay, 0.0 if u in hosts else buffer, source, spread)
-            if egress is not None:
-                fabric.egress[link] = egress
-            sources[link] = source
-
+        fabric = Fabric(switches=list(switch_names.values()), hosts={ip: self.host_name(ip) for ip in attached})
+        facts = _LinkFactsOf(self.inventory, defaults, delay_spreads or {})
         # Of parallel links between two switches, the lowest source port is the one used.
         for (src_dpid, src_port), (dst_dpid, _) in sorted(self.links.items(), reverse=True):
             if src_dpid in switch_names and dst_dpid in switch_names:
                 speed = self.switches[src_dpid].get(src_port, 0)
-                add(switch_names[src_dpid], switch_names[dst_dpid], speed, link_delays.get((src_dpid, src_port)),
-                    (src_dpid, src_port))
+                facts.add(fabric, switch_names[src_dpid], switch_names[dst_dpid], speed,
+                          link_delays.get((src_dpid, src_port)), (src_dpid, src_port))
         for ip, host in attached.items():
-            name, switch = host_names[ip], switch_names[host.dpid]
+            switch = switch_names[host.dpid]
             speed = self.switches[host.dpid].get(host.port, 0)
-            add(switch, name, speed, None, (host.dpid, host.port))
-            add(name, switch, speed, None, None)
-        fabric.host_rtts = {
-            (host_names[a], host_names[b]): rtt
-            for (a, b), rtt in (host_rtts or {}).items()
-            if a in attached and b in attached
-        }
-        fabric.flows = {
-            (host_names[s], host_names[d]): n
-            for (s, d), n in active_pairs.items()
-            if s in attached and d in attached
-        }
-        return fabric, sources
+            facts.add(fabric, switch, ip, speed, None, (host.dpid, host.port))
+            facts.add(fabric, ip, switch, speed, None, None)
+        fabric.host_rtts = {pair: rtt for pair, rtt in (host_rtts or {}).items()
+                            if pair[0] in attached and pair[1] in attached}
+        fabric.flows = {pair: n for pair, n in active_pairs.items() if pair[0] in attached and pair[1] in attached}
+        return fabric, facts.sources
+
+
+class _LinkFactsOf:
+    """What Topology.fabric knows of each link: the inventory's declaration (its links named
+    by the fabric's nodes: switch names and host addresses), else the port speed and the
+    defaults; a delay pinned by the inventory, else measured, else the default."""
+
+    def __init__(self, inventory: Inventory | None, defaults: DefaultsSection,
+                 spreads: dict[SwitchPort, float]) -> None:
+        self.defaults = defaults
+        self.spreads = spreads
+        self.specs: dict[frozenset[str], LinkSpec] = {}
+        self.pinned: set[frozenset[str]] = set()
+        if inventory is not None:
+            node = {**{name: name for name in inventory.switches}, **inventory.hosts}
+            for spec in inventory.links:
+                ends = frozenset((node[spec.a], node[spec.b]))
+                self.specs[ends] = spec
+                if frozenset((spec.a, spec.b)) in inventory.pinned_delays:
+                    self.pinned.add(ends)
+        self.sources: dict[tuple[str, str], str] = {}  # directed link -> where its delay came from
+
+    def add(self, fabric: Fabric, u: str, v: str, speed: float, measured_delay: float | None,
+            egress: SwitchPort | None) -> None:
+        """Add the directed link u -> v to fabric."""
+        ends = frozenset((u, v))
+        spec = self.specs.get(ends)
+        if spec is not None:
+            capacity, buffer = formulas.capacity_bytes_per_s(spec.capacity_mbps), spec.buffer_bytes
+        else:
+            capacity, buffer = speed or self.defaults.capacity_bytes_per_s, self.defaults.buffer_bytes
+        if spec is not None and ends in self.pinned:
+            delay, source = spec.delay_us * 1e-6, "inventory"
+        elif measured_delay is not None:
+            delay, source = measured_delay, "measured"
+        else:
+            delay, source = self.defaults.host_link_delay_s, "default"
+        spread = self.spreads.get(egress, 0.0) if source == "measured" and egress else 0.0
+        fabric.links[(u, v)] = LinkFacts(capacity, delay, 0.0 if u in fabric.hosts else buffer, source, spread)
+        if egress is not None:
+            fabric.egress[(u, v)] = egress
+        self.sources[(u, v)] = source

@@ -36,7 +36,7 @@ Usage from the app::
 
     server = AgentServer(host, port, secret, publications, on_ack=store_ack, logger=app.logger)
     server.start()
-    publications.publish({"10.0.0.1": {"generation": 7, "routes": [...]}})
+    publications.publish(7, {"10.0.0.1": [RouteParams(...), ...]})
     server.deliver("10.0.0.1")
 """
 
@@ -47,13 +47,17 @@ import os
 import socket
 import ssl
 import time
+from collections.abc import Callable
+from typing import Any
 
 from eventlet.green import ssl as green_ssl
 from os_ken.lib import hub
 
-from otcp.controller.publication import Publications, host_address
+from otcp.controller.publication import Publications
 from otcp.wire import framing, limits, messages, paramset, session
 from otcp.wire.framing import ProtocolError
+from otcp.wire.messages import Ack, Hello, Reject, Resync, RoundTrip, RouteResult, Rtt
+from otcp.wire.paramset import ParamSet
 from otcp.wire.session import AuthenticationError
 
 LOG = logging.getLogger("otcp.agent_server")
@@ -96,16 +100,22 @@ class AgentServer:
     `on_ack(host_ip, generation, results)` is called for every acknowledged
     set; `on_agent(host_ip, hello)` when an authenticated agent is mapped to
     a published host (at its hello, or at the first `deliver` to one of its
-    addresses); `on_rtt(host_ip, samples)` for each round-trip report of a
-    mapped agent; `on_reject(host_ip, generation, error)` when an agent refuses
-    a set. Callbacks run on the connection's green thread; an exception in
-    one is logged and does not affect the connection.
+    addresses); `on_rtt(host_ip, round_trips)` for each round-trip report of a
+    mapped agent (seconds: `messages.RoundTrip`); `on_reject(host_ip,
+    generation, error)` when an agent refuses a set. Callbacks run on the
+    connection's green thread; an exception in one is logged and does not
+    affect the connection.
     """
 
-    def __init__(self, host, port, secret, publications: Publications, on_ack, on_agent=None, logger=None,
-                 on_reject=None, on_rtt=None, handshake_timeout=5.0, write_timeout=10.0, rate_per_s=20.0, burst=200.0,
-                 max_connections=1024, max_unauthenticated=None, unauthenticated_per_source=16,
-                 send_buffer_bytes=SEND_BUFFER_BYTES, tls=None):
+    def __init__(self, host: str, port: int, secret: bytes, publications: Publications,
+                 on_ack: Callable[[str, int, list[RouteResult]], object],
+                 on_agent: Callable[[str, Hello], object] | None = None, logger: logging.Logger | None = None,
+                 on_reject: Callable[[str, int | None, str], object] | None = None,
+                 on_rtt: Callable[[str, list[RoundTrip]], object] | None = None, handshake_timeout: float = 5.0,
+                 write_timeout: float = 10.0, rate_per_s: float = 20.0, burst: float = 200.0,
+                 max_connections: int = 1024, max_unauthenticated: int | None = None,
+                 unauthenticated_per_source: int = 16, send_buffer_bytes: int = SEND_BUFFER_BYTES,
+                 tls: ssl.SSLContext | None = None) -> None:
         if not isinstance(secret, bytes) or not secret:
             raise ValueError("agents.secret_file: the secret must be non-empty bytes")
         self.host = host
@@ -127,14 +137,14 @@ class AgentServer:
         self.max_unauthenticated = max_unauthenticated or max(1, max_connections // 4)
         self.unauthenticated_per_source = unauthenticated_per_source
         self.send_buffer_bytes = send_buffer_bytes
-        self.address = None  # (host, port) actually listened on, after start()
+        self.address: tuple[str, int] | None = None  # (host, port) actually listened on, after start()
         self.tls = tls  # server_tls(...) for TLS under the HMAC handshake, None for plain TCP
         self.acked: dict[str, int] = {}  # host ip -> last acknowledged generation
         self.refused: collections.Counter[str] = collections.Counter()  # reason -> agents refused or cut off
         self._connections: set[_Connection] = set()  # every open connection
         self._agents: set[_Connection] = set()  # authenticated connections that sent their hello
-        self._listener = None
-        self._thread = None
+        self._listener: Any = None
+        self._thread: Any = None
         self._refused = 0  # connections refused since the last log line about it
         self._refusal_logged_at = -1.0
         if len(secret) < 16:
@@ -142,7 +152,7 @@ class AgentServer:
 
     # -- the app's interface ---------------------------------------------------
 
-    def start(self):
+    def start(self) -> None:
         """Listen, and serve agents on green threads.
 
         The port is bound without SO_REUSEPORT, so a second controller
@@ -154,7 +164,7 @@ class AgentServer:
         self._thread = hub.spawn(self._accept_loop)
         self.log.info("agent channel listening on %s:%d", *self.address)
 
-    def _accept_loop(self):
+    def _accept_loop(self) -> None:
         """Accept agents for ever; running out of descriptors pauses it, never ends it."""
         while True:
             try:
@@ -168,28 +178,27 @@ class AgentServer:
                 continue
             hub.spawn(self._handle, sock, peer)
 
-    def deliver(self, host_ip):
+    def deliver(self, host_ip: str) -> None:
         """Send host_ip's latest published set now if its agent is connected
         (else it goes when the agent connects)."""
-        host_ip = host_address(host_ip)
         connection = self._connection_for(host_ip)
         # Mapping the agent may have made the core drop the set (an agent ahead of its generations).
         latest = self.publications.latest(host_ip)
         if connection is not None and latest is not None:
             connection.send_latest(latest)
 
-    def agents(self):
-        """One record per authenticated agent that sent its hello: its peer address, the host it
-        is mapped to (None until a set is published for one of its addresses) and what it reported."""
-        return [{"peer": c.peer, "host_ip": c.host_ip, "hostname": c.hello["hostname"],
-                 "addresses": list(c.addresses), "applied_generation_at_hello": c.hello["applied_generation"]}
-                for c in self._agents]
+    def agents(self) -> list[dict[str, Any]]:
+        """One record per authenticated agent that sent its hello, for display: its peer address, the
+        host it is mapped to (None until a set is published for one of its addresses) and what it reported."""
+        return [{"peer": c.peer, "host_ip": c.host_ip, "hostname": c.hello.hostname,
+                 "addresses": list(c.addresses), "applied_generation_at_hello": c.hello.applied_generation}
+                for c in self._agents if c.hello is not None]
 
-    def connected_hosts(self):
+    def connected_hosts(self) -> set[str]:
         """Every address reported by a connected, authenticated agent."""
         return {address for connection in self._agents for address in connection.addresses}
 
-    def stop(self):
+    def stop(self) -> None:
         """Stop listening and disconnect every agent."""
         if self._thread is not None:
             hub.kill(self._thread)
@@ -202,18 +211,18 @@ class AgentServer:
 
     # -- connections -------------------------------------------------------------
 
-    def _handle(self, sock, peer):
-        source, peer = peer[0], f"{peer[0]}:{peer[1]}"
+    def _handle(self, sock: socket.socket, peer: tuple[str, int]) -> None:
+        source, name = peer[0], f"{peer[0]}:{peer[1]}"
         refusal = self._refusal(source)
         if refusal:
             self.refused["connection_limit"] += 1
-            self._log_refusal(peer, refusal)
+            self._log_refusal(name, refusal)
             sock.close()
             return
         # A small send buffer makes a peer that does not read block the
         # writer, so the write deadline catches it on the first large set.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
-        connection = _Connection(self, sock, peer, source)
+        connection = _Connection(self, sock, name, source)
         self._connections.add(connection)
         try:
             try:
@@ -239,9 +248,10 @@ class AgentServer:
         finally:
             self._close(connection, "closed the connection", level=logging.INFO)
 
-    def _tls_handshake(self, sock):
+    def _tls_handshake(self, sock: socket.socket) -> ssl.SSLSocket:
         """The connection wrapped in TLS, its handshake done (a plain-TCP peer sends no
         ClientHello and runs into the handshake deadline)."""
+        assert self.tls is not None  # called only with TLS
         try:
             wrapped = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
             wrapped.do_handshake()
@@ -252,13 +262,13 @@ class AgentServer:
             raise Refused("tls", f"TLS handshake failed: {error}") from None
         return wrapped
 
-    def _refuse(self, connection, reason, message):
+    def _refuse(self, connection: "_Connection", reason: str, message: str) -> None:
         """Count a refusal by reason and disconnect."""
         if not connection.closed:
             self.refused[reason] += 1
         self._close(connection, message)
 
-    def _log_refusal(self, peer, reason):
+    def _log_refusal(self, peer: str, reason: str) -> None:
         """Log refused connections, at most one line a second: a flood must not flood the log."""
         self._refused += 1
         now = time.monotonic()
@@ -267,7 +277,7 @@ class AgentServer:
             self.log.warning("agent %s refused: %s%s", peer, reason, more)
             self._refused, self._refusal_logged_at = 0, now
 
-    def _refusal(self, source):
+    def _refusal(self, source: str) -> str:
         """Why a new connection from source is refused now, or ""."""
         if len(self._connections) >= self.max_connections:
             return f"{len(self._connections)} connections already open"
@@ -278,15 +288,17 @@ class AgentServer:
             return f"{self.unauthenticated_per_source} connections from {source} already waiting to authenticate"
         return ""
 
-    def _register(self, connection, hello):
-        connection.hello = {key: value for key, value in hello.items() if key != "type"}
-        connection.addresses = [host_address(address) for address in hello["addresses"]]
+    def _register(self, connection: "_Connection", hello: Hello) -> None:
+        """Take an authenticated agent's hello: map it to its host if a set is published for one
+        of its addresses (canonical: the hello's schema made them so), and send that set."""
+        connection.hello = hello
+        connection.addresses = list(hello.addresses)
         for other in list(self._agents):
             if set(other.addresses) & set(connection.addresses):
                 self._close(other, f"replaced by a newer connection from {connection.peer}", level=logging.INFO)
         self._agents.add(connection)
         self.log.info("agent %s (%s) authenticated: addresses %s, applied generation %s", connection.peer,
-                      hello["hostname"], ", ".join(connection.addresses) or "none", hello["applied_generation"])
+                      hello.hostname, ", ".join(connection.addresses) or "none", hello.applied_generation)
         for address in connection.addresses:
             if self.publications.latest(address) is not None:
                 self._map(connection, address)
@@ -297,12 +309,12 @@ class AgentServer:
         self.log.info("agent %s: no parameters published yet for %s", connection.peer,
                       ", ".join(connection.addresses) or "its addresses")
 
-    def _map(self, connection, host_ip):
+    def _map(self, connection: "_Connection", host_ip: str) -> None:
         connection.host_ip = host_ip
         if self.on_agent is not None:
             self._callback(self.on_agent, host_ip, connection.hello)
 
-    def _connection_for(self, host_ip):
+    def _connection_for(self, host_ip: str) -> "_Connection | None":
         for connection in self._agents:
             if connection.host_ip == host_ip:
                 return connection
@@ -312,7 +324,7 @@ class AgentServer:
                 return connection
         return None
 
-    def _write_loop(self, connection):
+    def _write_loop(self, connection: "_Connection") -> None:
         """Send the connection's latest set whenever there is one."""
         try:
             while True:
@@ -321,76 +333,78 @@ class AgentServer:
                 while connection.pending is not None:
                     param_set, connection.pending = connection.pending, None
                     message, delta = connection.params_for(param_set, self.publications.peers)
+                    assert connection.session is not None  # the writer starts after the handshake
                     data = connection.session.seal(message)
                     try:
                         with hub.Timeout(self.write_timeout):
                             connection.sock.sendall(data)
                     except hub.Timeout:
-                        self._refuse(connection, "slow_reader", f"slow reader: generation {param_set['generation']} "
+                        self._refuse(connection, "slow_reader", f"slow reader: generation {param_set.generation} "
                                      f"({len(data)} bytes) not taken within {self.write_timeout:g} s")
                         return
                     if delta is None:
                         self.log.info("sent generation %d (%d routes, %d bytes) to agent %s for %s",
-                                      param_set["generation"], len(param_set["routes"]), len(data), connection.peer,
+                                      param_set.generation, len(param_set.routes), len(data), connection.peer,
                                       connection.host_ip)
                     else:
                         self.log.info("sent generation %d as a delta against %d (%d added, %d copied, %d changed, "
-                                      "%d removed of %d routes, %d bytes) to agent %s for %s", param_set["generation"],
+                                      "%d removed of %d routes, %d bytes) to agent %s for %s", param_set.generation,
                                       delta["base"], len(delta["added"]), len(delta["copied"]), len(delta["changed"]),
-                                      len(delta["removed"]), len(param_set["routes"]), len(data), connection.peer,
+                                      len(delta["removed"]), len(param_set.routes), len(data), connection.peer,
                                       connection.host_ip)
         except OSError as error:
             self._close(connection, f"connection error while sending: {error}", level=logging.INFO)
 
-    def _acknowledged(self, connection, message):
-        generation = message["generation"]
+    def _acknowledged(self, connection: "_Connection", ack: Ack) -> None:
+        generation = ack.generation
         if generation not in connection.sent:
             raise ProtocolError(f"ack for generation {generation}, which was not sent to it")
         param_set, _ = connection.sent.pop(generation)
-        if connection.acked_set is None or generation >= connection.acked_set["generation"]:
+        if connection.acked_set is None or generation >= connection.acked_set.generation:
             connection.acked_set = param_set  # what later deltas are based on
-        self.acked[connection.host_ip] = generation
-        skipped = sum(1 for result in message["results"] if result["status"] == "skipped")
-        unenforced = sum(1 for result in message["results"] if result["status"] == "applied" and result.get("reason"))
+        if connection.host_ip is not None:
+            self.acked[connection.host_ip] = generation
+        skipped = sum(1 for result in ack.results if result.status == "skipped")
+        unenforced = sum(1 for result in ack.results if result.status == "applied" and result.reason)
         self.log.info("agent %s acknowledged generation %d for %s (%d skipped, %d not fully enforced)", connection.peer,
                       generation, connection.host_ip, skipped, unenforced)
-        self._callback(self.on_ack, connection.host_ip, generation, message["results"])
+        self._callback(self.on_ack, connection.host_ip, generation, ack.results)
 
-    def _rejected(self, connection, message):
-        generation = message["generation"]
+    def _rejected(self, connection: "_Connection", reject: Reject) -> None:
+        generation = reject.generation
         if generation is not None:
             if generation not in connection.sent:
                 raise ProtocolError(f"reject for generation {generation}, which was not sent to it")
             connection.sent.pop(generation)
         self.log.warning("agent %s for %s rejected generation %s: %s", connection.peer, connection.host_ip,
-                         generation, message["error"])
+                         generation, reject.error)
         if self.on_reject is not None:
-            self._callback(self.on_reject, connection.host_ip, generation, message["error"])
+            self._callback(self.on_reject, connection.host_ip, generation, reject.error)
 
-    def _resync(self, connection, message):
+    def _resync(self, connection: "_Connection", resync: Resync) -> None:
         """The agent could not apply a delta (its applied generation was not the base):
         send the latest set again, whole unless the agent holds the acknowledged set."""
-        generation = message["generation"]
+        generation = resync.generation
         if generation not in connection.sent or not connection.sent[generation][1]:
             raise ProtocolError(f"resync for generation {generation}, which was not sent to it as a delta")
         del connection.sent[generation]
         acked = connection.acked_set
-        if acked is None or message["applied_generation"] != acked["generation"]:
+        if acked is None or resync.applied_generation != acked.generation:
             connection.acked_set = None
         self.log.info("agent %s for %s holds generation %s, not the base of the delta to %d: sending %s",
-                      connection.peer, connection.host_ip, message["applied_generation"], generation,
+                      connection.peer, connection.host_ip, resync.applied_generation, generation,
                       "the whole set" if connection.acked_set is None else "a delta against it")
         latest = self.publications.latest(connection.host_ip) if connection.host_ip is not None else None
         if latest is not None:
             connection.send_latest(latest)
 
-    def _callback(self, function, *args):
+    def _callback(self, function: Callable[..., object], *args: Any) -> None:
         try:
             function(*args)
         except Exception:  # the app's bug must not cost the agent its connection
             self.log.exception("agent server callback %s failed", getattr(function, "__name__", function))
 
-    def _close(self, connection, reason, level=logging.WARNING):
+    def _close(self, connection: "_Connection", reason: str | None, level: int = logging.WARNING) -> None:
         """Disconnect an agent (once), logging why; kills its green threads."""
         if connection.closed:
             return
@@ -413,64 +427,63 @@ class AgentServer:
 class _Connection:
     """One agent connection: its socket, session, and what to send it."""
 
-    def __init__(self, server, sock, peer, source):
+    def __init__(self, server: AgentServer, sock: Any, peer: str, source: str) -> None:
         self.server = server
         self.sock = sock
         self.peer = peer
         self.source = source
         self.reader = hub.getcurrent()
-        self.writer = None
-        self.session = None
+        self.writer: Any = None
+        self.session: session.Session | None = None
         self.decoder = framing.FrameDecoder(limits.MAX_HANDSHAKE_FRAME_BYTES)
-        self.frames = []
-        self.hello = None
-        self.addresses = []
-        self.host_ip = None
-        self.pending = None
-        self.sent = {}  # generation -> (the set, whether it went as a delta), until acked or rejected
-        self.acked_set = None  # the latest set the agent acknowledged on this connection: the base of deltas
-        self.peers_sent = None  # the peers of the last params message on this connection
+        self.frames: list[bytes] = []
+        self.hello: Hello | None = None
+        self.addresses: list[str] = []
+        self.host_ip: str | None = None
+        self.pending: ParamSet | None = None
+        # generation -> (the set, whether it went as a delta), until acked or rejected
+        self.sent: dict[int, tuple[ParamSet, bool]] = {}
+        self.acked_set: ParamSet | None = None  # the latest set the agent acknowledged here: the base of deltas
+        self.peers_sent: list[str] | None = None  # the peers of the last params message on this connection
         self.wake = hub.Event()
         self.closed = False
         self.tokens = server.burst
         self.refilled = time.monotonic()
-        self.frame_started = None  # when the first bytes of a partial frame came
+        self.frame_started: float | None = None  # when the first bytes of a partial frame came
 
-    def handshake(self):
+    def handshake(self) -> Hello:
         """Challenge, check the agent's MAC, prove ours, read the hello."""
         nonce = session.new_nonce()
         self.sock.sendall(framing.frame(framing.encode_json(messages.challenge_message(nonce))))
-        auth = framing.decode_json(self.read_frame(), "auth")
-        messages.check_message(auth, "auth")
-        expected = session.agent_mac(self.server.secret, nonce, auth["nonce"])
-        if not session.macs_equal(expected, auth["mac"]):
+        auth = messages.parse_message(framing.decode_json(self.read_frame(), "auth"), messages.Auth)
+        expected = session.agent_mac(self.server.secret, nonce, auth.nonce)
+        if not session.macs_equal(expected, auth.mac):
             raise AuthenticationError("wrong secret")
         self.sock.sendall(framing.frame(framing.encode_json(
-            messages.welcome_message(self.server.secret, auth["nonce"], nonce))))
-        self.session = session.Session(self.server.secret, nonce, auth["nonce"], "controller")
+            messages.welcome_message(self.server.secret, auth.nonce, nonce))))
+        self.session = session.Session(self.server.secret, nonce, auth.nonce, "controller")
         self.decoder.limit = limits.MAX_HELLO_FRAME_BYTES
-        hello = self.session.open(self.read_frame())
-        messages.check_message(hello, "hello")
+        hello = messages.parse_message(self.session.open(self.read_frame()), Hello)
         self.decoder.limit = limits.MAX_FRAME_BYTES
         return hello
 
-    def read_loop(self):
-        """Acks and rejects until the agent goes away."""
+    def read_loop(self) -> None:
+        """Acks, rejects, resyncs and round-trip reports until the agent goes away."""
+        assert self.session is not None  # read after the handshake
         while True:
             body = self.read_frame()
             self.charge(1 + len(body) // 65536)
-            message = self.session.open(body)
-            kind = messages.check_message(message, "ack", "reject", "rtt", "resync")
-            if kind == "ack":
+            message = messages.parse_message(self.session.open(body), Ack, Reject, Rtt, Resync)
+            if isinstance(message, Ack):
                 self.server._acknowledged(self, message)
-            elif kind == "reject":
+            elif isinstance(message, Reject):
                 self.server._rejected(self, message)
-            elif kind == "resync":
+            elif isinstance(message, Resync):
                 self.server._resync(self, message)
-            elif self.host_ip is not None and self.server.on_rtt is not None:
-                self.server._callback(self.server.on_rtt, self.host_ip, message["samples"])
+            elif isinstance(message, Rtt) and self.host_ip is not None and self.server.on_rtt is not None:
+                self.server._callback(self.server.on_rtt, self.host_ip, message.round_trips())
 
-    def read_frame(self):
+    def read_frame(self) -> bytes:
         """The next whole frame. Once a frame has begun, the rest must come
         within the write timeout: a frame cannot trickle in for ever."""
         while not self.frames:
@@ -494,7 +507,7 @@ class _Connection:
         self.frame_started = None
         return self.frames.pop(0)
 
-    def charge(self, cost):
+    def charge(self, cost: int) -> None:
         """Token bucket: `rate_per_s` messages a second, bursts of `burst`."""
         now = time.monotonic()
         self.tokens = min(self.server.burst, self.tokens + (now - self.refilled) * self.server.rate_per_s)
@@ -503,20 +516,21 @@ class _Connection:
         if self.tokens < 0:
             raise Refused("flooding", f"flooding: more than {self.server.rate_per_s:g} messages a second")
 
-    def params_for(self, param_set, all_peers):
+    def params_for(self, param_set: ParamSet, all_peers: list[str]) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """The params message for a set: a delta against the acknowledged set when it is
         older and the delta is the shorter message, else the whole set;
         the peers only when they changed. Returns (message, the delta or None)."""
         peers = [ip for ip in all_peers if ip not in self.addresses]
         changed_peers = None if peers == self.peers_sent else peers
         delta = paramset.worth_a_delta(self.acked_set, param_set)
-        self.sent[param_set["generation"]] = (param_set, delta is not None)
+        self.sent[param_set.generation] = (param_set, delta is not None)
         self.peers_sent = peers
         if delta is None:
             return messages.params_message(param_set, changed_peers), None
         return messages.delta_message(delta, changed_peers), delta
 
-    def send_latest(self, param_set):
+    def send_latest(self, param_set: ParamSet) -> None:
+        """Have the writer send param_set next (it replaces one not yet sent)."""
         self.pending = param_set
         self.wake.set()
 
@@ -524,6 +538,6 @@ class _Connection:
 class _Closed(OSError):
     """The agent closed its end."""
 
-    def __str__(self):
+    def __str__(self) -> str:
         return "closed by the agent"
 

@@ -14,15 +14,17 @@ from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
 
 from otcp.controller import store
+from otcp.controller.config import ControllerConfig
 from otcp.controller.core import Actions, ControllerCore, PortInfo
 from otcp.planning import inventory
 from otcp.service.agent_server import AgentServer
 from otcp.service.live import LiveView
 from otcp.service.services import start_services
+from otcp.wire.messages import Hello
 
 RESTART_BACKOFF_S = 1.0  # a loop whose step raised waits this long before running again
 # Set by otcp.service.launcher before os-ken loads this app.
-CONFIG: dict | None = None
+CONFIG: ControllerConfig | None = None
 
 
 class OTCPController(app_manager.OSKenApp):
@@ -35,14 +37,11 @@ class OTCPController(app_manager.OSKenApp):
         if CONFIG is None:
             raise RuntimeError("start the OTCP app with `otcp-controller run --config FILE`")
         self.config = config = CONFIG
-        self.logger.setLevel(config["log_level"].upper())
-        self.store = store.Store(config["database"])
+        self.logger.setLevel(config.log_level.upper())
+        self.store = store.Store(config.database)
         self.core = ControllerCore(
-            now=time.time(), probe_interval_s=config["intervals"]["probe_s"], delay_window=config["delay_window"],
-            defaults=config["defaults"], bounds=config["bounds"], lossless=config["lossless"],
-            pacing=config["pacing"],
-            stability=config["stability"], measurement=config["measurement"], logger=self.logger,
-            inventory=inventory.load(config["inventory"]) if config["inventory"] else None,
+            config, now=time.time(), logger=self.logger,
+            inventory=inventory.load(config.inventory) if config.inventory else None,
             known_hosts=self.store.known_hosts(), generation=self.store.last_generation_number())
         self.datapaths: dict[int, Any] = {}  # dpid -> connected os-ken Datapath
         self.replan = hub.Event()
@@ -50,17 +49,17 @@ class OTCPController(app_manager.OSKenApp):
         latest = self.store.latest_generation()
         self.live = LiveView(self.core, *((latest[2], latest[0]) if latest else ()))
 
-    def start(self):
+    def start(self) -> None:
         """os-ken's start hook: the agent channel, the admin socket, the metrics and the four loops."""
         super().start()
         services = start_services(self.config, self.core, self.store, self.live, self.logger, self._agent_arrived)
         self.agent_server = services.agent_server
         self.threads.extend(services.threads)
-        intervals, retention = self.config["intervals"], self.config["retention"]
-        for step, wait in ((self._probe, lambda: hub.sleep(intervals["probe_s"])),
-                           (self._poll_stats, lambda: hub.sleep(intervals["flow_stats_s"])),
-                           (self._replan, lambda: self.replan.wait(timeout=intervals["recompute_s"])),
-                           (self._prune, lambda: hub.sleep(retention["prune_interval_s"]))):
+        intervals, retention = self.config.intervals, self.config.retention
+        for step, wait in ((self._probe, lambda: hub.sleep(intervals.probe_s)),
+                           (self._poll_stats, lambda: hub.sleep(intervals.flow_stats_s)),
+                           (self._replan, lambda: self.replan.wait(timeout=intervals.recompute_s)),
+                           (self._prune, lambda: hub.sleep(retention.prune_interval_s))):
             self.threads.append(hub.spawn(self._supervised, step, wait))
 
     def _supervised(self, step: Callable[[], None], wait: Callable[[], object]) -> None:
@@ -90,15 +89,15 @@ class OTCPController(app_manager.OSKenApp):
         if actions.generation is not None:
             self.store.save_generation(actions.generation)
 
-    def _probe(self):
+    def _probe(self) -> None:
         self._carry_out(self.core.expire_links(time.time()))
         for dpid in self.core.ready_switches():  # stamped per switch, just before its probes leave
             self._carry_out(self.core.probe_switch(time.time(), dpid))
 
-    def _poll_stats(self):
+    def _poll_stats(self) -> None:
         self._carry_out(self.core.stats_round())
 
-    def _replan(self):
+    def _replan(self) -> None:
         self.replan.clear()
         self._carry_out(self.core.reroute())
         hub.sleep(0)  # the switches' send loops put the flow mods out before planning holds this thread
@@ -107,54 +106,55 @@ class OTCPController(app_manager.OSKenApp):
         self.live.planned(now, actions, time.perf_counter() - started)
         self._carry_out(actions)
 
-    def _prune(self):
-        retention = self.config["retention"]
-        pruned = self.store.prune(retention["measurements_s"], retention["generations"])
+    def _prune(self) -> None:
+        retention = self.config.retention
+        pruned = self.store.prune(retention.measurements_s, retention.generations)
         self.logger.debug("pruned %d measurement row(s) and %d generation(s)", pruned.measurements,
                           pruned.generations)
 
-    def _agent_arrived(self, host_ip, hello):
+    def _agent_arrived(self, host_ip: str, hello: Hello) -> None:
         self.store.save_agent(host_ip, hello)
-        self._carry_out(self.core.agent_arrived(host_ip, hello["applied_generation"]))
+        self._carry_out(self.core.agent_arrived(host_ip, hello.applied_generation))
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
-    def switch_features(self, ev):
+    def switch_features(self, ev: Any) -> None:
         """A switch connected."""
         self.datapaths[ev.msg.datapath.id] = ev.msg.datapath
         self._carry_out(self.core.switch_features(ev.msg.datapath.id, ev.msg.datapath))
 
     @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
-    def state_change(self, ev):
+    def state_change(self, ev: Any) -> None:
         """A switch is ready (MAIN) or gone (DEAD)."""
+        dpid = ev.datapath.id
         if ev.state == MAIN_DISPATCHER:
-            self._carry_out(self.core.switch_ready(ev.datapath.id))
-        elif self.datapaths.get(ev.datapath.id) is ev.datapath:  # not an old connection of a reconnected switch
-            del self.datapaths[ev.datapath.id]
-            self._carry_out(self.core.switch_gone(time.time(), ev.datapath.id))
+            self._carry_out(self.core.switch_ready(dpid))
+        elif self.datapaths.get(dpid) is ev.datapath:  # not an old connection of a reconnected switch
+            del self.datapaths[dpid]
+            self._carry_out(self.core.switch_gone(time.time(), dpid))
 
     @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
-    def port_description(self, ev):
+    def port_description(self, ev: Any) -> None:
         """A switch's ports, their addresses and speeds."""
         ports = [PortInfo(p.port_no, p.hw_addr, p.curr_speed) for p in ev.msg.body]
         self._carry_out(self.core.port_description(time.time(), ev.msg.datapath.id, ports))
 
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
-    def port_status(self, ev):
+    def port_status(self, ev: Any) -> None:
         """A port changed."""
         self._carry_out(self.core.port_status(ev.msg.datapath.id))
 
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
-    def packet_in(self, ev):
+    def packet_in(self, ev: Any) -> None:
         """A frame sent up by a switch."""
         self._carry_out(self.core.packet_in(time.time(), ev.msg.datapath.id, ev.msg.match["in_port"], ev.msg.data))
 
     @set_ev_cls(ofp_event.EventOFPEchoReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
-    def echo_reply(self, ev):
+    def echo_reply(self, ev: Any) -> None:
         """A switch answered an echo request."""
         self.core.echo_reply(time.time(), ev.msg.datapath.id, ev.msg.data)
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
-    def flow_stats(self, ev):
+    def flow_stats(self, ev: Any) -> None:
         """A switch's flow statistics."""
         msg = ev.msg
         self.core.flow_stats(msg.datapath.id, msg.body, more=bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE))

@@ -6,6 +6,8 @@ import json
 import os
 import sys
 import warnings
+from collections.abc import Iterable
+from typing import Any, TextIO
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -26,7 +28,7 @@ _TABLE_COLUMNS = (
 )
 
 
-def print_table(rows, out=None):
+def print_table(rows: Iterable[dict[str, Any]], out: TextIO | None = None) -> None:
     """Print parameter records as an aligned text table with their paths."""
     out = out or sys.stdout
     header = [title for _, title in _TABLE_COLUMNS] + ["path"]
@@ -39,7 +41,7 @@ def print_table(rows, out=None):
         out.write("  ".join(cell.ljust(width) for cell, width in zip(line, widths)) + "  " + line[-1] + "\n")
 
 
-def command_plan(args):
+def command_plan(args: argparse.Namespace) -> int:
     """Print the parameters an inventory implies (table or JSON)."""
     # Imported here, not at the top: `run` must let os-ken patch the process first.
     from otcp.planning import formulas, inventory, planner
@@ -56,7 +58,8 @@ def command_plan(args):
         pacing = formulas.Pacing() if args.pacing_headroom is None else formulas.Pacing(args.pacing_headroom)
     plan = planner.Plan(inv.fabric(), formulas.Bounds(mss_bytes=inv.mss_bytes), lossless, pacing)
     for src, dst in plan.unreachable:
-        print(f"otcp-controller plan: no path from {src} to {dst}; pair left out", file=sys.stderr)
+        print(f"otcp-controller plan: no path from {plan.fabric.name(src)} to {plan.fabric.name(dst)}; pair left out",
+              file=sys.stderr)
     if args.json:
         json.dump({"paths": list(plan.records())}, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -65,7 +68,7 @@ def command_plan(args):
     return 0
 
 
-def command_run(args):
+def command_run(args: argparse.Namespace) -> int:
     """Run the controller until stopped."""
     # Imported here: os-ken monkey-patches the process through eventlet.
     from otcp.service import launcher
@@ -77,7 +80,7 @@ def command_run(args):
         return EXIT_BAD_INPUT
 
 
-def command_show(args):
+def command_show(args: argparse.Namespace) -> int:
     """Print the controller's stored state: topology, generations, agents."""
     from otcp.controller import store
 
@@ -126,20 +129,20 @@ def command_show(args):
     return 0
 
 
-def link_line(src, dst, values):
+def link_line(src: str, dst: str, values: dict[str, Any]) -> str:
     """One directed link's measurement as a line of text."""
     return (f"  {src} -> {dst}: delay {values['delay_s'] * 1e6:.1f} us ({values['delay_source']}, "
             f"{values['samples']} samples), {values['capacity_bytes_per_s'] * 8 / 1e6:g} Mb/s, "
             f"buffer {values['buffer_bytes']:g} B, {values['flows']} active flows")
 
 
-def command_status(args):
+def command_status(args: argparse.Namespace) -> int:
     """Print the running controller's live view, read from its admin socket."""
     warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")  # os-ken's hub, imported by admin
     from otcp.controller import config as controller_config
     from otcp.service import admin
 
-    path = args.socket or controller_config.load(args.config)["admin"]["socket"]
+    path = args.socket or controller_config.load(args.config).admin.socket
     try:
         status = admin.read_status(path)
     except admin.AdminError as error:
@@ -174,11 +177,11 @@ def command_status(args):
     return 0
 
 
-def _dash(value):
+def _dash(value: object) -> str:
     return "-" if value is None else str(value)
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     """The otcp-controller command line: run, plan, show, status."""
     parser = argparse.ArgumentParser(
         prog="otcp-controller", description="OTCP controller: per-path TCP parameters from fabric measurements"
@@ -213,7 +216,7 @@ def build_parser():
     return parser
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     """Run one otcp-controller command; returns the exit status (0 ok, 2 bad input)."""
     args = build_parser().parse_args(argv)
     try:

@@ -14,13 +14,17 @@ import os
 import resource
 import socket
 import warnings
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported at run time only after os-ken patched the process
+    from otcp.controller.config import ControllerConfig
 
 
 class InstanceError(RuntimeError):
     """Another controller already uses this database or address."""
 
 
-def run(config_path):
+def run(config_path: str) -> int:
     """Validate the configuration, claim the instance, then run os-ken until it is stopped."""
     # os-ken needs eventlet; its deprecation banner says nothing to operators.
     warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
@@ -34,18 +38,18 @@ def run(config_path):
     config = controller_config.load(config_path)
     lock = claim(config)  # held (open) for as long as the process runs
     raise_descriptor_limit()
-    logging.getLogger().setLevel(getattr(logging, config["log_level"].upper()))
+    logging.getLogger().setLevel(getattr(logging, config.log_level.upper()))
     from os_ken.cmd import manager
 
     from otcp.service import app
 
     app.CONFIG = config
-    openflow = config["openflow"]
+    openflow = config.openflow
     try:
         manager.main(
             args=[
-                "--ofp-listen-host", openflow["host"],
-                "--ofp-tcp-listen-port", str(openflow["port"]),
+                "--ofp-listen-host", openflow.host,
+                "--ofp-tcp-listen-port", str(openflow.port),
                 "otcp.service.app",
             ],
             prog="otcp-controller",
@@ -55,12 +59,12 @@ def run(config_path):
     return 0
 
 
-def claim(config):
+def claim(config: "ControllerConfig") -> IO[str]:
     """Lock the database and check the listening ports; returns the open lock file.
 
     Raises InstanceError naming the other controller.
     """
-    path = config["database"] + ".lock"
+    path = config.database + ".lock"
     lock = open(path, "a+", encoding="utf-8")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -68,27 +72,26 @@ def claim(config):
         lock.seek(0)
         holder = lock.read().strip() or "unknown"
         lock.close()
-        raise InstanceError(f"{config['database']}: already used by another otcp-controller (pid {holder})") from None
+        raise InstanceError(f"{config.database}: already used by another otcp-controller (pid {holder})") from None
     lock.seek(0)
     lock.truncate()
     lock.write(f"{os.getpid()}\n")
     lock.flush()
-    endpoints = [("openflow", config["openflow"])]
-    if config["agents"]["secret_file"] is not None:
-        endpoints.append(("agents", config["agents"]))
-    for name, endpoint in endpoints:
+    endpoints = [("openflow", config.openflow.host, config.openflow.port)]
+    if config.agents.secret_file is not None:
+        endpoints.append(("agents", config.agents.host, config.agents.port))
+    for name, host, port in endpoints:
         try:
-            _check_free(endpoint["host"], endpoint["port"])
+            _check_free(host, port)
         except OSError as error:
             lock.close()
             if error.errno == errno.EADDRINUSE:
-                raise InstanceError(f"{name} {endpoint['host']}:{endpoint['port']}: already in use "
-                                    "(another otcp-controller?)") from None
-            raise InstanceError(f"{name} {endpoint['host']}:{endpoint['port']}: {error.strerror}") from None
+                raise InstanceError(f"{name} {host}:{port}: already in use (another otcp-controller?)") from None
+            raise InstanceError(f"{name} {host}:{port}: {error.strerror}") from None
     return lock
 
 
-def _check_free(host, port):
+def _check_free(host: str, port: int) -> None:
     """Bind host:port exclusively (no SO_REUSEPORT) and let go: EADDRINUSE if anyone listens."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
@@ -96,7 +99,7 @@ def _check_free(host, port):
         probe.bind((host, port))
 
 
-def raise_descriptor_limit():
+def raise_descriptor_limit() -> None:
     """Raise the soft limit on open files to the hard one: each agent is a connection."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:

@@ -84,12 +84,12 @@ class LiveView:
             published = self.core.publications.latest(key)
             lag = None
             if published is not None:
-                lag = max(0, published["generation"] - (acknowledged or 0))
+                lag = max(0, published.generation - (acknowledged or 0))
             rows.append({
                 "host_ip": agent.get("host_ip", key), "connected": bool(agent), "peer": agent.get("peer"),
                 "hostname": agent.get("hostname"), "addresses": agent.get("addresses", []),
                 "acknowledged_generation": acknowledged, "published_generation":
-                    None if published is None else published["generation"], "lag_generations": lag,
+                    None if published is None else published.generation, "lag_generations": lag,
             })
         return rows
 

@@ -6,9 +6,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from otcp.controller.config import ControllerConfig
+from otcp.controller.core import ControllerCore
+from otcp.controller.store import Store
 from otcp.service import metrics
 from otcp.service.admin import AdminServer
 from otcp.service.agent_server import AgentServer, read_secret, server_tls
+from otcp.service.live import LiveView
 
 
 @dataclass
@@ -19,23 +23,24 @@ class Services:
     threads: list = field(default_factory=list)
 
 
-def start_services(config: dict, core: Any, store: Any, live: Any, logger: Any, on_agent: Any) -> Services:
+def start_services(config: ControllerConfig, core: ControllerCore, store: Store, live: LiveView, logger: Any,
+                   on_agent: Any) -> Services:
     """Start the agent channel (if a secret is configured), the admin socket and the metrics (if configured)."""
     services = Services()
-    agents = config["agents"]
-    if agents["secret_file"] is None:
+    agents = config.agents
+    if agents.secret_file is None:
         logger.info("agent channel off: no agents.secret_file configured")
     else:
-        tls = agents["tls"] and server_tls(agents["tls"]["cert_file"], agents["tls"]["key_file"])
+        tls = server_tls(agents.tls.cert_file, agents.tls.key_file) if agents.tls is not None else None
         services.agent_server = AgentServer(
-            agents["host"], agents["port"], read_secret(agents["secret_file"]), core.publications,
+            agents.host, agents.port, read_secret(agents.secret_file), core.publications,
             on_ack=store.save_ack, on_agent=on_agent, logger=logger, tls=tls,
             on_rtt=lambda ip, samples: core.rtt_report(time.time(), ip, samples))
         services.agent_server.start()
         live.agent_server = services.agent_server
-    services.threads.append(AdminServer(config["admin"]["socket"], live.status, logger).start())
-    if config["metrics"] is not None:
-        address = config["metrics"]["host"], config["metrics"]["port"]
-        services.threads.append(metrics.serve(*address, metrics.registry_for(live, config["database"])))
+    services.threads.append(AdminServer(config.admin.socket, live.status, logger).start())
+    if config.metrics is not None:
+        address = config.metrics.host, config.metrics.port
+        services.threads.append(metrics.serve(*address, metrics.registry_for(live, config.database)))
         logger.info("Prometheus metrics at http://%s:%d/metrics", *address)
     return services
