@@ -173,7 +173,7 @@ def _corrupt(kind, path):
             handle.write(os.urandom(4096))
     elif kind == "truncated":
         state = State(path)
-        state.save_applied({"generation": 3, "routes": [route("10.77.0.2/32")]}, [], "test")
+        state.save_applied(paramset.validate_param_set({"generation": 3, "routes": [route("10.77.0.2/32")]}), [], "test")
         state.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         state.close()
         size = os.path.getsize(path)
@@ -186,7 +186,7 @@ def _corrupt(kind, path):
         db.close()
     elif kind == "bad json":
         state = State(path)
-        state.save_applied({"generation": 3, "routes": [route("10.77.0.2/32")]}, [], "test")
+        state.save_applied(paramset.validate_param_set({"generation": 3, "routes": [route("10.77.0.2/32")]}), [], "test")
         state.db.execute("UPDATE applied SET param_set = '{not json'")
         state.db.commit()
         state.close()

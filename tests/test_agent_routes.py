@@ -19,7 +19,8 @@ import pytest
 from otcp.agent.core import Agent
 from otcp.agent.enforcement import OFF_REASON, ONE_SHOT_REASON, Enforcement
 from otcp.agent.routes import OTCP_PROTO, ApplyError, RouteTable
-from otcp.wire import limits, messages, paramset
+from otcp.wire import framing, limits, messages, paramset
+from otcp.wire.messages import RouteResult
 from otcp.wire.validation import ValidationError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -130,9 +131,8 @@ def test_apply_show_revert(ns, agent):
         route("10.88.1.0/24", rto_min_ms=200, initcwnd=10, cwnd_clamp=None, quickack=False),
         route("2001:db8::5", rto_min_ms=5, initcwnd=4, cwnd_clamp=10),
     ]}, "test")
-    assert [r["status"] for r in results] == ["applied"] * 3
-    assert results[1] == {"dst": "10.88.1.0/24", "status": "applied", "dev": "v0", "gateway": "10.77.0.254",
-                          "table": 254}
+    assert [r.status for r in results] == ["applied"] * 3
+    assert results[1] == RouteResult(dst="10.88.1.0/24", status="applied", dev="v0", gateway="10.77.0.254", table=254)
     assert ns.otcp_routes() == {
         "10.77.0.2/32": expected(),
         "10.88.1.0/24": expected(via="10.77.0.254", rto_min_ms=200, initcwnd=10, cwnd_lock=None, quickack=None),
@@ -160,17 +160,18 @@ def test_a_pacing_rate_that_routes_alone_cannot_apply_is_reported(ns, agent):
     _, results = agent.apply({"generation": 1, "routes": [route("10.77.0.2/32", pacing_rate=2_000_000),
                                                           route("10.77.0.3/32")]}, "test")
     paced, unpaced = results
-    assert paced["status"] == "applied" and "reason" not in unpaced
-    assert paced["reason"].startswith("pacing_rate 2000000 B/s not enforced: pacing needs the sock_ops program")
-    assert ONE_SHOT_REASON in paced["reason"]
+    assert paced.status == "applied" and unpaced.reason is None
+    assert paced.reason.startswith("pacing_rate 2000000 B/s not enforced: pacing needs the sock_ops program")
+    assert ONE_SHOT_REASON in paced.reason
     assert ns.otcp_routes() == {"10.77.0.2/32": expected(), "10.77.0.3/32": expected()}
     shown = agent.show()
     assert [r["dst"] for r in shown["unenforced"]] == ["10.77.0.2/32"] and shown["skipped"] == []
-    messages.check_message(messages.ack_message(1, results, agent.enforcement.report()), "ack")  # the ack says so
+    ack = json.loads(framing.encode_json(messages.ack_message(1, results, agent.enforcement.report())))
+    assert messages.parse_message(ack, messages.Ack).results == results  # the ack says so
     routes_only = Enforcement.start("routes")
     agent.enforcement = routes_only
     _, results = agent.apply({"generation": 2, "routes": [route("10.77.0.2/32", pacing_rate=3_000_000)]}, "test")
-    assert OFF_REASON in results[0]["reason"]
+    assert OFF_REASON in results[0].reason
 
 
 def test_new_generation_replaces_changed_adds_new_and_removes_dropped(ns, agent):
@@ -185,10 +186,10 @@ def test_reapplying_an_unchanged_set_writes_nothing(ns, agent):
     routes = [route("10.77.0.2/32"), route("10.88.0.2/32", cwnd_clamp=None), route("2001:db8::2")]
     agent.apply({"generation": 1, "routes": routes}, "test")
     validated = paramset.validate_param_set({"generation": 2, "routes": routes})
-    plan = agent.routes.plan(validated["routes"])
+    plan = agent.routes.plan(validated.routes)
     assert [op for op, _, _ in plan.writes] == ["keep", "keep", "keep"] and plan.stale == []
     changed = paramset.validate_param_set({"generation": 2, "routes": routes[:2] + [route("2001:db8::3")]})
-    plan = agent.routes.plan(changed["routes"])
+    plan = agent.routes.plan(changed.routes)
     assert [op for op, _, _ in plan.writes] == ["keep", "keep", "add"]
     assert [r.dst for r in plan.stale] == ["2001:db8::2/128"]
 
@@ -300,10 +301,10 @@ def test_existing_non_otcp_route_is_left_alone_and_reported(ns, agent):
     before = ns.other_routes()
     _, results = agent.apply({"generation": 1, "routes": [
         route("10.77.5.5/32"), route("10.77.6.0/24"), route("10.77.0.9/32")]}, "test")
-    assert results[0]["status"] == "skipped"
-    assert "non-OTCP route for 10.77.5.5/32 exists in table main (proto static)" in results[0]["reason"]
-    assert results[1]["status"] == "skipped" and "10.77.6.0/24" in results[1]["reason"]
-    assert results[2]["status"] == "applied"
+    assert results[0].status == "skipped"
+    assert "non-OTCP route for 10.77.5.5/32 exists in table main (proto static)" in results[0].reason
+    assert results[1].status == "skipped" and "10.77.6.0/24" in results[1].reason
+    assert results[2].status == "applied"
     assert ns.otcp_routes() == {"10.77.0.9/32": expected()}
     assert ns.other_routes() == before
     agent.revert()
@@ -313,8 +314,8 @@ def test_existing_non_otcp_route_is_left_alone_and_reported(ns, agent):
 def test_local_unreachable_destinations_are_skipped(ns, agent):
     _, results = agent.apply({"generation": 1, "routes": [
         route("10.77.0.1/32"), route("10.66.0.1/32"), route("10.77.0.2/32")]}, "test")
-    assert results[0]["status"] == "skipped" and "as local, not unicast" in results[0]["reason"]
-    assert results[1]["status"] == "skipped" and "no route to 10.66.0.1" in results[1]["reason"]
+    assert results[0].status == "skipped" and "as local, not unicast" in results[0].reason
+    assert results[1].status == "skipped" and "no route to 10.66.0.1" in results[1].reason
     assert ns.otcp_routes() == {"10.77.0.2/32": expected()}
 
 
@@ -322,7 +323,7 @@ def test_a_foreign_route_appearing_later_makes_the_agent_drop_its_own(ns, agent)
     agent.apply({"generation": 1, "routes": [route("10.77.0.2/32")]}, "test")
     ns.ip("route", "add", "10.77.0.2/32", "dev", "v0", "proto", "static", "metric", "10")
     _, results = agent.apply({"generation": 2, "routes": [route("10.77.0.2/32")]}, "test")
-    assert results[0]["status"] == "skipped"
+    assert results[0].status == "skipped"
     assert ns.otcp_routes() == {}
     assert "10.77.0.2 dev v0 proto static scope link metric 10" in ns.other_routes()
 
@@ -403,7 +404,7 @@ def test_restart_reapplies_the_stored_generation(ns, tmp_path):
     assert ns.otcp_routes() == {}
     with Agent(state, netns=ns.name) as second:
         results = second.reapply_stored()
-        assert [r["status"] for r in results] == ["applied", "applied"]
+        assert [r.status for r in results] == ["applied", "applied"]
         assert ns.otcp_routes() == applied
         with pytest.raises(ValidationError, match="not newer than the applied generation 3"):
             second.apply({"generation": 2, "routes": []}, "test")
@@ -415,13 +416,13 @@ def test_restart_reapplies_the_stored_generation(ns, tmp_path):
 
 
 def test_hello_reports_addresses_and_kernel_facts(ns, agent):
-    hello = agent.hello()
-    assert hello["addresses"] == ["10.77.0.1", "2001:db8::1"]
-    assert hello["interfaces"] == [{"name": "v0", "mtu": 1500, "addresses": ["10.77.0.1", "2001:db8::1"]}]
-    assert hello["mtu"] == 1500 and hello["mss_bytes"] in (1448, 1460)
-    assert hello["tcp_rto_min_us"] == os.path.exists("/proc/sys/net/ipv4/tcp_rto_min_us")
-    assert "reno" in hello["congestion_controls"]
-    messages.check_message(dict(hello, type="hello"), "hello")
+    hello = agent.hello()  # a validated messages.Hello
+    assert hello.addresses == ["10.77.0.1", "2001:db8::1"]
+    assert hello.interfaces == [messages.Interface(name="v0", mtu=1500, addresses=["10.77.0.1", "2001:db8::1"])]
+    assert hello.mtu == 1500 and hello.mss_bytes in (1448, 1460)
+    assert hello.tcp_rto_min_us == os.path.exists("/proc/sys/net/ipv4/tcp_rto_min_us")
+    assert "reno" in hello.congestion_controls
+    assert messages.parse_message(json.loads(framing.encode_json(hello)), messages.Hello) == hello
 
 
 # -- the command line ------------------------------------------------------------------------
@@ -454,6 +455,16 @@ def test_cli_apply_show_revert(ns, tmp_path):
     assert reverted.returncode == 0 and "removed 1 OTCP route(s)" in reverted.stdout
     assert ns.otcp_routes() == {}
     assert "10.77.5.5 dev v0 proto static scope link" in ns.other_routes()
+
+
+def test_cli_applies_a_hand_written_set_that_leaves_out_what_it_does_not_set(ns, tmp_path):
+    """A set written by hand names only what it sets: no clamp, MSS or pacing rate here."""
+    short = tmp_path / "short.json"
+    short.write_text(json.dumps({"generation": 1, "routes": [
+        {"dst": "10.77.0.2/32", "rto_min_ms": 14, "initcwnd": 10, "quickack": False}]}))
+    done = otcp_agent(ns, "apply", str(short), "--state", str(tmp_path / "state.db"))
+    assert done.returncode == 0, done.stderr
+    assert ns.otcp_routes() == {"10.77.0.2/32": expected(initcwnd=10, cwnd_lock=None, quickack=None)}
 
 
 @pytest.mark.parametrize(
@@ -523,7 +534,7 @@ def test_a_delta_is_applied_as_a_whole_set_against_the_applied_generation(ns, ag
                                           route("10.77.0.4/32", rto_min_ms=30)]}
     delta = paramset.make_delta(paramset.validate_param_set(first), paramset.validate_param_set(second))
     assert delta["changed"] == [{"dst": "10.77.0.2/32", "initcwnd": 8, "cwnd_clamp": None}]
-    assert [r["dst"] for r in delta["added"]] == ["10.77.0.4/32"] and delta["removed"] == ["10.77.0.3/32"]
+    assert [r.dst for r in delta["added"]] == ["10.77.0.4/32"] and delta["removed"] == ["10.77.0.3/32"]
     validated, results = agent.apply_delta(delta, "test")
     assert paramset.same_routes(validated, paramset.validate_param_set(second))
     assert ns.otcp_routes() == {"10.77.0.2/32": expected(initcwnd=8, cwnd_lock=None),

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from otcp.agent.rtt import RttMeter, Sample
+from otcp.wire.messages import RoundTrip
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _names = itertools.count()
@@ -59,7 +60,7 @@ def test_tcp_connections_give_their_kernel_min_rtt_and_the_meter_reports_minima(
                                "s = socket.create_server(('10.66.0.2', 7000)); c, _ = s.accept()\n"
                                "while c.recv(65536): pass\n"], cwd=ROOT)
     try:
-        code = ("import json, socket, time\n"
+        code = ("import dataclasses, json, socket, time\n"
                 "from otcp.agent.rtt import RttMeter\n"
                 "for _ in range(50):\n"
                 "    try:\n"
@@ -68,13 +69,13 @@ def test_tcp_connections_give_their_kernel_min_rtt_and_the_meter_reports_minima(
                 "for _ in range(20): c.sendall(b'x' * 10000); time.sleep(0.01)\n"
                 "meter = RttMeter()\n"
                 "meter.measure(['10.66.0.2/32', '10.66.0.77/32'])\n"
-                "print(json.dumps(meter.report()))\n")
+                "print(json.dumps([dataclasses.asdict(trip) for trip in meter.report()]))\n")
         rows = in_namespace(a, code)
     finally:
         server.kill()
         server.wait()
     (row,) = rows  # 10.66.0.77 has no connection and answers no probe
-    assert row["dst"] == "10.66.0.2" and row["source"] == "tcp" and 0 < row["min_rtt_us"] < 200_000
+    assert row["dst"] == "10.66.0.2" and row["source"] == "tcp" and 0 < row["min_s"] < 0.2
 
 
 def test_the_window_minimum_spread_and_rotation():
@@ -83,7 +84,7 @@ def test_the_window_minimum_spread_and_rotation():
     for rtt in (300e-6, 100e-6, 200e-6, 900e-6):
         meter.add("10.0.0.2", Sample(0.0, rtt, "probe"))
     (row,) = meter.report()
-    assert (row["min_rtt_us"], row["spread_us"], row["count"], row["source"]) == (100.0, 200.0, 4, "probe")
+    assert row == RoundTrip("10.0.0.2", 100e-6, pytest.approx(200e-6), 4, "probe")  # seconds
     now[0] = 61.0
     assert meter.report() == []  # the window moved past them
     assert [meter._rotation(["a", "b", "c"]) for _ in range(3)] == [["a", "b"], ["c", "a"], ["b", "c"]]

@@ -39,7 +39,8 @@ from otcp.bpf.sockops import (
 )
 from otcp.experiments.kernel.firstconn import PORT, PREFIX, one_connection, receiver_set, sender_set, ss_sample
 from otcp.experiments.kernel.testbed import Testbed
-from otcp.wire import messages
+from otcp.wire import framing, messages
+from otcp.wire.paramset import RouteParams
 from support.fresh_machine import mounts, run_fresh
 
 RATE_MBIT = 20
@@ -102,13 +103,16 @@ def test_values_pack_and_refuse_what_the_program_cannot_hold():
 
 
 def test_a_route_becomes_what_the_program_sets():
-    assert enforced_for(route("10.0.0.2/32", rto_min_ms=14, initcwnd=1, cwnd_clamp=3)) == Enforced(3, 1, 14_000, 0)
+    def made(dst, **params):
+        return RouteParams(**route(dst, **params))
+
+    assert enforced_for(made("10.0.0.2/32", rto_min_ms=14, initcwnd=1, cwnd_clamp=3)) == Enforced(3, 1, 14_000, 0)
     # The initial window is capped at the clamp, as the kernel caps a route's initcwnd.
-    assert enforced_for(route("10.0.0.2/32", initcwnd=10, cwnd_clamp=4)) == Enforced(4, 4, 14_000, 0)
+    assert enforced_for(made("10.0.0.2/32", initcwnd=10, cwnd_clamp=4)) == Enforced(4, 4, 14_000, 0)
     # No clamp: the window is left alone, the initial window still set.
-    assert enforced_for(route("10.0.0.2/32", initcwnd=10, cwnd_clamp=None)) == Enforced(0, 10, 14_000, 0)
+    assert enforced_for(made("10.0.0.2/32", initcwnd=10, cwnd_clamp=None)) == Enforced(0, 10, 14_000, 0)
     # A pacing rate (bytes/s) where the set carries one.
-    assert enforced_for({**route("10.0.0.2/32"), "pacing_rate": 3_000_000}).pacing_rate == 3_000_000
+    assert enforced_for(made("10.0.0.2/32", pacing_rate=3_000_000)).pacing_rate == 3_000_000
 
 
 def btf_struct(obj, name):
@@ -231,10 +235,10 @@ def host():
 
 def test_the_agent_switches_routes_and_entries_together(host, tmp_path):
     enforcing = Enforcement.start("bpf", netns=host)
-    assert enforcing.report() == {"mode": "bpf", "reason": None}
+    assert enforcing.report() == messages.Enforcement(mode="bpf", reason=None)
     cookie = netns_cookie(host)
     with Agent(str(tmp_path / "state.db"), netns=host, enforcement=enforcing) as agent:
-        assert agent.hello()["enforcement"] == {"mode": "bpf", "reason": None}
+        assert agent.hello().enforcement == messages.Enforcement(mode="bpf", reason=None)
         agent.apply({"generation": 1, "routes": [route("10.77.0.2/32"), route("10.77.0.3/32", cwnd_clamp=5)]}, "t")
         first = enforcing.enforcer.entries(cookie)
         assert {p: e for p, (e, _) in first.items()} == {"10.77.0.2/32": Enforced(3, 1, 14_000),
@@ -258,13 +262,13 @@ def test_the_agent_switches_routes_and_entries_together(host, tmp_path):
         enforcing.enforcer.params_map = sockops.PinnedMap(enforcing.enforcer.params_map.path, VALUE.size, KEY.size)
         # Skipped destinations get no entry: the routes stay the record.
         _, results = agent.apply({"generation": 4, "routes": [route("10.77.0.2/32"), route("10.99.0.1/32")]}, "t")
-        assert [r["status"] for r in results] == ["applied", "skipped"]
+        assert [r.status for r in results] == ["applied", "skipped"]
         assert list(enforcing.enforcer.entries(cookie)) == ["10.77.0.2/32"]
         # The ack the running agent sends says how it enforces.
         ack = ControllerClient(agent, "127.0.0.1", 9, b"secret")._handle_params(
             {"generation": 5, "routes": [route("10.77.0.2/32", cwnd_clamp=6)]})
-        assert messages.check_message(ack, "ack") == "ack"
-        assert ack["enforcement"] == {"mode": "bpf", "reason": None}
+        checked = messages.parse_message(json.loads(framing.encode_json(ack)), messages.Ack)
+        assert checked.enforcement == messages.Enforcement(mode="bpf", reason=None)
         assert enforcing.enforcer.entries(cookie)["10.77.0.2/32"][0].cwnd_clamp == 6
         agent.revert()
         assert enforcing.enforcer.entries(cookie) == {} and enforcing.enforcer.live_slot(cookie) is None
@@ -296,14 +300,15 @@ def test_without_bpf_the_agent_says_why_and_uses_routes(host, tmp_path, monkeypa
     assert enforcing.mode == "routes" and enforcing.reason.startswith("BPF unavailable: loading otcp_mark.bpf.o")
     assert not sockops.PIN.exists()
     with Agent(state, netns=host, enforcement=enforcing) as agent:
-        assert agent.hello()["enforcement"] == enforcing.report()
+        assert agent.hello().enforcement == enforcing.report()
         _, results = agent.apply({"generation": 1, "routes": [route("10.77.0.2/32")]}, "t")
-        assert results[0]["status"] == "applied" and "cwnd lock 3" in _otcp_routes(host)
+        assert results[0].status == "applied" and "cwnd lock 3" in _otcp_routes(host)
         shown = show(host, state)
         assert "enforcement: routes (BPF unavailable: loading otcp_mark.bpf.o failed" in shown
     assert not os.path.exists(status_path(state))
     off = Enforcement.start("routes")
-    assert off.report() == {"mode": "routes", "reason": "BPF enforcement turned off (otcp-agent run --enforce routes)"}
+    assert off.report() == messages.Enforcement(
+        mode="routes", reason="BPF enforcement turned off (otcp-agent run --enforce routes)")
 
 
 def test_a_pinned_program_that_was_detached_is_attached_again(monkeypatch, tmp_path):
@@ -503,7 +508,7 @@ def test_a_paced_connection_carries_the_sets_pacing_rate(fast_bed, tmp_path):
     try:
         assert sender.enforcement.mode == "bpf", sender.enforcement.reason
         _, results = sender.apply(paced_set(fast_bed, 1, PACING_RATE), "test")
-        assert results[0]["status"] == "applied" and "reason" not in results[0]
+        assert results[0].status == "applied" and results[0].reason is None
         entries = sender.enforcement.enforcer.entries(sender.enforcement.cookie)
         assert entries[f"{fast_bed.receiver_ip}/32"][0].pacing_rate == PACING_RATE
         assert f"{PACING_RATE}B/s" in show(fast_bed.sender, state)
@@ -605,7 +610,7 @@ def test_the_running_agent_reports_its_enforcement_and_cleans_up_on_sigterm(host
         agents_run.append(agent)
         wait_for(lambda: controller.acked(1), "the ack of generation 1")  # the server checked its enforcement
         (_, hello), = controller.agents
-        assert hello["enforcement"] == {"mode": "bpf", "reason": None}
+        assert hello.enforcement == messages.Enforcement(mode="bpf", reason=None)
         shown = show(host, str(agent.state))
         assert "enforcement: bpf\n" in shown
         assert ["10.77.0.2/32", "3", "1", "14000us", "-", "0"] in [line.split() for line in shown.splitlines()]
@@ -622,8 +627,8 @@ def test_the_running_agent_reports_its_enforcement_and_cleans_up_on_sigterm(host
         routes_only = AgentProcess(_Ip(host), controller.port, tmp_path, name="routes", extra=["--enforce", "routes"])
         agents_run.append(routes_only)
         wait_for(lambda: controller.acked(2), "the ack of generation 2")
-        assert controller.agents[1][1]["enforcement"] == {
-            "mode": "routes", "reason": "BPF enforcement turned off (otcp-agent run --enforce routes)"}
+        assert controller.agents[1][1].enforcement == messages.Enforcement(
+            mode="routes", reason="BPF enforcement turned off (otcp-agent run --enforce routes)")
         assert "enforcement: routes (BPF enforcement turned off" in show(host, str(routes_only.state))
     finally:
         for process in agents_run:

@@ -36,7 +36,7 @@ from test_agent_routes import ROOT, expected, route
 
 from otcp.controller.publication import Publications
 from otcp.service.agent_server import AgentServer
-from otcp.wire import framing, limits, messages, session
+from otcp.wire import framing, limits, messages, paramset, session
 
 SECRET = b"test-secret-0123456789abcdef"
 ROUTES_ONLY = {"mode": "routes", "reason": None}
@@ -94,8 +94,10 @@ class Controller:
         self.port = self.server.address[1]
 
     def publish(self, host_ip, param_set):
-        """What the controller core and app do with a new set: publish it, deliver it."""
-        self.publications.publish({host_ip: param_set})
+        """What the controller core and app do with a new set (a dict, as the planner's routes would
+        make it): publish it, deliver it."""
+        validated = paramset.validate_param_set(param_set)
+        self.publications.publish(validated.generation, {host_ip: validated.routes})
         self.server.deliver(host_ip)
 
     def acked(self, generation):
@@ -166,13 +168,13 @@ def test_push_apply_ack(ns, tmp_path, cleanup):
     wait_for(lambda: controller.acked(1), "the ack of generation 1")
     host_ip, generation, results = controller.acks[0]
     assert (host_ip, generation) == ("10.77.0.1", 1)
-    assert [(r["dst"], r["status"], r.get("gateway")) for r in results] == [
+    assert [(r.dst, r.status, r.gateway) for r in results] == [
         ("10.77.0.2/32", "applied", None), ("10.88.0.5/32", "applied", "10.77.0.254")]
     assert ns.otcp_routes() == {"10.77.0.2/32": expected(), "10.88.0.5/32": expected(via="10.77.0.254")}
     (agent_host, hello), = controller.agents
     assert agent_host == "10.77.0.1"
-    assert hello["addresses"] == ["10.77.0.1", "2001:db8::1"] and hello["mss_bytes"] in (1448, 1460)
-    assert hello["applied_generation"] is None and "cubic" in hello["congestion_controls"]
+    assert hello.addresses == ["10.77.0.1", "2001:db8::1"] and hello.mss_bytes in (1448, 1460)
+    assert hello.applied_generation is None and "cubic" in hello.congestion_controls
     assert controller.server.connected_hosts() == {"10.77.0.1", "2001:db8::1"}
     # A change while connected is pushed at once; a bad one is refused by the agent.
     controller.publish("10.77.0.1", set_for(2, "10.77.0.2/32", initcwnd=4))
@@ -200,7 +202,7 @@ def test_the_real_agent_applies_a_delta_against_its_acked_generation(ns, tmp_pat
     assert controller.log.has("sent generation 2 as a delta against 1 (0 added, 0 copied, 1 changed, 0 removed of 3 routes")
     assert ns.otcp_routes() == {"10.77.0.2/32": expected(), "10.77.0.3/32": expected(initcwnd=4, cwnd_lock=None),
                                 "10.88.0.5/32": expected(via="10.77.0.254")}
-    assert sorted(r["dst"] for r in controller.acks[-1][2]) == ["10.77.0.2/32", "10.77.0.3/32", "10.88.0.5/32"]
+    assert sorted(r.dst for r in controller.acks[-1][2]) == ["10.77.0.2/32", "10.77.0.3/32", "10.88.0.5/32"]
     assert "applied generation 2: 3 route(s)" in agent.log()
 
 
@@ -241,7 +243,7 @@ def test_agent_reconnects_and_keeps_its_routes_meanwhile(ns, tmp_path, cleanup):
     cleanup.append(second)
     second.publish("10.77.0.1", set_for(2, "10.77.0.2/32", rto_min_ms=30))
     wait_for(lambda: second.acked(2), "the ack of generation 2 from the restarted controller")
-    assert second.agents[0][1]["applied_generation"] == 1
+    assert second.agents[0][1].applied_generation == 1
     assert ns.otcp_routes() == {"10.77.0.2/32": expected(rto_min_ms=30)}
 
 
@@ -304,9 +306,10 @@ def test_agent_reports_round_trips_to_its_destinations(ns, tmp_path, cleanup):
     agent = AgentProcess(ns, controller.port, tmp_path, extra=["--rtt-interval", "0.3"])
     cleanup.append(agent)
     wait_for(lambda: controller.rtts, "a round-trip report")
-    host_ip, samples = controller.rtts[0]
+    host_ip, round_trips = controller.rtts[0]  # seconds, as the controller holds them
     assert host_ip == "10.77.0.1"
-    assert [(s["dst"], s["source"]) for s in samples] == [("10.77.0.2", "probe")] and samples[0]["min_rtt_us"] > 0
+    assert [(trip.dst, trip.source) for trip in round_trips] == [("10.77.0.2", "probe")]
+    assert 0 < round_trips[0].min_s < 1
     wait_for(lambda: len(controller.rtts) >= 3, "reports to keep coming")
     assert "Traceback" not in agent.log()
 
@@ -322,7 +325,7 @@ def test_agent_probes_the_peers_under_an_aggregated_prefix(ns, tmp_path, cleanup
     wait_for(lambda: controller.acked(4), "the set to be applied")
     ns.ip("addr", "add", "10.77.0.2/32", "dev", "v1")  # the peer appears (after the hello), answers with a RST
     wait_for(lambda: controller.rtts, "a round-trip report")
-    assert [sample["dst"] for sample in controller.rtts[-1][1]] == ["10.77.0.2"]
+    assert [trip.dst for trip in controller.rtts[-1][1]] == ["10.77.0.2"]
 
 
 def test_agent_state_defaults_to_one_file_per_namespace():
@@ -368,13 +371,13 @@ class GreenPeer:
         self.sock.sendall(framing.frame(framing.encode_json(message)))
 
     def authenticate(self, secret=SECRET, addresses=("10.9.0.1",)):
-        challenge = json.loads(self.read())
+        challenge = messages.parse_message(json.loads(self.read()), messages.Challenge)
         auth, nonce = messages.auth_message(secret, challenge)
         self.send_json(auth)
         welcome = self.read()
         if welcome is None:
             return False
-        self.session = session.Session(secret, challenge["nonce"], nonce, "agent")
+        self.session = session.Session(secret, challenge.nonce, nonce, "agent")
         hello = {"type": "hello", "hostname": "green", "addresses": list(addresses), "interfaces": [],
                  "mtu": 1500, "mss_bytes": 1448, "congestion_controls": ["cubic"], "congestion_control": "cubic",
                  "tcp_rto_min_us": True, "applied_generation": None, "agent_version": limits.VERSION,

@@ -5,6 +5,8 @@ import errno
 import socket
 
 from otcp.agent.routes import RT_SCOPE_LINK, RT_TABLE_MAIN, KernelRoute, Lookup, Route, plan_routes
+from otcp.wire.messages import RouteResult
+from otcp.wire.paramset import RouteParams
 
 MAIN = RT_TABLE_MAIN
 LAN = KernelRoute(family=socket.AF_INET, table=MAIN, dst="10.0.0.0/8", proto=2, type=1, priority=None,
@@ -12,8 +14,8 @@ LAN = KernelRoute(family=socket.AF_INET, table=MAIN, dst="10.0.0.0/8", proto=2, 
 
 
 def wanted(dst, rto_min_ms=14, initcwnd=1, cwnd_clamp=3, advmss=None):
-    return {"dst": dst, "rto_min_ms": rto_min_ms, "initcwnd": initcwnd, "cwnd_clamp": cwnd_clamp, "advmss": advmss,
-            "pacing_rate": None, "quickack": True}
+    return RouteParams(dst=dst, rto_min_ms=rto_min_ms, initcwnd=initcwnd, cwnd_clamp=cwnd_clamp, advmss=advmss,
+                       quickack=True)
 
 
 def owned(dst, oif=3, **params):
@@ -59,16 +61,16 @@ def test_skips_are_reported_with_their_reason_in_order():
         [wanted("10.0.0.5/32"), wanted("10.0.0.1/32"), wanted("10.0.0.4/32"), wanted("10.0.0.2/32")],
         [], [LAN, operator], [errno.ENETUNREACH, local, on_lan(), on_lan()])
     results = plan.results({3: "eth0"})
-    assert [r["status"] for r in results] == ["skipped", "skipped", "skipped", "applied"]
-    assert "no route to 10.0.0.5 (ENETUNREACH" in results[0]["reason"]
-    assert "as local, not unicast" in results[1]["reason"]
-    assert "a non-OTCP route for 10.0.0.4/32 exists in table main (proto static)" in results[2]["reason"]
-    assert results[3] == {"dst": "10.0.0.2/32", "status": "applied", "dev": "eth0", "gateway": None, "table": MAIN}
+    assert [r.status for r in results] == ["skipped", "skipped", "skipped", "applied"]
+    assert "no route to 10.0.0.5 (ENETUNREACH" in results[0].reason
+    assert "as local, not unicast" in results[1].reason
+    assert "a non-OTCP route for 10.0.0.4/32 exists in table main (proto static)" in results[2].reason
+    assert results[3] == RouteResult(dst="10.0.0.2/32", status="applied", dev="eth0", gateway=None, table=MAIN)
 
 
 def test_an_existing_route_with_no_covering_route_is_skipped():
     plan = plan_routes([wanted("10.0.0.2/32")], [owned("10.0.0.2/32")], [], [on_lan()])
-    assert plan.writes == [] and plan.results({})[0]["reason"].startswith("no non-OTCP route covers")
+    assert plan.writes == [] and plan.results({})[0].reason.startswith("no non-OTCP route covers")
     assert [route.dst for route in plan.stale] == ["10.0.0.2/32"]
 
 

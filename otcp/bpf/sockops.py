@@ -52,6 +52,7 @@ from otcp.bpf.build import build, object_path
 from otcp.bpf.errors import BpfUnavailable, run
 from otcp.bpf.machine import bpffs, cgroup2_root, outer
 from otcp.bpf.objects import PIN_ROOT, PinnedMap, close_at_exit, closed, load_pinned_at, unpin
+from otcp.wire.paramset import RouteParams
 
 OBJECT = "otcp_sockops"
 PROGRAM = "otcp_sockops"
@@ -102,18 +103,16 @@ class Enforced:
         return cls(clamp, iw, rto, pacing), applied
 
 
-def enforced_for(route: Mapping[str, Any]) -> Enforced:
-    """A parameter-set route (validated: ``rto_min_ms``, ``initcwnd``,
-    ``cwnd_clamp`` or None, and optionally ``pacing_rate`` in bytes/s) ->
-    what the program enforces. The initial window is capped at the clamp, as
-    the kernel caps a route's initcwnd (tcp_init_cwnd)."""
-    clamp = route["cwnd_clamp"] or 0
-    initcwnd = route["initcwnd"] or 0
+def enforced_for(route: RouteParams) -> Enforced:
+    """A parameter-set route -> what the program enforces (rto_min in the map's
+    microseconds). The initial window is capped at the clamp, as the kernel
+    caps a route's initcwnd (tcp_init_cwnd)."""
+    clamp = route.cwnd_clamp or 0
+    initcwnd = route.initcwnd
     if clamp and initcwnd > clamp:
         initcwnd = clamp
-    rto = route["rto_min_ms"]
-    return Enforced(cwnd_clamp=clamp, initcwnd=initcwnd, rto_min_us=0 if rto is None else rto * 1000,
-                    pacing_rate=route.get("pacing_rate") or 0)
+    return Enforced(cwnd_clamp=clamp, initcwnd=initcwnd, rto_min_us=route.rto_min_ms * 1000,
+                    pacing_rate=route.pacing_rate or 0)
 
 
 def encode_key(netns_cookie: int, slot: int, prefix: str) -> bytes:
@@ -345,7 +344,7 @@ class SockOpsEnforcer:
                     continue
         return dict(sorted(shown.items()))
 
-    def update(self, netns_cookie: int, routes: Iterable[Mapping[str, Any]] | Mapping[str, Enforced]) -> Undo:
+    def update(self, netns_cookie: int, routes: Iterable[RouteParams] | Mapping[str, Enforced]) -> Undo:
         """Make the host's set exactly ``routes`` (parameter-set routes, or
         prefix -> :class:`Enforced`), atomically: written into the slot that is
         not live, then made live with one write. Returns how to put the
@@ -356,7 +355,7 @@ class SockOpsEnforcer:
         if isinstance(routes, Mapping):
             wanted = {str(ipaddress.ip_network(p)): e for p, e in routes.items()}
         else:
-            wanted = {str(ipaddress.ip_network(r["dst"])): enforced_for(r) for r in routes}
+            wanted = {str(ipaddress.ip_network(r.dst)): enforced_for(r) for r in routes}
         for enforced in wanted.values():
             enforced.pack()  # refuse what the map cannot hold before anything is written
         if self.user is not None and netns_cookie not in self._written:

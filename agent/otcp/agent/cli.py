@@ -22,6 +22,7 @@ import os
 import signal
 import ssl
 import sys
+from typing import Any, NoReturn
 
 from otcp.agent import rtt
 from otcp.agent.client import ControllerClient, client_tls, parse_address
@@ -37,7 +38,7 @@ STATE_DIRECTORY = "/var/lib/otcp-agent"
 LOG = logging.getLogger("otcp.agent")
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     """Run one otcp-agent command; returns the exit status (0 ok, 1 failed, 2 bad input)."""
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -60,14 +61,14 @@ def main(argv=None):
         return 0
 
 
-def default_state_path(netns):
+def default_state_path(netns: str | None) -> str:
     """Where the state lives unless --state says: one file per namespace."""
     if netns:
         return os.path.join(STATE_DIRECTORY, os.path.basename(netns), "state.db")
     return os.path.join(STATE_DIRECTORY, "state.db")
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     """The otcp-agent command line: run, apply, show, revert."""
     parser = argparse.ArgumentParser(
         prog="otcp-agent", description="Apply OTCP's per-destination TCP parameters as route attributes "
@@ -77,7 +78,7 @@ def build_parser():
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     commands = parser.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
 
-    def state_option(sub):
+    def state_option(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--state", metavar="FILE",
                          help=f"SQLite state file (default {STATE_DIRECTORY}/state.db, or "
                               f"{STATE_DIRECTORY}/NETNS/state.db with --netns)")
@@ -122,7 +123,7 @@ def build_parser():
 # -- commands ----------------------------------------------------------------
 
 
-def cmd_run(args):
+def cmd_run(args: argparse.Namespace) -> int:
     """Keep this host's routes in line with the controller until stopped."""
     try:
         host, port = parse_address(args.controller)
@@ -141,17 +142,7 @@ def cmd_run(args):
     signal.signal(signal.SIGTERM, _stop)
     enforcing = Enforcement.start(args.enforce, status_path=status_path(args.state))
     with Agent(args.state, recover=True, enforcement=enforcing) as agent:
-        try:
-            finished = agent.finish_interrupted()
-            if finished:
-                LOG.warning("%s", finished)
-            results = agent.reapply_stored()
-        except (ValidationError, ApplyError) as error:
-            LOG.error("could not re-apply the stored generation: %s", error)
-        else:
-            if results is not None:
-                LOG.info("re-applied stored generation %d (%d route(s))", agent.state.applied_generation(),
-                         sum(1 for r in results if r["status"] == "applied"))
+        _restore(agent)
         metrics = AgentMetrics()
         metrics.applied_generation.set(agent.state.applied_generation() or 0)
         if metrics_address is not None:
@@ -168,10 +159,26 @@ def cmd_run(args):
         except SystemExit:
             LOG.info("stopping; the applied routes stay%s",
                      "; the BPF enforcement goes" if enforcing.mode == "bpf" else "")
-            return 0
+    return 0
 
 
-def cmd_apply(args):
+def _restore(agent: Agent) -> None:
+    """Finish what an interrupted apply left, then put back the stored generation (after a
+    restart); a set that no longer applies is logged, and the agent goes on."""
+    try:
+        finished = agent.finish_interrupted()
+        if finished:
+            LOG.warning("%s", finished)
+        results = agent.reapply_stored()
+    except (ValidationError, ApplyError) as error:
+        LOG.error("could not re-apply the stored generation: %s", error)
+        return
+    if results is not None:
+        LOG.info("re-applied stored generation %d (%d route(s))", agent.state.applied_generation(),
+                 sum(1 for r in results if r.status == "applied"))
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
     """Apply a parameter set from a file (or stdin) once."""
     try:
         body = _read_input(args.file)
@@ -192,20 +199,21 @@ def cmd_apply(args):
             print(f"otcp-agent: {args.file}: {error}", file=sys.stderr)
             return 1
     if args.json:
-        print(json.dumps({"generation": validated["generation"], "results": results}, indent=2))
+        print(json.dumps({"generation": validated.generation,
+                          "results": [r.model_dump(exclude_unset=True) for r in results]}, indent=2))
         return 0
-    applied = [r for r in results if r["status"] == "applied"]
-    print(f"generation {validated['generation']}: {len(applied)} route(s) applied, "
+    applied = [r for r in results if r.status == "applied"]
+    print(f"generation {validated.generation}: {len(applied)} route(s) applied, "
           f"{len(results) - len(applied)} skipped")
     for result in results:
-        if result["status"] == "skipped":
-            print(f"  skipped {result['dst']}: {result['reason']}")
-        elif result.get("reason"):
-            print(f"  applied {result['dst']}, but {result['reason']}")
+        if result.status == "skipped":
+            print(f"  skipped {result.dst}: {result.reason}")
+        elif result.reason:
+            print(f"  applied {result.dst}, but {result.reason}")
     return 0
 
 
-def cmd_show(args):
+def cmd_show(args: argparse.Namespace) -> int:
     """Print the applied generation and the OTCP routes read back from the kernel."""
     try:
         agent = Agent(args.state)
@@ -247,7 +255,7 @@ def cmd_show(args):
     return 0
 
 
-def _print_enforcement(enforcement):
+def _print_enforcement(enforcement: dict[str, Any]) -> None:
     """The enforcement part of ``show``: mode, reason, the BPF entries and counters."""
     reason = f" ({enforcement['reason']})" if enforcement["reason"] else ""
     print(f"enforcement: {enforcement['mode']}{reason}")
@@ -267,7 +275,7 @@ def _print_enforcement(enforcement):
         print(f"otcp_sockops on this machine: {counts or 'no connection seen yet'}")
 
 
-def cmd_revert(args):
+def cmd_revert(args: argparse.Namespace) -> int:
     """Remove every OTCP route of this host (or namespace)."""
     with Agent(args.state, recover=True) as agent:
         try:
@@ -282,7 +290,7 @@ def cmd_revert(args):
 # -- helpers -------------------------------------------------------------------
 
 
-def _read_input(path):
+def _read_input(path: str) -> bytes:
     """The file's bytes, refusing more than a frame can carry without reading it all."""
     limit = limits.MAX_FRAME_BYTES
     handle = sys.stdin.buffer if path == "-" else open(path, "rb")
@@ -296,13 +304,13 @@ def _read_input(path):
     return body
 
 
-def _enter_netns(name):
+def _enter_netns(name: str) -> None:
     from pyroute2 import netns
 
     netns.setns(name, flags=0)
 
 
-def _stop(signum, frame):
+def _stop(signum: int, frame: object) -> NoReturn:
     raise SystemExit(0)
 
 

@@ -13,17 +13,19 @@ import socket
 import ssl
 import threading
 import time
+from typing import Any, TypeVar
 
-from otcp.agent.core import BaseMismatch
+from otcp.agent.core import Agent, BaseMismatch
 from otcp.agent.metrics import AgentMetrics
 from otcp.agent.routes import ApplyError
 from otcp.agent.rtt import INTERVAL_S, RttMeter
 from otcp.wire import framing, limits, messages, paramset, session
 from otcp.wire.framing import ProtocolError
 from otcp.wire.session import AuthenticationError
-from otcp.wire.validation import ValidationError
+from otcp.wire.validation import Strict, ValidationError
 
 LOG = logging.getLogger("otcp.agent")
+Expected = TypeVar("Expected", bound=Strict)
 KEEPALIVE_IDLE_S = 10
 KEEPALIVE_INTERVAL_S = 5
 KEEPALIVE_COUNT = 3
@@ -34,9 +36,11 @@ STABLE_SESSION_S = 5.0
 class ControllerClient:
     """Keeps one agent connected to its controller."""
 
-    def __init__(self, agent, host, port, secret, connect_timeout=5.0, handshake_timeout=10.0,
-                 backoff_initial=0.5, backoff_max=30.0, logger=LOG, metrics=None, tls=None, server_name=None,
-                 rtt_meter=None, rtt_interval_s=INTERVAL_S):
+    def __init__(self, agent: Agent, host: str, port: int, secret: bytes, connect_timeout: float = 5.0,
+                 handshake_timeout: float = 10.0, backoff_initial: float = 0.5, backoff_max: float = 30.0,
+                 logger: logging.Logger = LOG, metrics: AgentMetrics | None = None, tls: ssl.SSLContext | None = None,
+                 server_name: str | None = None, rtt_meter: RttMeter | None = None,
+                 rtt_interval_s: float = INTERVAL_S) -> None:
         self.agent = agent
         self.address = (host, port)
         self.secret = secret
@@ -55,11 +59,11 @@ class ControllerClient:
         self.sessions = 0  # authenticated sessions so far
         self._stopping = threading.Event()
 
-    def stop(self):
+    def stop(self) -> None:
         """Make `run` return after its current attempt instead of dialling again."""
         self._stopping.set()
 
-    def run(self):
+    def run(self) -> None:
         """Connect, serve, reconnect; returns after `stop`, or on an exception from
         outside (SystemExit, KeyboardInterrupt)."""
         failures = 0
@@ -84,7 +88,7 @@ class ControllerClient:
             self.log.info("reconnecting in %.1f s", delay)
             self._stopping.wait(delay)
 
-    def serve_once(self):
+    def serve_once(self) -> None:
         """One connection: handshake, hello, then params until it closes."""
         sock = socket.create_connection(self.address, timeout=self.connect_timeout)
         sender = None
@@ -101,10 +105,10 @@ class ControllerClient:
             self.sessions += 1
             self.metrics.connected.set(1)
             self.log.info("authenticated to controller %s:%d", *self.address)
-            hello = dict(self.agent.hello(), type="hello")
+            hello = self.agent.hello()
             sender = _Sender(sock, session)
             sender.send(hello)
-            self.log.info("reported addresses %s", ", ".join(hello["addresses"]) or "(none)")
+            self.log.info("reported addresses %s", ", ".join(hello.addresses) or "(none)")
             # The reporter thread must not touch the agent's state (SQLite is per thread): it reads this list.
             self._destinations = self.agent.destinations()
             reporter = threading.Thread(target=self._report_rtts, args=(sender,), daemon=True)
@@ -113,53 +117,53 @@ class ControllerClient:
                 body = reader.frame()
                 if body is None:
                     return
-                message = session.open(body)
-                messages.check_message(message, "params")
-                if "delta" in message:
-                    sender.send(self._handle_params(message["delta"], delta=True))
-                else:
-                    sender.send(self._handle_params(message["set"]))
+                params = messages.parse_message(session.open(body), messages.Params)
+                if params.delta is not None:
+                    sender.send(self._handle_params(params.delta, delta=True))
+                elif params.set is not None:
+                    sender.send(self._handle_params(params.set))
                 self._destinations = self.agent.destinations()
-                if "peers" in message:  # absent: unchanged since the last params message
-                    self._peers = message["peers"]
+                if "peers" in params.model_fields_set:  # absent: unchanged since the last params message
+                    self._peers = params.peers
         finally:
             self.metrics.connected.set(0)
             if sender is not None:
                 sender.closed.set()
             sock.close()
 
-    def _report_rtts(self, sender):
+    def _report_rtts(self, sender: "_Sender") -> None:
         """Every rtt_interval_s, measure the round trips to the applied set's
         destinations and report them, until the connection ends."""
         while not sender.closed.wait(self.rtt_interval_s):
             destinations = self._destinations
             try:
                 self.rtt_meter.measure(destinations, self._peers)
-                samples = self.rtt_meter.report()
-                if samples:
+                round_trips = self.rtt_meter.report()
+                if round_trips:
                     self.log.debug("round trips: %s", "; ".join(
-                        f"{s['dst']} min {s['min_rtt_us']:.0f} us of {s['count']} ({s['source']})" for s in samples))
-                    sender.send(messages.rtt_message(samples))
+                        f"{trip.dst} min {trip.min_s * 1e6:.0f} us of {trip.count} ({trip.source})"
+                        for trip in round_trips))
+                    sender.send(messages.rtt_message(round_trips))
             except OSError as error:
                 if not sender.closed.is_set():
                     self.log.warning("round-trip report failed: %s", error)
                 return
 
-    def _handshake(self, sock, reader):
+    def _handshake(self, sock: socket.socket, reader: "_Reader") -> session.Session:
         reader.decoder.limit = limits.MAX_HANDSHAKE_FRAME_BYTES
-        challenge = _expect(reader, "challenge", "waiting for the challenge")
+        challenge = _expect(reader, messages.Challenge, "waiting for the challenge")
         auth, agent_nonce = messages.auth_message(self.secret, challenge)
         sock.sendall(framing.frame(framing.encode_json(auth)))
-        welcome = _expect(reader, "welcome", "authentication refused (wrong secret?)")
-        expected = session.controller_mac(self.secret, agent_nonce, challenge["nonce"])
-        if not session.macs_equal(expected, welcome["mac"]):
+        welcome = _expect(reader, messages.Welcome, "authentication refused (wrong secret?)")
+        expected = session.controller_mac(self.secret, agent_nonce, challenge.nonce)
+        if not session.macs_equal(expected, welcome.mac):
             raise AuthenticationError("the controller could not prove it holds the secret")
         reader.decoder.limit = limits.MAX_FRAME_BYTES
-        return session.Session(self.secret, challenge["nonce"], agent_nonce, "agent")
+        return session.Session(self.secret, challenge.nonce, agent_nonce, "agent")
 
-    def _handle_params(self, param_set, delta=False):
-        """Apply a whole set, or a delta against the applied one; the answer to send:
-        ack, reject, or (a delta with another base) resync, which asks for the whole set."""
+    def _handle_params(self, param_set: dict[str, Any], delta: bool = False) -> dict[str, Any]:
+        """Apply a whole set, or a delta against the applied one (a parsed JSON object); the
+        answer to send: ack, reject, or (a delta with another base) resync, which asks for the whole set."""
         generation = paramset.claimed_generation(param_set)
         started = time.monotonic()
         try:
@@ -179,27 +183,27 @@ class ControllerClient:
             self.metrics.rejected("kernel")
             self.log.error("could not apply generation %s: %s", generation, error)
             return messages.reject_message(generation, str(error))
-        self.metrics.applied(validated["generation"], results, time.monotonic() - started)
-        skipped = sum(1 for r in results if r["status"] == "skipped")
-        self.log.info("applied generation %d: %d route(s), %d skipped", validated["generation"],
+        self.metrics.applied(validated.generation, results, time.monotonic() - started)
+        skipped = sum(1 for r in results if r.status == "skipped")
+        self.log.info("applied generation %d: %d route(s), %d skipped", validated.generation,
                       len(results) - skipped, skipped)
         for result in results:
-            if result["status"] == "skipped":
-                self.log.info("  skipped %s: %s", result["dst"], result["reason"])
-        return messages.ack_message(validated["generation"], results, self.agent.enforcement.report())
+            if result.status == "skipped":
+                self.log.info("  skipped %s: %s", result.dst, result.reason)
+        return messages.ack_message(validated.generation, results, self.agent.enforcement.report())
 
 
 class _Sender:
     """Sends sealed messages on one connection from any thread, one at a time
     (a session's sequence numbers must go out in order)."""
 
-    def __init__(self, sock, session):
+    def __init__(self, sock: socket.socket, session: session.Session) -> None:
         self.sock = sock
         self.session = session
         self.closed = threading.Event()
         self._lock = threading.Lock()
 
-    def send(self, message):
+    def send(self, message: dict[str, Any] | Strict) -> None:
         """Seal and send one message."""
         with self._lock:
             self.sock.sendall(self.session.seal(message))
@@ -208,13 +212,13 @@ class _Sender:
 class _Reader:
     """Whole frames from a blocking socket."""
 
-    def __init__(self, sock):
+    def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.decoder = framing.FrameDecoder(limits.MAX_HANDSHAKE_FRAME_BYTES)
-        self.deadline = None  # time.monotonic() by which the next frame must be whole, or None
-        self._ready = []
+        self.deadline: float | None = None  # time.monotonic() by which the next frame must be whole, or None
+        self._ready: list[bytes] = []
 
-    def frame(self):
+    def frame(self) -> bytes | None:
         """The next frame's body, or None when the peer closed cleanly."""
         while not self._ready:
             if self.deadline is not None:
@@ -238,16 +242,14 @@ class _Reader:
         return self._ready.pop(0)
 
 
-def _expect(reader, kind, closed_meaning):
+def _expect(reader: "_Reader", kind: type[Expected], closed_meaning: str) -> Expected:
     body = reader.frame()
     if body is None:
         raise ProtocolError(f"connection closed: {closed_meaning}")
-    message = framing.decode_json(body, kind)
-    messages.check_message(message, kind)
-    return message
+    return messages.parse_message(framing.decode_json(body, messages.KINDS[kind]), kind)
 
 
-def _keepalive(sock):
+def _keepalive(sock: socket.socket) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE_S)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, KEEPALIVE_INTERVAL_S)
@@ -255,7 +257,7 @@ def _keepalive(sock):
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, USER_TIMEOUT_MS)
 
 
-def _describe(error):
+def _describe(error: Exception) -> str:
     if isinstance(error, socket.timeout):
         return "timed out"
     if isinstance(error, ConnectionRefusedError):
@@ -263,7 +265,7 @@ def _describe(error):
     return str(error) or type(error).__name__
 
 
-def parse_address(text, option="--controller"):
+def parse_address(text: str, option: str = "--controller") -> tuple[str, int]:
     """"HOST:PORT" or "[IPv6]:PORT" -> (host, port); ValueError names the option and the problem."""
     host, sep, port = text.rpartition(":")
     if not sep or not host:
@@ -275,7 +277,7 @@ def parse_address(text, option="--controller"):
     return host, int(port)
 
 
-def client_tls(ca_file):
+def client_tls(ca_file: str) -> ssl.SSLContext:
     """A TLS context that trusts only ca_file and checks the controller's name (TLS 1.2 or later)."""
     context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca_file)
     context.minimum_version = ssl.TLSVersion.TLSv1_2

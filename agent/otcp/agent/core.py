@@ -12,12 +12,22 @@ import contextlib
 import logging
 import signal
 import sqlite3
+from collections.abc import Iterator
+from typing import Any
 
 from otcp.agent import facts
 from otcp.agent.enforcement import Enforcement, EnforcementError, shown_enforcement
-from otcp.agent.routes import ApplyError, RouteTable
-from otcp.agent.state import CorruptState, State, StateLock, move_aside
-from otcp.wire.paramset import apply_delta, check_generation, claimed_generation, validate_delta, validate_param_set
+from otcp.agent.routes import ApplyError, Route, RouteTable
+from otcp.agent.state import Applied, CorruptState, State, StateLock, move_aside
+from otcp.wire.messages import Hello, RouteResult
+from otcp.wire.paramset import (
+    ParamSet,
+    apply_delta,
+    check_generation,
+    claimed_generation,
+    validate_delta,
+    validate_param_set,
+)
 from otcp.wire.validation import ValidationError
 
 LOG = logging.getLogger("otcp.agent")
@@ -26,7 +36,7 @@ LOG = logging.getLogger("otcp.agent")
 class BaseMismatch(Exception):
     """A delta whose base is not the active applied generation; the agent needs the whole set."""
 
-    def __init__(self, generation, base, applied_generation):
+    def __init__(self, generation: int, base: int, applied_generation: int | None) -> None:
         self.generation = generation
         self.base = base
         self.applied_generation = applied_generation
@@ -45,10 +55,11 @@ class Agent:
     use routes alone.
     """
 
-    def __init__(self, state_path, netns=None, recover=False, enforcement=None):
+    def __init__(self, state_path: str, netns: str | None = None, recover: bool = False,
+                 enforcement: Enforcement | None = None) -> None:
         self.state_path = state_path
         self.enforcement = enforcement or Enforcement.one_shot(netns)
-        self.moved_aside = None
+        self.moved_aside: str | None = None
         try:
             self.state = State(state_path)
         except CorruptState as error:
@@ -59,20 +70,20 @@ class Agent:
             self.state = State(state_path)
         self.routes = RouteTable(netns)
 
-    def close(self):
+    def close(self) -> None:
         """Release the enforcement (its BPF entries go), close the route socket and the state file."""
         self.enforcement.close()
         self.routes.close()
         self.state.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Agent":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def apply(self, param_set, source):
-        """Validate and apply a set (a parsed JSON object) as a whole.
+    def apply(self, param_set: ParamSet | dict[str, Any], source: str) -> tuple[ParamSet, list[RouteResult]]:
+        """Validate and apply a set (a parsed JSON object, or a ParamSet) as a whole.
 
         Returns the validated set and the per-route results. Raises
         ValidationError (nothing touched) or ApplyError (previous routes
@@ -87,7 +98,7 @@ class Agent:
                 raise
             return self._apply_locked(validated, applied, source)
 
-    def apply_delta(self, delta, source):
+    def apply_delta(self, delta: dict[str, Any], source: str) -> tuple[ParamSet, list[RouteResult]]:
         """Apply a delta (a parsed JSON object) against the active applied set: the
         set it makes is validated and applied as a whole, exactly like `apply`.
 
@@ -100,37 +111,38 @@ class Agent:
             current = applied.generation if applied is not None and applied.active else None
             try:
                 checked = validate_delta(delta)
-                if current is None or checked["base"] != current:
-                    raise BaseMismatch(checked["generation"], checked["base"], current)
+                if applied is None or current is None or checked.base != current:
+                    raise BaseMismatch(checked.generation, checked.base, current)
                 validated = apply_delta(applied.param_set, checked)
             except ValidationError as error:
                 self.state.record(claimed_generation(delta), source, "rejected", str(error))
                 raise
             return self._apply_locked(validated, applied, source)
 
-    def _apply_locked(self, validated, applied, source):
+    def _apply_locked(self, validated: ParamSet, applied: Applied | None,
+                      source: str) -> tuple[ParamSet, list[RouteResult]]:
         """Apply a validated set, the state lock held and signals deferred."""
         try:
             check_generation(validated, *((applied.generation, applied.param_set) if applied else (None,)))
         except ValidationError as error:
-            self.state.record(validated["generation"], source, "rejected", str(error))
+            self.state.record(validated.generation, source, "rejected", str(error))
             raise
-        self.state.begin(validated["generation"], [route["dst"] for route in validated["routes"]])
+        self.state.begin(validated.generation, [route.dst for route in validated.routes])
         try:
             results = self.routes.apply(validated)
         except ApplyError as error:
             self.state.end()
-            self.state.record(validated["generation"], source, "failed", str(error))
+            self.state.record(validated.generation, source, "failed", str(error))
             raise
         try:
-            undo_enforcement = self.enforcement.apply(validated["routes"], results)
+            undo_enforcement = self.enforcement.apply(validated.routes, results)
         except EnforcementError as error:
             problems = self.routes.undo_last()
             self.state.end()
             detail = f"; rollback incomplete: {'; '.join(problems)}" if problems else "; routes rolled back"
-            self.state.record(validated["generation"], source, "failed", f"{error}{detail}")
+            self.state.record(validated.generation, source, "failed", f"{error}{detail}")
             raise ApplyError(f"{error}{detail}", rolled_back=not problems) from None
-        self.enforcement.note_unenforced(validated["routes"], results)
+        results = self.enforcement.note_unenforced(validated.routes, results)
         try:
             self.state.save_applied(validated, results, source)
         except sqlite3.Error as error:
@@ -140,7 +152,7 @@ class Agent:
             raise ApplyError(f"could not save the state ({error}){detail}", rolled_back=not problems) from None
         return validated, results
 
-    def finish_interrupted(self):
+    def finish_interrupted(self) -> str | None:
         """Undo what an interrupted apply left in the kernel; returns what it did, or None.
 
         The intent names the destinations the apply was writing. With an
@@ -163,7 +175,7 @@ class Agent:
         return (f"interrupted apply of generation {generation}: generation {applied.generation} "
                 f"put back ({len(results)} route(s))")
 
-    def reapply_stored(self):
+    def reapply_stored(self) -> list[RouteResult] | None:
         """Put back the stored generation (after a restart). Returns its
         results, or None when nothing active is stored."""
         applied = self.state.applied()
@@ -171,7 +183,7 @@ class Agent:
             return None
         return self.apply(applied.param_set, "restart")[1]
 
-    def revert(self):
+    def revert(self) -> list[Route]:
         """Remove every OTCP route; the generation is kept (older sets stay refused)."""
         with StateLock(self.state_path), _signals_deferred():
             removed = self.routes.revert()
@@ -180,40 +192,39 @@ class Agent:
             self.state.mark_reverted(len(removed))
             return removed
 
-    def show(self):
-        """What is applied: the stored generation and the routes read back
-        from the kernel."""
+    def show(self) -> dict[str, Any]:
+        """What is applied, as `otcp-agent show` prints it: the stored generation and the
+        routes read back from the kernel."""
         applied = self.state.applied()
         names = self.routes.interface_names()
         routes = [self.routes.describe(route, names) for route in self.routes.owned()]
+        results = self.state.applied_results() if applied is not None and applied.active else []
         return {
             "generation": None if applied is None else applied.generation,
             "active": None if applied is None else applied.active,
             "applied_at": None if applied is None else applied.applied_at,
             "routes": sorted(routes, key=lambda r: (r["table"], r["dst"])),
-            "skipped": [] if applied is None or not applied.active else
-            [r for r in applied.results if r["status"] == "skipped"],
-            "unenforced": [] if applied is None or not applied.active else
-            [r for r in applied.results if r["status"] == "applied" and r.get("reason")],
+            "skipped": [r.model_dump(exclude_unset=True) for r in results if r.status == "skipped"],
+            "unenforced": [r.model_dump(exclude_unset=True) for r in results if r.status == "applied" and r.reason],
             "enforcement": shown_enforcement(self.state_path, self.routes.netns),
         }
 
-    def destinations(self):
+    def destinations(self) -> list[str]:
         """The prefixes of the active applied set: where the round-trip meter measures."""
         applied = self.state.applied()
         if applied is None or not applied.active:
             return []
-        return [route["dst"] for route in applied.param_set["routes"]]
+        return [route.dst for route in applied.param_set.routes]
 
-    def hello(self):
+    def hello(self) -> Hello:
         """The hello this agent sends the controller: addresses, MTU/MSS, the applied generation
         and how it enforces."""
-        return dict(facts.hello(self.routes.netlink, self.state.applied_generation()),
-                    enforcement=self.enforcement.report())
+        host = facts.hello(self.routes.netlink, self.state.applied_generation())
+        return Hello.model_validate({"type": "hello", **host, "enforcement": self.enforcement.report()})
 
 
 @contextlib.contextmanager
-def _signals_deferred():
+def _signals_deferred() -> Iterator[None]:
     """Hold SIGTERM/SIGINT while routes and state change: an apply is never
     cut in half by a stop request; the signal is delivered right after."""
     blocked = {signal.SIGTERM, signal.SIGINT}

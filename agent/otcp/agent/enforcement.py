@@ -21,14 +21,22 @@ it, ``show`` reads them back.
 import json
 import logging
 import os
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 from otcp.agent.routes import ApplyError
 from otcp.bpf.errors import BpfUnavailable
 from otcp.bpf.sockops import Enforced, SockOpsEnforcer, enforced_for, netns_cookie
+from otcp.wire import messages
+from otcp.wire.messages import RouteResult
+from otcp.wire.paramset import RouteParams
 
 LOG = logging.getLogger("otcp.agent")
 
-MODES = ("bpf", "routes")
+Mode = Literal["bpf", "routes"]
+MODES: tuple[Mode, ...] = ("bpf", "routes")
+#: No namespace: the kernel numbers network namespace cookies from 1.
+NO_COOKIE = 0
 OFF_REASON = "BPF enforcement turned off (otcp-agent run --enforce routes)"
 ONE_SHOT_REASON = "one-shot command: BPF enforcement is held by otcp-agent run"
 
@@ -41,7 +49,10 @@ class Enforcement:
     """One agent's enforcement: the mode, the reason for routes alone, and
     the host's entries in the machine's sock_ops program."""
 
-    def __init__(self, mode, reason, enforcer=None, cookie=None, netns=None, status_path=None):
+    def __init__(self, mode: Mode, reason: str | None, enforcer: SockOpsEnforcer | None = None,
+                 cookie: int = NO_COOKIE, netns: str | None = None, status_path: str | None = None) -> None:
+        """cookie: the network namespace's cookie, which keys its entries in the program's map
+        (NO_COOKIE with routes alone)."""
         self.mode = mode
         self.reason = reason
         self.enforcer = enforcer
@@ -51,7 +62,7 @@ class Enforcement:
         self._write_status()
 
     @classmethod
-    def start(cls, wanted, netns=None, status_path=None):
+    def start(cls, wanted: str, netns: str | None = None, status_path: str | None = None) -> "Enforcement":
         """What ``otcp-agent run`` uses: BPF when ``wanted`` is "bpf" and the
         program can be attached, else routes alone (said once, at warning)."""
         if wanted not in MODES:
@@ -70,45 +81,48 @@ class Enforcement:
         return cls("bpf", None, enforcer, cookie, netns, status_path)
 
     @classmethod
-    def one_shot(cls, netns=None):
+    def one_shot(cls, netns: str | None = None) -> "Enforcement":
         """What one-shot commands use: routes alone, and no status written."""
         return cls("routes", ONE_SHOT_REASON, netns=netns)
 
-    def report(self):
+    def report(self) -> messages.Enforcement:
         """The ``enforcement`` field of the hello and of every ack."""
-        return {"mode": self.mode, "reason": self.reason}
+        return messages.Enforcement(mode=self.mode, reason=self.reason)
 
-    def apply(self, routes, results):
+    def apply(self, routes: Sequence[RouteParams], results: Sequence[RouteResult]) -> Callable[[], object]:
         """Make the program's set for this host the routes that were applied
         (``results`` says which); returns a callable that puts the previous
         set back. Routes alone: nothing to do. Raises EnforcementError when
         the map refuses (the previous set stays live)."""
         if self.enforcer is None:
             return _nothing
-        applied = {r["dst"] for r in results if r["status"] == "applied"}
-        wanted = {route["dst"]: enforced_for(route) for route in routes if route["dst"] in applied}
+        applied = {r.dst for r in results if r.status == "applied"}
+        wanted = {route.dst: enforced_for(route) for route in routes if route.dst in applied}
         try:
             undo = self.enforcer.update(self.cookie, wanted)
         except (BpfUnavailable, ValueError) as error:
             raise EnforcementError(f"the sock_ops map refused the set: {error}") from None
         return undo
 
-    def note_unenforced(self, routes, results):
-        """Say, in the result of each applied route that carries a pacing
-        rate, that routes alone cannot pace (a route has no pacing attribute:
-        only the sock_ops program sets SO_MAX_PACING_RATE). The result stays
-        "applied" (its route is) and gains a ``reason``; the ack, the state
-        and ``show`` carry it. With BPF, nothing to say."""
+    def note_unenforced(self, routes: Sequence[RouteParams], results: list[RouteResult]) -> list[RouteResult]:
+        """The results, where routes alone cannot enforce what a route asks, saying so: an
+        applied route that carries a pacing rate (a route has no pacing attribute: only the
+        sock_ops program sets SO_MAX_PACING_RATE) stays "applied" (its route is) and gains a
+        ``reason``; the ack, the state and ``show`` carry it. With BPF, nothing to say."""
         if self.enforcer is not None:
-            return
-        paced = {route["dst"]: route["pacing_rate"] for route in routes if route.get("pacing_rate")}
+            return results
+        paced = {route.dst: route.pacing_rate for route in routes if route.pacing_rate}
+        noted = []
         for result in results:
-            rate = paced.get(result["dst"])
-            if rate is not None and result["status"] == "applied":
-                result["reason"] = (f"pacing_rate {rate} B/s not enforced: pacing needs the sock_ops program, "
-                                    f"and this agent enforces with routes alone ({self.reason})")
+            rate = paced.get(result.dst)
+            if rate is not None and result.status == "applied":
+                result = result.model_copy(update={
+                    "reason": f"pacing_rate {rate} B/s not enforced: pacing needs the sock_ops program, "
+                              f"and this agent enforces with routes alone ({self.reason})"})
+            noted.append(result)
+        return noted
 
-    def remove(self):
+    def remove(self) -> None:
         """Remove this host's entries from the program (``revert``): this
         agent's own, or, for a one-shot command, whatever the namespace's
         entries are in a program that is attached (the last user gone, it is
@@ -127,7 +141,7 @@ class Enforcement:
         except (BpfUnavailable, OSError) as error:
             raise ApplyError(f"could not remove the BPF entries: {error}", rolled_back=False) from None
 
-    def close(self):
+    def close(self) -> None:
         """Remove this agent's entries and release the program (the last user detaches it)."""
         if self.enforcer is not None:
             try:
@@ -142,7 +156,7 @@ class Enforcement:
                 pass
             self.status_path = None
 
-    def _write_status(self):
+    def _write_status(self) -> None:
         """Tell ``otcp-agent show`` (another process) how this agent enforces."""
         if self.status_path is None:
             return
@@ -152,12 +166,12 @@ class Enforcement:
         os.replace(tmp, self.status_path)
 
 
-def status_path(state_path):
+def status_path(state_path: str) -> str:
     """Where a running agent writes its enforcement for ``show``: next to its state."""
     return os.path.abspath(state_path) + ".enforcement.json"
 
 
-def shown_enforcement(state_path, netns=None):
+def shown_enforcement(state_path: str, netns: str | None = None) -> dict[str, Any]:
     """What ``otcp-agent show`` reports: the running agent's mode and
     reason, and this namespace's entries in the program read back from the
     kernel, with the program's machine-wide counters."""
@@ -166,6 +180,7 @@ def shown_enforcement(state_path, netns=None):
             status = json.load(handle)
     except (OSError, ValueError):
         status = None
+    report: dict[str, Any]
     if status is None:
         report = {"mode": "routes", "reason": "no otcp-agent run is enforcing in this namespace"}
     elif not _alive(status.get("pid")):
@@ -194,13 +209,13 @@ def shown_enforcement(state_path, netns=None):
     return report
 
 
-def _entry(prefix, enforced: Enforced, applied):
+def _entry(prefix: str, enforced: Enforced, applied: int) -> dict[str, Any]:
     return {"dst": prefix, "cwnd_clamp": enforced.cwnd_clamp or None, "initcwnd": enforced.initcwnd or None,
             "rto_min_us": enforced.rto_min_us or None, "pacing_rate": enforced.pacing_rate or None,
             "connections": applied}
 
 
-def _alive(pid):
+def _alive(pid: object) -> bool:
     if not isinstance(pid, int):
         return False
     try:
@@ -212,5 +227,5 @@ def _alive(pid):
     return True
 
 
-def _nothing():
+def _nothing() -> None:
     """Undo for routes alone: nothing was written."""

@@ -8,7 +8,9 @@ process (``otcp-agent --netns`` enters the namespace for both).
 
 import os
 import socket
+from typing import Any
 
+from otcp.agent.netlink import RouteSocket
 from otcp.wire import limits
 
 PROC_IPV4 = "/proc/sys/net/ipv4"
@@ -17,9 +19,9 @@ _IPV4_TCP_HEADERS = 40
 _TIMESTAMP_OPTION = 12
 
 
-def addresses(netlink):
+def addresses(netlink: RouteSocket) -> dict[int, list[str]]:
     """{interface index: [global addresses]}: no loopback, no link-local."""
-    found = {}
+    found: dict[int, list[str]] = {}
     for msg in netlink.dump_addresses():
         if msg["family"] not in (socket.AF_INET, socket.AF_INET6) or msg["scope"] != RT_SCOPE_UNIVERSE:
             continue
@@ -29,8 +31,8 @@ def addresses(netlink):
     return found
 
 
-def hello(netlink, applied_generation, proc=PROC_IPV4):
-    """The body of the hello message (without its type)."""
+def hello(netlink: RouteSocket, applied_generation: int | None, proc: str = PROC_IPV4) -> dict[str, Any]:
+    """The facts of the hello message (the agent adds its enforcement; messages.Hello checks them)."""
     by_index = addresses(netlink)
     interfaces = []
     for link in sorted(netlink.dump_links(), key=lambda link: link["index"]):
@@ -57,7 +59,7 @@ def hello(netlink, applied_generation, proc=PROC_IPV4):
     }
 
 
-def _read(path):
+def _read(path: str) -> str | None:
     try:
         with open(path) as handle:
             return handle.read().strip()

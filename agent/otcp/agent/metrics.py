@@ -5,7 +5,11 @@ Names follow Prometheus conventions: the ``otcp_agent_`` prefix, base units
 a hostile controller cannot blow up the label space.
 """
 
+from collections.abc import Sequence
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from otcp.wire.messages import RouteResult
 
 #: Why a set was refused: its fields, its generation, or the kernel.
 REJECT_REASONS = ("validation", "generation", "kernel")
@@ -40,10 +44,10 @@ class AgentMetrics:
         """Answer /metrics on host:port in a background thread."""
         start_http_server(port, addr=host, registry=self.registry)
 
-    def applied(self, generation: int, results: list, seconds: float) -> None:
+    def applied(self, generation: int, results: Sequence[RouteResult], seconds: float) -> None:
         """Record a set that was applied."""
         self.applied_generation.set(generation)
-        skipped = sum(1 for result in results if result["status"] == "skipped")
+        skipped = sum(1 for result in results if result.status == "skipped")
         self.routes.labels("applied").set(len(results) - skipped)
         self.routes.labels("skipped").set(skipped)
         self.apply_seconds.observe(seconds)

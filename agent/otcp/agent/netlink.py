@@ -16,6 +16,8 @@ import errno
 import os
 import socket
 import struct
+from collections.abc import Iterable, Iterator
+from typing import Any, cast
 
 from pyroute2 import netns as pyroute2_netns
 from pyroute2.netlink import (
@@ -48,6 +50,10 @@ _RECV_BYTES = 1 << 20
 NETNS_RUN_DIR = "/var/run/netns"
 
 
+NetlinkMessage = Any  # a decoded pyroute2 message (rtmsg, ifinfmsg, ifaddrmsg): pyroute2 has no type information
+RouteFields = dict[str, Any]  # the rtmsg header fields and attribute values of one route (see execute)
+
+
 class NetlinkError(OSError):
     """The kernel refused a request; `errno` says why."""
 
@@ -55,7 +61,7 @@ class NetlinkError(OSError):
 class RouteSocket:
     """One NETLINK_ROUTE socket, optionally in a named network namespace."""
 
-    def __init__(self, netns=None):
+    def __init__(self, netns: str | None = None) -> None:
         self.netns = netns
         if netns is None:
             self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
@@ -68,53 +74,54 @@ class RouteSocket:
         self.sock.setsockopt(SOL_NETLINK, NETLINK_EXT_ACK, 1)
         self.sock.bind((0, 0))
         self._sequence = 1
-        self._templates = {}
+        self._templates: dict[Any, bytes] = {}  # encoded messages by shape (everything but the destination)
 
-    def close(self):
+    def close(self) -> None:
         """Close the netlink socket."""
         self.sock.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "RouteSocket":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- reading -------------------------------------------------------------
 
-    def dump_routes(self, family=socket.AF_UNSPEC):
+    def dump_routes(self, family: int = socket.AF_UNSPEC) -> list[NetlinkMessage]:
         """Every route of every table (decoded `rtmsg`s)."""
         msg = rtmsg()
         msg["family"] = family
         return self._dump(msg, RTM_GETROUTE, RTM_NEWROUTE, rtmsg)
 
-    def dump_links(self):
+    def dump_links(self) -> list[NetlinkMessage]:
         """Every network interface (decoded `ifinfmsg`s)."""
         msg = ifinfmsg()
         return self._dump(msg, RTM_GETLINK, RTM_NEWLINK, ifinfmsg)
 
-    def dump_addresses(self):
+    def dump_addresses(self) -> list[NetlinkMessage]:
         """Every interface address (decoded `ifaddrmsg`s)."""
         msg = ifaddrmsg()
         return self._dump(msg, RTM_GETADDR, RTM_NEWADDR, ifaddrmsg)
 
-    def _dump(self, msg, request_type, reply_type, reply_class):
+    def _dump(self, msg: NetlinkMessage, request_type: int, reply_type: int,
+              reply_class: type) -> list[NetlinkMessage]:
         sequence = self._next_sequence()
         msg["header"]["type"] = request_type
         msg["header"]["flags"] = NLM_F_REQUEST | NLM_F_DUMP
         msg["header"]["sequence_number"] = sequence
         msg.encode()
         self.sock.send(msg.data)
-        replies = []
+        replies: list[NetlinkMessage] = []
         while True:
             data = self.sock.recv(_RECV_BYTES)
-            for kind, seq, offset, length in _messages(data):
+            for kind, seq, offset, length in messages_in(data):
                 if seq != sequence:
                     continue
                 if kind == NLMSG_DONE:
                     return replies
                 if kind == NLMSG_ERROR:
-                    code = _error_code(data, offset)
+                    code = error_code(data, offset)
                     if code:
                         raise NetlinkError(code, f"dump failed: {errno.errorcode.get(code, code)}")
                     continue
@@ -123,7 +130,7 @@ class RouteSocket:
                     reply.decode()
                     replies.append(reply)
 
-    def get_routes(self, destinations):
+    def get_routes(self, destinations: Iterable[tuple[int, str]]) -> list[NetlinkMessage | int]:
         """Ask the kernel which route it would use for each destination now.
 
         `destinations` is a list of (family, address string). Returns, in the
@@ -143,24 +150,23 @@ class RouteSocket:
                 msg["header"]["flags"] = NLM_F_REQUEST
                 msg.encode()
                 template = self._templates[("get", family)] = _checked_template(msg.data, family)
-            requests.append((_patched(template, family, address), None, None))
+            requests.append(_patched(template, family, address))
         return self._batch(requests, answer_type=RTM_NEWROUTE)
 
     # -- writing -------------------------------------------------------------
 
-    def execute(self, requests):
+    def execute(self, requests: Iterable[tuple[int, int, RouteFields]]) -> list[int]:
         """Send route requests, each acknowledged; returns an errno per request
         (0 = done), in order.
 
         `requests` are (message type, netlink flags, fields) where fields are
         the `rtmsg` header fields plus attribute values: see `route_message`.
         """
-        return self._batch(
-            [(self._route_request(kind, flags, fields), None, None) for kind, flags, fields in requests],
-            answer_type=None,
-        )
+        answers = self._batch([self._route_request(kind, flags, fields) for kind, flags, fields in requests],
+                              answer_type=None)
+        return cast(list[int], answers)  # with no answer type, every answer is an errno
 
-    def _route_request(self, kind, flags, fields):
+    def _route_request(self, kind: int, flags: int, fields: RouteFields) -> bytes:
         """Encode one route request through pyroute2, reusing a template.
 
         Routes of one set differ only in their destination, so the message is
@@ -177,13 +183,13 @@ class RouteSocket:
             self._templates[shape] = template
         return _patched(template, family, dst)
 
-    def _encode_template(self, kind, flags, fields):
+    def _encode_template(self, kind: int, flags: int, fields: RouteFields) -> bytes:
         msg = rtmsg()
         for key in ("family", "dst_len", "table", "proto", "scope", "type", "tos", "flags"):
             msg[key] = fields.get(key, 0)
         sentinel = _SENTINEL[fields["family"]]
         # RTA_DST first: its value sits at a fixed offset (_DST_OFFSET).
-        attrs = [("RTA_DST", sentinel)]
+        attrs: list[tuple[str, Any]] = [("RTA_DST", sentinel)]
         table = fields.get("table", 0)
         if table >= 256:
             msg["table"] = 252  # RT_TABLE_COMPAT: the real id is in RTA_TABLE
@@ -203,45 +209,32 @@ class RouteSocket:
 
     # -- the batch transport -------------------------------------------------
 
-    def _batch(self, requests, answer_type):
-        """Send requests BATCH at a time; collect one answer per request.
-
-        Each request is either an encoded message (bytes) or (rtmsg, type,
-        flags) to encode here. An answer is the errno of an NLMSG_ERROR (0
-        for an acknowledgement) or, when `answer_type` is given, the decoded
-        reply of that type.
-        """
-        answers = []
+    def _batch(self, requests: list[bytes], answer_type: int | None) -> list[NetlinkMessage | int]:
+        """Send encoded requests BATCH at a time (each numbered here); collect one answer per
+        request: the errno of an NLMSG_ERROR (0 for an acknowledgement) or, when `answer_type`
+        is given, the decoded reply of that type."""
+        answers: list[NetlinkMessage | int] = []
         for start in range(0, len(requests), BATCH):
             chunk = requests[start : start + BATCH]
             first = self._sequence
             wire = bytearray()
-            for item in chunk:
-                sequence = self._next_sequence()
-                if isinstance(item[0], bytes):
-                    data = bytearray(item[0])
-                    struct.pack_into("=I", data, 8, sequence)
-                    wire += data
-                else:
-                    msg, kind, flags = item
-                    msg["header"]["type"] = kind
-                    msg["header"]["flags"] = flags
-                    msg["header"]["sequence_number"] = sequence
-                    msg.encode()
-                    wire += msg.data
+            for encoded in chunk:
+                data = bytearray(encoded)
+                struct.pack_into("=I", data, 8, self._next_sequence())
+                wire += data
             self.sock.send(bytes(wire))
             pending = {first + i: i for i in range(len(chunk))}
-            results = [None] * len(chunk)
+            results: list[NetlinkMessage | int] = [None] * len(chunk)
             while pending:
-                data = self.sock.recv(_RECV_BYTES)
-                for kind, seq, offset, length in _messages(data):
+                received = self.sock.recv(_RECV_BYTES)
+                for kind, seq, offset, length in messages_in(received):
                     index = pending.get(seq)
                     if index is None:
                         continue
                     if kind == NLMSG_ERROR:
-                        results[index] = _error_code(data, offset)
+                        results[index] = error_code(received, offset)
                     elif kind == answer_type:
-                        reply = rtmsg(data[offset : offset + length])
+                        reply = rtmsg(received[offset : offset + length])
                         reply.decode()
                         results[index] = reply
                     else:
@@ -250,13 +243,13 @@ class RouteSocket:
             answers.extend(results)
         return answers
 
-    def _next_sequence(self):
+    def _next_sequence(self) -> int:
         sequence = self._sequence
         self._sequence = (self._sequence + 1) & 0xFFFFFFFF or 1
         return sequence
 
 
-def socket_in_namespace(netns, protocol):
+def socket_in_namespace(netns: str, protocol: int) -> socket.socket:
     """A netlink socket created in a named namespace (which must exist).
 
     The calling thread enters the namespace just long enough to create the
@@ -279,25 +272,25 @@ def socket_in_namespace(netns, protocol):
 
 
 _DST_OFFSET = _NLMSGHDR.size + 12 + 4  # nlmsghdr, struct rtmsg, rtattr header
-_SENTINEL = {socket.AF_INET: "192.0.2.123", socket.AF_INET6: "2001:db8:ffff::7b"}
+_SENTINEL: dict[int, str] = {socket.AF_INET: "192.0.2.123", socket.AF_INET6: "2001:db8:ffff::7b"}
 
 
-def _checked_template(data, family):
+def _checked_template(data: bytes, family: int) -> bytes:
     """An encoded message whose RTA_DST holds the sentinel at _DST_OFFSET."""
-    data = bytes(data)
+    encoded = bytes(data)
     packed = socket.inet_pton(family, _SENTINEL[family])
-    if data[_DST_OFFSET : _DST_OFFSET + len(packed)] != packed:
+    if encoded[_DST_OFFSET : _DST_OFFSET + len(packed)] != packed:
         raise RuntimeError("pyroute2 did not place RTA_DST first; cannot batch")
-    return data
+    return encoded
 
 
-def _patched(template, family, address):
+def _patched(template: bytes, family: int, address: str) -> bytes:
     """A copy of `template` for another destination address."""
     packed = socket.inet_pton(family, address)
     return template[:_DST_OFFSET] + packed + template[_DST_OFFSET + len(packed) :]
 
 
-def _messages(data):
+def messages_in(data: bytes) -> Iterator[tuple[int, int, int, int]]:
     """(type, sequence, offset, length) of each netlink message in `data`."""
     offset = 0
     while offset + _NLMSGHDR.size <= len(data):
@@ -308,6 +301,7 @@ def _messages(data):
         offset += (length + 3) & ~3
 
 
-def _error_code(data, offset):
+def error_code(data: bytes, offset: int) -> int:
+    """The errno of the NLMSG_ERROR message at offset (0: an acknowledgement)."""
     (code,) = _NLMSGERR.unpack_from(data, offset + _NLMSGHDR.size)
     return -code

@@ -30,13 +30,17 @@ import ipaddress
 import logging
 import os
 import socket
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pyroute2.netlink import NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE
 from pyroute2.netlink.rtnl import RTM_DELROUTE, RTM_NEWROUTE
 
-from otcp.agent.netlink import RouteSocket
+from otcp.agent.netlink import NetlinkMessage, RouteFields, RouteSocket
 from otcp.agent.tcp_metrics import TcpMetrics
+from otcp.wire.messages import RouteResult
+from otcp.wire.paramset import ParamSet, RouteParams
 
 LOG = logging.getLogger("otcp.agent")
 
@@ -66,6 +70,10 @@ _PROTO_NAMES = {
 }
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Request = tuple[int, int, RouteFields]  # (netlink message type, flags, route fields): RouteSocket.execute
+
+
 class ApplyError(Exception):
     """The kernel refused part of a set; the previous routes were put back.
 
@@ -73,7 +81,7 @@ class ApplyError(Exception):
     lists what could not be restored).
     """
 
-    def __init__(self, message, rolled_back=True):
+    def __init__(self, message: str, rolled_back: bool = True) -> None:
         super().__init__(message)
         self.rolled_back = rolled_back
 
@@ -98,34 +106,33 @@ class Route:
     advmss: int | None = None
 
     @property
-    def key(self):
+    def key(self) -> tuple[int, int, str, int]:
         """What identifies a route to the kernel (replace and delete match on it)."""
         return (self.family, self.table, self.dst, self._metric())
 
-    def _metric(self):
+    def _metric(self) -> int:
         if self.priority is None:
             return IPV6_DEFAULT_METRIC if self.family == socket.AF_INET6 else 0
         return self.priority
 
-    def same_as(self, other):
+    def same_as(self, other: "Route") -> bool:
         """Same place, nexthop and parameters (nothing to write)."""
         return self.key == other.key and self.nexthop == other.nexthop and self.params == other.params
 
     @property
-    def nexthop(self):
-        """Where the route sends packets: (oif, gateway, prefsrc, scope)."""
+    def nexthop(self) -> tuple[int | None, str | None, str | None, int, bool]:
+        """Where the route sends packets: (oif, gateway, prefsrc, scope, onlink)."""
         return (self.oif, self.gateway, self.prefsrc, self.scope, self.onlink)
 
     @property
-    def params(self):
-        """The TCP parameters the route carries, as in a parameter set."""
-        return {"rto_min_ms": self.rto_min_ms, "initcwnd": self.initcwnd, "cwnd_clamp": self.cwnd_clamp,
-                "advmss": self.advmss, "quickack": self.quickack}
+    def params(self) -> tuple[int | None, int | None, int | None, int | None, bool]:
+        """The TCP parameters the route carries: rto_min_ms, initcwnd, cwnd_clamp, advmss, quickack."""
+        return (self.rto_min_ms, self.initcwnd, self.cwnd_clamp, self.advmss, self.quickack)
 
-    def fields(self):
+    def fields(self) -> RouteFields:
         """The netlink fields that create this route (see RouteSocket.execute)."""
         network = ipaddress.ip_network(self.dst)
-        metrics = {}
+        metrics: dict[str, int] = {}
         locks = 0
         if self.rto_min_ms is not None:
             # TCP uses a route's rto_min only when it is locked (tcp_rto_min()
@@ -152,7 +159,7 @@ class Route:
             "flags": RTNH_F_ONLINK if self.onlink else 0, "metrics": metrics,
         }
 
-    def delete_fields(self):
+    def delete_fields(self) -> RouteFields:
         """The netlink fields that delete exactly this route, and only if it is OTCP's."""
         network = ipaddress.ip_network(self.dst)
         return {
@@ -162,7 +169,7 @@ class Route:
         }
 
 
-def route_from_message(msg):
+def route_from_message(msg: NetlinkMessage) -> Route:
     """A kernel route message -> Route (parameters read from its metrics)."""
     family = msg["family"]
     dst = msg.get_attr("RTA_DST") or ("0.0.0.0" if family == socket.AF_INET else "::")
@@ -196,12 +203,12 @@ def route_from_message(msg):
     )
 
 
-def proto_name(proto):
+def proto_name(proto: int) -> str:
     """A route protocol's name as `ip route` shows it (kernel, static...)."""
     return _PROTO_NAMES.get(proto, str(proto))
 
 
-def table_name(table):
+def table_name(table: int) -> str:
     """A routing table's name as `ip route` shows it (main, local...)."""
     return _TABLE_NAMES.get(table, str(table))
 
@@ -209,78 +216,60 @@ def table_name(table):
 class RouteTable:
     """The OTCP routes of one network namespace (the current one by default)."""
 
-    def __init__(self, netns=None):
+    def __init__(self, netns: str | None = None) -> None:
         self.netns = netns
         self.netlink = RouteSocket(netns)
-        self._tcp_metrics = None
-        self.last_undo = []
+        self._tcp_metrics: TcpMetrics | None = None
+        self.last_undo: list[Request] = []  # what reverses the last apply, in the order it changed
 
-    def close(self):
+    def close(self) -> None:
         """Close the netlink sockets."""
         self.netlink.close()
         if self._tcp_metrics is not None:
             self._tcp_metrics.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "RouteTable":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- reading -------------------------------------------------------------
 
-    def owned(self):
+    def owned(self) -> list[Route]:
         """Every OTCP route in every table, read from the kernel."""
         return [route_from_message(m) for m in self.netlink.dump_routes() if m["proto"] == OTCP_PROTO]
 
-    def interface_names(self):
+    def interface_names(self) -> dict[int, str]:
         """{interface index: name}."""
         return {link["index"]: link.get_attr("IFLA_IFNAME") for link in self.netlink.dump_links()}
 
-    def describe(self, route, names=None):
+    def describe(self, route: Route, names: dict[int, str] | None = None) -> dict[str, Any]:
         """A route as a JSON-able dict, as `show` prints it."""
         names = self.interface_names() if names is None else names
         return {
-            "dst": route.dst, "table": route.table, "dev": names.get(route.oif), "gateway": route.gateway,
+            "dst": route.dst, "table": route.table, "dev": None if route.oif is None else names.get(route.oif),
+            "gateway": route.gateway,
             "rto_min_ms": route.rto_min_ms, "initcwnd": route.initcwnd, "cwnd_clamp": route.cwnd_clamp,
             "advmss": route.advmss, "quickack": route.quickack,
         }
 
     # -- applying ------------------------------------------------------------
 
-    def apply(self, param_set):
+    def apply(self, param_set: ParamSet) -> list[RouteResult]:
         """Make the kernel's OTCP routes exactly those of a validated set.
 
-        Returns one result per route of the set, in order: ``{"dst", "status":
-        "applied", "dev", "gateway", "table"}`` or ``{"dst", "status":
-        "skipped", "reason"}``. Raises ApplyError (after restoring the
-        previous routes) if the kernel refuses a change.
+        Returns one result per route of the set, in order: applied (with its
+        device, gateway and table) or skipped (with the reason). Raises
+        ApplyError (after restoring the previous routes) if the kernel refuses
+        a change.
         """
-        plan = self.plan(param_set["routes"])
+        plan = self.plan(param_set.routes)
         writes = [(op, new, old) for op, new, old in plan.writes if op != "keep"]
-        undo = []
+        undo: list[Request] = []
         try:
-            codes = self.netlink.execute([_write_request(op, new) for op, new, _ in writes])
-            failed = None
-            for (op, new, old), code in zip(writes, codes):
-                if code == 0:
-                    undo.append((op, new, old))
-                elif failed is None:
-                    failed = (new, code)
-            if failed is not None:
-                new, code = failed
-                raise _Refused(f"{new.dst}: the kernel refused the route ({_strerror(code)})")
-            codes = self.netlink.execute([(RTM_DELROUTE, 0, old.delete_fields()) for old in plan.stale])
-            deleted = []
-            for old, code in zip(plan.stale, codes):
-                if code == 0:
-                    deleted.append(old)
-                elif code not in (errno.ENOENT, errno.ESRCH) and failed is None:
-                    failed = (old, code)
-            undo.extend(("delete", None, old) for old in deleted)
-            if failed is not None:
-                old, code = failed
-                raise _Refused(f"{old.dst}: the kernel refused to remove the old route ({_strerror(code)})")
+            self._write(writes, undo)
+            self._remove_stale(plan.stale, undo)
         except _Refused as error:
             problems = self._undo(undo)
             if problems:
@@ -291,7 +280,34 @@ class RouteTable:
         self.forget_tcp_metrics(touched)
         return plan.results(self.interface_names())
 
-    def forget_tcp_metrics(self, prefixes):
+    def _write(self, writes: list[tuple[str, Route, Route | None]], undo: list[Request]) -> None:
+        """Add or replace routes; undo gains what reverses each write the kernel took.
+        _Refused names the first it refused."""
+        codes = self.netlink.execute([_write_request(op, new) for op, new, _ in writes])
+        refused = None
+        for (_, new, old), code in zip(writes, codes):
+            if code == 0:
+                undo.append((RTM_DELROUTE, 0, new.delete_fields()) if old is None
+                            else (RTM_NEWROUTE, NLM_F_REPLACE, old.fields()))
+            elif refused is None:
+                refused = f"{new.dst}: the kernel refused the route ({_strerror(code)})"
+        if refused is not None:
+            raise _Refused(refused)
+
+    def _remove_stale(self, stale: list[Route], undo: list[Request]) -> None:
+        """Delete OTCP routes no longer wanted (one already gone is fine); undo gains what puts
+        each back. _Refused names the first the kernel refused to remove."""
+        codes = self.netlink.execute([(RTM_DELROUTE, 0, old.delete_fields()) for old in stale])
+        refused = None
+        for old, code in zip(stale, codes):
+            if code == 0:
+                undo.append((RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, old.fields()))
+            elif code not in (errno.ENOENT, errno.ESRCH) and refused is None:
+                refused = f"{old.dst}: the kernel refused to remove the old route ({_strerror(code)})"
+        if refused is not None:
+            raise _Refused(refused)
+
+    def forget_tcp_metrics(self, prefixes: Sequence[str]) -> int:
         """Drop the kernel's cached TCP metrics for destinations whose route
         changed, so new connections take the route's new window clamp (see
         `otcp.agent.tcp_metrics`). A failure is logged, never fatal: the routes
@@ -310,22 +326,15 @@ class RouteTable:
                      "y" if forgotten == 1 else "ies")
         return forgotten
 
-    def undo_last(self):
+    def undo_last(self) -> list[str]:
         """Reverse the last successful `apply` (used when its state cannot be
         saved, so kernel and state never disagree). Returns the problems."""
         undo, self.last_undo = self.last_undo, []
         return self._undo(undo)
 
-    def _undo(self, undo):
-        """Reverse applied changes, newest first; returns what could not be."""
-        requests = []
-        for op, new, old in reversed(undo):
-            if op == "add":
-                requests.append((RTM_DELROUTE, 0, new.delete_fields()))
-            elif op == "replace":
-                requests.append((RTM_NEWROUTE, NLM_F_REPLACE, old.fields()))
-            elif op == "delete":
-                requests.append((RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, old.fields()))
+    def _undo(self, undo: list[Request]) -> list[str]:
+        """Reverse applied changes (the requests that reverse each), newest first; returns what could not be."""
+        requests = undo[::-1]
         codes = self.netlink.execute(requests)
         # Deleting a route that is already gone leaves the kernel as wanted.
         return [
@@ -334,16 +343,16 @@ class RouteTable:
             if code != 0 and not (kind == RTM_DELROUTE and code in (errno.ENOENT, errno.ESRCH))
         ]
 
-    def revert(self):
+    def revert(self) -> list[Route]:
         """Remove every OTCP route, and nothing else; returns what was removed."""
         return self._delete(self.owned())
 
-    def remove(self, prefixes):
+    def remove(self, prefixes: Iterable[str]) -> list[Route]:
         """Remove the OTCP routes for these prefixes (in any table); returns what was removed."""
         wanted = set(prefixes)
         return self._delete([route for route in self.owned() if route.dst in wanted])
 
-    def _delete(self, owned):
+    def _delete(self, owned: list[Route]) -> list[Route]:
         codes = self.netlink.execute([(RTM_DELROUTE, 0, route.delete_fields()) for route in owned])
         problems = [f"{r.dst}: {_strerror(c)}" for r, c in zip(owned, codes) if c not in (0, errno.ENOENT, errno.ESRCH)]
         if problems:
@@ -353,7 +362,7 @@ class RouteTable:
 
     # -- planning ------------------------------------------------------------
 
-    def plan(self, routes):
+    def plan(self, routes: Sequence[RouteParams]) -> "Plan":
         """Decide, for each route of a set, what to write (nothing yet): read
         the kernel's routes and its lookups, then `plan_routes` decides."""
         owned, foreign = [], []
@@ -362,7 +371,7 @@ class RouteTable:
                 owned.append(route_from_message(msg))
             elif msg["family"] in (socket.AF_INET, socket.AF_INET6):
                 foreign.append(kernel_route_from_message(msg))
-        networks = [ipaddress.ip_network(r["dst"]) for r in routes]
+        networks = [ipaddress.ip_network(r.dst) for r in routes]
         answers = self.netlink.get_routes([(_family(n), str(n.network_address)) for n in networks])
         lookups = [answer if isinstance(answer, int) else lookup_from_message(answer) for answer in answers]
         return plan_routes(routes, owned, foreign, lookups)
@@ -396,7 +405,7 @@ class Lookup:
     gateway: str | None
 
 
-def kernel_route_from_message(msg):
+def kernel_route_from_message(msg: NetlinkMessage) -> KernelRoute:
     """A kernel route message -> KernelRoute (its first hop if multipath)."""
     route = route_from_message(msg)
     multipath = msg.get_attr("RTA_MULTIPATH")
@@ -406,30 +415,31 @@ def kernel_route_from_message(msg):
                        nexthop_id=msg.get_attr("RTA_NH_ID"))
 
 
-def lookup_from_message(msg):
+def lookup_from_message(msg: NetlinkMessage) -> Lookup:
     """An ``ip route get`` answer -> Lookup."""
     return Lookup(table=msg.get_attr("RTA_TABLE") or msg["table"], type=msg["type"],
                   oif=msg.get_attr("RTA_OIF"), gateway=msg.get_attr("RTA_GATEWAY"))
 
 
-def plan_routes(wanted, owned, foreign, lookups):
+def plan_routes(wanted: Sequence[RouteParams], owned: Sequence[Route], foreign: Sequence[KernelRoute],
+                lookups: Sequence[Lookup | int]) -> "Plan":
     """What to write for a set: a pure decision on what the kernel holds.
 
-    wanted: the set's routes (validated dicts); owned: the OTCP `Route`s in
+    wanted: the set's routes; owned: the OTCP `Route`s in
     the kernel; foreign: every other route (`KernelRoute`); lookups: for each
     wanted route, in order, the kernel's `Lookup` for its address or the
     errno it refused with. A new destination takes the lookup's table and
     nexthop; an existing one follows the most specific non-OTCP route that
     covers it, so a changed gateway is followed rather than pinned.
     """
-    by_prefix = {}
+    by_prefix: dict[tuple[int, int, str], Route] = {}
     for route in owned:
         by_prefix.setdefault((route.family, route.table, route.dst), route)
     others = _ForeignRoutes(foreign)
     plan = Plan()
     kept = set()
     for params, answer in zip(wanted, lookups):
-        dst = params["dst"]
+        dst = params.dst
         network = ipaddress.ip_network(dst)
         family = _family(network)
         if isinstance(answer, int):
@@ -447,8 +457,7 @@ def plan_routes(wanted, owned, foreign, lookups):
             continue
         previous = by_prefix.get((family, table, dst))
         underlying = others.covering(family, table, network)
-        unfaithful = _cannot_copy(underlying)
-        if unfaithful:
+        if underlying is not None and (unfaithful := _cannot_copy(underlying)):
             plan.skip(dst, f"the route covering it, {underlying.dst} in table {table_name(table)}, {unfaithful}")
             continue
         prefsrc = underlying.prefsrc if underlying is not None else None
@@ -463,8 +472,8 @@ def plan_routes(wanted, owned, foreign, lookups):
             family=family, dst=dst, table=table, oif=oif, gateway=gateway, prefsrc=prefsrc,
             scope=RT_SCOPE_UNIVERSE if gateway is not None or family == socket.AF_INET6 else RT_SCOPE_LINK,
             priority=previous.priority if previous is not None else None,
-            rto_min_ms=params["rto_min_ms"], initcwnd=params["initcwnd"], cwnd_clamp=params["cwnd_clamp"],
-            advmss=params["advmss"], quickack=params["quickack"], onlink=underlying is not None and underlying.onlink,
+            rto_min_ms=params.rto_min_ms, initcwnd=params.initcwnd, cwnd_clamp=params.cwnd_clamp,
+            advmss=params.advmss, quickack=params.quickack, onlink=underlying is not None and underlying.onlink,
         )
         if previous is None:
             plan.write("add", new, None)
@@ -477,14 +486,12 @@ def plan_routes(wanted, owned, foreign, lookups):
     return plan
 
 
-def _cannot_copy(route):
+def _cannot_copy(route: KernelRoute) -> str:
     """Why a host route cannot carry this covering route's nexthop faithfully, or "".
 
     A host route copies one nexthop: an ECMP route would be pinned to its
     first hop, and a nexthop object's group cannot be copied by value.
     """
-    if route is None:
-        return ""
     if route.multipath:
         return "has several nexthops (ECMP); a host route would pin it to one, so it is left alone"
     if route.nexthop_id is not None:
@@ -495,52 +502,55 @@ def _cannot_copy(route):
 class Plan:
     """What `apply` will do: writes (add, replace, keep), skips and removals."""
 
-    def __init__(self):
-        self.writes = []  # (op, new Route, previous Route or None)
-        self.stale = []  # OTCP routes no longer wanted
-        self._order = []  # ("write", index) or ("skip", dst, reason)
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, Route, Route | None]] = []  # (op, new Route, previous Route or None)
+        self.stale: list[Route] = []  # OTCP routes no longer wanted
+        self._order: list[int | tuple[str, str]] = []  # a write's index, or a skip's (dst, reason)
 
-    def write(self, op, new, old):
+    def write(self, op: str, new: Route, old: Route | None) -> None:
         """Plan one route write: add, replace or keep."""
-        self._order.append(("write", len(self.writes)))
+        self._order.append(len(self.writes))
         self.writes.append((op, new, old))
 
-    def skip(self, dst, reason):
+    def skip(self, dst: str, reason: str) -> None:
         """Record that one destination is skipped, and why."""
-        self._order.append(("skip", dst, reason))
+        self._order.append((dst, reason))
 
-    def results(self, names):
-        """One result per route of the set, in order, as an ack reports them."""
+    def results(self, names: dict[int, str]) -> list[RouteResult]:
+        """One result per route of the set, in order, as an ack reports them (names: the
+        interfaces' names by index)."""
         results = []
         for item in self._order:
-            if item[0] == "skip":
-                results.append({"dst": item[1], "status": "skipped", "reason": item[2]})
+            if isinstance(item, tuple):
+                results.append(RouteResult(dst=item[0], status="skipped", reason=item[1]))
             else:
-                _, new, _ = self.writes[item[1]]
-                results.append({"dst": new.dst, "status": "applied", "dev": names.get(new.oif),
-                                "gateway": new.gateway, "table": new.table})
+                _, new, _ = self.writes[item]
+                device = names.get(new.oif) if new.oif is not None else None
+                results.append(RouteResult(dst=new.dst, status="applied", dev=device, gateway=new.gateway,
+                                           table=new.table))
         return results
 
 
 class _ForeignRoutes:
     """Non-OTCP routes indexed for exact and longest-prefix lookups."""
 
-    def __init__(self, routes):
-        self._by_prefix = {}  # (family, table, prefixlen) -> {network int: [KernelRoute]}
-        self._lengths = {}  # (family, table) -> sorted prefix lengths, longest first
+    def __init__(self, routes: Iterable[KernelRoute]) -> None:
+        self._by_prefix: dict[tuple[int, int, int], dict[int, list[KernelRoute]]] = {}  # (family, table, length)
+        lengths: dict[tuple[int, int], set[int]] = {}  # (family, table) -> prefix lengths
         for route in routes:
             network = ipaddress.ip_network(route.dst, strict=False)
             key = (route.family, route.table, network.prefixlen)
             self._by_prefix.setdefault(key, {}).setdefault(int(network.network_address), []).append(route)
-            self._lengths.setdefault((route.family, route.table), set()).add(network.prefixlen)
-        self._lengths = {key: sorted(lengths, reverse=True) for key, lengths in self._lengths.items()}
+            lengths.setdefault((route.family, route.table), set()).add(network.prefixlen)
+        # (family, table) -> its prefix lengths, longest first
+        self._lengths = {key: sorted(found, reverse=True) for key, found in lengths.items()}
 
-    def exact(self, family, table, network):
+    def exact(self, family: int, table: int, network: Network) -> KernelRoute | None:
         """A non-OTCP route for exactly this prefix, or None."""
         found = self._by_prefix.get((family, table, network.prefixlen), {}).get(int(network.network_address))
         return found[0] if found else None
 
-    def covering(self, family, table, network):
+    def covering(self, family: int, table: int, network: Network) -> KernelRoute | None:
         """The most specific unicast route strictly covering `network` (lowest metric)."""
         bits = network.max_prefixlen
         address = int(network.network_address)
@@ -559,14 +569,14 @@ class _Refused(Exception):
     pass
 
 
-def _write_request(op, route):
+def _write_request(op: str, route: Route) -> Request:
     flags = NLM_F_REPLACE if op == "replace" else NLM_F_CREATE | NLM_F_EXCL
     return (RTM_NEWROUTE, flags, route.fields())
 
 
-def _family(network):
+def _family(network: Network) -> int:
     return socket.AF_INET if network.version == 4 else socket.AF_INET6
 
 
-def _strerror(code):
+def _strerror(code: int) -> str:
     return f"{errno.errorcode.get(code, code)}: {os.strerror(code)}"

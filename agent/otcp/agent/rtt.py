@@ -13,7 +13,9 @@ Two sources, in the style of Pingmesh (Guo et al., SIGCOMM 2015):
 
 `RttMeter.report` gives, per destination, the minimum over a sliding window
 (scheduling noise only ever adds), the spread of the samples above it, how
-many there were and which source gave the minimum.
+many there were and which source gave the minimum: a `RoundTrip`, in
+seconds like everything the agent holds (the kernel's microseconds are
+converted as they are read, the wire's in `otcp.wire.messages`).
 """
 
 import errno
@@ -22,9 +24,13 @@ import select
 import socket
 import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 from pyroute2.netlink.diag import DiagSocket
+
+from otcp.wire.messages import RoundTrip
 
 TCP_ESTABLISHED = 1
 INET_DIAG_INFO = 2
@@ -38,7 +44,7 @@ class Sample:
 
     at: float
     rtt_s: float
-    source: str
+    source: Literal["tcp", "probe"]
 
 
 #: How often an agent measures and reports by default, and how many peers it probes each time.
@@ -49,23 +55,23 @@ PROBES_PER_ROUND = 8
 class RttMeter:
     """Minimum round trips to a set of destinations, over a sliding window."""
 
-    def __init__(self, window_s=60.0, probes_per_round=PROBES_PER_ROUND, probe_timeout_s=0.2,
-                 clock=time.monotonic):
+    def __init__(self, window_s: float = 60.0, probes_per_round: int = PROBES_PER_ROUND,
+                 probe_timeout_s: float = 0.2, clock: Callable[[], float] = time.monotonic) -> None:
         self.window_s = window_s
         self.probes_per_round = probes_per_round
         self.probe_timeout_s = probe_timeout_s
         self.clock = clock
-        self._samples: dict[str, deque] = {}
+        self._samples: dict[str, deque[Sample]] = {}
         self._next_probe = 0
 
-    def measure(self, prefixes, peers=()):
+    def measure(self, prefixes: Iterable[str], peers: Iterable[str] = ()) -> None:
         """One round: read the kernel's TCP round trips to addresses under the
         set's prefixes, then probe those that have none: the host routes'
         addresses and the peers (hosts the controller knows) under a prefix."""
         networks = [ipaddress.ip_network(prefix) for prefix in prefixes]
         now = self.clock()
 
-        def covered(address):
+        def covered(address: str) -> bool:
             return any(ipaddress.ip_address(address) in network for network in networks)
 
         for dst, rtt in tcp_min_rtts().items():
@@ -75,16 +81,16 @@ class RttMeter:
         hosts |= {peer for peer in peers if covered(peer)}
         unmeasured = sorted(dst for dst in hosts if not self._recent(dst, now, "tcp"))
         for dst in self._rotation(unmeasured):
-            rtt = syn_probe(dst, self.probe_timeout_s)
-            if rtt is not None:
-                self.add(dst, Sample(self.clock(), rtt, "probe"))
+            probed = syn_probe(dst, self.probe_timeout_s)
+            if probed is not None:
+                self.add(dst, Sample(self.clock(), probed, "probe"))
 
-    def add(self, dst, sample):
+    def add(self, dst: str, sample: Sample) -> None:
         """Keep one sample (also for tests and other sources)."""
         self._samples.setdefault(dst, deque(maxlen=1000)).append(sample)
 
-    def report(self):
-        """[{"dst", "min_rtt_us", "spread_us", "count", "source"}] for each address with samples in the window."""
+    def report(self) -> list[RoundTrip]:
+        """The round trip to each address with samples in the window."""
         now = self.clock()
         rows = []
         for dst in sorted(self._samples):
@@ -95,15 +101,13 @@ class RttMeter:
             self._samples[dst] = deque(samples, maxlen=1000)
             ordered = sorted(samples, key=lambda s: s.rtt_s)
             p90 = ordered[int(0.9 * (len(ordered) - 1))].rtt_s
-            rows.append({"dst": dst, "min_rtt_us": round(ordered[0].rtt_s * 1e6, 1),
-                         "spread_us": round((p90 - ordered[0].rtt_s) * 1e6, 1), "count": len(samples),
-                         "source": ordered[0].source})
+            rows.append(RoundTrip(dst, ordered[0].rtt_s, p90 - ordered[0].rtt_s, len(samples), ordered[0].source))
         return rows
 
-    def _recent(self, dst, now, source):
+    def _recent(self, dst: str, now: float, source: str) -> bool:
         return any(s.source == source and now - s.at <= self.window_s for s in self._samples.get(dst, ()))
 
-    def _rotation(self, candidates):
+    def _rotation(self, candidates: list[str]) -> list[str]:
         """The next few candidates, round-robin, so every destination gets its turn."""
         if not candidates:
             return []
@@ -113,9 +117,9 @@ class RttMeter:
         return chosen
 
 
-def tcp_min_rtts():
+def tcp_min_rtts() -> dict[str, float]:
     """{destination address: smallest tcpi_min_rtt in seconds} over the established TCP connections."""
-    found = {}
+    found: dict[str, float] = {}
     with DiagSocket() as diag:
         diag.bind()
         for family in (socket.AF_INET, socket.AF_INET6):
@@ -130,7 +134,7 @@ def tcp_min_rtts():
     return found
 
 
-def syn_probe(dst, timeout_s):
+def syn_probe(dst: str, timeout_s: float) -> float | None:
     """Seconds from a SYN to the answer (RST or SYN-ACK) of dst's kernel, or None if none came."""
     family = socket.AF_INET6 if ":" in dst else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:

@@ -25,8 +25,13 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO, Any
 
-from otcp.wire import paramset, validation
+from otcp.wire import framing, paramset, validation
+from otcp.wire.messages import RouteResult
+from otcp.wire.paramset import ParamSet
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS applied (
@@ -66,21 +71,20 @@ class CorruptState(Exception):
     """The state file cannot be used; the message says why, in one line."""
 
 
+@dataclass(frozen=True)
 class Applied:
-    """The last applied generation as stored."""
+    """The last applied generation as stored (its per-route results: `State.applied_results`)."""
 
-    def __init__(self, generation, param_set, results, applied_at, active):
-        self.generation = generation
-        self.param_set = param_set
-        self.results = results
-        self.applied_at = applied_at
-        self.active = active
+    generation: int
+    param_set: ParamSet
+    applied_at: float
+    active: bool
 
 
 class State:
     """The agent's SQLite file."""
 
-    def __init__(self, path):
+    def __init__(self, path: str) -> None:
         self.path = path
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)
@@ -98,62 +102,75 @@ class State:
                 raise
             raise CorruptState(f"{path}: not a usable state database: {error}") from None
 
-    def _check(self):
+    def _check(self) -> None:
         """Refuse a file whose tables or stored set are not what this agent writes."""
         for table, columns in COLUMNS.items():
             found = [row[1] for row in self.db.execute(f"PRAGMA table_info({table})")]
             if found != columns:
                 raise CorruptState(f"{self.path}: table {table} has columns {found}, expected {columns}")
         self.applied()
+        self.applied_results()
         self.intent()
 
-    def close(self):
+    def close(self) -> None:
         """Close the state database."""
         self.db.close()
 
-    def applied(self):
+    def applied(self) -> Applied | None:
         """The last applied generation, or None if nothing was ever applied."""
-        row = self.db.execute(
-            "SELECT generation, param_set, results, applied_at, active FROM applied WHERE id = 1"
-        ).fetchone()
+        row = self.db.execute("SELECT generation, param_set, applied_at, active FROM applied WHERE id = 1").fetchone()
         if row is None:
             return None
         try:
             stored = paramset.validate_param_set(validation.load_json(row[1].encode(), "stored set"))
-            results = validation.load_json(row[2].encode(), "stored results")
         except (AttributeError, ValueError) as error:
             raise CorruptState(f"{self.path}: the stored generation is unreadable: {error}") from None
-        if stored["generation"] != row[0] or not isinstance(results, list):
+        if stored.generation != row[0]:
             raise CorruptState(f"{self.path}: the stored generation does not match its set")
-        return Applied(row[0], stored, results, row[3], bool(row[4]))
+        return Applied(row[0], stored, row[2], bool(row[3]))
 
-    def applied_generation(self):
+    def applied_results(self) -> list[RouteResult]:
+        """What became of each route of the last applied set, as the ack reported it ([] if none)."""
+        row = self.db.execute("SELECT results FROM applied WHERE id = 1").fetchone()
+        if row is None:
+            return []
+        try:
+            results = validation.load_json(row[0].encode(), "stored results")
+            if not isinstance(results, list):
+                raise ValueError("stored results: not a list")
+            return [validation.check(RouteResult, result, f"stored results[{i}]") for i, result in enumerate(results)]
+        except (AttributeError, ValueError) as error:
+            raise CorruptState(f"{self.path}: the stored results are unreadable: {error}") from None
+
+    def applied_generation(self) -> int | None:
         """The applied generation number, or None."""
         applied = self.applied()
         return None if applied is None else applied.generation
 
-    def save_applied(self, param_set, results, source):
+    def save_applied(self, param_set: ParamSet, results: Sequence[RouteResult], source: str) -> None:
         """Record a set as applied, with its per-route results; the intent is done."""
+        stored_results = [result.model_dump(exclude_unset=True) for result in results]
         with self.db:
             self.db.execute(
                 "INSERT OR REPLACE INTO applied VALUES (1, ?, ?, ?, ?, 1)",
-                (param_set["generation"], json.dumps(param_set), json.dumps(results), time.time()),
+                (param_set.generation, framing.encode_json(param_set).decode(), json.dumps(stored_results),
+                 time.time()),
             )
             self.db.execute("DELETE FROM intent")
-            self._journal(param_set["generation"], source, "applied", f"{len(param_set['routes'])} route(s)")
+            self._journal(param_set.generation, source, "applied", f"{len(param_set.routes)} route(s)")
 
-    def begin(self, generation, destinations):
+    def begin(self, generation: int, destinations: Sequence[str]) -> None:
         """Record, durably and before the kernel is touched, what an apply is about to write."""
         with self.db:
             self.db.execute("INSERT OR REPLACE INTO intent VALUES (1, ?, ?, ?)",
                             (generation, json.dumps(sorted(destinations)), time.time()))
 
-    def end(self):
+    def end(self) -> None:
         """Forget the intent of an apply that ended without a new generation (refused, rolled back)."""
         with self.db:
             self.db.execute("DELETE FROM intent")
 
-    def intent(self):
+    def intent(self) -> tuple[int, list[str]] | None:
         """(generation, destinations) of an apply that started and never ended, or None."""
         row = self.db.execute("SELECT generation, destinations FROM intent WHERE id = 1").fetchone()
         if row is None:
@@ -166,23 +183,23 @@ class State:
             raise CorruptState(f"{self.path}: the stored intent is not a list of destinations")
         return row[0], destinations
 
-    def mark_reverted(self, removed):
+    def mark_reverted(self, removed: int) -> None:
         """Record that every OTCP route was removed."""
         with self.db:
             self.db.execute("UPDATE applied SET active = 0 WHERE id = 1")
             self._journal(self.applied_generation(), "revert", "reverted", f"{removed} route(s) removed")
 
-    def record(self, generation, source, outcome, detail):
+    def record(self, generation: int | None, source: str, outcome: str, detail: str) -> None:
         """Journal an event that changed nothing (a rejection, a failed apply)."""
         with self.db:
             self._journal(generation, source, outcome, detail)
 
-    def journal(self, limit=20):
+    def journal(self, limit: int = 20) -> list[tuple[Any, ...]]:
         """The newest journal entries: what was applied, rejected or failed."""
         query = "SELECT at, generation, source, outcome, detail FROM journal ORDER BY rowid DESC LIMIT ?"
         return self.db.execute(query, (limit,)).fetchall()
 
-    def _journal(self, generation, source, outcome, detail):
+    def _journal(self, generation: int | None, source: str, outcome: str, detail: str) -> None:
         if len(detail.encode()) > DETAIL_BYTES:
             detail = detail.encode()[: DETAIL_BYTES - 20].decode(errors="ignore") + " ... (cut)"
         row = (time.time(), generation, source, outcome, detail)
@@ -192,7 +209,7 @@ class State:
         )
 
 
-def move_aside(path):
+def move_aside(path: str) -> str:
     """Rename a state file (and its WAL files) that cannot be used; returns the new name."""
     aside = f"{path}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"
     os.rename(path, aside)
@@ -205,17 +222,18 @@ def move_aside(path):
 class StateLock:
     """An exclusive flock on ``<state>.lock``: one route writer at a time."""
 
-    def __init__(self, state_path):
+    def __init__(self, state_path: str) -> None:
         self.path = os.path.abspath(state_path) + ".lock"
-        self._handle = None
+        self._handle: IO[str] | None = None
 
-    def __enter__(self):
+    def __enter__(self) -> "StateLock":
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         self._handle = open(self.path, "a")
         fcntl.flock(self._handle, fcntl.LOCK_EX)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
+        assert self._handle is not None  # entered
         fcntl.flock(self._handle, fcntl.LOCK_UN)
         self._handle.close()
         self._handle = None

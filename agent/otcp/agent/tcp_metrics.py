@@ -18,8 +18,9 @@ else. Messages are built and parsed by pyroute2.
 """
 
 import ipaddress
+import os
 import socket
-import struct
+from collections.abc import Iterable
 
 from pyroute2.netlink import (
     CTRL_CMD_GETFAMILY,
@@ -34,6 +35,7 @@ from pyroute2.netlink import (
 )
 
 from otcp.agent import netlink
+from otcp.agent.netlink import NetlinkMessage
 
 FAMILY_NAME = "tcp_metrics"
 TCP_METRICS_CMD_GET = 1
@@ -66,7 +68,7 @@ class tcp_metrics_msg(genlmsg):
 class TcpMetrics:
     """The TCP metrics cache of one network namespace."""
 
-    def __init__(self, netns=None):
+    def __init__(self, netns: str | None = None) -> None:
         if netns is None:
             self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_GENERIC)
         else:
@@ -75,24 +77,24 @@ class TcpMetrics:
         self._sequence = 1
         self.family_id = self._resolve_family()
 
-    def close(self):
+    def close(self) -> None:
         """Close the generic netlink socket."""
         self.sock.close()
 
-    def entries(self):
+    def entries(self) -> list[tuple[str, str | None]]:
         """[(destination, source)] address strings of every cached entry."""
         msg = tcp_metrics_msg()
         msg["cmd"] = TCP_METRICS_CMD_GET
         msg["version"] = 1
         found = []
-        for reply in self._request(msg, NLM_F_REQUEST | NLM_F_DUMP, dump=True):
+        for reply in self._dump(msg, NLM_F_REQUEST | NLM_F_DUMP):
             destination = reply.get_attr("TCP_METRICS_ATTR_ADDR_IPV4") or reply.get_attr("TCP_METRICS_ATTR_ADDR_IPV6")
             source = reply.get_attr("TCP_METRICS_ATTR_SADDR_IPV4") or reply.get_attr("TCP_METRICS_ATTR_SADDR_IPV6")
             if destination:
                 found.append((destination, source))
         return found
 
-    def forget(self, prefixes):
+    def forget(self, prefixes: Iterable[str]) -> int:
         """Delete the entries whose destination lies in one of `prefixes`;
         returns how many were deleted."""
         networks = [ipaddress.ip_network(p) for p in prefixes]
@@ -109,25 +111,55 @@ class TcpMetrics:
             if source:
                 attrs.append(("TCP_METRICS_ATTR_SADDR_IPV6" if v6 else "TCP_METRICS_ATTR_SADDR_IPV4", source))
             msg["attrs"] = attrs
-            code = self._request(msg, NLM_F_REQUEST | NLM_F_ACK)
-            if code == 0:
+            if self._acknowledged(msg, NLM_F_REQUEST | NLM_F_ACK) == 0:
                 deleted += 1
         return deleted
 
-    def _resolve_family(self):
+    def _resolve_family(self) -> int:
         msg = ctrlmsg()
         msg["cmd"] = CTRL_CMD_GETFAMILY
         msg["version"] = 1
         msg["attrs"] = [("CTRL_ATTR_FAMILY_NAME", FAMILY_NAME)]
-        replies = self._request(msg, NLM_F_REQUEST, message_type=GENL_ID_CTRL, reply_class=ctrlmsg, dump=True,
-                                single=True)
-        if isinstance(replies, int) or not replies:
-            raise OSError(replies if isinstance(replies, int) else 0, "no tcp_metrics netlink family")
-        return replies[0].get_attr("CTRL_ATTR_FAMILY_ID")
+        replies = self._dump(msg, NLM_F_REQUEST, message_type=GENL_ID_CTRL, reply_class=ctrlmsg, single=True)
+        if not replies:
+            raise OSError(0, "no tcp_metrics netlink family")
+        return int(replies[0].get_attr("CTRL_ATTR_FAMILY_ID"))
 
-    def _request(self, msg, flags, message_type=None, reply_class=tcp_metrics_msg, dump=False, single=False):
-        """Send one request. A dump returns the decoded replies; otherwise
-        the errno of the acknowledgement (0 = done)."""
+    def _acknowledged(self, msg: NetlinkMessage, flags: int) -> int:
+        """Send one request; the errno of its acknowledgement (0 = done)."""
+        sequence = self._send(msg, flags, None)
+        while True:
+            data = self.sock.recv(1 << 16)
+            for kind, seq, offset, _ in netlink.messages_in(data):
+                if seq == sequence and kind == NLMSG_ERROR:
+                    return netlink.error_code(data, offset)
+
+    def _dump(self, msg: NetlinkMessage, flags: int, message_type: int | None = None,
+              reply_class: type = tcp_metrics_msg, single: bool = False) -> list[NetlinkMessage]:
+        """Send one request; its decoded replies (only the first with single). A refusal
+        raises OSError with the kernel's errno."""
+        sequence = self._send(msg, flags, message_type)
+        replies: list[NetlinkMessage] = []
+        while True:
+            data = self.sock.recv(1 << 16)
+            for kind, seq, offset, length in netlink.messages_in(data):
+                if seq != sequence:
+                    continue
+                if kind == NLMSG_DONE:
+                    return replies
+                if kind == NLMSG_ERROR:
+                    code = netlink.error_code(data, offset)
+                    if code:
+                        raise OSError(code, f"tcp_metrics: {os.strerror(code)}")
+                    continue
+                reply = reply_class(data[offset : offset + length])
+                reply.decode()
+                replies.append(reply)
+                if single:
+                    return replies
+
+    def _send(self, msg: NetlinkMessage, flags: int, message_type: int | None) -> int:
+        """Number and send one request (to the tcp_metrics family unless message_type); its sequence number."""
         sequence = self._sequence
         self._sequence += 1
         msg["header"]["type"] = self.family_id if message_type is None else message_type
@@ -135,25 +167,4 @@ class TcpMetrics:
         msg["header"]["sequence_number"] = sequence
         msg.encode()
         self.sock.send(msg.data)
-        replies = []
-        while True:
-            data = self.sock.recv(1 << 16)
-            offset = 0
-            while offset + 16 <= len(data):
-                length, kind, _, seq, _ = struct.unpack_from("=IHHII", data, offset)
-                if length < 16:
-                    break
-                if seq == sequence:
-                    if kind == NLMSG_ERROR:
-                        (code,) = struct.unpack_from("=i", data, offset + 16)
-                        if code or not dump:
-                            return -code
-                    elif kind == NLMSG_DONE:
-                        return replies
-                    else:
-                        reply = reply_class(data[offset : offset + length])
-                        reply.decode()
-                        replies.append(reply)
-                        if single:
-                            return replies
-                offset += (length + 3) & ~3
+        return sequence
