@@ -43,7 +43,8 @@ import inspect
 import os
 import shlex
 import sys
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from mininet.link import Intf, Link, TCIntf
 from mininet.log import error
@@ -52,11 +53,11 @@ from mininet.topo import Topo
 from mininet.util import ipAdd
 
 
-def _find_project():
+def _find_project() -> None:
     """Debian's `mn --custom` execs this file in the system python3, which does
     not see the project: put the checkout and its .venv (made from that same
     python3) on the path so the shared validation module imports."""
-    here = os.path.abspath(inspect.getframeinfo(inspect.currentframe()).filename)
+    here = os.path.abspath(inspect.getsourcefile(_find_project) or __file__)
     root = os.path.dirname(os.path.dirname(here))
     sys.path[:0] = [root, *sorted(glob.glob(os.path.join(root, ".venv", "lib", "python3*", "site-packages")))]
 
@@ -79,24 +80,40 @@ DATA_IP_BASE = 0x0A000000
 DATA_PREFIX_LEN = 8
 
 
+Command = tuple[list[str], str]  # (argv, what it does, for the error message)
+Node = Any  # a Mininet node (Mininet has no type information)
+
+
+@dataclass(frozen=True)
+class Shaping:
+    """How one veth end is shaped: rate (Mb/s), switch egress buffer (bytes) and one-way
+    delay (µs), each None where not set, and whether the other end is a switch port."""
+
+    bw: float | None
+    buffer_bytes: float | None
+    delay_us: float | None
+    peer_is_switch: bool
+
+
 class ShapingError(RuntimeError):
     """A tc or ethtool command that shapes a link failed (names the device and the command)."""
 
 
-def offload_commands(name):
+def offload_commands(name: str) -> list[Command]:
     """ethtool: tx checksum, TSO, GSO and GRO off (TCP through the userspace
     OVS datapath fails with them on)."""
     return [(["ethtool", "-K", name, "tx", "off", "tso", "off", "gso", "off", "gro", "off"], "turn off offloads")]
 
 
-def ifb_name(name):
+def ifb_name(name: str) -> str:
     """The IFB device, in the host's namespace, that holds the switch's egress
     buffer toward the host interface name (interface names have 15 characters
     at most)."""
     return f"{name}-ifb" if len(name) <= 11 else f"ifb-{name[-11:]}"
 
 
-def _htb_commands(device, bw, leaf_argv, netem_argv=None):
+def _htb_commands(device: str, bw: float, leaf_argv: list[str] | None,
+                  netem_argv: list[str] | None = None) -> list[Command]:
     """HTB on device: class 5:1 shapes to bw Mb/s; under it IPv4 (5:10, leaf
     leaf_argv) and everything else (5:20: ARP, LLDP, IPv6, a pfifo of its
     own, served first). Returns the commands."""
@@ -129,7 +146,9 @@ def _htb_commands(device, bw, leaf_argv, netem_argv=None):
     return commands
 
 
-def shaping_commands(name, on_switch, peer_is_switch, bw=None, buffer_bytes=None, delay_us=None, netem=True):
+def shaping_commands(name: str, on_switch: bool, peer_is_switch: bool, bw: float | None = None,
+                     buffer_bytes: float | None = None, delay_us: float | None = None,
+                     netem: bool = True) -> list[Command]:
     """The tc and ethtool commands that shape one veth end, as data:
     [(argv, what)], run in order in the end's namespace (Mininet's
     ``TCIntf.bwCmds`` does the same for its links).
@@ -176,11 +195,12 @@ def shaping_commands(name, on_switch, peer_is_switch, bw=None, buffer_bytes=None
             (["ip", "link", "add", "name", ifb, "type", "ifb"], f"create {ifb}"),
             (["ip", "link", "set", "dev", ifb, "up"], f"bring {ifb} up"),
         ]
+        buffer = ["bfifo", "limit", str(int(buffer_bytes))]
         if bw is not None:
-            commands += _htb_commands(ifb, bw, bfifo, netem_argv)
+            commands += _htb_commands(ifb, bw, buffer, netem_argv)
         else:
             commands.append((["tc", "qdisc", "replace", "dev", ifb, "root", "handle", BufferedIntf.DATA_HANDLE,
-                              *bfifo], f"set the buffer on {ifb}"))
+                              *buffer], f"set the buffer on {ifb}"))
         commands += [
             (["tc", "qdisc", "replace", "dev", name, "clsact"], f"add the ingress hook of {name}"),
             (["tc", "filter", "replace", "dev", name, "ingress", "protocol", "all", "prio", "1", "u32",
@@ -218,41 +238,41 @@ class BufferedIntf(Intf):
     # Set once a link has found that the kernel has no sch_netem.
     netem_missing = False
 
-    def config(self, bw=None, buffer_bytes=None, delay_us=None, peer_is_switch=None, **params):
+    def config(self, bw: float | None = None, buffer_bytes: float | None = None, delay_us: float | None = None,
+               peer_is_switch: bool | None = None, **params: Any) -> Any:
         """Configure addresses (Mininet's Intf), offloads, rate, delay and buffer."""
         result = Intf.config(self, **params)
-        self.shaping = {"bw": bw, "buffer_bytes": buffer_bytes, "delay_us": delay_us,
-                        "peer_is_switch": bool(peer_is_switch)}
+        self.shaping = Shaping(bw, buffer_bytes, delay_us, bool(peer_is_switch))
         self.shape()
         return result
 
     @property
-    def on_switch(self):
+    def on_switch(self) -> bool:
         """Whether this interface is a switch port (only those get an egress buffer)."""
         return isinstance(self.node, Switch)
 
     @property
-    def buffer_device(self):
+    def buffer_device(self) -> str | None:
         """The IFB that holds the switch's egress buffer toward this host end
         (in this end's namespace), or None (a switch port, or no buffer)."""
-        if self.on_switch or not self.shaping["peer_is_switch"] or self.shaping["buffer_bytes"] is None:
+        if self.on_switch or not self.shaping.peer_is_switch or self.shaping.buffer_bytes is None:
             return None
         return ifb_name(self.name)
 
-    def commands(self):
+    def commands(self) -> list[Command]:
         """This end's shaping commands (shaping_commands with its settings)."""
-        return shaping_commands(self.name, self.on_switch, self.shaping["peer_is_switch"],
-                                self.shaping["bw"], self.shaping["buffer_bytes"], self.shaping["delay_us"],
-                                netem=not BufferedIntf.netem_missing)
+        shaping = self.shaping
+        return shaping_commands(self.name, self.on_switch, shaping.peer_is_switch, shaping.bw, shaping.buffer_bytes,
+                                shaping.delay_us, netem=not BufferedIntf.netem_missing)
 
-    def reshape(self):
+    def reshape(self) -> None:
         """Apply a switch port's shaping again: Open vSwitch's userspace
         datapath resets a port's qdisc when it adds the port, so switch ports
         need this after the switch has started (a host's end needs nothing)."""
         if self.on_switch:
             self.shape()
 
-    def shape(self):
+    def shape(self) -> None:
         """Run this end's shaping commands in its namespace (a thin runner:
         the decisions are in shaping_commands)."""
         for argv, what in self.commands():
@@ -267,7 +287,7 @@ class BufferedIntf(Intf):
         return None
 
     @classmethod
-    def delay_enforced(cls):
+    def delay_enforced(cls) -> bool:
         """Whether link delays asked for so far actually went into the kernel."""
         return not cls.netem_missing
 
@@ -275,20 +295,21 @@ class BufferedIntf(Intf):
 class BufferedLink(Link):
     """A link whose two ends are BufferedIntf interfaces (Mininet's TCLink, with our interface)."""
 
-    def __init__(self, node1, node2, port1=None, port2=None, intfName1=None, intfName2=None,
-                 addr1=None, addr2=None, **params):
+    def __init__(self, node1: Node, node2: Node, port1: int | None = None, port2: int | None = None,
+                 intfName1: str | None = None, intfName2: str | None = None,
+                 addr1: str | None = None, addr2: str | None = None, **params: Any) -> None:
         Link.__init__(self, node1, node2, port1=port1, port2=port2, intfName1=intfName1, intfName2=intfName2,
                       cls1=BufferedIntf, cls2=BufferedIntf, addr1=addr1, addr2=addr2,
                       params1=dict(params, peer_is_switch=isinstance(node2, Switch)),
                       params2=dict(params, peer_is_switch=isinstance(node1, Switch)))
 
 
-def data_ip(index):
+def data_ip(index: int) -> str:
     """The data-plane address of host number index (1-based): 10.0.0.index upward."""
     return ipAdd(index, prefixLen=DATA_PREFIX_LEN, ipBaseNum=DATA_IP_BASE)
 
 
-Count = validation.int_range(1, 100_000)
+Count = Annotated[int, validation.int_range(1, 100_000)]
 
 
 def _even(k: int) -> int:
@@ -302,22 +323,22 @@ class LinkOptions(validation.Strict):
 
     bw: Annotated[float, Field(gt=0, le=MAX_BW_MBPS)]
     buffer_bytes: Annotated[float, Field(ge=1)]
-    delay_us: validation.number_at_least(0) | None = None  # type: ignore[valid-type]
+    delay_us: Annotated[float, Field(ge=0)] | None = None
 
 
 class StarArgs(validation.Strict):
     """StarTopo's own arguments."""
 
-    senders: Count  # type: ignore[valid-type]
+    senders: Count
     probe: bool
 
 
 class LeafSpineArgs(validation.Strict):
     """LeafSpineTopo's own arguments."""
 
-    leaves: Count  # type: ignore[valid-type]
-    spines: Count  # type: ignore[valid-type]
-    hosts_per_leaf: Count  # type: ignore[valid-type]
+    leaves: Count
+    spines: Count
+    hosts_per_leaf: Count
     fabric_bw: Annotated[float, Field(gt=0, le=MAX_BW_MBPS)] | None
 
 
@@ -331,25 +352,25 @@ class FabricTopo(Topo):
     """Base of the OTCP topologies: hosts, switches with explicit dpids, and
     links that carry their rate, buffer and delay, plus the inventory."""
 
-    def _link_options(self, bw, buffer_bytes, delay_us):
+    def _link_options(self, bw: float, buffer_bytes: float, delay_us: float | None) -> dict[str, Any]:
         validation.check(LinkOptions, {"bw": bw, "buffer_bytes": buffer_bytes, "delay_us": delay_us})
-        options = {"cls": BufferedLink, "bw": bw, "buffer_bytes": int(buffer_bytes)}
+        options: dict[str, Any] = {"cls": BufferedLink, "bw": bw, "buffer_bytes": int(buffer_bytes)}
         if delay_us:
             options["delay_us"] = delay_us
         return options
 
-    def add_host(self, name):
+    def add_host(self, name: str) -> str:
         """Add the next host: addresses 10.0.0.1, .2, ... in the order added."""
         index = len(self.hosts()) + 1
         return self.addHost(name, ip=f"{data_ip(index)}/{DATA_PREFIX_LEN}",
                             mac=":".join(f"{(index >> shift) & 0xFF:02x}" for shift in (40, 32, 24, 16, 8, 0)))
 
-    def add_switch(self, name):
+    def add_switch(self, name: str) -> str:
         """Add the next switch with dpid 1, 2, ... in the order added."""
         dpid = len(self.switches()) + 1
         return self.addSwitch(name, dpid=f"{dpid:016x}")
 
-    def inventory(self, delay_enforced=False):
+    def inventory(self, delay_enforced: bool = False) -> dict[str, Any]:
         """The inventory (docs/controller.md) that describes this topology.
 
         delay_us is only written where the emulation really enforces it: with
@@ -368,7 +389,8 @@ class FabricTopo(Topo):
             links.append(link)
         return {"switches": switches, "hosts": hosts, "links": links}
 
-    def write_inventory(self, path, delay_enforced=False, flows=None):
+    def write_inventory(self, path: str, delay_enforced: bool = False,
+                        flows: list[dict[str, Any]] | None = None) -> str:
         """Write inventory() as YAML to path (flows: optional list of {src, dst, count})."""
         import yaml  # only needed here; `mn --custom` need not have it
 
@@ -379,12 +401,12 @@ class FabricTopo(Topo):
             yaml.safe_dump(document, handle, sort_keys=False)
         return path
 
-    def switch_port(self, host):
+    def switch_port(self, host: str) -> tuple[str, str]:
         """(switch, interface name) of the switch port that faces host."""
         (switch,) = [b if a == host else a for a, b in self.links() if host in (a, b)]
         return switch, f"{switch}-eth{self.port(host, switch)[1]}"
 
-    def has_loop(self):
+    def has_loop(self) -> bool:
         """True if the topology has a cycle (needs a controller, not learning bridges)."""
         nodes = self.nodes()
         links = self.links()
@@ -400,7 +422,8 @@ class StarTopo(FabricTopo):
     queueing behind a sender's own data.
     """
 
-    def build(self, senders=4, bw=DEFAULT_BW_MBPS, buffer_bytes=SHALLOW_BUFFER, delay_us=None, probe=False):
+    def build(self, senders: int = 4, bw: float = DEFAULT_BW_MBPS, buffer_bytes: float = SHALLOW_BUFFER,
+              delay_us: float | None = None, probe: bool = False) -> None:
         """Mininet's hook: the switch, the receiver, the senders and the probe host."""
         validation.check(StarArgs, {"senders": senders, "probe": probe})
         options = self._link_options(bw, buffer_bytes, delay_us)
@@ -424,8 +447,9 @@ class LeafSpineTopo(FabricTopo):
     fabric_bw (default bw) is the rate of leaf-spine links.
     """
 
-    def build(self, leaves=2, spines=2, hosts_per_leaf=2, bw=DEFAULT_BW_MBPS, buffer_bytes=SHALLOW_BUFFER,
-              delay_us=None, fabric_bw=None):
+    def build(self, leaves: int = 2, spines: int = 2, hosts_per_leaf: int = 2, bw: float = DEFAULT_BW_MBPS,
+              buffer_bytes: float = SHALLOW_BUFFER, delay_us: float | None = None,
+              fabric_bw: float | None = None) -> None:
         """Mininet's hook: leaves, spines, every leaf-spine link and the hosts."""
         validation.check(LeafSpineArgs, {"leaves": leaves, "spines": spines, "hosts_per_leaf": hosts_per_leaf,
                                          "fabric_bw": fabric_bw})
@@ -451,7 +475,8 @@ class FatTreeTopo(FabricTopo):
     edge by edge.
     """
 
-    def build(self, k=4, bw=DEFAULT_BW_MBPS, buffer_bytes=SHALLOW_BUFFER, delay_us=None):
+    def build(self, k: int = 4, bw: float = DEFAULT_BW_MBPS, buffer_bytes: float = SHALLOW_BUFFER,
+              delay_us: float | None = None) -> None:
         """Mininet's hook: core, aggregation and edge switches, pods and hosts."""
         validation.check(FatTreeArgs, {"k": k})
         options = self._link_options(bw, buffer_bytes, delay_us)
