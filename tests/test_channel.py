@@ -306,7 +306,7 @@ def test_agent_reports_round_trips_to_its_destinations(ns, tmp_path, cleanup):
     agent = AgentProcess(ns, controller.port, tmp_path, extra=["--rtt-interval", "0.3"])
     cleanup.append(agent)
     wait_for(lambda: controller.rtts, "a round-trip report")
-    host_ip, round_trips = controller.rtts[0]  # seconds, as the controller holds them
+    _, host_ip, round_trips = controller.rtts[0]  # seconds, as the controller holds them
     assert host_ip == "10.77.0.1"
     assert [(trip.dst, trip.source) for trip in round_trips] == [("10.77.0.2", "probe")]
     assert 0 < round_trips[0].min_s < 1
@@ -325,7 +325,7 @@ def test_agent_probes_the_peers_under_an_aggregated_prefix(ns, tmp_path, cleanup
     wait_for(lambda: controller.acked(4), "the set to be applied")
     ns.ip("addr", "add", "10.77.0.2/32", "dev", "v1")  # the peer appears (after the hello), answers with a RST
     wait_for(lambda: controller.rtts, "a round-trip report")
-    assert [trip.dst for trip in controller.rtts[-1][1]] == ["10.77.0.2"]
+    assert [trip.dst for trip in controller.rtts[-1][2]] == ["10.77.0.2"]
 
 
 def test_agent_state_defaults_to_one_file_per_namespace():

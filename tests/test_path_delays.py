@@ -9,7 +9,7 @@ import pytest
 from controller_fakes import H1, H2, H3, arp_frame, connected_core
 from os_ken.lib.packet import arp as arp_packet
 
-from otcp.controller.rtt import HostRtts
+from otcp.controller.delay import HostRtts
 from otcp.planning.fabric import PairRtt
 from otcp.wire.messages import RoundTrip
 

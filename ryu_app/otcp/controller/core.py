@@ -30,10 +30,10 @@ from os_ken.lib.packet import packet
 
 from otcp.controller import arp, delay, forwarding
 from otcp.controller.config import ControllerConfig
+from otcp.controller.delay import HostRtts
 from otcp.controller.flowcount import FlowCounter
 from otcp.controller.forwarding import OpenFlowCodec
 from otcp.controller.publication import Publications
-from otcp.controller.rtt import HostRtts
 from otcp.controller.stability import HeldFlows, Refresh, StableDelays
 from otcp.controller.store import Generation, HostRecord, LinkMeasurement, LinkRecord, TopologySnapshot
 from otcp.controller.topology import Host, SwitchPort, Topology

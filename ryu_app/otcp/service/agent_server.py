@@ -100,8 +100,8 @@ class AgentServer:
     `on_ack(host_ip, generation, results)` is called for every acknowledged
     set; `on_agent(host_ip, hello)` when an authenticated agent is mapped to
     a published host (at its hello, or at the first `deliver` to one of its
-    addresses); `on_rtt(host_ip, round_trips)` for each round-trip report of a
-    mapped agent (seconds: `messages.RoundTrip`); `on_reject(host_ip,
+    addresses); `on_rtt(now, host_ip, round_trips)` for each round-trip report of a
+    mapped agent (`time.time()` it came, and `messages.RoundTrip`s); `on_reject(host_ip,
     generation, error)` when an agent refuses a set. Callbacks run on the
     connection's green thread; an exception in one is logged and does not
     affect the connection.
@@ -111,7 +111,8 @@ class AgentServer:
                  on_ack: Callable[[str, int, list[RouteResult]], object],
                  on_agent: Callable[[str, Hello], object] | None = None, logger: logging.Logger | None = None,
                  on_reject: Callable[[str, int | None, str], object] | None = None,
-                 on_rtt: Callable[[str, list[RoundTrip]], object] | None = None, handshake_timeout: float = 5.0,
+                 on_rtt: Callable[[float, str, list[RoundTrip]], object] | None = None,
+                 handshake_timeout: float = 5.0,
                  write_timeout: float = 10.0, rate_per_s: float = 20.0, burst: float = 200.0,
                  max_connections: int = 1024, max_unauthenticated: int | None = None,
                  unauthenticated_per_source: int = 16, send_buffer_bytes: int = SEND_BUFFER_BYTES,
@@ -481,7 +482,7 @@ class _Connection:
             elif isinstance(message, Resync):
                 self.server._resync(self, message)
             elif isinstance(message, Rtt) and self.host_ip is not None and self.server.on_rtt is not None:
-                self.server._callback(self.server.on_rtt, self.host_ip, message.round_trips())
+                self.server._callback(self.server.on_rtt, time.time(), self.host_ip, message.round_trips())
 
     def read_frame(self) -> bytes:
         """The next whole frame. Once a frame has begun, the rest must come

@@ -2,7 +2,6 @@
 socket and the Prometheus endpoint, started from the configuration
 (docs/operations.md). The app calls `start_services` once, at start."""
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +34,7 @@ def start_services(config: ControllerConfig, core: ControllerCore, store: Store,
         services.agent_server = AgentServer(
             agents.host, agents.port, read_secret(agents.secret_file), core.publications,
             on_ack=store.save_ack, on_agent=on_agent, logger=logger, tls=tls,
-            on_rtt=lambda ip, samples: core.rtt_report(time.time(), ip, samples))
+            on_rtt=core.rtt_report)
         services.agent_server.start()
         live.agent_server = services.agent_server
     services.threads.append(AdminServer(config.admin.socket, live.status, logger).start())
