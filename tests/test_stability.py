@@ -1,11 +1,12 @@
-"""Inputs that hold still (`otcp.controller.stability`), and the controller core
+"""Inputs that hold still (`otcp.controller.delay` and `flowcount`), and the controller core
 producing no generation under steady load while a real change still re-plans."""
 
 import pytest
 from controller_fakes import H1, H2, H3, arp_frame, connected_core
 from os_ken.lib.packet import arp as arp_packet
 
-from otcp.controller.stability import HeldFlows, StableDelays
+from otcp.controller.delay import StableDelays
+from otcp.controller.flowcount import HeldFlows
 from otcp.wire.messages import RoundTrip
 
 

@@ -30,11 +30,10 @@ from os_ken.lib.packet import packet
 
 from otcp.controller import arp, delay, forwarding
 from otcp.controller.config import ControllerConfig
-from otcp.controller.delay import HostRtts
-from otcp.controller.flowcount import FlowCounter
+from otcp.controller.delay import HostRtts, Refresh, StableDelays
+from otcp.controller.flowcount import FlowCounter, HeldFlows
 from otcp.controller.forwarding import OpenFlowCodec
 from otcp.controller.publication import Publications
-from otcp.controller.stability import HeldFlows, Refresh, StableDelays
 from otcp.controller.store import Generation, HostRecord, LinkMeasurement, LinkRecord, TopologySnapshot
 from otcp.controller.topology import Host, SwitchPort, Topology
 from otcp.planning.fabric import Fabric, Pair, PairRtt
@@ -196,13 +195,14 @@ class ControllerCore:
         self.lossless = config.parameters.lossless()
         self.pacing = config.parameters.paced()
         stability, measurement = config.stability, config.measurement
-        self.stable_delays = StableDelays(stability.delay_step_s, stability.delay_tolerance)
+        self.stable_delays: StableDelays[SwitchPort] = StableDelays(stability.delay_step_s, stability.delay_tolerance)
         self.held_flows = HeldFlows(stability.flow_hold_s)
         self.host_rtts = HostRtts(measurement.host_rtt_max_age_s, measurement.host_rtt_min_samples)
         # The hosts' round trips are held still like the links' delays, each bound on its own.
-        self.stable_rtt_low = StableDelays(stability.delay_step_s, stability.delay_tolerance)
+        self.stable_rtt_low: StableDelays[Pair] = StableDelays(stability.delay_step_s, stability.delay_tolerance)
         # The top of an estimate (minimum + spread) feeds minRTO in whole milliseconds: a coarser grid.
-        self.stable_rtt_high = StableDelays(max(stability.delay_step_s, RTT_HIGH_STEP_S), stability.delay_tolerance)
+        self.stable_rtt_high: StableDelays[Pair] = StableDelays(max(stability.delay_step_s, RTT_HIGH_STEP_S),
+                                                                stability.delay_tolerance)
         self.delay_refresh = Refresh(stability.refresh_s)
         self.rtt_refresh = Refresh(stability.refresh_s)
         self._link_delays: dict[SwitchPort, float] = {}  # the links' delays as the plans take them

@@ -1,6 +1,8 @@
-"""Delays as measured (docs/design.md, "Measurement"): each link's one-way delay
-by the controller's own probes (`DelayEstimator`), each host pair's round trip
-by the agents (`HostRtts`). Both are in seconds.
+"""Delays as measured, and held still for the planner (docs/design.md,
+"Measurement"): each link's one-way delay by the controller's own probes
+(`DelayEstimator`), each host pair's round trip by the agents (`HostRtts`),
+both quantised and held (`StableDelays`) and taken into the plan at most once
+a period (`Refresh`). All in seconds.
 
 The controller sends a probe out of switch A's port and notes the time; the
 probe crosses the link and switch B returns it as a packet-in. The sample is
@@ -28,12 +30,25 @@ rises with the first busy report and falls only once it has aged out, so a
 steady fabric's jitter does not move it up and down). A pair's estimate combines both
 directions (the smaller minimum, the larger top) and expires when no report
 renews it, so a host that went quiet falls back to the per-link view.
+
+What the planner takes holds still, so it sees a change only when it is real:
+
+- `StableDelays`: a delay is quantised up to a grid and moves only when the
+  new value differs from the held one by more than a tolerance, so the
+  jitter of the control path does not churn the parameters.
+- `Refresh`: measured delays and round trips are taken into the plan as a
+  whole at most once a period, so a fabric of many pairs, each crossing its
+  tolerance now and then, still makes at most one such generation a period.
+  A key measured for the first time is taken at once: a new path does not
+  wait for the period.
 """
 
+import math
 import struct
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from os_ken.lib.packet import ethernet, lldp, packet
 
@@ -44,6 +59,8 @@ CHASSIS_PREFIX = b"otcp:"
 _OUI = b"\x4f\x54\x43"  # "OTC": marks the sequence-number TLV as ours
 _SUBTYPE_SEQUENCE = 1
 Probe = tuple[int, int, int]  # what a probe says: (dpid, port) it left by, its sequence number
+Key = TypeVar("Key", bound=Hashable)  # what a delay is of: a link, a host pair
+Value = TypeVar("Value")
 
 
 def probe_frame(dpid: int, port_no: int, hw_addr: str, sequence: int) -> bytes:
@@ -265,3 +282,42 @@ class HostRtts:
                     low = min(known, rtt, key=lambda r: r.low_s)
                     combined[pair] = PairRtt(low.low_s, max(known.high_s, rtt.high_s), low.source)
         return combined
+
+
+@dataclass
+class StableDelays(Generic[Key]):
+    """Delays per key (a link, a host pair), quantised up to step_s, moving only past the tolerance."""
+
+    step_s: float
+    tolerance: float
+    _held: dict[Key, float] = field(default_factory=dict)
+
+    def update(self, measured: dict[Key, float]) -> dict[Key, float]:
+        """Take this plan's measured {key: delay_s}; return the delays to plan with."""
+        stable = {}
+        for key, delay in measured.items():
+            quantised = math.ceil(delay / self.step_s - 1e-9) * self.step_s if self.step_s > 0 else delay
+            held = self._held.get(key)
+            if held is None or abs(quantised - held) > max(self.step_s, self.tolerance * held):
+                self._held[key] = held = quantised
+            stable[key] = held
+        self._held = {key: self._held[key] for key in stable}
+        return stable
+
+
+@dataclass
+class Refresh:
+    """When measurements are taken into the plan: all at most every period_s, new keys at once."""
+
+    period_s: float
+    _taken_at: float = -math.inf
+
+    def inputs(self, now: float, measured: dict[Key, Value], taken: dict[Key, Value]) -> dict[Key, Value] | None:
+        """What to take now, given this plan's measurements and those taken before:
+        all of measured when the period is up, else those taken plus the keys new
+        in measured, or None when there is nothing to take."""
+        if now - self._taken_at >= self.period_s:
+            self._taken_at = now
+            return measured
+        new = {key: value for key, value in measured.items() if key not in taken}
+        return {**taken, **new} if new else None

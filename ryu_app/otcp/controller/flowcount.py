@@ -4,9 +4,16 @@ Each host pair that sends has a pair entry at its ingress edge switch
 (otcp.controller.forwarding). A pair is active when the packet counter of its entry
 grew between the last two polls of that switch; an active pair counts as one
 flow on every link of its path (the planner does that part).
+
+`HeldFlows`: a pair that stops sending still counts as a flow for a hold
+time. A new flow counts at once (more flows means smaller windows: the
+safe side); one that stopped counts until it has been idle for the hold
+time, so the pause between two rounds of a workload does not open every
+window to the single-flow value and shut it again a second later.
 """
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from otcp.planning.fabric import Pair
 
@@ -39,3 +46,18 @@ class FlowCounter:
     def active_pairs(self) -> dict[Pair, int]:
         """{(src_ip, dst_ip): 1} for every pair active on any switch."""
         return {pair: 1 for pairs in self._active.values() for pair in pairs}
+
+
+@dataclass
+class HeldFlows:
+    """Active pairs, each counted until hold_s after it was last seen active."""
+
+    hold_s: float
+    _last_active: dict[Pair, tuple[float, int]] = field(default_factory=dict)  # pair -> (time, count)
+
+    def update(self, now: float, active: dict[Pair, int]) -> dict[Pair, int]:
+        """Take the pairs active in this poll; return {pair: count} of pairs active or held."""
+        for pair, count in active.items():
+            self._last_active[pair] = (now, count)
+        self._last_active = {pair: seen for pair, seen in self._last_active.items() if now - seen[0] <= self.hold_s}
+        return {pair: count for pair, (_, count) in self._last_active.items()}
