@@ -149,6 +149,7 @@ def run_network(config: IncastConfig, store: results.ResultStore, progress: Prog
     """Build one star and run every runnable scheme on it."""
     workdir = os.path.join(config.out, "work", f"buffer{buffer_bytes}-senders{senders}")
     topo = StarTopo(senders, bw=config.bw_mbps, buffer_bytes=buffer_bytes, delay_us=config.delay_us, probe=True)
+    assert topo.probe is not None  # built with its probe host
     with_agents = any(s.kind == "otcp" for s in runnable)
     forwarder = "the OTCP controller" if config.forwarding == "controller" else "standalone bridges"
     progress.message(f"building a star: {senders} senders, {buffer_bytes} B buffers, {config.bw_mbps:g} Mb/s links, "
