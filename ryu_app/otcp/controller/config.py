@@ -127,10 +127,11 @@ class DefaultsSection(Strict):
 class BoundsSection(Strict):
     """The segment size and the [low, high] limits every parameter is clamped to."""
 
-    mss_bytes: Annotated[int, int_range(1, 65535)] = formulas.DEFAULT_MSS_BYTES
-    rto_min_ms: BoundPair = [1, 200]
-    initcwnd: BoundPair = [1, 64]
-    cwnd: BoundPair = [1, 65535]
+    # The formulas' own defaults (Bounds), as [low, high].
+    mss_bytes: Annotated[int, int_range(1, 65535)] = Bounds.mss_bytes
+    rto_min_ms: BoundPair = [Bounds.rto_min_ms_low, Bounds.rto_min_ms_high]
+    initcwnd: BoundPair = [Bounds.initcwnd_low, Bounds.initcwnd_high]
+    cwnd: BoundPair = [Bounds.cwnd_low, Bounds.cwnd_high]
 
     @field_validator("rto_min_ms", "initcwnd", "cwnd")
     @classmethod
