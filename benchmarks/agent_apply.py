@@ -94,7 +94,7 @@ def main(argv=None):
                 start = time.perf_counter()
                 _, results = agent.apply(document, "benchmark")
                 elapsed = time.perf_counter() - start
-                assert all(r["status"] == "applied" for r in results) and ns.count_otcp() == len(dsts)
+                assert all(r.status == "applied" for r in results) and ns.count_otcp() == len(dsts)
                 return elapsed
 
             def otcp_update(dsts):
