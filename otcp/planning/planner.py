@@ -1088,6 +1088,7 @@ class Plan:
         sets on the safe side (their coarse state is then up to date): those whose exact sets
         are over the budget, or over EXACT_AGAIN_SHARE of it for those on the safe side before."""
         state, self._route_state_kept = self._route_state_kept, None
+        made = state.made if state is not None else {}  # routes are the same whatever numbers their labels
         tries = self._family_tries()
         if state is not None and len(self._relabel) > RELABEL_SHARE * len(self.src):
             state = None
@@ -1109,6 +1110,7 @@ class Plan:
             labels = np.full((len(self.hosts), len(self.hosts)), -1, dtype=np.int64)
             labels[self.src, self.dst], params = _numbered(self._route_fields(np.arange(len(self.src))))
             state = _RouteState.build(labels, params, tries)
+            state.made = made
             over = over_budget(state)
         self._route_state_kept = state
         return state, over
