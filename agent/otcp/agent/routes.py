@@ -72,6 +72,7 @@ _PROTO_NAMES = {
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Request = tuple[int, int, RouteFields]  # (netlink message type, flags, route fields): RouteSocket.execute
+Undo = tuple[int, int, "Route"]  # a Request to be, its route's fields made only if it is sent
 
 
 class ApplyError(Exception):
@@ -220,7 +221,7 @@ class RouteTable:
         self.netns = netns
         self.netlink = RouteSocket(netns)
         self._tcp_metrics: TcpMetrics | None = None
-        self.last_undo: list[Request] = []  # what reverses the last apply, in the order it changed
+        self.last_undo: list[Undo] = []  # what reverses the last apply, in the order it changed
 
     def close(self) -> None:
         """Close the netlink sockets."""
@@ -266,7 +267,7 @@ class RouteTable:
         """
         plan = self.plan(param_set.routes)
         writes = [(op, new, old) for op, new, old in plan.writes if op != "keep"]
-        undo: list[Request] = []
+        undo: list[Undo] = []
         try:
             self._write(writes, undo)
             self._remove_stale(plan.stale, undo)
@@ -280,28 +281,27 @@ class RouteTable:
         self.forget_tcp_metrics(touched)
         return plan.results(self.interface_names())
 
-    def _write(self, writes: list[tuple[str, Route, Route | None]], undo: list[Request]) -> None:
+    def _write(self, writes: list[tuple[str, Route, Route | None]], undo: list[Undo]) -> None:
         """Add or replace routes; undo gains what reverses each write the kernel took.
         _Refused names the first it refused."""
         codes = self.netlink.execute([_write_request(op, new) for op, new, _ in writes])
         refused = None
         for (_, new, old), code in zip(writes, codes):
             if code == 0:
-                undo.append((RTM_DELROUTE, 0, new.delete_fields()) if old is None
-                            else (RTM_NEWROUTE, NLM_F_REPLACE, old.fields()))
+                undo.append((RTM_DELROUTE, 0, new) if old is None else (RTM_NEWROUTE, NLM_F_REPLACE, old))
             elif refused is None:
                 refused = f"{new.dst}: the kernel refused the route ({_strerror(code)})"
         if refused is not None:
             raise _Refused(refused)
 
-    def _remove_stale(self, stale: list[Route], undo: list[Request]) -> None:
+    def _remove_stale(self, stale: list[Route], undo: list[Undo]) -> None:
         """Delete OTCP routes no longer wanted (one already gone is fine); undo gains what puts
         each back. _Refused names the first the kernel refused to remove."""
         codes = self.netlink.execute([(RTM_DELROUTE, 0, old.delete_fields()) for old in stale])
         refused = None
         for old, code in zip(stale, codes):
             if code == 0:
-                undo.append((RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, old.fields()))
+                undo.append((RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, old))
             elif code not in (errno.ENOENT, errno.ESRCH) and refused is None:
                 refused = f"{old.dst}: the kernel refused to remove the old route ({_strerror(code)})"
         if refused is not None:
@@ -332,9 +332,10 @@ class RouteTable:
         undo, self.last_undo = self.last_undo, []
         return self._undo(undo)
 
-    def _undo(self, undo: list[Request]) -> list[str]:
+    def _undo(self, undo: list[Undo]) -> list[str]:
         """Reverse applied changes (the requests that reverse each), newest first; returns what could not be."""
-        requests = undo[::-1]
+        requests = [(kind, flags, route.delete_fields() if kind == RTM_DELROUTE else route.fields())
+                    for kind, flags, route in reversed(undo)]
         codes = self.netlink.execute(requests)
         # Deleting a route that is already gone leaves the kernel as wanted.
         return [
