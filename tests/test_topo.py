@@ -1,6 +1,7 @@
 """The Mininet topologies and the inventories they write (no network started)."""
 
 import collections
+import sys
 
 import pytest
 import yaml
@@ -199,3 +200,17 @@ def test_ifb_names_fit_the_kernels_limit():
 def test_every_command_says_what_it_does():
     for argv, what in shaping_commands("h1-eth0", False, True, bw=100, buffer_bytes=85000, delay_us=10):
         assert argv[0] in ("tc", "ip", "ethtool") and what
+
+
+def test_mn_custom_loads_the_file_with_debians_python(tmp_path):
+    """Debian's `mn --custom FILE` execs the file in /usr/bin/python3, outside the virtualenv,
+    from wherever mn was started: the file must find the checkout's packages itself."""
+    import os
+    import subprocess
+
+    path = os.path.abspath(sys.modules[StarTopo.__module__].__file__)
+    program = f"import runpy; print(sorted(runpy.run_path({path!r})['topos']))"
+    done = subprocess.run(["/usr/bin/python3", "-c", program], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['fattree', 'leafspine', 'star']"

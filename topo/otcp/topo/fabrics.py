@@ -58,7 +58,7 @@ def _find_project() -> None:
     not see the project: put the checkout and its .venv (made from that same
     python3) on the path so the shared validation module imports."""
     here = os.path.abspath(inspect.getsourcefile(_find_project) or __file__)
-    root = os.path.dirname(os.path.dirname(here))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(here))))  # topo/otcp/topo/fabrics.py
     sys.path[:0] = [root, *sorted(glob.glob(os.path.join(root, ".venv", "lib", "python3*", "site-packages")))]
 
 
