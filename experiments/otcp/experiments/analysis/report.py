@@ -25,7 +25,8 @@ each sweep ran.
 With --markdown it writes a results page instead: a title, the same tables
 each followed by the exact command that produced its runs (as the summary
 recorded it), the runs that failed with their errors, links to every
-sweep's plots, and the code each sweep ran. With --output the page (or the
+sweep's plots, and whether each sweep ran committed code (a page names no
+commit; the printed tables do). With --output the page (or the
 tables) go to that file, and the plots' links are relative to its directory.
 """
 
@@ -81,9 +82,10 @@ def load_runs(directories: Sequence[str]) -> list[Run]:
     return [run for run, _ in merged([Sweep.load(directory) for directory in directories])]
 
 
-def code_line(directory: str) -> str:
-    """Which code a sweep ran: its summary's commit, and whether files differed from it
-    or it changed during the sweep (summaries from before the field say so)."""
+def code_line(directory: str, with_commit: bool = True) -> str:
+    """Which code a sweep ran: its summary's commit (with_commit; a committed page, whose text
+    names no commits, says "committed code" instead), and whether files differed from it or it
+    changed during the sweep (summaries from before the field say so)."""
     code = Sweep.load(directory).document.get("code")
     if code is None:
         return f"{directory}: code not recorded"
@@ -91,7 +93,8 @@ def code_line(directory: str) -> str:
         return f"{directory}: not run from a git checkout"
     caveats = [text for flag, text in ((code["modified"], "files modified from it"),
                                        (code["changed_during_sweep"], "changed during the sweep")) if flag]
-    return f"{directory}: commit {code['commit'][:7]}" + (f" ({', '.join(caveats)})" if caveats else "")
+    named = f"commit {code['commit'][:7]}" if with_commit else "committed code"
+    return f"{directory}: {named}" + (f" ({', '.join(caveats)})" if caveats else "")
 
 
 def ideal_ms(run: Run) -> float:
@@ -246,7 +249,7 @@ def page(directories: Sequence[str], title: str, relative_to: str) -> str:
     made = "\n".join(f"    {sweep.command or '(command not recorded)'}" for sweep in sweeps)
     parts = [f"# {title}", f"Made by:\n\n{made}", report(runs, commands_line(origins), heading="## "),
              failed_runs(sweeps, runs), plot_links(sweeps, relative_to),
-             "## Code\n\n" + "\n".join(f"- {code_line(directory)}" for directory in directories)]
+             "## Code\n\n" + "\n".join(f"- {code_line(directory, with_commit=False)}" for directory in directories)]
     return "\n\n".join(part for part in parts if part) + "\n"
 
 
