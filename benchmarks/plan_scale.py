@@ -21,10 +21,10 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
-from otcp.planning import formulas, inventory  # noqa: E402
+from otcp.planning import formulas  # noqa: E402
 from otcp.planning.paths import SwitchPaths  # noqa: E402
 from otcp.planning.planner import Plan  # noqa: E402
-from otcp.topo.fabrics import FatTreeTopo  # noqa: E402
+from support.fabrics import fat_tree_fabric  # noqa: E402
 from support.reference import ReferencePlanner  # noqa: E402
 
 TARGET_K, TARGET_SECONDS = 16, 10.0
@@ -38,11 +38,6 @@ def available_memory():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     return 0
-
-
-def fat_tree_fabric(k):
-    document = FatTreeTopo(k=k).inventory()
-    return inventory.parse(document, f"fat-tree k={k}").fabric()
 
 
 def measure(k, sample_size, rng, pacing=False):

@@ -14,7 +14,6 @@ import time
 
 import pytest
 from pyroute2 import netns
-from test_agent_routes import ROOT, expected, otcp_agent, route
 
 from otcp.agent.client import ControllerClient
 from otcp.agent.core import Agent
@@ -22,6 +21,9 @@ from otcp.agent.routes import OTCP_PROTO
 from otcp.agent.state import DETAIL_BYTES, CorruptState, State
 from otcp.wire import framing, paramset
 from otcp.wire.validation import ValidationError
+from support.agents import REPOSITORY, otcp_agent
+from support.namespaces import expected
+from support.routes import route
 
 
 def write_set(path, generation, routes):
@@ -32,6 +34,7 @@ def write_set(path, generation, routes):
 # -- B1: nesting ---------------------------------------------------------------------------
 
 
+@pytest.mark.root
 def test_b1_deeply_nested_file_is_refused_in_one_line(ns, tmp_path):
     path = tmp_path / "deep.json"
     path.write_text("[" * 1000)
@@ -41,6 +44,7 @@ def test_b1_deeply_nested_file_is_refused_in_one_line(ns, tmp_path):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.root
 def test_b1_a_nested_challenge_from_a_fake_controller_does_not_kill_the_agent(ns, tmp_path):
     """The fake controller sends `[` x 1000 as its challenge, twice; the agent logs and dials again."""
     listener = socket.create_server(("127.0.0.1", 0))
@@ -81,6 +85,7 @@ def _run_until_stopped(client):
 # -- B2: zone ids ---------------------------------------------------------------------------
 
 
+@pytest.mark.root
 def test_b2_zone_ids_are_refused_by_validation_and_by_apply(ns, tmp_path):
     with pytest.raises(ValidationError, match=r"routes\[0\]\.dst: .*zone id"):
         paramset.validate_param_set({"generation": 1, "routes": [route("fe80::1%v0")]})
@@ -92,6 +97,7 @@ def test_b2_zone_ids_are_refused_by_validation_and_by_apply(ns, tmp_path):
 # -- B3: nexthops that a host route must copy faithfully ----------------------------------------
 
 
+@pytest.mark.root
 def test_b3_an_onlink_gateway_is_carried_over(ns, tmp_path):
     ns.ip("route", "add", "10.66.0.0/16", "via", "10.99.0.1", "dev", "v0", "onlink")
     path = write_set(tmp_path / "set.json", 1, [route("10.66.0.5/32"), route("10.77.0.2/32")])
@@ -103,6 +109,7 @@ def test_b3_an_onlink_gateway_is_carried_over(ns, tmp_path):
     assert ns.otcp_routes()["10.77.0.2/32"] == expected()
 
 
+@pytest.mark.root
 def test_b3_an_ecmp_cover_skips_only_its_destinations(ns, tmp_path):
     ns.ip("addr", "add", "10.55.0.1/24", "dev", "v0")
     ns.ip("route", "add", "10.44.0.0/16", "nexthop", "via", "10.55.0.2", "dev", "v0",
@@ -119,12 +126,13 @@ def test_b3_an_ecmp_cover_skips_only_its_destinations(ns, tmp_path):
 # -- B7: an apply killed half-way ---------------------------------------------------------------
 
 
+@pytest.mark.root
 def test_b7_a_restart_removes_what_a_killed_first_apply_left(ns, tmp_path):
     state = str(tmp_path / "state.db")
     routes = [route(f"10.77.{i // 250}.{i % 250 + 2}/32") for i in range(20_000)]
     path = write_set(tmp_path / "big.json", 1, routes)
     applying = subprocess.Popen([sys.executable, "-m", "otcp.agent.cli", "--netns", ns.name, "apply", path, "--state",
-                                 state], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                 state], cwd=REPOSITORY, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while applying.poll() is None and not _has_otcp_route(ns):
         time.sleep(0.02)
     applying.send_signal(signal.SIGKILL)
@@ -134,7 +142,7 @@ def test_b7_a_restart_removes_what_a_killed_first_apply_left(ns, tmp_path):
         assert agent.state.applied() is None and agent.state.intent() is not None
     running = subprocess.Popen([sys.executable, "-m", "otcp.agent.cli", "--netns", ns.name, "run", "--controller",
                                 "127.0.0.1:9", "--secret-file", _secret(tmp_path), "--state", state],
-                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               cwd=REPOSITORY, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines = []
     reader = threading.Thread(target=lambda: lines.extend(running.stderr), daemon=True)
     reader.start()
@@ -197,6 +205,7 @@ def _corrupt(kind, path):
 KINDS = ["garbage", "truncated", "wrong schema", "bad json", "directory"]
 
 
+@pytest.mark.root
 @pytest.mark.parametrize("kind", KINDS)
 def test_b8_show_reports_a_corrupt_state_in_one_line(ns, tmp_path, kind):
     state = str(tmp_path / "state.db")
@@ -207,6 +216,7 @@ def test_b8_show_reports_a_corrupt_state_in_one_line(ns, tmp_path, kind):
     assert state in done.stderr
 
 
+@pytest.mark.root
 @pytest.mark.parametrize("kind", KINDS)
 def test_b8_revert_works_from_the_kernel_alone(ns, tmp_path, kind):
     state = str(tmp_path / "state.db")
@@ -221,6 +231,7 @@ def test_b8_revert_works_from_the_kernel_alone(ns, tmp_path, kind):
         assert agent.show()["generation"] is None
 
 
+@pytest.mark.root
 @pytest.mark.parametrize("kind", KINDS)
 def test_b8_run_moves_a_corrupt_state_aside_and_still_dials(ns, tmp_path, kind):
     state = str(tmp_path / "state.db")
@@ -229,7 +240,7 @@ def test_b8_run_moves_a_corrupt_state_aside_and_still_dials(ns, tmp_path, kind):
     listener.settimeout(30)
     running = subprocess.Popen([sys.executable, "-m", "otcp.agent.cli", "--netns", ns.name, "run", "--controller",
                                 f"127.0.0.1:{listener.getsockname()[1]}", "--secret-file", _secret(tmp_path),
-                                "--state", state], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                "--state", state], cwd=REPOSITORY, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True)
     try:
         conn, _ = listener.accept()
@@ -265,6 +276,7 @@ def test_duplicate_keys_are_refused():
         paramset.parse_param_set(b'{"generation": 1, "generation": 2, "routes": []}')
 
 
+@pytest.mark.root
 def test_the_same_routes_in_another_order_are_the_same_set(ns, tmp_path):
     first, second = route("10.77.0.2/32"), route("10.77.0.3/32")
     with Agent(str(tmp_path / "state.db"), netns=ns.name) as agent:
@@ -273,6 +285,7 @@ def test_the_same_routes_in_another_order_are_the_same_set(ns, tmp_path):
     assert set(ns.otcp_routes()) == {"10.77.0.2/32", "10.77.0.3/32"}
 
 
+@pytest.mark.root
 def test_a_huge_rejected_key_is_neither_echoed_nor_journaled_whole(ns, tmp_path):
     state = str(tmp_path / "state.db")
     key = "k" * (8 * 1024 * 1024 - 100)
@@ -290,6 +303,7 @@ def test_corrupt_state_is_an_error_with_one_line():
         State("/proc/version")
 
 
+@pytest.mark.root
 def test_a_trickled_challenge_cannot_hold_the_agent(ns, tmp_path):
     """One byte of challenge every 0.3 s: the handshake's single deadline (1 s) ends it."""
     listener = socket.create_server(("127.0.0.1", 0))
@@ -315,3 +329,9 @@ def test_a_trickled_challenge_cannot_hold_the_agent(ns, tmp_path):
             client.serve_once()
     stop.set()
     listener.close()
+
+
+def test_cli_refuses_a_missing_namespace():
+    done = subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", f"otcp-test-{os.getpid()}-absent", "show"],
+                          cwd=REPOSITORY, capture_output=True, text=True)
+    assert done.returncode == 2 and "--netns" in done.stderr

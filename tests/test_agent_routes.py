@@ -2,12 +2,11 @@
 apply, show, revert, routes it did not create, rollback, state and restart,
 and the `otcp-agent` one-shot commands.
 
-Every namespace is `otcp-test-<pid>-<n>`, created and deleted by name here;
-nothing outside it is touched. What the kernel holds is read back with
+Every namespace is `otcp-test-<pid>-<n>` (support.namespaces), created and
+deleted by name; nothing outside it is touched. What the kernel holds is read back with
 `ip route show` (iproute2, not the agent's own netlink code).
 """
 
-import itertools
 import json
 import os
 import subprocess
@@ -18,101 +17,15 @@ import pytest
 
 from otcp.agent.core import Agent
 from otcp.agent.enforcement import OFF_REASON, ONE_SHOT_REASON, Enforcement
-from otcp.agent.routes import OTCP_PROTO, ApplyError, RouteTable
+from otcp.agent.routes import OTCP_PROTO, ApplyError
 from otcp.wire import framing, limits, messages, paramset
 from otcp.wire.messages import RouteResult
 from otcp.wire.validation import ValidationError
+from support.agents import RacedRouteTable, otcp_agent
+from support.namespaces import expected
+from support.routes import route
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_counter = itertools.count()
-
-
-class Namespace:
-    """A throwaway namespace: veth v0 (10.77.0.1/16, 2001:db8::1/64) whose
-    peer v1 is up, and a gateway route 10.88.0.0/16 via 10.77.0.254."""
-
-    def __init__(self):
-        self.name = f"otcp-test-{os.getpid()}-{next(_counter)}"
-        subprocess.run(["ip", "netns", "add", self.name], check=True)
-        try:
-            for command in (
-                ["link", "set", "lo", "up"],
-                ["link", "add", "v0", "type", "veth", "peer", "name", "v1"],
-                ["link", "set", "v0", "up"],
-                ["link", "set", "v1", "up"],
-                ["addr", "add", "10.77.0.1/16", "dev", "v0"],
-                ["-6", "addr", "add", "2001:db8::1/64", "dev", "v0", "nodad"],
-                ["route", "add", "10.88.0.0/16", "via", "10.77.0.254"],
-            ):
-                self.ip(*command)
-        except BaseException:
-            self.delete()
-            raise
-
-    def ip(self, *args):
-        return subprocess.run(["ip", "-n", self.name, *args], check=True, capture_output=True, text=True).stdout
-
-    def otcp_routes(self):
-        """{dst: attributes} of every proto-79 route, both families, all tables."""
-        found = {}
-        for family in ("-4", "-6"):
-            for line in self.ip(family, "route", "show", "table", "all", "proto", str(OTCP_PROTO)).splitlines():
-                found.update([parse_route_line(line)])
-        return found
-
-    def other_routes(self):
-        """Every route that is not OTCP's, as iproute2 prints it."""
-        lines = []
-        for family in ("-4", "-6"):
-            lines += [line.strip() for line in self.ip(family, "route", "show", "table", "all").splitlines()
-                      if f"proto {OTCP_PROTO}" not in line and "proto otcp" not in line]
-        return sorted(lines)
-
-    def delete(self):
-        subprocess.run(["ip", "netns", "del", self.name], check=False)
-
-
-def parse_route_line(line):
-    """'10.77.0.2 dev v0 scope link ... cwnd lock 3 initcwnd 1 rto_min lock 14ms quickack 1'
-    -> ('10.77.0.2/32', {'dev': 'v0', 'via': None, 'cwnd_lock': 3, ...})."""
-    words = line.split()
-    dst = words[0]
-    if "/" not in dst:
-        dst += "/128" if ":" in dst else "/32"
-    attrs = {"dev": None, "via": None, "table": "main", "rto_min_ms": None, "initcwnd": None, "cwnd_lock": None,
-             "quickack": None}
-    i = 1
-    while i < len(words):
-        word = words[i]
-        if word in ("dev", "via", "table"):
-            attrs[word] = words[i + 1]
-            i += 2
-        elif word == "cwnd" and words[i + 1] == "lock":
-            attrs["cwnd_lock"] = int(words[i + 2])
-            i += 3
-        elif word == "rto_min" and words[i + 1] == "lock":
-            assert words[i + 2].endswith("ms"), line
-            attrs["rto_min_ms"] = int(words[i + 2][:-2])
-            i += 3
-        elif word == "rto_min":  # TCP ignores an unlocked rto_min: never equal to an expected value
-            attrs["rto_min_ms"] = f"unlocked {words[i + 1]}"
-            i += 2
-        elif word in ("initcwnd", "quickack"):
-            attrs[word] = int(words[i + 1])
-            i += 2
-        else:
-            i += 1
-    return dst, attrs
-
-
-def expected(dev="v0", via=None, rto_min_ms=14, initcwnd=1, cwnd_lock=3, quickack=1, table="main"):
-    return {"dev": dev, "via": via, "table": table, "rto_min_ms": rto_min_ms, "initcwnd": initcwnd,
-            "cwnd_lock": cwnd_lock, "quickack": quickack}
-
-
-def route(dst, rto_min_ms=14, initcwnd=1, cwnd_clamp=3, quickack=True, advmss=None, pacing_rate=None):
-    return {"dst": dst, "rto_min_ms": rto_min_ms, "initcwnd": initcwnd, "cwnd_clamp": cwnd_clamp, "advmss": advmss,
-            "pacing_rate": pacing_rate, "quickack": quickack}
+pytestmark = pytest.mark.root
 
 
 @pytest.fixture
@@ -331,21 +244,6 @@ def test_a_foreign_route_appearing_later_makes_the_agent_drop_its_own(ns, agent)
 # -- a set applies as a whole ------------------------------------------------------------
 
 
-class RacedRouteTable(RouteTable):
-    """Another program adds a route for one destination between the agent's
-    planning and its writing; the kernel then refuses the agent's route."""
-
-    def __init__(self, netns, racer, prefix):
-        super().__init__(netns)
-        self.racer = racer
-        self.prefix = prefix
-
-    def plan(self, routes):
-        plan = super().plan(routes)
-        self.racer.ip("route", "add", self.prefix, "dev", "v0", "proto", "static")
-        return plan
-
-
 def test_rollback_when_one_route_of_a_set_fails(ns, agent):
     generation_1 = {"generation": 1, "routes": [route("10.77.0.2/32"), route("10.77.0.3/32"),
                                                 route("2001:db8::2", initcwnd=2)]}
@@ -428,11 +326,6 @@ def test_hello_reports_addresses_and_kernel_facts(ns, agent):
 # -- the command line ------------------------------------------------------------------------
 
 
-def otcp_agent(ns, *args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", ns.name, *args], cwd=ROOT,
-                          capture_output=True, text=True, input=stdin)
-
-
 def test_cli_apply_show_revert(ns, tmp_path):
     state = str(tmp_path / "state.db")
     good = tmp_path / "set.json"
@@ -508,12 +401,6 @@ def test_cli_apply_reads_stdin(ns, tmp_path):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["results"][0]["status"] == "applied"
     assert ns.otcp_routes() == {"10.77.0.2/32": expected()}
-
-
-def test_cli_refuses_a_missing_namespace():
-    done = subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", f"otcp-test-{os.getpid()}-absent", "show"],
-                          cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 2 and "--netns" in done.stderr
 
 
 def test_advmss_is_written_and_read_back(ns, agent):

@@ -13,12 +13,14 @@ import pytest
 
 from otcp.agent.rtt import RttMeter, Sample
 from otcp.wire.messages import RoundTrip
+from support.privileges import needs_root
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _names = itertools.count()
 
 
 @pytest.fixture
+@needs_root
 def pair():
     """Namespaces (a, b): a has 10.66.0.1, b 10.66.0.2 on a veth pair."""
     a, b = (f"otcprtt-{os.getpid()}-{next(_names)}" for _ in range(2))
@@ -44,6 +46,7 @@ def in_namespace(name, code):
     return json.loads(done.stdout)
 
 
+@pytest.mark.root
 def test_a_syn_probe_measures_the_round_trip_to_a_closed_port(pair):
     a, _ = pair
     code = ("import json; from otcp.agent.rtt import syn_probe\n"
@@ -53,6 +56,7 @@ def test_a_syn_probe_measures_the_round_trip_to_a_closed_port(pair):
     assert silent is None  # nobody there: no answer, no sample
 
 
+@pytest.mark.root
 def test_tcp_connections_give_their_kernel_min_rtt_and_the_meter_reports_minima(pair):
     a, b = pair
     server = subprocess.Popen(["ip", "netns", "exec", b, sys.executable, "-c",

@@ -10,13 +10,14 @@ import random
 
 import numpy as np
 import pytest
-from test_planner_reference import random_inventory
 
-from benchmarks.plan_scale import fat_tree_fabric
 from otcp.planning import formulas, inventory
 from otcp.planning.aggregate import Aggregation, PrefixTrie
 from otcp.planning.fabric import Fabric
 from otcp.planning.planner import EXACT_AGAIN_SHARE, Plan
+from support.fabrics import fat_tree_fabric, random_fabric
+from support.inventories import random_inventory
+from support.routes import lookup
 
 
 def routes_of(aggregation):
@@ -31,18 +32,6 @@ def routes_of(aggregation):
 def aggregate(trie, labels):
     """ORTC's routes [(prefix, label)] for each row of labels (sources x addresses, -1: don't care)."""
     return routes_of(Aggregation(trie, labels, words=max(1, -(-(int(labels.max()) + 1) // 64))))
-
-
-def destination(route):
-    """A route's prefix (a RouteParams, or a test's own {"dst": ...})."""
-    return route["dst"] if isinstance(route, dict) else route.dst
-
-
-def lookup(routes, address):
-    """The route longest-prefix match picks for address, or None."""
-    address = ipaddress.ip_address(address)
-    matching = [r for r in routes if address in ipaddress.ip_network(destination(r))]
-    return max(matching, key=lambda r: ipaddress.ip_network(destination(r)).prefixlen, default=None)
 
 
 def address_of(route):
@@ -117,24 +106,6 @@ def test_a_homogeneous_fat_tree_needs_a_handful_of_routes_per_host():
     sets = assert_same_as_host_routes(plan)
     assert max(len(routes) for routes in sets.values()) <= 32  # at most one per edge switch
     assert max(len(routes) for routes in sets.values()) < 10  # pods alike: far fewer
-
-
-def random_fabric(rng, hosts, switches, ipv6=False):
-    names = [f"s{i}" for i in range(switches)]
-    fabric = Fabric(switches=names, hosts={})
-    for i in range(1, switches):  # a random tree plus a few extra links
-        fabric.add_link(names[i], names[rng.randrange(i)], rng.choice([1e6, 1.25e7]), rng.uniform(1e-6, 1e-4),
-                        rng.choice([0, 20000, 85000]))
-    for _ in range(switches // 2):
-        a, b = rng.sample(names, 2)
-        fabric.add_link(a, b, 1.25e7, rng.uniform(1e-6, 1e-4), 85000)
-    addresses = rng.sample(range(1, 4000), hosts)
-    for i, number in enumerate(addresses):
-        address = f"fd00::{number:x}" if ipv6 and i % 2 else str(ipaddress.IPv4Address(0x0A000000 + number))
-        fabric.hosts[address] = f"h{i}"
-        fabric.add_link(address, rng.choice(names), rng.choice([1.25e6, 1.25e7]), rng.uniform(1e-6, 5e-5), 85000)
-    fabric.flows = {tuple(rng.sample(sorted(fabric.hosts), 2)): 1 for _ in range(hosts)}
-    return fabric
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -14,6 +14,9 @@ from otcp import bpf as otcp_bpf
 from otcp.bpf.dctcp import available_congestion_controls, unregister_leftover
 from otcp.bpf.objects import PIN_ROOT
 from otcp.experiments.kernel.testbed import Testbed, finish
+from support.privileges import needs_root
+
+pytestmark = pytest.mark.root
 
 RATE_MBIT = 20
 BUFFER = 85000
@@ -25,6 +28,7 @@ WAIT_FOR_OTHERS_S = 900
 
 
 @pytest.fixture
+@needs_root
 def cc():
     registered = otcp_bpf.register_dctcp(wait_s=WAIT_FOR_OTHERS_S)
     yield registered
@@ -33,6 +37,7 @@ def cc():
 
 
 @pytest.fixture
+@needs_root
 def testbed():
     bed = Testbed(RATE_MBIT, BUFFER)
     yield bed

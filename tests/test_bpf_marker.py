@@ -18,6 +18,7 @@ from otcp import bpf as otcp_bpf
 from otcp.bpf.build import object_path
 from otcp.bpf.marker import CONFIG, QUEUE, Marker, MarkerConfig, MarkerCounters
 from otcp.bpf.objects import BPF_F_LOCK, PIN_ROOT, load_pinned, unpin_stale
+from support.privileges import needs_root
 
 ETH = b"\x02" * 6 + b"\x04" * 6
 NOT_ECT, ECT1, ECT0, CE = 0, 1, 2, 3
@@ -65,13 +66,9 @@ def ecn_of(packet):
     return (packet[15] >> 4) & 3
 
 
-@pytest.fixture(scope="module", autouse=True)
-def built():
-    otcp_bpf.build()
-
-
 @pytest.fixture
-def marker():
+@needs_root
+def marker(built):
     m = Marker(MarkerConfig(rate_bps=SLOW, k_bytes=3 * FRAME), unique("test-"))
     yield m
     m.close()
@@ -85,6 +82,7 @@ def fill(marker, frames):
         assert verdict == 0 and ecn_of(out) == NOT_ECT
 
 
+@pytest.mark.root
 def test_marks_ect_above_k_and_not_at_or_below(marker):
     outcomes = []
     for _ in range(6):
@@ -98,6 +96,7 @@ def test_marks_ect_above_k_and_not_at_or_below(marker):
     assert counters.wire_bytes == 6 * FRAME and counters.backlog_max == 5 * FRAME
 
 
+@pytest.mark.root
 def test_marked_ipv4_header_keeps_dscp_and_a_valid_checksum(marker):
     fill(marker, 4)
     before = ipv4(ECT1, tos_dscp=0xB8)
@@ -107,6 +106,7 @@ def test_marked_ipv4_header_keeps_dscp_and_a_valid_checksum(marker):
     assert out[:15] + out[16:24] + out[26:] == before[:15] + before[16:24] + before[26:]
 
 
+@pytest.mark.root
 def test_not_ect_never_marked_and_counted_over_k(marker):
     fill(marker, 5)
     _, out = marker.test_run(ipv4(NOT_ECT))
@@ -116,6 +116,7 @@ def test_not_ect_never_marked_and_counted_over_k(marker):
     assert counters.not_ect_over_k == 2  # the 5th fill packet (4000 queued) and this one
 
 
+@pytest.mark.root
 def test_ect1_and_ect0_both_marked_and_ce_left_alone(marker):
     fill(marker, 4)
     assert ecn_of(marker.test_run(ipv4(ECT1))[1]) == CE
@@ -126,6 +127,7 @@ def test_ect1_and_ect0_both_marked_and_ce_left_alone(marker):
     assert (counters.marked, counters.ce_arrived, counters.ect) == (2, 1, 2)
 
 
+@pytest.mark.root
 def test_ipv6_traffic_class_marked_above_k_only(marker):
     below = marker.test_run(ipv6(ECT0))[1]
     assert ecn_of(below) == ECT0 and below == ipv6(ECT0)
@@ -136,6 +138,7 @@ def test_ipv6_traffic_class_marked_above_k_only(marker):
     assert ecn_of(marker.test_run(ipv6(NOT_ECT))[1]) == NOT_ECT
 
 
+@pytest.mark.root
 def test_queue_drains_at_the_configured_rate(marker):
     # 1000 B/s, 5000 B queued two seconds ago: at least 2000 B have drained,
     # so an arrival now finds at most 3000 B (= K) and is not marked.
@@ -152,6 +155,7 @@ def test_queue_drains_at_the_configured_rate(marker):
     assert ecn_of(marker.test_run(ipv4(ECT0))[1]) == CE
 
 
+@pytest.mark.root
 def test_a_token_bucket_burst_passes_an_empty_queue_without_queueing(marker):
     # 1000 B/s, burst 1500 B, idle for 3 s with 1000 B queued: the queue
     # empties and the unused capacity caps at the burst.
@@ -168,6 +172,7 @@ def test_a_token_bucket_burst_passes_an_empty_queue_without_queueing(marker):
     assert marker.counters().backlog_bytes == 2 * FRAME
 
 
+@pytest.mark.root
 def test_packets_over_the_buffer_are_not_queued(marker):
     marker.configure(MarkerConfig(rate_bps=SLOW, k_bytes=FRAME // 2, limit_bytes=int(2.5 * FRAME)))
     for _ in range(4):
@@ -178,6 +183,7 @@ def test_packets_over_the_buffer_are_not_queued(marker):
     assert counters.marked == 1  # the 2nd arrival saw 1000 > K; the dropped ones are not marked
 
 
+@pytest.mark.root
 def test_reset_empties_the_queue(marker):
     fill(marker, 5)
     marker.reset()
@@ -194,7 +200,7 @@ def btf_struct(obj, name):
     raise AssertionError(f"{name} not in {obj}")
 
 
-def test_python_layouts_match_the_programs_btf():
+def test_python_layouts_match_the_programs_btf(built):
     obj = object_path("otcp_mark")
     queue = btf_struct(obj, "otcp_mark_queue")
     assert queue["size"] == QUEUE.size
@@ -228,7 +234,8 @@ def test_rates_the_program_cannot_drain_are_refused():
         MarkerConfig(rate_bps=4, k_bytes=1).pack()
 
 
-def test_a_kernel_refusal_carries_the_kernels_words():
+@pytest.mark.root
+def test_a_kernel_refusal_carries_the_kernels_words(built):
     # The marker is a classifier; as a sock_ops program the verifier refuses it.
     with pytest.raises(otcp_bpf.BpfUnavailable) as refused:
         load_pinned(object_path("otcp_mark"), unique("test-refused-"), "sockops")
@@ -237,7 +244,8 @@ def test_a_kernel_refusal_carries_the_kernels_words():
     assert not list(PIN_ROOT.glob(f"test-refused-{os.getpid()}-*"))
 
 
-def test_attaching_to_a_missing_device_says_so_and_leaves_nothing():
+@pytest.mark.root
+def test_attaching_to_a_missing_device_says_so_and_leaves_nothing(built):
     device = f"otcpt{os.getpid() % 100000}"  # 15 characters at most, absent
     with pytest.raises(otcp_bpf.BpfUnavailable) as refused:
         otcp_bpf.attach_marker(device, 100_000_000)
@@ -252,7 +260,8 @@ def test_ecn_sysctls_are_commands_to_run():
     assert otcp_bpf.ecn_sysctl_commands("/proc/42/ns/net")[0][:2] == ["nsenter", "--net=/proc/42/ns/net"]
 
 
-def test_pins_of_a_killed_process_are_found_and_removed():
+@pytest.mark.root
+def test_pins_of_a_killed_process_are_found_and_removed(built):
     mine = Marker(MarkerConfig(rate_bps=SLOW, k_bytes=FRAME), unique("test-live-"))
     try:
         loader = subprocess.Popen(
@@ -274,6 +283,7 @@ def test_pins_of_a_killed_process_are_found_and_removed():
         mine.close()
 
 
+@pytest.mark.root
 def test_pinned_map_keys_and_refusals(marker):
     assert marker.queue_map.lookup(bytes(4), flags=BPF_F_LOCK) == marker.queue_map.lookup(0, flags=BPF_F_LOCK)
     with pytest.raises(otcp_bpf.BpfUnavailable, match="No such file"):

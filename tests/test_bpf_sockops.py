@@ -15,7 +15,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_agent_routes import RacedRouteTable, route
 
 import support
 from otcp import bpf as otcp_bpf
@@ -41,7 +40,11 @@ from otcp.experiments.kernel.firstconn import PORT, PREFIX, one_connection, rece
 from otcp.experiments.kernel.testbed import Testbed
 from otcp.wire import framing, messages
 from otcp.wire.paramset import RouteParams
+from support.agents import RacedRouteTable
+from support.channel import AgentProcess, Controller, wait_for
 from support.fresh_machine import mounts, run_fresh
+from support.privileges import needs_root
+from support.routes import route
 
 RATE_MBIT = 20
 BUFFER = 85000
@@ -53,11 +56,6 @@ _names = itertools.count()
 
 def unique(prefix):
     return f"{prefix}{os.getpid()}-{next(_names)}"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def built():
-    otcp_bpf.build()
 
 
 # -- the encoding --------------------------------------------------------------------
@@ -124,7 +122,7 @@ def btf_struct(obj, name):
     raise AssertionError(f"{name} not in {obj}")
 
 
-def test_python_layouts_match_the_programs_btf():
+def test_python_layouts_match_the_programs_btf(built):
     obj = object_path("otcp_sockops")
     key = btf_struct(obj, "otcp_so_key")
     assert key["size"] == KEY.size
@@ -143,7 +141,8 @@ def test_python_layouts_match_the_programs_btf():
 
 
 @pytest.fixture
-def private():
+@needs_root
+def private(built):
     """The program's maps loaded under a pin of this test's own, never attached."""
     loaded = load_pinned(object_path("otcp_sockops"), unique("test-sockops-"), "sockops")
     enforcer = SockOpsEnforcer(user=None, pin=loaded.path)
@@ -165,6 +164,7 @@ def lookup(enforcer, cookie, address):
         return None
 
 
+@pytest.mark.root
 def test_the_kernel_finds_the_longest_prefix_of_the_right_host(private):
     private.update(11, {"10.0.0.0/8": Enforced(cwnd_clamp=8), "10.1.0.0/16": Enforced(cwnd_clamp=16),
                         "2001:db8::/32": Enforced(cwnd_clamp=32)})
@@ -180,6 +180,7 @@ def test_the_kernel_finds_the_longest_prefix_of_the_right_host(private):
     assert lookup(private, 13, "10.1.2.3") is None  # a namespace with no set
 
 
+@pytest.mark.root
 def test_an_update_switches_the_whole_set_and_undo_puts_it_back(private):
     first = {"10.0.0.1/32": Enforced(3, 3), "10.0.0.2/32": Enforced(4, 4)}
     assert private.update(21, first).previous is None
@@ -201,6 +202,7 @@ def test_an_update_switches_the_whole_set_and_undo_puts_it_back(private):
     assert not [k for k in private.params_map.keys() if decode_key(k)[0] == 21]
 
 
+@pytest.mark.root
 def test_a_refused_write_leaves_the_live_set(private):
     private.update(31, {"10.0.0.1/32": Enforced(3, 3)})
     before = private.entries(31)
@@ -220,6 +222,7 @@ def test_a_refused_write_leaves_the_live_set(private):
 
 
 @pytest.fixture
+@needs_root
 def host():
     name = unique(f"{PREFIX}h")
     subprocess.run(["ip", "netns", "add", name], check=True)
@@ -233,6 +236,7 @@ def host():
         subprocess.run(["ip", "netns", "del", name], check=False)
 
 
+@pytest.mark.root
 def test_the_agent_switches_routes_and_entries_together(host, tmp_path):
     enforcing = Enforcement.start("bpf", netns=host)
     assert enforcing.report() == messages.Enforcement(mode="bpf", reason=None)
@@ -290,6 +294,7 @@ def _otcp_routes(ns):
                           check=True).stdout
 
 
+@pytest.mark.root
 def test_without_bpf_the_agent_says_why_and_uses_routes(host, tmp_path, monkeypatch):
     # The verifier refuses the classifier as a sock_ops program: a real refusal, in the kernel's words.
     monkeypatch.setattr(sockops, "object_path", lambda name: object_path("otcp_mark"))
@@ -311,6 +316,7 @@ def test_without_bpf_the_agent_says_why_and_uses_routes(host, tmp_path, monkeypa
         mode="routes", reason="BPF enforcement turned off (otcp-agent run --enforce routes)")
 
 
+@pytest.mark.root
 def test_a_pinned_program_that_was_detached_is_attached_again(monkeypatch, tmp_path):
     # bpftool -j prints a bare newline for a cgroup with no programs: read as none attached.
     monkeypatch.setattr(sockops, "PIN", sockops.PIN_ROOT / unique("test-detached-sockops-"))
@@ -338,6 +344,7 @@ def test_a_pinned_program_that_was_detached_is_attached_again(monkeypatch, tmp_p
         check=True).stdout.strip() or "[]")]
 
 
+@pytest.mark.root
 def test_a_killed_user_is_pruned_with_its_entries(host):
     code = ("import sys, time\n"
             "from otcp.bpf.sockops import SockOpsEnforcer, Enforced, netns_cookie\n"
@@ -374,6 +381,7 @@ def test_a_killed_user_is_pruned_with_its_entries(host):
 
 
 @pytest.fixture
+@needs_root
 def bed():
     testbed = Testbed(RATE_MBIT, BUFFER, prefix=PREFIX)
     yield testbed
@@ -392,6 +400,7 @@ def agents(bed, tmp_path, mode):
     return sender, receiver
 
 
+@pytest.mark.root
 def test_with_routes_alone_the_first_connection_is_not_clamped(bed, tmp_path):
     sender, receiver = agents(bed, tmp_path, "routes")
     try:
@@ -405,6 +414,7 @@ def test_with_routes_alone_the_first_connection_is_not_clamped(bed, tmp_path):
     assert first["mss"] == [ADVMSS - 12], first  # advmss on the receiver's route holds from the first
 
 
+@pytest.mark.root
 def test_with_bpf_the_very_first_connection_is_held_and_revert_removes_it(bed, tmp_path):
     sender, receiver = agents(bed, tmp_path, "bpf")
     cookie = sender.enforcement.cookie
@@ -441,6 +451,7 @@ def show(ns, state):
     return done.stdout
 
 
+@pytest.mark.root
 def test_show_reads_the_entries_back_from_the_kernel(bed, tmp_path):
     state = str(tmp_path / "s.db")
     enforcing = Enforcement.start("bpf", netns=bed.sender, status_path=status_path(state))
@@ -459,6 +470,7 @@ def test_show_reads_the_entries_back_from_the_kernel(bed, tmp_path):
     assert "BPF DESTINATION" not in shown  # ... its entries went with it
 
 
+@pytest.mark.root
 def test_a_pacing_rate_in_the_entry_is_the_first_connections_maximum(bed, tmp_path):
     sender, receiver = agents(bed, tmp_path, "bpf")
     enforcer, cookie = sender.enforcement.enforcer, sender.enforcement.cookie
@@ -485,6 +497,7 @@ PACING_RATE = 2_000_000  # bytes/s: 16 Mb/s on a 100 Mb/s bottleneck
 
 
 @pytest.fixture
+@needs_root
 def fast_bed():
     testbed = Testbed(PACED_RATE_MBIT, BUFFER, prefix=PREFIX)
     yield testbed
@@ -500,6 +513,7 @@ def paced_set(bed, generation, pacing_rate):
          "pacing_rate": pacing_rate, "quickack": True}]}
 
 
+@pytest.mark.root
 def test_a_paced_connection_carries_the_sets_pacing_rate(fast_bed, tmp_path):
     """The whole path: a validated set with pacing_rate -> the agent -> the sock_ops entry -> SO_MAX_PACING_RATE;
     the receiver's bytes over the connection's time are within 10 % of the configured rate."""
@@ -520,6 +534,7 @@ def test_a_paced_connection_carries_the_sets_pacing_rate(fast_bed, tmp_path):
     assert paced["max_pacing_rate_bps"] == [PACING_RATE * 8], paced
 
 
+@pytest.mark.root
 def test_an_established_connection_follows_a_new_pacing_rate(fast_bed, tmp_path):
     """The program re-reads the entry at RTT callbacks: a connection already sending when the agent
     applies a new rate is paced at the new one (ss shows both maxima; the counter says it was set again)."""
@@ -560,6 +575,7 @@ def clamped_set(bed, generation, clamp):
          "pacing_rate": None, "quickack": True}]}
 
 
+@pytest.mark.root
 def test_an_established_connection_follows_a_smaller_clamp(bed, tmp_path):
     """A connection started under clamp 12 is held to 4 once the agent applies a set with 4 (the RTT
     callback sets it again; the kernel caps cwnd at the clamp from the next ACK): every ss sample after
@@ -599,9 +615,8 @@ def test_an_established_connection_follows_a_smaller_clamp(bed, tmp_path):
 # -- otcp-agent run, for real, against the controller's agent server --------------------------
 
 
+@pytest.mark.root
 def test_the_running_agent_reports_its_enforcement_and_cleans_up_on_sigterm(host, tmp_path):
-    from test_channel import AgentProcess, Controller, wait_for
-
     controller = Controller(netns=host)
     agents_run = []
     try:
@@ -645,6 +660,7 @@ while server.recv(65536): pass
 """
 
 
+@pytest.mark.root
 def test_a_prefix_covering_the_host_itself_leaves_its_own_connections_alone(bed, tmp_path):
     sender, receiver = agents(bed, tmp_path, "bpf")
     enforcer, cookie = sender.enforcement.enforcer, sender.enforcement.cookie
@@ -690,6 +706,7 @@ print(json.dumps({"max_cwnd": largest}))
 """
 
 
+@pytest.mark.root
 def test_ipv6_and_v4_mapped_peers_are_matched(bed, tmp_path):
     for ns, address in ((bed.sender, "fd00:199::1/64"), (bed.receiver, "fd00:199::2/64")):
         dev = "otcpt-s" if ns == bed.sender else "otcpt-r"
@@ -759,6 +776,7 @@ def cwnd_at_connect(bed):
     return int(done.stdout)
 
 
+@pytest.mark.root
 def test_the_initial_window_is_the_entrys_not_the_routes(bed, tmp_path):
     sender, receiver = agents(bed, tmp_path, "bpf")
     try:
@@ -773,9 +791,8 @@ def test_the_initial_window_is_the_entrys_not_the_routes(bed, tmp_path):
         receiver.close()
 
 
+@pytest.mark.root
 def test_revert_removes_what_a_killed_agent_left(host, tmp_path):
-    from test_channel import AgentProcess, Controller, wait_for
-
     controller = Controller(netns=host)
     agent = None
     try:
@@ -805,6 +822,7 @@ def test_revert_removes_what_a_killed_agent_left(host, tmp_path):
         controller.stop()
 
 
+@pytest.mark.root
 def test_an_agent_in_a_mininet_host_reaches_the_machines_program():
     # mnexec -n (a Mininet host) covers /sys with a sysfs of its own, hiding /sys/fs/bpf and the
     # cgroup-v2 root; the enforcer reaches both through its parent's, the machine's mount namespace.
@@ -836,6 +854,7 @@ def first_agent_on_a_fresh_machine(tmp_path, keep_cgroup2):
     return ran, json.loads(ran.completed.stdout.splitlines()[-1])
 
 
+@pytest.mark.root
 def test_the_first_agent_of_a_fresh_machine_enforces_with_bpf(tmp_path):
     # A fresh machine has no BPF filesystem; a Mininet host's own sysfs hides /sys/fs/bpf and the
     # cgroup-v2 root. The first agent mounts the BPF filesystem in the machine's mount namespace (not
@@ -853,6 +872,7 @@ def test_the_first_agent_of_a_fresh_machine_enforces_with_bpf(tmp_path):
     assert shown["attached_after"].count("otcp_sockops") == before and not shown["pinned_after"]
 
 
+@pytest.mark.root
 def test_on_a_machine_without_cgroup_v2_the_first_agent_mounts_it_under_run(tmp_path):
     ran, shown = first_agent_on_a_fresh_machine(tmp_path, keep_cgroup2=False)
     assert not [m for m in ran.fresh if m[1] in ("bpf", "cgroup2")]

@@ -11,154 +11,36 @@ as it does inside osken-manager. Two kinds of peer talk to it:
   forged MACs, floods, not reading. Each is disconnected and logged, and a
   well-behaved agent connected at the same time is not disturbed.
 
-The deadlines below only stop a broken test from hanging; nothing asserts
-on speed.
+The deadlines (support.channel) only stop a broken test from hanging;
+nothing asserts on speed.
 """
 
 import hashlib
 import hmac
 import json
-import logging
 import os
 import resource
-import signal
 import socket
 import struct
 import subprocess
 import sys
-import time
 
 import pytest
 from eventlet.green import socket as green_socket
 from os_ken.lib import hub
-from pyroute2 import netns as pyroute2_netns
-from test_agent_routes import ROOT, expected, route
 
-from otcp.controller.publication import Publications
-from otcp.service.agent_server import AgentServer
-from otcp.wire import framing, limits, messages, paramset, session
+from otcp.wire import framing, limits, messages, session
+from support.channel import DEADLINE_S, SECRET, AgentProcess, Controller, wait_for
+from support.namespaces import expected
+from support.routes import route, set_for
 
-SECRET = b"test-secret-0123456789abcdef"
 ROUTES_ONLY = {"mode": "routes", "reason": None}
-DEADLINE_S = 30
-
-
-def wait_for(condition, what, timeout=DEADLINE_S):
-    """Let the hub run until `condition()` holds; fail after `timeout`."""
-    end = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f"gave up waiting for {what}")
-        hub.sleep(0.05)
-
-
-class Recorder(logging.Handler):
-    """Keeps the server's log lines so tests can check why it disconnected."""
-
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.lines = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
-
-    def has(self, text):
-        return any(text in line for line in self.lines)
-
-
-class Controller:
-    """An AgentServer with its callbacks recorded."""
-
-    def __init__(self, host="127.0.0.1", port=0, netns=None, **options):
-        self.acks, self.agents, self.rejects, self.rtts = [], [], [], []
-        self.log = Recorder()
-        logger = logging.getLogger(f"otcp.test.server.{id(self)}")
-        logger.setLevel(logging.DEBUG)
-        logger.propagate = False
-        logger.addHandler(self.log)
-        self.publications = Publications()
-        self.server = AgentServer(
-            host, port, SECRET, self.publications, on_ack=lambda *a: self.acks.append(a),
-            on_agent=lambda *a: self.agents.append(a), on_reject=lambda *a: self.rejects.append(a), logger=logger,
-            on_rtt=lambda *a: self.rtts.append(a),
-            **options,
-        )
-        if netns is None:
-            self.server.start()
-        else:  # listen on the namespace's loopback, where its agent lives
-            pyroute2_netns.pushns(netns)
-            try:
-                self.server.start()
-            finally:
-                pyroute2_netns.popns()
-        self.port = self.server.address[1]
-
-    def publish(self, host_ip, param_set):
-        """What the controller core and app do with a new set (a dict, as the planner's routes would
-        make it): publish it, deliver it."""
-        validated = paramset.validate_param_set(param_set)
-        self.publications.publish(validated.generation, {host_ip: validated.routes})
-        self.server.deliver(host_ip)
-
-    def acked(self, generation):
-        return any(ack[1] == generation for ack in self.acks)
-
-    def stop(self):
-        self.server.stop()
-
-
-class AgentProcess:
-    """`otcp-agent run` in a namespace, its log in a file."""
-
-    def __init__(self, ns, port, tmp_path, secret=SECRET, name="agent", extra=()):
-        self.extra = list(extra)
-        self.secret_file = tmp_path / f"{name}.secret"
-        self.secret_file.write_bytes(secret + b"\n")
-        self.log_path = tmp_path / f"{name}.log"
-        self.state = tmp_path / f"{name}.db"
-        self.ns, self.port = ns, port
-        self.process = None
-        self.start()
-
-    def start(self):
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "otcp.agent.cli", "--netns", self.ns.name, "--log-level", "debug", "run",
-                 "--controller", f"127.0.0.1:{self.port}", "--secret-file", str(self.secret_file),
-                 "--state", str(self.state), "--backoff-max", "1", *self.extra],
-                cwd=ROOT, stdout=log, stderr=log,
-            )
-
-    def log(self):
-        return self.log_path.read_text()
-
-    def stop(self):
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode
-
-
-@pytest.fixture
-def cleanup():
-    """Things to stop at the end of a test, whatever happens."""
-    items = []
-    yield items
-    for item in reversed(items):
-        item.stop()
-
-
-def set_for(generation, *dsts, **params):
-    return {"generation": generation, "routes": [route(dst, **params) for dst in dsts]}
 
 
 # -- the real agent --------------------------------------------------------------------
 
 
+@pytest.mark.root
 def test_push_apply_ack(ns, tmp_path, cleanup):
     controller = Controller(netns=ns.name)
     cleanup.append(controller)
@@ -188,6 +70,7 @@ def test_push_apply_ack(ns, tmp_path, cleanup):
     assert ns.otcp_routes() == {"10.77.0.2/32": expected(initcwnd=4)}
 
 
+@pytest.mark.root
 def test_the_real_agent_applies_a_delta_against_its_acked_generation(ns, tmp_path, cleanup):
     controller = Controller(netns=ns.name)
     cleanup.append(controller)
@@ -206,7 +89,7 @@ def test_the_real_agent_applies_a_delta_against_its_acked_generation(ns, tmp_pat
     assert "applied generation 2: 3 route(s)" in agent.log()
 
 
-def test_publish_validates_before_anything_is_sent(ns, cleanup):
+def test_publish_validates_before_anything_is_sent(cleanup):
     controller = Controller()
     cleanup.append(controller)
     with pytest.raises(ValueError, match=r"routes\[0\].initcwnd: 0 is out of range 1..256"):
@@ -215,6 +98,7 @@ def test_publish_validates_before_anything_is_sent(ns, cleanup):
         controller.publish("h1", set_for(1, "10.77.0.2/32"))
 
 
+@pytest.mark.root
 def test_wrong_secret_is_refused(ns, tmp_path, cleanup):
     controller = Controller(netns=ns.name)
     cleanup.append(controller)
@@ -229,6 +113,7 @@ def test_wrong_secret_is_refused(ns, tmp_path, cleanup):
     assert "authentication refused (wrong secret?)" in agent.log()
 
 
+@pytest.mark.root
 def test_agent_reconnects_and_keeps_its_routes_meanwhile(ns, tmp_path, cleanup):
     first = Controller(netns=ns.name)
     first.publish("10.77.0.1", set_for(1, "10.77.0.2/32"))
@@ -247,6 +132,7 @@ def test_agent_reconnects_and_keeps_its_routes_meanwhile(ns, tmp_path, cleanup):
     assert ns.otcp_routes() == {"10.77.0.2/32": expected(rto_min_ms=30)}
 
 
+@pytest.mark.root
 def test_restarted_agent_reapplies_its_state_before_the_controller_answers(ns, tmp_path, cleanup):
     controller = Controller(netns=ns.name)
     cleanup.append(controller)
@@ -273,6 +159,7 @@ def scrape(ns, port):
     return done.stdout if done.returncode == 0 else ""
 
 
+@pytest.mark.root
 def test_agent_metrics_follow_the_channel(ns, tmp_path, cleanup):
     controller = Controller(netns=ns.name)
     cleanup.append(controller)
@@ -298,6 +185,7 @@ def metric(page, name):
     return 0.0
 
 
+@pytest.mark.root
 def test_agent_reports_round_trips_to_its_destinations(ns, tmp_path, cleanup):
     ns.ip("addr", "add", "10.77.0.2/32", "dev", "v1")  # answers the agent's probe with a RST
     controller = Controller(netns=ns.name)
@@ -314,6 +202,7 @@ def test_agent_reports_round_trips_to_its_destinations(ns, tmp_path, cleanup):
     assert "Traceback" not in agent.log()
 
 
+@pytest.mark.root
 def test_agent_probes_the_peers_under_an_aggregated_prefix(ns, tmp_path, cleanup):
     """The set names only 10.77.0.0/30; the controller's peer list tells the agent whom to probe."""
     controller = Controller(netns=ns.name)

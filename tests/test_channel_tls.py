@@ -12,10 +12,13 @@ still runs on top.
 import subprocess
 
 import pytest
-from test_agent_routes import expected
-from test_channel import AgentProcess, Controller, cleanup, set_for, wait_for  # noqa: F401 (fixture)
 
 from otcp.service.agent_server import server_tls
+from support.channel import AgentProcess, Controller, wait_for
+from support.namespaces import expected
+from support.routes import set_for
+
+pytestmark = pytest.mark.root
 
 
 def openssl(*args, cwd):
@@ -41,7 +44,7 @@ def certificates(tmp_path):
     return trusted, tmp_path / "controller.crt", tmp_path / "controller.key", make_ca(tmp_path, "other-ca")
 
 
-def test_only_an_agent_that_trusts_the_controller_over_tls_is_served(ns, tmp_path, cleanup, certificates):  # noqa: F811
+def test_only_an_agent_that_trusts_the_controller_over_tls_is_served(ns, tmp_path, cleanup, certificates):
     trusted, cert, key, other = certificates
     controller = Controller(netns=ns.name, tls=server_tls(str(cert), str(key)), handshake_timeout=2.0)
     cleanup.append(controller)
@@ -70,7 +73,7 @@ def test_only_an_agent_that_trusts_the_controller_over_tls_is_served(ns, tmp_pat
     assert controller.server.agents()[0]["host_ip"] == "10.77.0.1"
 
 
-def test_tls_does_not_replace_the_secret(ns, tmp_path, cleanup, certificates):  # noqa: F811
+def test_tls_does_not_replace_the_secret(ns, tmp_path, cleanup, certificates):
     trusted, cert, key, _ = certificates
     controller = Controller(netns=ns.name, tls=server_tls(str(cert), str(key)))
     cleanup.append(controller)

@@ -10,8 +10,6 @@ import logging
 import os
 
 import pytest
-from controller_fakes import H1, H2, PORTS, FakeDatapath, arp_frame, ipv4_frame, port_mac
-from helpers import hello
 from os_ken.controller import ofp_event
 from os_ken.controller.handler import DEAD_DISPATCHER, MAIN_DISPATCHER
 from os_ken.lib import hub
@@ -23,6 +21,8 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 from otcp.controller import config, core, delay, forwarding
 from otcp.experiments.runner.controller import free_port
 from otcp.service import app
+from support.controller_fakes import H1, H2, PORTS, FakeDatapath, arp_frame, ipv4_frame, port_mac
+from support.messages import hello
 
 
 @pytest.fixture

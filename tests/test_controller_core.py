@@ -6,7 +6,18 @@ import ipaddress
 import types
 
 import pytest
-from controller_fakes import (
+from os_ken.lib.packet import arp as arp_packet
+from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
+
+from otcp.controller import core as core_module
+from otcp.controller import delay, forwarding
+from otcp.controller.arp import probe_frame as arp_probe_frame
+from otcp.controller.core import ARP_PENDING_S, ECHO_PAYLOAD, MAX_GENERATION_LEAP
+from otcp.controller.publication import Publications
+from otcp.controller.topology import Host
+from otcp.wire.limits import GENERATION
+from otcp.wire.paramset import ParamSet, RouteParams
+from support.controller_fakes import (
     H1,
     H2,
     H3,
@@ -20,17 +31,6 @@ from controller_fakes import (
     port_infos,
     port_mac,
 )
-from os_ken.lib.packet import arp as arp_packet
-from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
-
-from otcp.controller import core as core_module
-from otcp.controller import delay, forwarding
-from otcp.controller.arp import probe_frame as arp_probe_frame
-from otcp.controller.core import ARP_PENDING_S, ECHO_PAYLOAD, MAX_GENERATION_LEAP
-from otcp.controller.publication import Publications
-from otcp.controller.topology import Host
-from otcp.wire.limits import GENERATION
-from otcp.wire.paramset import ParamSet, RouteParams
 
 
 def packet_outs(actions):

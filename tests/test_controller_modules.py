@@ -5,7 +5,6 @@ import types
 
 import numpy as np
 import pytest
-from helpers import star, write_inventory
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
 from otcp.controller import arp, config, delay, forwarding, store
@@ -14,6 +13,8 @@ from otcp.controller.topology import Host, Topology
 from otcp.planning import formulas, inventory
 from otcp.planning.planner import Plan
 from otcp.wire.messages import RouteResult
+from support.fabrics import fat_tree_fabric
+from support.inventories import star, write_inventory
 
 
 def fake_datapath(dpid=1):
@@ -249,8 +250,6 @@ def test_destination_entries_follow_the_paths_one_per_host_on_each_switch():
 def test_destination_entries_on_a_fat_tree_are_what_every_pairs_path_needs():
     """Per destination, each switch forwards every source's packets the way
     that source's planned path goes: the per-pair entries, folded."""
-    from benchmarks.plan_scale import fat_tree_fabric
-
     fabric = fat_tree_fabric(4)
     for (u, v) in fabric.links:  # the live controller's egress ports, invented per directed link
         if u in fabric.switches:
@@ -273,7 +272,6 @@ def test_entries_after_links_went_are_the_entries_made_afresh_and_keep_the_rest(
     (an egress port moved, one went whose link is still there, other paths) is refused."""
     import random
 
-    from benchmarks.plan_scale import fat_tree_fabric
     from otcp.planning.paths import SwitchPaths
 
     fabric = fat_tree_fabric(6)
@@ -456,7 +454,6 @@ def test_paths_are_shortest_symmetric_and_trees_toward_each_switch():
     where it is; and ACKs retrace the data path."""
     import networkx as nx
 
-    from benchmarks.plan_scale import fat_tree_fabric
     from otcp.planning.paths import SwitchPaths
 
     fabric = fat_tree_fabric(6)
@@ -487,7 +484,6 @@ def test_paths_after_links_went_are_the_paths_computed_afresh(seed):
     down to a cut) and on a ring, where the paths that remain get longer."""
     import random
 
-    from benchmarks.plan_scale import fat_tree_fabric
     from otcp.planning.paths import SwitchPaths
 
     rng = random.Random(seed)

@@ -7,11 +7,10 @@ import json
 import pathlib
 import re
 
-from controller_fakes import new_core
-
 from otcp.agent.metrics import AgentMetrics
 from otcp.service.live import LiveView
 from otcp.service.metrics import registry_for
+from support.controller_fakes import new_core
 
 DASHBOARD = pathlib.Path(__file__).resolve().parents[1] / "packaging" / "grafana" / "otcp.json"
 # What PromQL lets stand bare in the dashboard's queries besides metric names.

@@ -4,12 +4,12 @@ import math
 
 import numpy as np
 import pytest
-from helpers import star
 
 from otcp.planning import formulas, inventory
 from otcp.planning.fabric import PairRtt
 from otcp.planning.planner import Plan
 from otcp.wire.paramset import RouteParams
+from support.inventories import star
 
 
 def plan_of(document):

@@ -12,9 +12,9 @@ import json
 import subprocess
 import sys
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_agent_routes import ROOT, Namespace, route
 
 from otcp.agent.core import Agent
 from otcp.agent.routes import ApplyError
@@ -23,6 +23,9 @@ from otcp.planning import inventory
 from otcp.wire import framing, messages, paramset, session
 from otcp.wire.framing import ProtocolError
 from otcp.wire.validation import ValidationError
+from support.agents import REPOSITORY
+from support.namespaces import Namespace
+from support.routes import route
 
 EXAMPLES = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -171,6 +174,7 @@ def test_any_configuration_is_loaded_or_one_config_error(document):
 # -- against the kernel ----------------------------------------------------------------------------
 
 
+@pytest.mark.root
 def test_a_refused_set_changes_nothing_in_the_kernel(tmp_path):
     namespace = Namespace()
     try:
@@ -195,6 +199,7 @@ def _refused_changes_nothing(agent, namespace):
     check()
 
 
+@pytest.mark.root
 def test_otcp_agent_apply_exits_0_or_2_with_one_line(tmp_path):
     namespace = Namespace()
     counter = iter(range(10**6))
@@ -205,7 +210,7 @@ def test_otcp_agent_apply_exits_0_or_2_with_one_line(tmp_path):
             path = tmp_path / f"fuzz-{next(counter)}.json"
             path.write_text(text, encoding="latin-1")
             done = subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", namespace.name, "apply", str(path),
-                                   "--state", str(tmp_path / "state.db")], cwd=ROOT, capture_output=True, text=True)
+                                   "--state", str(tmp_path / "state.db")], cwd=REPOSITORY, capture_output=True, text=True)
             assert done.returncode in (0, 2), done.stderr
             assert "Traceback" not in done.stderr
             if done.returncode == 2:

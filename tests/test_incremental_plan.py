@@ -6,12 +6,12 @@ import random
 
 import numpy as np
 import pytest
-from test_aggregate import lookup, random_fabric
 
-from benchmarks.plan_scale import fat_tree_fabric
 from otcp.planning import formulas
 from otcp.planning.fabric import Fabric, LinkFacts, PairRtt
 from otcp.planning.planner import _PAIR_ARRAYS, RELABEL_SHARE, Plan
+from support.fabrics import fat_tree_fabric, random_fabric
+from support.routes import lookup
 
 
 def assert_same(incremental, full):

@@ -11,13 +11,13 @@ import types
 
 import pytest
 import yaml
-from controller_fakes import H1, H2, H3, PORTS, FakeDatapath, arp_frame, port_infos
 from os_ken.lib import hub
 from os_ken.lib.packet import arp as arp_packet
 
 from otcp.controller import config
 from otcp.experiments.runner.controller import free_port
 from otcp.service import app, metrics
+from support.controller_fakes import H1, H2, H3, PORTS, FakeDatapath, arp_frame, port_infos
 
 ROOT = __file__.rsplit("/tests/", 1)[0]
 LINKS = 8  # directed: s1 <-> s2, h1 <-> s1, h2 <-> s2, h3 <-> s1

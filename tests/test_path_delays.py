@@ -6,12 +6,12 @@ estimate for each parameter. Synthetic samples, no switch."""
 from dataclasses import replace
 
 import pytest
-from controller_fakes import H1, H2, H3, arp_frame, connected_core
 from os_ken.lib.packet import arp as arp_packet
 
 from otcp.controller.delay import HostRtts
 from otcp.planning.fabric import PairRtt
 from otcp.wire.messages import RoundTrip
+from support.controller_fakes import H1, H2, H3, arp_frame, connected_core
 
 
 def learned_core(**options):

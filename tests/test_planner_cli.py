@@ -6,9 +6,10 @@ import subprocess
 import sys
 
 import pytest
-from helpers import hello, star, write_inventory
 
 from otcp.service import cli
+from support.inventories import star, write_inventory
+from support.messages import hello
 
 
 def run_plan(capsys, path, *extra):

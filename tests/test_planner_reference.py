@@ -8,39 +8,8 @@ import pytest
 from otcp.planning import formulas, inventory
 from otcp.planning.fabric import PairRtt
 from otcp.planning.planner import Plan
+from support.inventories import random_inventory
 from support.reference import ReferencePlanner
-
-
-def random_inventory(seed):
-    rng = random.Random(seed)
-    switches = [f"s{i}" for i in range(rng.randint(1, 7))]
-    hosts = {f"h{i}": {"ip": f"10.0.{seed}.{i + 1}"} for i in range(rng.randint(2, 9))}
-    links = []
-
-    def values():
-        return {
-            "capacity_mbps": rng.choice([10, 100, 1000, 40000]),
-            "delay_us": rng.choice([0, 1, 25, 300]),
-            "buffer_bytes": rng.choice([0, 8000, 85000, 512000]),
-        }
-
-    for i, switch in enumerate(switches[1:], start=1):
-        if rng.random() < 0.85:  # sometimes an island
-            links.append({"a": switch, "b": rng.choice(switches[:i]), **values()})
-    pairs = {frozenset((link["a"], link["b"])) for link in links}
-    for _ in range(rng.randint(0, 4)):
-        a, b = rng.sample(switches, 2) if len(switches) > 1 else (None, None)
-        if a and frozenset((a, b)) not in pairs:
-            pairs.add(frozenset((a, b)))
-            links.append({"a": a, "b": b, **values()})
-    for host in hosts:
-        links.append({"a": host, "b": rng.choice(switches), **values()})
-    names = list(hosts)
-    flows = [
-        {"src": src, "dst": dst, "count": rng.randint(1, 30)}
-        for src, dst in {tuple(rng.sample(names, 2)) for _ in range(rng.randint(0, 6))}
-    ]
-    return {"switches": switches, "hosts": hosts, "links": links, "flows": flows}
 
 
 def by_addresses(plan):

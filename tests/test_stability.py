@@ -2,12 +2,12 @@
 producing no generation under steady load while a real change still re-plans."""
 
 import pytest
-from controller_fakes import H1, H2, H3, arp_frame, connected_core
 from os_ken.lib.packet import arp as arp_packet
 
 from otcp.controller.delay import StableDelays
 from otcp.controller.flowcount import HeldFlows
 from otcp.wire.messages import RoundTrip
+from support.controller_fakes import H1, H2, H3, arp_frame, connected_core
 
 
 def test_delays_are_quantised_up_and_move_only_past_the_tolerance():

@@ -3,20 +3,15 @@ read back from the kernel, carry the controller's values; a topology change
 brings new values; a controller restart loses nothing; a wrong secret is
 refused."""
 
-import contextlib
 import ipaddress
-import os
 import re
-import sys
 
 import pytest
-from triangle import TriangleTopo
 
 from otcp.controller import store
-from otcp.experiments.runner.controller import ControllerProcess, free_port, wait_for
-from otcp.experiments.runner.emulation import emulate
+from otcp.experiments.runner.controller import wait_for
+from support.emulations import agent_command
 
-FAST = {"probe_s": 0.5, "flow_stats_s": 0.5, "recompute_s": 0.5}
 _METRIC = {
     # TCP reads a route's rto_min only when the metric is locked.
     "rto_min_ms": re.compile(r"\brto_min lock (\d+)ms"),
@@ -24,40 +19,6 @@ _METRIC = {
     "cwnd_clamp": re.compile(r"\bcwnd lock (\d+)"),
     "quickack": re.compile(r"\bquickack (\d)"),
 }
-
-
-def agent_command(workdir, host, address, secret_file):
-    return [
-        sys.executable, "-m", "otcp.agent.cli", "--log-level", "debug", "run",
-        "--controller", address, "--secret-file", secret_file, "--state", str(workdir / f"{host}-agent.db"),
-    ]
-
-
-@pytest.fixture(scope="module")
-def network(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("agents")
-    secret_file = workdir / "secret"
-    secret_file.write_bytes(os.urandom(32).hex().encode())
-    topo = TriangleTopo()
-    inventory_path = topo.write_inventory(str(workdir / "inventory.yaml"))
-    agent_port = free_port()
-    processes = {}
-
-    @contextlib.contextmanager
-    def start_controller(management_ip):
-        processes["controller"] = ControllerProcess(
-            workdir, inventory=inventory_path, intervals=FAST,
-            agents={"host": management_ip, "port": agent_port, "secret_file": str(secret_file)},
-        )
-        with processes["controller"]:
-            yield processes["controller"].openflow_port
-
-    with emulate(topo, controller=start_controller, management=True) as emulation:
-        address = f"{emulation.management_root_ip}:{agent_port}"
-        for host in topo.hosts():
-            log = open(workdir / f"{host}-agent.log", "wb")
-            emulation.start(host, agent_command(workdir, host, address, str(secret_file)), stdout=log, stderr=log)
-        yield emulation, processes["controller"], workdir, address
 
 
 def kernel_routes(emulation, host):
@@ -119,8 +80,8 @@ def routes_match(emulation, controller):
     return generation
 
 
-def test_routes_in_every_host_equal_the_controllers_values(network):
-    emulation, controller, workdir, _ = network
+def test_routes_in_every_host_equal_the_controllers_values(triangle_agents):
+    emulation, controller = triangle_agents.emulation, triangle_agents.controller
     generation = wait_for(lambda: routes_match(emulation, controller), 150, interval=1,
                           what="every host's routes to equal the controller's values")
     _, records, acks = computed(controller)
@@ -142,8 +103,8 @@ def test_routes_in_every_host_equal_the_controllers_values(network):
     assert generation >= 1
 
 
-def test_topology_change_brings_new_values(network):
-    emulation, controller, workdir, _ = network
+def test_topology_change_brings_new_values(triangle_agents):
+    emulation, controller = triangle_agents.emulation, triangle_agents.controller
     h4 = emulation.host("h4").IP()
     before = toward(kernel_routes(emulation, "h1"), h4)["rto_min_ms"]
     emulation.net.configLinkStatus("s1", "s3", "down")
@@ -164,8 +125,8 @@ def test_topology_change_brings_new_values(network):
     assert toward(kernel_routes(emulation, "h1"), h4)["rto_min_ms"] < before + 13
 
 
-def test_controller_restart_loses_nothing(network):
-    emulation, controller, workdir, _ = network
+def test_controller_restart_loses_nothing(triangle_agents):
+    emulation, controller = triangle_agents.emulation, triangle_agents.controller
 
     # No wait for a settled fabric first: after the previous test's link flap that did not always
     # converge (the open finding of the closing note); the restart itself is what this test is about.
@@ -185,8 +146,9 @@ def test_controller_restart_loses_nothing(network):
         assert all(toward(kernel_routes(emulation, host.name), ip) for ip in others)
 
 
-def test_wrong_secret_is_refused(network):
-    emulation, controller, workdir, address = network
+def test_wrong_secret_is_refused(triangle_agents):
+    emulation, controller, workdir = triangle_agents.emulation, triangle_agents.controller, triangle_agents.workdir
+    address = triangle_agents.agent_address
     wrong = workdir / "wrong-secret"
     wrong.write_bytes(b"not-the-secret-at-all-0123456789")
     log_path = workdir / "intruder.log"
@@ -203,7 +165,7 @@ def test_wrong_secret_is_refused(network):
     assert set(acks) == {h.IP() for h in emulation.hosts}
 
 
-def test_host_measured_round_trips_are_within_3x_of_the_ping_minimum(network):
+def test_host_measured_round_trips_are_within_3x_of_the_ping_minimum(triangle_agents):
     """Issue 14: the agents' round trips reach the plan, and h1 -> h4's RTT_prop comes
     within 3x of the minimum of 20 pings between the same hosts within a minute.
 
@@ -212,7 +174,7 @@ def test_host_measured_round_trips_are_within_3x_of_the_ping_minimum(network):
     upcalls (in CI, 3 420 us against a 0.527 ms ping minimum, and 600 us against 0.15 ms
     with the other direction's 111 us reported 0.6 s later). The windowed minimum falls as
     the probe rounds (every 5 s) add samples from both ends."""
-    emulation, controller, workdir, _ = network
+    emulation, controller, workdir = triangle_agents.emulation, triangle_agents.controller, triangle_agents.workdir
     # The controller plans for hosts it has seen: traffic makes them known when this test runs alone.
     wait_for(lambda: emulation.net.pingAll(timeout=1) == 0, 60, interval=1, what="every host answering pings")
 

@@ -9,14 +9,10 @@ import subprocess
 import sys
 
 from otcp.experiments.runner import ovs_sockets
+from support.emulations import ovs_bridges
 
 BUFFER = 85000
 PACKET = 1500
-
-
-def bridges():
-    return set(subprocess.run(["ovs-vsctl", "--timeout=10", "list-br"], capture_output=True, text=True,
-                              check=True).stdout.split())
 
 
 def send_buffers():
@@ -24,7 +20,7 @@ def send_buffers():
 
 
 def test_one_burst_fills_the_buffer_and_every_loss_is_counted(tmp_path):
-    before_bridges = bridges()
+    before_bridges = ovs_bridges()
     before_buffers = send_buffers()
     completed = subprocess.run(
         [sys.executable, "-m", "otcp.experiments.cli", "calibrate", "--buffer-bytes", str(BUFFER),
@@ -42,7 +38,7 @@ def test_one_burst_fills_the_buffer_and_every_loss_is_counted(tmp_path):
     assert row["unexplained"] == 0
     assert "ok" in completed.stdout and str(BUFFER) in completed.stdout
     # Torn down, and OVS's shared send socket back to the size it had.
-    assert bridges() == before_bridges
+    assert ovs_bridges() == before_bridges
     after_buffers = send_buffers()
     assert {inode: size for inode, size in after_buffers.items() if inode in before_buffers} == \
         {inode: size for inode, size in before_buffers.items() if inode in after_buffers}

@@ -1,37 +1,17 @@
 """The controller against real Open vSwitch switches in Mininet: forwarding,
 discovery, delay measurement, flow counts, stored parameters, link changes."""
 
-import contextlib
 import math
 import sys
 import time
 
 import pytest
-from triangle import TriangleTopo
 
 from otcp.controller import store
-from otcp.experiments.runner.controller import ControllerProcess, wait_for
-from otcp.experiments.runner.emulation import emulate
+from otcp.experiments.runner.controller import wait_for
 from otcp.planning import formulas, inventory
 from otcp.planning.planner import Plan
-
-FAST = {"probe_s": 0.5, "flow_stats_s": 0.5, "recompute_s": 0.5}
-
-
-@pytest.fixture(scope="module")
-def network(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("controller")
-    topo = TriangleTopo()
-    inventory_path = topo.write_inventory(str(workdir / "inventory.yaml"))
-    controller = ControllerProcess(workdir, inventory=inventory_path, intervals=FAST)
-
-    @contextlib.contextmanager
-    def start(_):
-        with controller:
-            yield controller.openflow_port
-
-    with emulate(topo, controller=start) as emulation:
-        yield topo, emulation, controller, inventory_path
+from support.emulations import FAST
 
 
 def state(controller):
@@ -62,8 +42,8 @@ def latest_measurements(controller):
         db.close()
 
 
-def test_pingall_and_discovered_topology(network):
-    topo, emulation, controller, _ = network
+def test_pingall_and_discovered_topology(triangle_controller):
+    topo, emulation, controller = triangle_controller.topo, triangle_controller.emulation, triangle_controller.controller
     expected_links = mininet_switch_links(topo)
     wait_for(lambda: up_links(controller) == expected_links, 30, what="LLDP discovery of every switch link")
     # First contact: ARP for a host the controller has not seen yet is
@@ -101,8 +81,8 @@ def test_every_switch_link_has_a_delay_control_plane_time_cannot_inflate(network
             assert rows[link]["samples"] >= 1
 
 
-def test_traffic_raises_flow_counts_on_its_path(network):
-    topo, emulation, controller, _ = network
+def test_traffic_raises_flow_counts_on_its_path(triangle_controller):
+    emulation, controller = triangle_controller.emulation, triangle_controller.controller
     path = [("h1", "s1"), ("s1", "s3"), ("s3", "h4")]
     # Earlier tests' pings stay "active" until two polls have seen them stop.
     quiet_from = time.time() + 2 * FAST["flow_stats_s"]
@@ -121,8 +101,8 @@ def test_traffic_raises_flow_counts_on_its_path(network):
         emulation.stop(server)
 
 
-def test_stored_parameters_match_the_planner(network):
-    topo, emulation, controller, inventory_path = network
+def test_stored_parameters_match_the_planner(triangle_controller):
+    controller, inventory_path = triangle_controller.controller, triangle_controller.inventory_path
     db = state(controller)
     try:
         generation, _, records = db.latest_generation()
@@ -165,8 +145,8 @@ def test_stored_parameters_match_the_planner(network):
     assert h1_h4["rto_min_ms"] == math.ceil(h1_h4["min_rto_us"] / 1000)
 
 
-def test_link_down_and_up_replans(network):
-    topo, emulation, controller, _ = network
+def test_link_down_and_up_replans(triangle_controller):
+    emulation, controller = triangle_controller.emulation, triangle_controller.controller
 
     def h1_h4():
         db = state(controller)
@@ -200,8 +180,8 @@ for sequence in range(1, 5001):
 """
 
 
-def test_probes_forged_by_a_host_are_ignored(network):
-    topo, emulation, controller, _ = network
+def test_probes_forged_by_a_host_are_ignored(triangle_controller):
+    topo, emulation, controller = triangle_controller.topo, triangle_controller.emulation, triangle_controller.controller
     wait_for(lambda: up_links(controller) == mininet_switch_links(topo), 30, what="the real links")
     assert emulation.net.pingAll(timeout=2) == 0  # every host known, so its port is host-facing
     # h2 claims, in the controller's own probe format, to be s2's port 1 (a real link port),

@@ -10,7 +10,7 @@ import json
 import subprocess
 import sys
 
-from test_experiment_incast import bridges
+from support.emulations import ovs_bridges
 
 SCHEMES = ["default", "otcp-lossless"]
 STAGGER_S = 1.0
@@ -19,7 +19,7 @@ HOLD_S = 3.0
 
 def test_two_staggered_flows_give_a_sane_fairness_record(tmp_path):
     out = tmp_path / "fair"
-    before = bridges()
+    before = ovs_bridges()
     completed = subprocess.run(
         [sys.executable, "-m", "otcp.experiments.cli", "fairness", "--flows", "2", "--stagger-seconds", str(STAGGER_S),
          "--hold-seconds", str(HOLD_S), "--schemes", ",".join(SCHEMES), "--ceiling-seconds", "1",
@@ -53,4 +53,4 @@ def test_two_staggered_flows_give_a_sane_fairness_record(tmp_path):
         assert (out / f"fairness-{run['scheme']}.png").read_bytes().startswith(b"\x89PNG")
     lossless = document["runs"][1]
     assert lossless["packet_bytes"] <= 1500
-    assert bridges() == before
+    assert ovs_bridges() == before

@@ -15,17 +15,14 @@ import sqlite3
 import subprocess
 import sys
 
+from support.emulations import ovs_bridges
+
 ROUNDS = 4
-
-
-def bridges():
-    return set(subprocess.run(["ovs-vsctl", "--timeout=10", "list-br"], capture_output=True, text=True,
-                              check=True).stdout.split())
 
 
 def test_tiny_sweep_writes_sane_results(tmp_path):
     out = tmp_path / "tiny"
-    before = bridges()
+    before = ovs_bridges()
     completed = subprocess.run(
         [sys.executable, "-m", "otcp.experiments.cli", "incast", "--senders", "4", "--buffer-bytes", "85000",
          "--sru-bytes", "65536", "--rounds", str(ROUNDS), "--warmup-seconds", "0.5",
@@ -123,7 +120,7 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
     # Everything torn down: no bridge of ours, no process still running from this output directory
     # (the controller's command line names its configuration file in it), the congestion control
     # unregistered, the marker unpinned.
-    assert bridges() == before
+    assert ovs_bridges() == before
     assert processes_mentioning(str(out)) == []
     assert "otcp_dctcp" not in open("/proc/sys/net/ipv4/tcp_available_congestion_control").read().split()
     assert not [p for p in os.listdir("/sys/fs/bpf/otcp") if p.startswith("mark-")] \

@@ -11,15 +11,15 @@ refused for good. Here every link must be discovered and stay up, every host
 learned once, at its real port, and pingall must lose nothing.
 """
 
-import contextlib
 import re
 
 import pytest
 
 from otcp.controller import store
-from otcp.experiments.runner.controller import ControllerProcess, wait_for
-from otcp.experiments.runner.emulation import emulate
+from otcp.experiments.runner.controller import wait_for
 from otcp.topo.fabrics import FatTreeTopo, LeafSpineTopo
+from support.emulations import controller_network
+from support.privileges import needs_root
 
 TOPOLOGIES = {
     "fattree6": lambda: FatTreeTopo(k=6),
@@ -28,17 +28,11 @@ TOPOLOGIES = {
 
 
 @pytest.fixture(params=sorted(TOPOLOGIES))
+@needs_root
 def network(request, tmp_path):
-    topo = TOPOLOGIES[request.param]()
-    controller = ControllerProcess(tmp_path)
-
-    @contextlib.contextmanager
-    def start(_):
-        with controller:
-            yield controller.openflow_port
-
-    with emulate(topo, controller=start) as emulation:
-        yield topo, emulation, controller
+    """The topology under the controller, without an inventory."""
+    with controller_network(TOPOLOGIES[request.param](), tmp_path) as network:
+        yield network
 
 
 def switch_links(topo):
@@ -61,7 +55,7 @@ def stored(controller, query):
 
 
 def test_every_link_found_every_host_learned_once_where_it_is_and_pingall_loses_nothing(network):
-    topo, emulation, controller = network
+    topo, emulation, controller = network.topo, network.emulation, network.controller
     expected_links = switch_links(topo)
     wait_for(lambda: set(stored(controller, "SELECT src, dst FROM links WHERE up = 1")) == expected_links, 90,
              interval=1, what="discovery of every switch link")

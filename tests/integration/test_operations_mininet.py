@@ -4,7 +4,6 @@ four agents in Mininet with their Prometheus endpoints on, fetched with
 through `otcp-controller status`. Taking a link down changes what both
 endpoints report."""
 
-import contextlib
 import json
 import os
 import subprocess
@@ -12,43 +11,11 @@ import sys
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from test_agent_mininet import FAST, agent_command
-from triangle import TriangleTopo
 
-from otcp.experiments.runner.controller import ControllerProcess, free_port, wait_for
-from otcp.experiments.runner.emulation import emulate
+from otcp.experiments.runner.controller import wait_for
+from support.emulations import AGENT_METRICS_PORT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-AGENT_METRICS_PORT = 9464  # in each host's own namespace
-
-
-@pytest.fixture(scope="module")
-def network(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("operations")
-    secret_file = workdir / "secret"
-    secret_file.write_bytes(os.urandom(32).hex().encode())
-    topo = TriangleTopo()
-    inventory_path = topo.write_inventory(str(workdir / "inventory.yaml"))
-    agent_port, metrics_port = free_port(), free_port()
-    processes = {}
-
-    @contextlib.contextmanager
-    def start_controller(management_ip):
-        processes["controller"] = ControllerProcess(
-            workdir, inventory=inventory_path, intervals=FAST, metrics={"host": "127.0.0.1", "port": metrics_port},
-            agents={"host": management_ip, "port": agent_port, "secret_file": str(secret_file)},
-        )
-        with processes["controller"]:
-            yield processes["controller"].openflow_port
-
-    with emulate(topo, controller=start_controller, management=True) as emulation:
-        address = f"{emulation.management_root_ip}:{agent_port}"
-        for host in topo.hosts():
-            command = agent_command(workdir, host, address, str(secret_file))
-            command += ["--metrics", f"127.0.0.1:{AGENT_METRICS_PORT}"]
-            log = open(workdir / f"{host}-agent.log", "wb")
-            emulation.start(host, command, stdout=log, stderr=log)
-        yield emulation, processes["controller"], metrics_port
 
 
 def samples(page):
@@ -97,8 +64,8 @@ def status(controller):
     return json.loads(done.stdout)
 
 
-def test_metrics_endpoints_show_live_values_that_follow_a_link_going_down(network):
-    emulation, controller, port = network
+def test_metrics_endpoints_show_live_values_that_follow_a_link_going_down(triangle_agents):
+    emulation, controller, port = triangle_agents.emulation, triangle_agents.controller, triangle_agents.metrics_port
     before = wait_for(lambda: settled(emulation, port), 90, interval=1, what="every agent to acknowledge")
     h1 = emulation.host("h1").IP()
     assert len(delay_series(before, "s1", "s3")) == 1 and delay_series(before, "s1", "s3") <= {"measured", "default"}
@@ -143,8 +110,8 @@ def test_metrics_endpoints_show_live_values_that_follow_a_link_going_down(networ
         emulation.net.configLinkStatus("s1", "s3", "up")
 
 
-def test_status_shows_the_live_topology_parameters_and_agents(network):
-    emulation, controller, port = network
+def test_status_shows_the_live_topology_parameters_and_agents(triangle_agents):
+    emulation, controller, port = triangle_agents.emulation, triangle_agents.controller, triangle_agents.metrics_port
     wait_for(lambda: settled(emulation, port), 90, interval=1, what="every agent to acknowledge")
     live = status(controller)
     links = {(link["src"], link["dst"]): link for link in live["links"]}

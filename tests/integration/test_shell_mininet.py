@@ -7,16 +7,14 @@ import os
 import subprocess
 import sys
 
+from support.emulations import ovs_bridges
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def shell(*args, timeout=600):
     return subprocess.run([sys.executable, "-m", "otcp.experiments.cli", "shell", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
-
-
-def bridges():
-    return set(subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True, check=True).stdout.split())
 
 
 def test_the_shell_runs_a_script_of_cli_commands_with_otcp_in_place(tmp_path):
@@ -32,7 +30,7 @@ def test_the_shell_runs_a_script_of_cli_commands_with_otcp_in_place(tmp_path):
     assert len(results) == 1 and results[0].count("Mbits/sec") == 2
     routes = [line for line in output.splitlines() if line.startswith("10.0.0.")]  # `h1 ip route show proto 79`
     assert routes and all("rto_min lock" in line and "quickack 1" in line for line in routes)
-    assert not bridges() & {"leaf1", "leaf2", "spine1", "spine2"}
+    assert not ovs_bridges() & {"leaf1", "leaf2", "spine1", "spine2"}
 
 
 def test_a_bad_topology_is_named_in_one_line():

@@ -63,7 +63,7 @@ def port_infos(dpid):
     ]
 
 
-def test_config(**sections):
+def config_with(**sections):
     """The configuration of SETTINGS with sections changed: each a dict of the keys it changes."""
     settings = {key: dict(value) if isinstance(value, dict) else value for key, value in SETTINGS.items()}
     for key, changes in sections.items():
@@ -75,12 +75,12 @@ CORE_OPTIONS = ("inventory", "known_hosts", "generation", "logger")
 
 
 def new_core(now=0.0, **options):
-    """A core of test_config(sections) with one-second probe rounds: settled three seconds
-    after a change. options: configuration sections (as test_config takes them) and the
+    """A core of config_with(sections) with one-second probe rounds: settled three seconds
+    after a change. options: configuration sections (as config_with takes them) and the
     core's own keyword arguments (CORE_OPTIONS)."""
     sections = {key: value for key, value in options.items() if key not in CORE_OPTIONS}
     own = {key: value for key, value in options.items() if key in CORE_OPTIONS}
-    return ControllerCore(test_config(**sections), now=now, **own)
+    return ControllerCore(config_with(**sections), now=now, **own)
 
 
 def connected_core(now=0.0, **options):

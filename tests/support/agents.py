@@ -1,0 +1,32 @@
+"""The agent as the root-namespace tests drive it: its one-shot command line
+in a namespace, and a route table that loses a race on purpose."""
+
+import os
+import subprocess
+import sys
+
+from otcp.agent.routes import RouteTable
+
+#: The checkout the tests run from: the working directory of the agent processes they start.
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def otcp_agent(ns, *args, stdin=None):
+    """`otcp-agent --netns NS ARGS` run to completion (a CompletedProcess with its text output)."""
+    return subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", ns.name, *args], cwd=REPOSITORY,
+                          capture_output=True, text=True, input=stdin)
+
+
+class RacedRouteTable(RouteTable):
+    """Another program adds a route for one destination between the agent's
+    planning and its writing; the kernel then refuses the agent's route."""
+
+    def __init__(self, netns, racer, prefix):
+        super().__init__(netns)
+        self.racer = racer
+        self.prefix = prefix
+
+    def plan(self, routes):
+        plan = super().plan(routes)
+        self.racer.ip("route", "add", self.prefix, "dev", "v0", "proto", "static")
+        return plan
