@@ -1,6 +1,8 @@
-"""Regression tests for the holes found by attacking the agent (issue 12,
-B1-B3, B7, B8 and the "also seen" items on the agent's side): each failed
-before its fix. Real kernel, throwaway namespaces, loopback only."""
+"""The agent against hostile or broken input: files and challenges nested
+too deep, zone ids, nexthops a host route must copy, an apply killed
+half-way, state files that cannot be used, duplicate keys, oversized keys,
+trickled frames and a missing namespace. Real kernel, throwaway namespaces,
+loopback only."""
 
 import json
 import os
@@ -31,11 +33,11 @@ def write_set(path, generation, routes):
     return str(path)
 
 
-# -- B1: nesting ---------------------------------------------------------------------------
+# -- nesting ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.root
-def test_b1_deeply_nested_file_is_refused_in_one_line(ns, tmp_path):
+def test_deeply_nested_file_is_refused_in_one_line(ns, tmp_path):
     path = tmp_path / "deep.json"
     path.write_text("[" * 1000)
     done = otcp_agent(ns, "apply", str(path), "--state", str(tmp_path / "state.db"))
@@ -45,7 +47,7 @@ def test_b1_deeply_nested_file_is_refused_in_one_line(ns, tmp_path):
 
 
 @pytest.mark.root
-def test_b1_a_nested_challenge_from_a_fake_controller_does_not_kill_the_agent(ns, tmp_path):
+def test_a_nested_challenge_from_a_fake_controller_does_not_kill_the_agent(ns, tmp_path):
     """The fake controller sends `[` x 1000 as its challenge, twice; the agent logs and dials again."""
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -82,11 +84,11 @@ def _run_until_stopped(client):
         return
 
 
-# -- B2: zone ids ---------------------------------------------------------------------------
+# -- zone ids --------------------------------------------------------------------------------------
 
 
 @pytest.mark.root
-def test_b2_zone_ids_are_refused_by_validation_and_by_apply(ns, tmp_path):
+def test_zone_ids_are_refused_by_validation_and_by_apply(ns, tmp_path):
     with pytest.raises(ValidationError, match=r"routes\[0\]\.dst: .*zone id"):
         paramset.validate_param_set({"generation": 1, "routes": [route("fe80::1%v0")]})
     path = write_set(tmp_path / "zone.json", 1, [route("fe80::1%v0")])
@@ -94,11 +96,11 @@ def test_b2_zone_ids_are_refused_by_validation_and_by_apply(ns, tmp_path):
     assert done.returncode == 2 and "zone id" in done.stderr and "Traceback" not in done.stderr
 
 
-# -- B3: nexthops that a host route must copy faithfully ----------------------------------------
+# -- nexthops that a host route must copy faithfully -----------------------------------------------
 
 
 @pytest.mark.root
-def test_b3_an_onlink_gateway_is_carried_over(ns, tmp_path):
+def test_an_onlink_gateway_is_carried_over(ns, tmp_path):
     ns.ip("route", "add", "10.66.0.0/16", "via", "10.99.0.1", "dev", "v0", "onlink")
     path = write_set(tmp_path / "set.json", 1, [route("10.66.0.5/32"), route("10.77.0.2/32")])
     done = otcp_agent(ns, "apply", path, "--state", str(tmp_path / "state.db"))
@@ -110,7 +112,7 @@ def test_b3_an_onlink_gateway_is_carried_over(ns, tmp_path):
 
 
 @pytest.mark.root
-def test_b3_an_ecmp_cover_skips_only_its_destinations(ns, tmp_path):
+def test_an_ecmp_cover_skips_only_its_destinations(ns, tmp_path):
     ns.ip("addr", "add", "10.55.0.1/24", "dev", "v0")
     ns.ip("route", "add", "10.44.0.0/16", "nexthop", "via", "10.55.0.2", "dev", "v0",
           "nexthop", "via", "10.55.0.3", "dev", "v0")
@@ -123,11 +125,11 @@ def test_b3_an_ecmp_cover_skips_only_its_destinations(ns, tmp_path):
     assert set(ns.otcp_routes()) == {"10.77.0.2/32"}
 
 
-# -- B7: an apply killed half-way ---------------------------------------------------------------
+# -- an apply killed half-way ----------------------------------------------------------------------
 
 
 @pytest.mark.root
-def test_b7_a_restart_removes_what_a_killed_first_apply_left(ns, tmp_path):
+def test_a_restart_removes_what_a_killed_first_apply_left(ns, tmp_path):
     state = str(tmp_path / "state.db")
     routes = [route(f"10.77.{i // 250}.{i % 250 + 2}/32") for i in range(20_000)]
     path = write_set(tmp_path / "big.json", 1, routes)
@@ -172,7 +174,7 @@ def _secret(tmp_path):
     return str(path)
 
 
-# -- B8: a state file that cannot be used --------------------------------------------------------
+# -- a state file that cannot be used --------------------------------------------------------------
 
 
 def _corrupt(kind, path):
@@ -207,7 +209,7 @@ KINDS = ["garbage", "truncated", "wrong schema", "bad json", "directory"]
 
 @pytest.mark.root
 @pytest.mark.parametrize("kind", KINDS)
-def test_b8_show_reports_a_corrupt_state_in_one_line(ns, tmp_path, kind):
+def test_show_reports_a_corrupt_state_in_one_line(ns, tmp_path, kind):
     state = str(tmp_path / "state.db")
     _corrupt(kind, state)
     done = otcp_agent(ns, "show", "--state", state)
@@ -218,7 +220,7 @@ def test_b8_show_reports_a_corrupt_state_in_one_line(ns, tmp_path, kind):
 
 @pytest.mark.root
 @pytest.mark.parametrize("kind", KINDS)
-def test_b8_revert_works_from_the_kernel_alone(ns, tmp_path, kind):
+def test_revert_works_from_the_kernel_alone(ns, tmp_path, kind):
     state = str(tmp_path / "state.db")
     with Agent(str(tmp_path / "other.db"), netns=ns.name) as agent:
         agent.apply({"generation": 5, "routes": [route("10.77.0.2/32")]}, "test")
@@ -233,7 +235,7 @@ def test_b8_revert_works_from_the_kernel_alone(ns, tmp_path, kind):
 
 @pytest.mark.root
 @pytest.mark.parametrize("kind", KINDS)
-def test_b8_run_moves_a_corrupt_state_aside_and_still_dials(ns, tmp_path, kind):
+def test_run_moves_a_corrupt_state_aside_and_still_dials(ns, tmp_path, kind):
     state = str(tmp_path / "state.db")
     _corrupt(kind, state)
     listener = _listener_in(ns)
@@ -268,7 +270,7 @@ def _listener_in(ns):
         os.close(target)
 
 
-# -- also seen -----------------------------------------------------------------------------------
+# -- input the agent refuses, and peers that stall -------------------------------------------------
 
 
 def test_duplicate_keys_are_refused():

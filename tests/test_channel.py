@@ -427,12 +427,13 @@ def test_too_many_connections_are_refused(cleanup):
     assert controller.log.has("2 connections already open")
 
 
-# -- issue 12: the server under exhaustion and slow attacks -------------------------------------
+# -- the server under exhaustion and slow attacks ---------------------------------------------
 
 
-def test_b4_an_agent_that_never_reads_is_dropped_at_its_first_large_set(controller, good_agent):
+def test_an_agent_that_never_reads_is_dropped_at_its_first_large_set(controller, good_agent):
     """One 0.86 MB set that the peer never reads: the bounded send buffer makes the write block,
-    and the write deadline drops the peer (before the fix, sendall returned into the kernel buffer)."""
+    and the write deadline drops the peer (an autotuned kernel buffer could take the whole set, and
+    sendall would return with nothing read)."""
     peer = GreenPeer(controller.port)
     assert peer.authenticate(addresses=("10.9.0.11",))
     wait_for(lambda: "10.9.0.11" in controller.server.connected_hosts(), "the peer to register")
@@ -444,7 +445,7 @@ def test_b4_an_agent_that_never_reads_is_dropped_at_its_first_large_set(controll
     assert "10.9.0.11" not in controller.server.connected_hosts()
 
 
-def test_b5_the_listener_survives_running_out_of_descriptors(cleanup):
+def test_the_listener_survives_running_out_of_descriptors(cleanup):
     controller = Controller(max_connections=10_000, max_unauthenticated=10_000, unauthenticated_per_source=10_000,
                             handshake_timeout=30.0)
     cleanup.append(controller)

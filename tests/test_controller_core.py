@@ -267,7 +267,7 @@ def test_a_missed_packet_goes_straight_out_of_its_destinations_edge_port():
     assert packet_outs(core.packet_in(4.3, 2, 2, ipv4_frame(H1, H2))) == []  # already at its destination's port
 
 
-# -- discovery and host learning (issue 15: hosts flapping onto switch links) ------------------
+# -- discovery and host learning (hosts must not flap onto switch links) ---------------------------
 
 
 def probe_out_of(core, now, dpid, port):
@@ -315,10 +315,10 @@ def test_a_port_that_carried_a_link_learns_no_host_until_discovery_settles_there
 
 
 def test_the_controllers_own_arp_probe_coming_back_through_a_link_teaches_and_answers_nothing():
-    """The flapping of issue 15: a probe for a known host, sent out of a port
-    whose link was not discovered yet, reached the next switch; the controller
-    answered it there, the answer crossed back and taught it the host was on
-    the link port."""
+    """A probe for a known host, sent out of a port whose link is not
+    discovered yet, reaches the next switch: the controller must neither
+    answer it there nor learn from it, or the answer would cross back and
+    teach it that the host is on the link port."""
     core = new_core()
     for dpid in PORTS:
         core.switch_features(dpid, FakeDatapath(dpid))
@@ -529,10 +529,10 @@ def test_the_core_imports_no_os_ken_machinery():
         assert forbidden not in source
 
 
-# -- B10: stored hosts are hints ------------------------------------------------------------
+# -- stored hosts are hints ----------------------------------------------------------------
 
 
-def test_b10_a_stored_host_on_what_is_now_a_link_port_is_never_used():
+def test_a_stored_host_on_what_is_now_a_link_port_is_never_used():
     """After a restart on another fabric, s1:1 is a link: the stored host there gives way to it."""
     core = connected_core(known_hosts=[Host(*H1, 1, 1), Host(*H2, 2, 2)])
     assert core.topology.host(H1[0]) is None and core.topology.host(H2[0]) == Host(*H2, 2, 2)
@@ -541,13 +541,13 @@ def test_b10_a_stored_host_on_what_is_now_a_link_port_is_never_used():
     assert plan_hosts == {H2[0]}
 
 
-def test_b10_a_stored_host_on_a_port_the_switch_does_not_have_is_never_used():
+def test_a_stored_host_on_a_port_the_switch_does_not_have_is_never_used():
     core = connected_core(known_hosts=[Host(*H1, 1, 99), Host(*H2, 7, 2)])
     assert core.topology.host(H1[0]) is None and core.topology.host(H2[0]) is None
     assert list(core.replan(3.0).topology.hosts) == []
 
 
-def test_b10_a_host_seen_at_a_new_place_wins_at_once():
+def test_a_host_seen_at_a_new_place_wins_at_once():
     core = connected_core(known_hosts=[Host(*H1, 1, 2)])
     learn_hosts(core, 1.0, (*H1, 1, 3))
     assert core.topology.host(H1[0]) == Host(*H1, 1, 3) and H1[0] not in core.topology.hints
