@@ -207,7 +207,7 @@ def test_addresses_by_edge_switch_give_each_edge_switch_its_own_safe_route():
 @pytest.mark.parametrize("seed", range(6))
 def test_pacing_rates_are_kept_apart_by_aggregation(seed):
     """With otcp-paced, routes alike in every window but the pacing rate are not merged, and
-    every destination keeps its rate (the key is no longer one packed integer) where the set
+    every destination keeps its rate (the rate is part of what aggregation compares) where the set
     is exact, else a rate never larger than its own; with flows and without."""
     rng = random.Random(100 + seed)
     fabric = random_fabric(rng, hosts=40, switches=8, ipv6=seed % 2 == 1)

@@ -475,7 +475,7 @@ def test_a_pacing_rate_in_the_entry_is_the_first_connections_maximum(bed, tmp_pa
     sender, receiver = agents(bed, tmp_path, "bpf")
     enforcer, cookie = sender.enforcement.enforcer, sender.enforcement.cookie
     try:
-        # The pacing rate of issue 13 (bytes/s) in the same entry; rto_min 1 ms is below what
+        # The set's pacing rate (bytes/s) in the same entry; rto_min 1 ms is below what
         # TCP_BPF_RTO_MIN accepts (2 jiffies), so the kernel refuses that one and the rest still holds.
         enforcer.update(cookie, {f"{bed.receiver_ip}/32": Enforced(CLAMP, CLAMP, 1_000, 1_000_000)})
         before = enforcer.counters()
@@ -490,7 +490,7 @@ def test_a_pacing_rate_in_the_entry_is_the_first_connections_maximum(bed, tmp_pa
     assert after["rto_refused"] - before["rto_refused"] == 1
 
 
-# -- otcp-paced (issue 13): the pacing rate of a parameter set, for real --------------------------
+# -- otcp-paced: the pacing rate of a parameter set, for real ------------------------------------
 
 PACED_RATE_MBIT = 100
 PACING_RATE = 2_000_000  # bytes/s: 16 Mb/s on a 100 Mb/s bottleneck

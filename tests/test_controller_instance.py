@@ -1,4 +1,4 @@
-"""B9 (issue 12): one controller per database and per OpenFlow address.
+"""One controller per database and per OpenFlow address.
 Real `otcp-controller run` processes on loopback, no switch."""
 
 import subprocess

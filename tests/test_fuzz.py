@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every outside input (issue 12), as Faucet fuzzes
+"""Property-based fuzzing of every outside input, as Faucet fuzzes
 its configuration and packets: parameter sets, frames, channel messages,
 inventories and controller configurations. Any input is accepted or refused
 with the module's own one-line error, never another exception, and a

@@ -1,4 +1,4 @@
-"""Path delays the formulas can trust (issue 14): host-measured round trips
+"""Path delays the formulas can trust: host-measured round trips
 preferred, control-plane time refused, and the safe side of an unsure
 estimate for each parameter. Synthetic samples, no switch."""
 

@@ -128,8 +128,8 @@ def test_topology_change_brings_new_values(triangle_agents):
 def test_controller_restart_loses_nothing(triangle_agents):
     emulation, controller = triangle_agents.emulation, triangle_agents.controller
 
-    # No wait for a settled fabric first: after the previous test's link flap that did not always
-    # converge (the open finding of the closing note); the restart itself is what this test is about.
+    # No wait for a settled fabric first: after the previous test's link flap it may not converge;
+    # the restart itself is what this test is about.
     generation, _, _ = computed(controller)
     before = {h.name: kernel_routes(emulation, h.name) for h in emulation.hosts}
     controller.stop()
@@ -166,7 +166,7 @@ def test_wrong_secret_is_refused(triangle_agents):
 
 
 def test_host_measured_round_trips_are_within_3x_of_the_ping_minimum(triangle_agents):
-    """Issue 14: the agents' round trips reach the plan, and h1 -> h4's RTT_prop comes
+    """The agents' round trips reach the plan, and h1 -> h4's RTT_prop comes
     within 3x of the minimum of 20 pings between the same hosts within a minute.
 
     Not necessarily the first plan with the hosts' round trip: that can hold one direction's

@@ -1,14 +1,14 @@
-"""The controller on fabrics larger than a toy (issue 15): a 6-ary fat-tree
-(45 switches, 54 hosts) and a leaf-spine with 4 spines, on real Open vSwitch
+"""The controller on fabrics larger than a toy: a 6-ary fat-tree (45
+switches, 54 hosts) and a leaf-spine with 4 spines, on real Open vSwitch
 switches in Mininet.
 
-Before the fix the fat-tree never settled: the controller answered its own
-ARP probes where they came back through undiscovered links, re-sent missed
-packets hop by hop into the fabric, and os-ken's LLDP round (50 ms per port,
-270 ports) outlasted its own link timeout; hosts were learned on switch
-links thousands of times, and links next to a wrongly placed host were
-refused for good. Here every link must be discovered and stay up, every host
-learned once, at its real port, and pingall must lose nothing.
+A fat-tree this size never settles under a controller that answers its own
+ARP probes where they come back through undiscovered links, re-sends missed
+packets hop by hop into the fabric, or lets os-ken's LLDP round (50 ms per
+port, 270 ports) outlast its link timeout: hosts are learned on switch links
+over and over, and links next to a wrongly placed host are refused for good.
+Here every link must be discovered and stay up, every host learned once, at
+its real port, and pingall must lose nothing.
 """
 
 import re
