@@ -9,7 +9,7 @@ namespace, it times:
 - ``otcp update``: the next generation, every route's values changed
   (replaces);
 - ``ip per route``: ``ip -n NS route replace DST dev v0 proto 79 rto_min ...``
-  run once per route, the baseline of the issue;
+  run once per route: the baseline;
 - ``ip -batch``: the same commands fed to one ``ip -batch`` process, for
   reference.
 

@@ -15,7 +15,7 @@ per switch, routes per agent and the bytes of parameter sets pushed. Each
 re-plan's time is split into its parts as the core's own call spends it
 (REPLAN_PARTS: the callables it calls for each, wrapped while it runs).
 
-Each figure stands next to the design before issue 15, measured in the same
+Each figure stands next to a per-pair baseline, measured in the same
 run on the same plan: one entry per host pair on every switch of its path
 (counted from the plan's paths), one route per destination host, every
 changed host's whole set pushed again.
@@ -135,10 +135,10 @@ class Run:
         self.core = ControllerCore(CONFIG, now=0.0)
         self.rows: list[tuple[str, str, str, str]] = []
 
-    def row(self, what: str, now: str, before: str = "", note: str = "") -> None:
-        """One line of the table: this design, the design before issue 15, a remark."""
-        self.rows.append((what, now, before, note))
-        print(f"{what:<44} {now:>16} {before:>16}  {note}", flush=True)
+    def row(self, what: str, now: str, baseline: str = "", note: str = "") -> None:
+        """One line of the table: this design, the per-pair baseline, a remark."""
+        self.rows.append((what, now, baseline, note))
+        print(f"{what:<44} {now:>16} {baseline:>16}  {note}", flush=True)
 
     def timed(self, events):
         """Run a list of thunks; (events, seconds)."""
@@ -199,7 +199,7 @@ def pushed_message_bytes(acknowledged: ParamSet, latest: ParamSet) -> tuple[int,
 
 
 def per_host_bytes(plan: Plan, hosts, generation: int) -> int:
-    """The design before issue 15: bytes of hosts' sets with one route per destination host."""
+    """The per-pair baseline: bytes of hosts' sets with one route per destination host."""
     return sum(len(framing.encode_json({"generation": generation, "routes": plan.routes_for(host)})) for host in hosts)
 
 
@@ -263,7 +263,7 @@ def store_seconds(generation) -> float:
 
 
 def per_pair_entries(plan: Plan, fabric: Fabric) -> dict[str, int]:
-    """The design before issue 15: {role: most entries on one switch}, one entry
+    """The per-pair baseline: {role: most entries on one switch}, one entry
     per host pair on every switch of its path, counted from the plan's paths."""
     paths = plan.switch_paths
     hosts_behind = np.zeros(len(paths.switches), dtype=np.int64)
@@ -353,7 +353,7 @@ def main(argv=None) -> int:
     run = Run(fabric)
     print(f"fat-tree k={args.k}: {len(fabric.dpid)} switches, {len(fabric.hosts)} hosts, "
           f"{len(fabric.peer) // 2} switch links (built in {time.perf_counter() - started:.1f} s)")
-    print(f"{'':<44} {'this design':>16} {'before':>16}")
+    print(f"{'':<44} {'this design':>16} {'per pair':>16}")
     run.connect()
     events, seconds = 0, 0.0
     for _ in range(2):
