@@ -9,7 +9,7 @@
  * cgroup-v2 root, where every socket of every namespace is seen (Mininet's
  * hosts share that cgroup). It acts only on a socket whose (network
  * namespace cookie, remote address) has an entry, and never on a connection
- * to the host's own address (a set's prefix may cover it: issue 15):
+ * to the host's own address (a set's prefix may cover it):
  *
  *   otcp_so_slot:   netns cookie -> the slot (0 or 1) of that host's live set;
  *                   a host without an entry is not OTCP's and is left alone;

@@ -15,7 +15,7 @@ uses) applies a set: the sender's route toward the receiver carries
 toward the sender carries ``advmss ADVMSS``. Then the very first connection
 sends for a few seconds while ``ss -tin`` in the sender's namespace is
 sampled; then a second one; with BPF, one more with a pacing rate added to
-the sender's entry (``--pacing-rate``, issue 13); then the sender's agent
+the sender's entry (``--pacing-rate``); then the sender's agent
 reverts and a last one runs. Reported per connection: the largest ``cwnd``
 and ``unacked`` seen, the ``mss``, ``max_pacing_rate``, the goodput, the
 samples taken; and the program's counters.
@@ -148,7 +148,7 @@ def measure(rate_mbit: float, buffer_bytes: int, clamp: int, advmss: int, second
                     result["second"] = one_connection(bed, seconds)
                     enforcer = sender.enforcement.enforcer
                     if enforcer is not None:
-                        # A pacing rate (issue 13) in the same entry, written as the agent will.
+                        # A pacing rate in the same entry, written as the agent will.
                         entries = {p: e for p, (e, _) in enforcer.entries(sender.enforcement.cookie).items()}
                         paced = {p: dataclasses.replace(e, pacing_rate=pacing_rate) for p, e in entries.items()}
                         undo = enforcer.update(sender.enforcement.cookie, paced)

@@ -101,7 +101,7 @@ class Agents:
         wait_for_routes (the agents take seconds to start on a loaded host). A probe of a peer
         the host never reached is a new pair at its switch, which punts it to the controller
         (both ways): all the agents' first probes at once slowed the rounds of 32 senders by up
-        to half for a second and a half. A long-running agent no longer pays that."""
+        to half for a second and a half. Later probes of the same peers do not pay it."""
         if self.started is None:
             raise RuntimeError("wait_for_routes() first")
         return self.started + first_probes_s(len(self.hosts))
