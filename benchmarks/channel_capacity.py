@@ -17,59 +17,24 @@ with green-thread peers that speak the real protocol:
 """
 
 import argparse
+import os
 import resource
 import statistics
+import sys
 import time
 
-from eventlet.green import socket as green_socket
-from os_ken.lib import hub
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
-from otcp.controller.publication import Publications
-from otcp.service.agent_server import AgentServer
-from otcp.service.launcher import raise_descriptor_limit
-from otcp.wire import framing, limits, messages, session
-from otcp.wire.paramset import RouteParams
+from os_ken.lib import hub  # noqa: E402
 
-SECRET = b"benchmark-secret-0123456789"
+from otcp.controller.publication import Publications  # noqa: E402
+from otcp.service.agent_server import AgentServer  # noqa: E402
+from otcp.service.launcher import raise_descriptor_limit  # noqa: E402
+from otcp.wire import messages  # noqa: E402
+from otcp.wire.paramset import RouteParams  # noqa: E402
+from support.channel import SECRET, GreenPeer  # noqa: E402
+
 ROUTE = RouteParams(dst="10.99.0.2/32", rto_min_ms=14, initcwnd=1, cwnd_clamp=3, quickack=True)
-
-
-class Peer:
-    """One agent connection, driven by hand on a green thread."""
-
-    def __init__(self, port, source="127.0.0.1"):
-        self.sock = green_socket.socket(green_socket.AF_INET, green_socket.SOCK_STREAM)
-        self.sock.bind((source, 0))
-        self.sock.connect(("127.0.0.1", port))
-        self.decoder = framing.FrameDecoder(limits.MAX_FRAME_BYTES)
-        self.frames = []
-        self.session = None
-
-    def read(self, timeout=30):
-        with hub.Timeout(timeout):
-            while not self.frames:
-                data = self.sock.recv(65536)
-                if not data:
-                    return None
-                self.frames.extend(self.decoder.feed(data))
-        return self.frames.pop(0)
-
-    def authenticate(self, address):
-        challenge = messages.parse_message(framing.decode_json(self.read()), messages.Challenge)
-        auth, nonce = messages.auth_message(SECRET, challenge)
-        self.sock.sendall(framing.frame(framing.encode_json(auth)))
-        if self.read() is None:
-            return False
-        self.session = session.Session(SECRET, challenge.nonce, nonce, "agent")
-        hello = {"type": "hello", "hostname": "bench", "addresses": [address], "interfaces": [], "mtu": 1500,
-                 "mss_bytes": 1448, "congestion_controls": ["cubic"], "congestion_control": "cubic",
-                 "tcp_rto_min_us": True, "applied_generation": None, "agent_version": limits.VERSION,
-                 "enforcement": {"mode": "routes", "reason": None}}
-        self.sock.sendall(self.session.seal(hello))
-        return True
-
-    def close(self):
-        self.sock.close()
 
 
 def address(i):
@@ -114,13 +79,13 @@ def main():
                          unauthenticated_per_source=args.agents + 100, handshake_timeout=120.0)
     server.start()
     port = server.address[1]
-    good = Peer(port)
-    assert good.authenticate("10.99.0.1")
+    good = GreenPeer(port)
+    assert good.authenticate(addresses=("10.99.0.1",))
     baseline = push_to_ack(server, publications, good, args.pushes, 1)
 
     started = time.perf_counter()
-    peers = [Peer(port) for _ in range(args.agents)]
-    threads = [hub.spawn(peer.authenticate, address(i)) for i, peer in enumerate(peers)]
+    peers = [GreenPeer(port) for _ in range(args.agents)]
+    threads = [hub.spawn(peer.authenticate, addresses=(address(i),)) for i, peer in enumerate(peers)]
     authenticated = sum(1 for thread in threads if thread.wait())
     connect_s = time.perf_counter() - started
     loaded = push_to_ack(server, publications, good, args.pushes, 1 + args.pushes)
@@ -143,7 +108,7 @@ def main():
     squatters = []  # from 127.0.0.2; they never authenticate
     for _ in range(args.agents):
         try:
-            squatters.append(Peer(guarded.address[1], source="127.0.0.2"))
+            squatters.append(GreenPeer(guarded.address[1], source="127.0.0.2"))
         except OSError:
             break
     hub.sleep(0.5)
@@ -151,8 +116,8 @@ def main():
     fresh = 0
     for i in range(20):
         try:
-            peer = Peer(guarded.address[1], source="127.0.0.3")
-            if peer.authenticate(address(args.agents + i)):
+            peer = GreenPeer(guarded.address[1], source="127.0.0.3")
+            if peer.authenticate(addresses=(address(args.agents + i),)):
                 fresh += 1
             peer.close()
         except (OSError, ValueError, TypeError, hub.Timeout):

@@ -29,8 +29,8 @@ import pytest
 from eventlet.green import socket as green_socket
 from os_ken.lib import hub
 
-from otcp.wire import framing, limits, messages, session
-from support.channel import DEADLINE_S, SECRET, AgentProcess, Controller, wait_for
+from otcp.wire import framing, limits, messages
+from support.channel import AgentProcess, Controller, GreenPeer, wait_for
 from support.namespaces import expected
 from support.routes import route, set_for
 
@@ -226,60 +226,6 @@ def test_agent_state_defaults_to_one_file_per_namespace():
 
 
 # -- misbehaving peers (green clients on the root loopback) ---------------------------------
-
-
-class GreenPeer:
-    """A hand-driven agent connection, cooperative with the hub."""
-
-    def __init__(self, port):
-        self.sock = hub.connect(("127.0.0.1", port))
-        self.decoder = framing.FrameDecoder(limits.MAX_FRAME_BYTES)
-        self.frames = []
-        self.session = None
-
-    def read(self, timeout=DEADLINE_S):
-        """The next frame body, or None once the server has closed."""
-        with hub.Timeout(timeout):
-            while not self.frames:
-                try:
-                    data = self.sock.recv(65536)
-                except ConnectionResetError:
-                    data = b""
-                if not data:
-                    return None
-                self.frames.extend(self.decoder.feed(data))
-        return self.frames.pop(0)
-
-    def read_until_closed(self):
-        frames = []
-        while (frame := self.read()) is not None:
-            frames.append(frame)
-        return frames
-
-    def send_json(self, message):
-        self.sock.sendall(framing.frame(framing.encode_json(message)))
-
-    def authenticate(self, secret=SECRET, addresses=("10.9.0.1",)):
-        challenge = messages.parse_message(json.loads(self.read()), messages.Challenge)
-        auth, nonce = messages.auth_message(secret, challenge)
-        self.send_json(auth)
-        welcome = self.read()
-        if welcome is None:
-            return False
-        self.session = session.Session(secret, challenge.nonce, nonce, "agent")
-        hello = {"type": "hello", "hostname": "green", "addresses": list(addresses), "interfaces": [],
-                 "mtu": 1500, "mss_bytes": 1448, "congestion_controls": ["cubic"], "congestion_control": "cubic",
-                 "tcp_rto_min_us": True, "applied_generation": None, "agent_version": limits.VERSION,
-                 "enforcement": {"mode": "routes", "reason": None}}
-        self.sock.sendall(self.session.seal(hello))
-        return True
-
-    def receive(self):
-        body = self.read()
-        return None if body is None else self.session.open(body)
-
-    def close(self):
-        self.sock.close()
 
 
 @pytest.fixture

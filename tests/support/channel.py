@@ -3,6 +3,7 @@ server (`otcp.service.agent_server`) on os-ken's hub in this process, its
 callbacks and log recorded, and the real agent (`otcp-agent run`) as a process
 in a namespace."""
 
+import json
 import logging
 import signal
 import subprocess
@@ -14,7 +15,7 @@ from pyroute2 import netns as pyroute2_netns
 
 from otcp.controller.publication import Publications
 from otcp.service.agent_server import AgentServer
-from otcp.wire import paramset
+from otcp.wire import framing, limits, messages, paramset, session
 from support.agents import REPOSITORY
 
 SECRET = b"test-secret-0123456789abcdef"
@@ -120,3 +121,62 @@ class AgentProcess:
                 self.process.kill()
                 self.process.wait()
         return self.process.returncode
+
+
+class GreenPeer:
+    """A hand-driven agent connection on a green thread, cooperative with the hub: it speaks the
+    real protocol, or misbehaves as its caller makes it. source: the loopback address it connects from."""
+
+    def __init__(self, port, source="127.0.0.1"):
+        self.sock = hub.connect(("127.0.0.1", port), bind=(source, 0))
+        self.decoder = framing.FrameDecoder(limits.MAX_FRAME_BYTES)
+        self.frames = []
+        self.session = None
+
+    def read(self, timeout=DEADLINE_S):
+        """The next frame body, or None once the server has closed."""
+        with hub.Timeout(timeout):
+            while not self.frames:
+                try:
+                    data = self.sock.recv(65536)
+                except ConnectionResetError:
+                    data = b""
+                if not data:
+                    return None
+                self.frames.extend(self.decoder.feed(data))
+        return self.frames.pop(0)
+
+    def read_until_closed(self):
+        """Every frame body until the server closes."""
+        frames = []
+        while (frame := self.read()) is not None:
+            frames.append(frame)
+        return frames
+
+    def send_json(self, message):
+        """Send a message as one unsealed frame (the handshake's, or a bad one)."""
+        self.sock.sendall(framing.frame(framing.encode_json(message)))
+
+    def authenticate(self, secret=SECRET, addresses=("10.9.0.1",)):
+        """Answer the challenge and send a hello for addresses; False when the server refuses the secret."""
+        challenge = messages.parse_message(json.loads(self.read()), messages.Challenge)
+        auth, nonce = messages.auth_message(secret, challenge)
+        self.send_json(auth)
+        welcome = self.read()
+        if welcome is None:
+            return False
+        self.session = session.Session(secret, challenge.nonce, nonce, "agent")
+        hello = {"type": "hello", "hostname": "green", "addresses": list(addresses), "interfaces": [],
+                 "mtu": 1500, "mss_bytes": 1448, "congestion_controls": ["cubic"], "congestion_control": "cubic",
+                 "tcp_rto_min_us": True, "applied_generation": None, "agent_version": limits.VERSION,
+                 "enforcement": {"mode": "routes", "reason": None}}
+        self.sock.sendall(self.session.seal(hello))
+        return True
+
+    def receive(self):
+        """The next sealed message, opened (None once the server has closed)."""
+        body = self.read()
+        return None if body is None else self.session.open(body)
+
+    def close(self):
+        self.sock.close()
