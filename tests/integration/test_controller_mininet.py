@@ -64,10 +64,10 @@ def test_pingall_and_discovered_topology(triangle_controller):
     assert up_links(controller) == mininet_switch_links(topo)
 
 
-def test_every_switch_link_has_a_delay_control_plane_time_cannot_inflate(network):
+def test_every_switch_link_has_a_delay_control_plane_time_cannot_inflate(triangle_controller):
     """Every switch link gets a delay: measured where a probe sample passed the checks, else the
     default; never above a link's physical bound (100 µs), whatever the userspace switch adds."""
-    topo, emulation, controller, _ = network
+    topo, controller = triangle_controller.topo, triangle_controller.controller
     expected = mininet_switch_links(topo)
 
     def known():
