@@ -1,0 +1,1095 @@
+// otcp-sim: OTCP's incast on an ns-3 fabric, driven by otcp.experiments.sim (otcp-experiment simulate).
+//
+// Reads one JSON document (the scenario: fabric, queues, TCP, workload, settings per host pair) from the
+// first line of standard input and writes JSON lines to standard output:
+//   {"event": "round", ...}   after every round (progress);
+//   {"event": "poll", ...}    at every controller poll of a closed loop: the packets each host pair has
+//                             sent so far; the driver answers with one JSON line of new settings;
+//   {"event": "result", ...}  at the end: rounds, counters, queues, the probe, the simulator's cost.
+// Modes: "incast" (the rounds), "ceiling" (one bulk flow's goodput), "rto-model" (LinuxRtt on a
+// sequence of RTT samples, for the tests). Errors go to standard error with exit status 2.
+#include "linux_tcp.h"
+
+#include "ns3/point-to-point-module.h"
+#include "ns3/traffic-control-module.h"
+
+#include <chrono>
+#include <ctime>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <sys/resource.h>
+#include <unordered_map>
+#include <vector>
+
+using json = nlohmann::json;
+
+namespace otcp
+{
+
+NS_OBJECT_ENSURE_REGISTERED(LinuxRtt);
+NS_OBJECT_ENSURE_REGISTERED(ClampOps);
+NS_OBJECT_ENSURE_REGISTERED(LinuxTcpSocket);
+
+constexpr uint16_t kWorkloadPort = 5001;
+constexpr uint16_t kEchoPort = 7;
+constexpr uint32_t kRequestBytes = 4;
+//! A ping's IP packet is 84 bytes: 56 of payload under UDP's 8 and IP's 20.
+constexpr uint32_t kProbePayload = 56;
+
+[[noreturn]] void
+Fail(const std::string& message)
+{
+    std::cerr << "otcp-sim: " << message << std::endl;
+    std::exit(2);
+}
+
+void
+Emit(const json& line)
+{
+    std::cout << line.dump() << std::endl;
+}
+
+//! A host's settings toward each peer, as its routes and the agent hold them, and their generation.
+struct HostTable
+{
+    ConnSettings fallback;
+    std::unordered_map<uint32_t, ConnSettings> peers;
+    uint64_t generation{1};
+
+    ConnSettings Get(Ipv4Address peer) const
+    {
+        auto found = peers.find(peer.Get());
+        return found == peers.end() ? fallback : found->second;
+    }
+};
+
+ConnSettings
+ParseSettings(const json& j, const ConnSettings& base)
+{
+    ConnSettings s = base;
+    s.rtoMinUs = j.value("rto_min_us", s.rtoMinUs);
+    s.initcwnd = j.value("initcwnd", s.initcwnd);
+    s.clampSegments = j.value("clamp_segments", s.clampSegments);
+    s.clampSetsSsthresh = j.value("clamp_sets_ssthresh", s.clampSetsSsthresh);
+    s.follows = j.value("follows", s.follows);
+    s.segmentBytes = j.value("segment_bytes", s.segmentBytes);
+    s.pacingBps = j.value("pacing_bps", s.pacingBps);
+    s.quickack = j.value("quickack", s.quickack);
+    s.rcvWindowBytes = j.value("rcv_window_bytes", s.rcvWindowBytes);
+    if (s.segmentBytes < 64 || s.segmentBytes > 1448 || s.initcwnd < 1 || s.rtoMinUs < 1)
+    {
+        Fail("settings out of range: " + j.dump());
+    }
+    return s;
+}
+
+//! One switch egress or host queue and what happened in it during the measured rounds.
+struct QueueStats
+{
+    std::string from, to;
+    bool onSwitch{false};
+    uint64_t drops{0};
+    uint64_t marks{0};
+    uint32_t peakBytes{0};
+    uint32_t bytes{0};
+    double byteSeconds{0};
+    double since{0};
+
+    void Bytes(uint32_t, uint32_t now)
+    {
+        double t = Simulator::Now().GetSeconds();
+        byteSeconds += double(bytes) * (t - since);
+        since = t;
+        bytes = now;
+        peakBytes = std::max(peakBytes, now);
+    }
+
+    void Restart()
+    {
+        drops = marks = 0;
+        byteSeconds = 0;
+        since = Simulator::Now().GetSeconds();
+        peakBytes = bytes;
+    }
+};
+
+class Scenario;
+
+//! The packet account of the measured rounds: every IPv4 packet a host sent in them is delivered to a
+//! host, dropped in a named queue, or still unaccounted for at the end. Packets are known by their uid,
+//! which a retransmission of the same segment shares: copies in flight are counted per uid.
+struct Account
+{
+    bool open{false};
+    std::unordered_map<uint64_t, uint32_t> inFlight;
+    uint64_t sent{0};
+    uint64_t delivered{0};
+
+    void Sent(uint64_t uid)
+    {
+        if (open)
+        {
+            ++inFlight[uid];
+            ++sent;
+        }
+    }
+
+    //! Whether the packet was sent during the measured rounds (and is now accounted for).
+    bool Left(uint64_t uid)
+    {
+        auto found = inFlight.find(uid);
+        if (found == inFlight.end())
+        {
+            return false;
+        }
+        if (--found->second == 0)
+        {
+            inFlight.erase(found);
+        }
+        return true;
+    }
+
+    uint64_t Unaccounted() const
+    {
+        uint64_t count = 0;
+        for (const auto& [uid, copies] : inFlight)
+        {
+            count += copies;
+        }
+        return count;
+    }
+};
+
+class Scenario
+{
+  public:
+    explicit Scenario(const json& doc)
+        : m_doc(doc)
+    {
+    }
+
+    void Build();
+    void RunIncast();
+    void RunCeiling();
+
+  private:
+    struct Flow
+    {
+        uint32_t sender;
+        Ptr<LinuxTcpSocket> socket;
+        uint64_t received{0};
+        bool done{false};
+        double finishedAfter{0};
+    };
+
+    struct Serving
+    {
+        uint64_t owed{0};
+        uint32_t requestBytes{0};
+    };
+
+    void BuildLink(const json& link);
+    void Route(const json& routes);
+    void Trace();
+    void OnHostTx(uint32_t host, Ptr<const Packet> p);
+    void OnHostRx(Ptr<const Packet> p);
+    void OnQueueDrop(QueueStats* q, Ptr<const QueueDiscItem> item);
+    void ApplySettings(const json& settings);
+    void Serve(uint32_t sender);
+    void OnAccept(Ptr<Socket> s, const Address& from);
+    void OnServerRecv(Ptr<Socket> s);
+    void Push(Ptr<Socket> s);
+    Ptr<LinuxTcpSocket> Client(uint32_t sender);
+    void ConnectAll(std::function<void()> then);
+    void StartRound();
+    void OnClientRecv(Ptr<Socket> s);
+    void FinishRound();
+    void RoundDeadline(uint32_t round);
+    void Poll();
+    void StartMeasuring();
+    void StopMeasuring();
+    void Probe();
+    void OnEcho(Ptr<Socket> s);
+    void OnProbeReply(Ptr<Socket> s);
+    void Finish(const std::string& mode, json extra);
+
+    const json& m_doc;
+    int64_t m_jiffyUs{4000};
+    TypeId m_cc;
+    bool m_ecn{false};
+    NodeContainer m_nodes;
+    std::map<std::string, uint32_t> m_index;      // node name -> index in m_nodes
+    std::vector<std::string> m_names;
+    std::vector<bool> m_isHost;
+    std::map<std::pair<uint32_t, uint32_t>, std::pair<Ptr<NetDevice>, Ipv4Address>> m_ends; // (a, b) -> a's end
+    std::unordered_map<uint32_t, uint32_t> m_hostByAddress;
+    std::vector<Ipv4Address> m_hostAddress;
+    std::vector<HostTable> m_tables;
+    std::vector<std::unique_ptr<QueueStats>> m_queues;
+    std::unordered_map<uint64_t, uint64_t> m_pairPackets; // (src << 32 | dst) -> packets sent
+    Account m_account;
+    uint64_t m_otherDrops{0};
+    uint64_t m_counters[LinuxTcpSocket::kCounters]{};
+
+    // workload
+    uint32_t m_receiver{0};
+    std::vector<uint32_t> m_senders;
+    uint64_t m_block{0};
+    bool m_persistent{false};
+    double m_gapS{0};
+    double m_roundTimeoutS{60};
+    uint32_t m_warmupRounds{0};
+    uint32_t m_rounds{0};
+    uint32_t m_round{0};
+    bool m_measuring{false};
+    std::vector<Flow> m_flows;
+    std::unordered_map<Socket*, uint32_t> m_flowBySocket;
+    std::unordered_map<Socket*, Serving> m_serving;
+    std::vector<Ptr<Socket>> m_listeners;
+    uint32_t m_done{0};
+    Time m_roundStart;
+    json m_roundRecords = json::array();
+    double m_measureStart{0};
+    uint64_t m_countersAtStart[LinuxTcpSocket::kCounters]{};
+    bool m_finished{false};
+
+    // controller polls (closed loop)
+    double m_pollS{0};
+    bool m_waitingForPlan{false};
+    uint64_t m_polls{0};
+
+    // latency probe
+    int64_t m_probeHost{-1};
+    double m_probeIntervalS{0.01};
+    Ptr<Socket> m_probeSocket;
+    Ptr<Socket> m_echoSocket;
+    std::unordered_map<uint64_t, Time> m_probeSent;
+    uint64_t m_probesSent{0};
+    std::vector<double> m_probeRttsMs;
+    bool m_probing{false};
+
+    // ceiling
+    double m_ceilingS{0};
+};
+
+void
+Scenario::Build()
+{
+    m_jiffyUs = 1000000 / m_doc.at("hz").get<int64_t>();
+    const json& tcp = m_doc.at("tcp");
+    m_cc = TypeId::LookupByName(tcp.at("congestion_control").get<std::string>());
+    m_ecn = tcp.value("ecn", false);
+    Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(tcp.value("snd_buf_bytes", 4u << 20)));
+    Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(tcp.value("rcv_buf_bytes", 6u << 20)));
+    Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(2));
+    Config::SetDefault("ns3::TcpSocket::DelAckTimeout", TimeValue(Seconds(kDelayedAckTimeoutS)));
+    Config::SetDefault("ns3::TcpSocket::TcpNoDelay", BooleanValue(true));
+    Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(1448));
+    Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(10));
+
+    for (const auto& name : m_doc.at("switches"))
+    {
+        m_index[name.get<std::string>()] = m_names.size();
+        m_names.push_back(name.get<std::string>());
+        m_isHost.push_back(false);
+    }
+    for (const auto& name : m_doc.at("hosts"))
+    {
+        m_index[name.get<std::string>()] = m_names.size();
+        m_names.push_back(name.get<std::string>());
+        m_isHost.push_back(true);
+    }
+    m_nodes.Create(m_names.size());
+    InternetStackHelper stack;
+    Ipv4StaticRoutingHelper staticRouting;
+    stack.SetRoutingHelper(staticRouting);
+    stack.Install(m_nodes);
+    m_hostAddress.resize(m_names.size());
+    for (const auto& link : m_doc.at("links"))
+    {
+        BuildLink(link);
+    }
+    Route(m_doc.at("routes"));
+    m_tables.resize(m_names.size());
+    ApplySettings(m_doc.at("settings"));
+    Trace();
+}
+
+void
+Scenario::BuildLink(const json& link)
+{
+    uint32_t a = m_index.at(link.at("a").get<std::string>());
+    uint32_t b = m_index.at(link.at("b").get<std::string>());
+    PointToPointHelper p2p;
+    p2p.SetDeviceAttribute("DataRate", DataRateValue(DataRate(link.at("rate_bps").get<uint64_t>())));
+    p2p.SetChannelAttribute("Delay", TimeValue(Seconds(link.at("delay_s").get<double>())));
+    // One packet under the queue disc: the buffer is the queue disc's, not the device's 100 packets.
+    p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", QueueSizeValue(QueueSize("1p")));
+    NetDeviceContainer devices = p2p.Install(m_nodes.Get(a), m_nodes.Get(b));
+    Ipv4Mask mask(~((1u << (32 - link.at("prefix_len").get<uint32_t>())) - 1));
+    const uint32_t ends[2] = {a, b};
+    const char* addressKeys[2] = {"a_address", "b_address"};
+    const char* bufferKeys[2] = {"a_buffer_bytes", "b_buffer_bytes"};
+    for (int side = 0; side < 2; ++side)
+    {
+        uint32_t node = ends[side];
+        Ptr<NetDevice> device = devices.Get(side);
+        // The queue disc goes on before the address: Ipv4 would otherwise put FqCoDel there.
+        TrafficControlHelper tc;
+        auto stats = std::make_unique<QueueStats>();
+        stats->from = m_names[node];
+        stats->to = m_names[ends[1 - side]];
+        stats->onSwitch = !m_isHost[node];
+        if (!m_isHost[node])
+        {
+            uint64_t buffer = link.at(bufferKeys[side]).get<uint64_t>();
+            QueueSize size(QueueSizeUnit::BYTES, buffer);
+            if (m_doc.contains("ecn_k_bytes") && !m_doc.at("ecn_k_bytes").is_null())
+            {
+                // DCTCP's step marking on the instantaneous queue.
+                double k = m_doc.at("ecn_k_bytes").get<double>();
+                tc.SetRootQueueDisc("ns3::RedQueueDisc",
+                                    "MaxSize", QueueSizeValue(size),
+                                    "MinTh", DoubleValue(k),
+                                    "MaxTh", DoubleValue(k),
+                                    "QW", DoubleValue(1.0),
+                                    "UseEcn", BooleanValue(true),
+                                    "UseHardDrop", BooleanValue(false),
+                                    "Gentle", BooleanValue(false),
+                                    "MeanPktSize", UintegerValue(1500),
+                                    "LInterm", DoubleValue(1.0));
+            }
+            else
+            {
+                tc.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", QueueSizeValue(size));
+            }
+        }
+        else
+        {
+            uint32_t packets = m_doc.at("host_queue_packets").get<uint32_t>();
+            tc.SetRootQueueDisc("ns3::FifoQueueDisc",
+                                "MaxSize",
+                                QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, packets)));
+        }
+        QueueDiscContainer discs = tc.Install(device);
+        Ptr<QueueDisc> disc = discs.Get(0);
+        QueueStats* q = stats.get();
+        disc->TraceConnectWithoutContext("BytesInQueue", MakeCallback(&QueueStats::Bytes, q));
+        disc->TraceConnectWithoutContext("Drop", MakeBoundCallback(+[](Scenario* s, QueueStats* queue,
+                                                                         Ptr<const QueueDiscItem> item) {
+                                                                         s->OnQueueDrop(queue, item);
+                                                                     },
+                                                                     this,
+                                                                     q));
+        disc->TraceConnectWithoutContext(
+            "Mark",
+            MakeBoundCallback(+[](QueueStats* queue, Ptr<const QueueDiscItem>, const char*) { ++queue->marks; },
+                              q));
+        m_queues.push_back(std::move(stats));
+
+        Ptr<Ipv4> ipv4 = m_nodes.Get(node)->GetObject<Ipv4>();
+        int32_t interface = ipv4->AddInterface(device);
+        Ipv4Address address(link.at(addressKeys[side]).get<std::string>().c_str());
+        ipv4->AddAddress(interface, Ipv4InterfaceAddress(address, mask));
+        ipv4->SetUp(interface);
+        m_ends[{node, ends[1 - side]}] = {device, address};
+        if (m_isHost[node])
+        {
+            m_hostAddress[node] = address;
+            m_hostByAddress[address.Get()] = node;
+        }
+    }
+}
+
+void
+Scenario::Route(const json& routes)
+{
+    Ipv4StaticRoutingHelper helper;
+    for (uint32_t node = 0; node < m_names.size(); ++node)
+    {
+        Ptr<Ipv4> ipv4 = m_nodes.Get(node)->GetObject<Ipv4>();
+        Ptr<Ipv4StaticRouting> table = helper.GetStaticRouting(ipv4);
+        if (m_isHost[node])
+        {
+            for (const auto& [ends, end] : m_ends)
+            {
+                if (ends.first == node) // a host's one link: everything goes there
+                {
+                    Ipv4Address gateway = m_ends.at({ends.second, node}).second;
+                    table->SetDefaultRoute(gateway, ipv4->GetInterfaceForDevice(end.first));
+                }
+            }
+            continue;
+        }
+        if (!routes.contains(m_names[node]))
+        {
+            continue;
+        }
+        for (const auto& route : routes.at(m_names[node]))
+        {
+            uint32_t next = m_index.at(route.at("next").get<std::string>());
+            auto here = m_ends.find({node, next});
+            if (here == m_ends.end())
+            {
+                Fail("route from " + m_names[node] + " via " + m_names[next] + ": no such link");
+            }
+            Ipv4Address gateway = m_ends.at({next, node}).second;
+            uint32_t length = route.at("prefix_len").get<uint32_t>();
+            table->AddNetworkRouteTo(Ipv4Address(route.at("prefix").get<std::string>().c_str()),
+                                     Ipv4Mask(length ? ~((1u << (32 - length)) - 1) : 0u),
+                                     gateway,
+                                     ipv4->GetInterfaceForDevice(here->second.first));
+        }
+    }
+}
+
+void
+Scenario::Trace()
+{
+    // A host's IPv4 layer: what it sends (before its own queue) and what it receives.
+    for (uint32_t node = 0; node < m_names.size(); ++node)
+    {
+        if (!m_isHost[node])
+        {
+            continue;
+        }
+        Ptr<Ipv4L3Protocol> ip = m_nodes.Get(node)->GetObject<Ipv4L3Protocol>();
+        ip->TraceConnectWithoutContext(
+            "Tx",
+            MakeBoundCallback(+[](Scenario* s, uint32_t h, Ptr<const Packet> p, Ptr<Ipv4>, uint32_t) {
+                s->OnHostTx(h, p);
+            },
+                              this,
+                              node));
+        ip->TraceConnectWithoutContext(
+            "Rx",
+            MakeBoundCallback(+[](Scenario* s, Ptr<const Packet> p, Ptr<Ipv4>, uint32_t) { s->OnHostRx(p); },
+                              this));
+    }
+    // Drops below the queue discs (none expected: the device queue takes one packet when it has room).
+    for (uint32_t node = 0; node < m_names.size(); ++node)
+    {
+        for (uint32_t i = 0; i < m_nodes.Get(node)->GetNDevices(); ++i)
+        {
+            Ptr<PointToPointNetDevice> device = DynamicCast<PointToPointNetDevice>(m_nodes.Get(node)->GetDevice(i));
+            if (device)
+            {
+                device->GetQueue()->TraceConnectWithoutContext(
+                    "Drop",
+                    MakeBoundCallback(+[](Scenario* s, Ptr<const Packet> p) {
+                        if (s->m_account.Left(p->GetUid()))
+                        {
+                            ++s->m_otherDrops;
+                        }
+                    },
+                                      this));
+            }
+        }
+    }
+}
+
+void
+Scenario::OnHostTx(uint32_t host, Ptr<const Packet> p)
+{
+    Ipv4Header header;
+    if (p->PeekHeader(header) == 0)
+    {
+        return;
+    }
+    auto destination = m_hostByAddress.find(header.GetDestination().Get());
+    if (destination != m_hostByAddress.end())
+    {
+        ++m_pairPackets[(uint64_t(host) << 32) | destination->second];
+    }
+    m_account.Sent(p->GetUid());
+}
+
+void
+Scenario::OnHostRx(Ptr<const Packet> p)
+{
+    if (m_account.Left(p->GetUid()))
+    {
+        ++m_account.delivered;
+    }
+}
+
+void
+Scenario::OnQueueDrop(QueueStats* q, Ptr<const QueueDiscItem> item)
+{
+    if (m_account.Left(item->GetPacket()->GetUid()))
+    {
+        ++q->drops;
+    }
+}
+
+void
+Scenario::ApplySettings(const json& settings)
+{
+    for (const auto& [host, table] : settings.items())
+    {
+        uint32_t node = m_index.at(host);
+        HostTable& t = m_tables[node];
+        if (table.contains("default"))
+        {
+            t.fallback = ParseSettings(table.at("default"), ConnSettings());
+        }
+        if (table.contains("peers"))
+        {
+            for (const auto& [peer, values] : table.at("peers").items())
+            {
+                uint32_t address = m_hostAddress.at(m_index.at(peer)).Get();
+                t.peers[address] = ParseSettings(values, t.fallback);
+            }
+        }
+        ++t.generation;
+    }
+}
+
+// -- the servers (senders) ------------------------------------------------------------------------
+
+void
+Scenario::Serve(uint32_t sender)
+{
+    Ptr<LinuxTcpSocket> listener = LinuxTcpSocket::Make(m_nodes.Get(sender), m_cc, m_ecn, m_jiffyUs, m_counters);
+    HostTable* table = &m_tables[sender];
+    listener->SetLookups([table](Ipv4Address peer) { return table->Get(peer); },
+                         [table](Ipv4Address peer) {
+                             ConnSettings s = table->Get(peer);
+                             return std::make_pair(table->generation, FollowedSettings{s.clampSegments, s.pacingBps});
+                         });
+    listener->Bind(InetSocketAddress(Ipv4Address::GetAny(), kWorkloadPort));
+    listener->Listen();
+    listener->SetAcceptCallback(MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
+                                MakeCallback(&Scenario::OnAccept, this));
+    m_listeners.push_back(listener);
+}
+
+void
+Scenario::OnAccept(Ptr<Socket> s, const Address&)
+{
+    m_serving[PeekPointer(s)] = Serving();
+    s->SetRecvCallback(MakeCallback(&Scenario::OnServerRecv, this));
+    s->SetSendCallback(MakeBoundCallback(+[](Scenario* sc, Ptr<Socket> socket, uint32_t) { sc->Push(socket); },
+                                         this));
+    s->SetCloseCallbacks(MakeBoundCallback(+[](Scenario* sc, Ptr<Socket> socket) {
+                             socket->Close();
+                             sc->m_serving.erase(PeekPointer(socket));
+                         },
+                                           this),
+                         MakeBoundCallback(+[](Scenario* sc, Ptr<Socket> socket) {
+                             sc->m_serving.erase(PeekPointer(socket));
+                         },
+                                           this));
+}
+
+void
+Scenario::OnServerRecv(Ptr<Socket> s)
+{
+    Serving& serving = m_serving[PeekPointer(s)];
+    while (Ptr<Packet> p = s->Recv())
+    {
+        serving.requestBytes += p->GetSize();
+        while (serving.requestBytes >= kRequestBytes)
+        {
+            serving.requestBytes -= kRequestBytes;
+            serving.owed += m_block;
+        }
+    }
+    Push(s);
+}
+
+void
+Scenario::Push(Ptr<Socket> s)
+{
+    auto found = m_serving.find(PeekPointer(s));
+    if (found == m_serving.end())
+    {
+        return;
+    }
+    Serving& serving = found->second;
+    while (serving.owed > 0)
+    {
+        uint32_t room = s->GetTxAvailable();
+        if (room == 0)
+        {
+            return;
+        }
+        uint32_t chunk = uint32_t(std::min<uint64_t>({serving.owed, room, 1u << 22}));
+        int sent = s->Send(Create<Packet>(chunk));
+        if (sent <= 0)
+        {
+            return;
+        }
+        serving.owed -= sent;
+    }
+}
+
+// -- the client (receiver) ------------------------------------------------------------------------
+
+Ptr<LinuxTcpSocket>
+Scenario::Client(uint32_t sender)
+{
+    Ptr<LinuxTcpSocket> socket = LinuxTcpSocket::Make(m_nodes.Get(m_receiver), m_cc, m_ecn, m_jiffyUs, m_counters);
+    socket->Apply(m_tables[m_receiver].Get(m_hostAddress[sender]));
+    socket->Bind();
+    socket->SetRecvCallback(MakeCallback(&Scenario::OnClientRecv, this));
+    return socket;
+}
+
+void
+Scenario::ConnectAll(std::function<void()> then)
+{
+    auto pending = std::make_shared<uint32_t>(m_senders.size());
+    auto done = std::make_shared<std::function<void()>>(std::move(then));
+    for (uint32_t i = 0; i < m_senders.size(); ++i)
+    {
+        Flow& flow = m_flows[i];
+        flow.socket = Client(flow.sender);
+        m_flowBySocket[PeekPointer(flow.socket)] = i;
+        flow.socket->SetConnectCallback(
+            MakeBoundCallback(+[](std::shared_ptr<uint32_t> left, std::shared_ptr<std::function<void()>> next,
+                                  Ptr<Socket>) {
+                if (--*left == 0)
+                {
+                    (*next)();
+                }
+            },
+                              pending,
+                              done),
+            MakeBoundCallback(+[](Ptr<Socket>) { Fail("a persistent connection was refused"); }));
+        flow.socket->Connect(InetSocketAddress(m_hostAddress[flow.sender], kWorkloadPort));
+    }
+}
+
+void
+Scenario::StartRound()
+{
+    m_roundStart = Simulator::Now();
+    m_done = 0;
+    uint32_t round = ++m_round;
+    Simulator::Schedule(Seconds(m_roundTimeoutS), &Scenario::RoundDeadline, this, round);
+    for (uint32_t i = 0; i < m_flows.size(); ++i)
+    {
+        Flow& flow = m_flows[i];
+        flow.received = 0;
+        flow.done = false;
+        if (m_persistent)
+        {
+            flow.socket->Send(Create<Packet>(kRequestBytes));
+            continue;
+        }
+        // A new connection per round: the request goes out once it is connected.
+        m_flowBySocket.erase(PeekPointer(flow.socket));
+        flow.socket = Client(flow.sender);
+        m_flowBySocket[PeekPointer(flow.socket)] = i;
+        flow.socket->SetConnectCallback(
+            MakeBoundCallback(+[](Ptr<Socket> s) { s->Send(Create<Packet>(kRequestBytes)); }),
+            MakeBoundCallback(+[](Ptr<Socket>) { Fail("a connection was refused"); }));
+        flow.socket->Connect(InetSocketAddress(m_hostAddress[flow.sender], kWorkloadPort));
+    }
+}
+
+void
+Scenario::OnClientRecv(Ptr<Socket> s)
+{
+    auto found = m_flowBySocket.find(PeekPointer(s));
+    while (Ptr<Packet> p = s->Recv())
+    {
+        if (found == m_flowBySocket.end())
+        {
+            continue;
+        }
+        Flow& flow = m_flows[found->second];
+        flow.received += p->GetSize();
+        if (!flow.done && flow.received >= m_block)
+        {
+            flow.done = true;
+            flow.finishedAfter = (Simulator::Now() - m_roundStart).GetSeconds();
+            if (!m_persistent)
+            {
+                s->Close();
+            }
+            if (++m_done == m_flows.size())
+            {
+                Simulator::ScheduleNow(&Scenario::FinishRound, this);
+            }
+        }
+    }
+}
+
+void
+Scenario::RoundDeadline(uint32_t round)
+{
+    if (round == m_round && m_done < m_flows.size())
+    {
+        Fail("round " + std::to_string(round) + " did not finish within " + std::to_string(m_roundTimeoutS) +
+             " simulated seconds (" + std::to_string(m_flows.size() - m_done) + " flows unfinished)");
+    }
+}
+
+void
+Scenario::FinishRound()
+{
+    double duration = (Simulator::Now() - m_roundStart).GetSeconds();
+    bool warmup = m_round <= m_warmupRounds;
+    json flows = json::array();
+    for (const Flow& flow : m_flows)
+    {
+        flows.push_back(flow.finishedAfter);
+    }
+    json record = {{"event", "round"},
+                   {"phase", warmup ? "warmup" : "measured"},
+                   {"round", warmup ? m_round : m_round - m_warmupRounds},
+                   {"start_s", m_roundStart.GetSeconds()},
+                   {"duration_s", duration},
+                   {"bytes", m_block * m_flows.size()}};
+    Emit(record);
+    if (!warmup)
+    {
+        record.erase("event");
+        record.erase("phase");
+        record["flows_s"] = flows;
+        m_roundRecords.push_back(record);
+    }
+    if (m_round == m_warmupRounds)
+    {
+        if (m_pollS > 0)
+        {
+            m_waitingForPlan = true; // the next poll's plan, then the measured rounds
+            return;
+        }
+        Simulator::Schedule(Seconds(m_gapS), &Scenario::StartMeasuring, this);
+        return;
+    }
+    if (m_round == m_warmupRounds + m_rounds)
+    {
+        StopMeasuring();
+        return;
+    }
+    Simulator::Schedule(Seconds(m_gapS), &Scenario::StartRound, this);
+}
+
+void
+Scenario::StartMeasuring()
+{
+    m_measuring = true;
+    m_account.open = true;
+    m_measureStart = Simulator::Now().GetSeconds();
+    for (auto& q : m_queues)
+    {
+        q->Restart();
+    }
+    std::copy(std::begin(m_counters), std::end(m_counters), std::begin(m_countersAtStart));
+    if (m_probeHost >= 0)
+    {
+        m_probing = true;
+        Probe();
+    }
+    StartRound();
+}
+
+void
+Scenario::StopMeasuring()
+{
+    m_probing = false;
+    double end = Simulator::Now().GetSeconds();
+    for (auto& q : m_queues)
+    {
+        q->Bytes(0, q->bytes); // close the time integral at the last round's end
+    }
+    // Let what is still in flight (ACKs, a delayed ACK, a spurious retransmission) arrive.
+    Simulator::Schedule(Seconds(m_doc.at("workload").at("drain_s").get<double>()), [this, end]() {
+        json queues = json::array();
+        for (const auto& q : m_queues)
+        {
+            double span = std::max(end - m_measureStart, 1e-12);
+            queues.push_back({{"from", q->from},
+                              {"to", q->to},
+                              {"switch", q->onSwitch},
+                              {"drops", q->drops},
+                              {"marks", q->marks},
+                              {"peak_bytes", q->peakBytes},
+                              {"mean_bytes", q->byteSeconds / span}});
+        }
+        json extra = {{"rounds", m_roundRecords},
+                      {"queues", queues},
+                      {"sent", m_account.sent},
+                      {"delivered", m_account.delivered},
+                      {"device_drops", m_otherDrops},
+                      {"unaccounted", m_account.Unaccounted()},
+                      {"timeouts", m_counters[LinuxTcpSocket::kTimeouts] -
+                                       m_countersAtStart[LinuxTcpSocket::kTimeouts]},
+                      {"retransmissions", m_counters[LinuxTcpSocket::kRetransmissions] -
+                                              m_countersAtStart[LinuxTcpSocket::kRetransmissions]},
+                      {"duplicate_segments", m_counters[LinuxTcpSocket::kDuplicateSegments] -
+                                                 m_countersAtStart[LinuxTcpSocket::kDuplicateSegments]},
+                      {"probe_rtts_ms", m_probeRttsMs},
+                      {"probes_sent", m_probesSent},
+                      {"measured_s", end - m_measureStart},
+                      {"polls", m_polls}};
+        Finish("incast", extra);
+    });
+}
+
+// -- the controller's polls -----------------------------------------------------------------------
+
+void
+Scenario::Poll()
+{
+    if (m_finished)
+    {
+        return;
+    }
+    ++m_polls;
+    json pairs = json::array();
+    for (const auto& [key, packets] : m_pairPackets)
+    {
+        pairs.push_back({m_names[key >> 32], m_names[key & 0xffffffffu], packets});
+    }
+    Emit({{"event", "poll"}, {"t", Simulator::Now().GetSeconds()}, {"pairs", pairs}});
+    std::string line;
+    if (!std::getline(std::cin, line))
+    {
+        Fail("the driver closed standard input at a poll");
+    }
+    json reply = json::parse(line);
+    if (reply.contains("settings"))
+    {
+        ApplySettings(reply.at("settings"));
+    }
+    Simulator::Schedule(Seconds(m_pollS), &Scenario::Poll, this);
+    if (m_waitingForPlan)
+    {
+        m_waitingForPlan = false;
+        Simulator::ScheduleNow(&Scenario::StartMeasuring, this);
+    }
+}
+
+// -- the latency probe: a ping-sized UDP echo through the receiver's downlink ---------------------
+
+void
+Scenario::Probe()
+{
+    if (!m_probing)
+    {
+        return;
+    }
+    Ptr<Packet> p = Create<Packet>(kProbePayload);
+    m_probeSent[p->GetUid()] = Simulator::Now();
+    ++m_probesSent;
+    m_probeSocket->SendTo(p, 0, InetSocketAddress(m_hostAddress[m_receiver], kEchoPort));
+    Simulator::Schedule(Seconds(m_probeIntervalS), &Scenario::Probe, this);
+}
+
+void
+Scenario::OnEcho(Ptr<Socket> s)
+{
+    Address from;
+    while (Ptr<Packet> p = s->RecvFrom(from))
+    {
+        s->SendTo(p, 0, from); // the same packet (uid) back
+    }
+}
+
+void
+Scenario::OnProbeReply(Ptr<Socket> s)
+{
+    while (Ptr<Packet> p = s->Recv())
+    {
+        auto sent = m_probeSent.find(p->GetUid());
+        if (sent != m_probeSent.end())
+        {
+            m_probeRttsMs.push_back((Simulator::Now() - sent->second).GetSeconds() * 1e3);
+            m_probeSent.erase(sent);
+        }
+    }
+}
+
+// -- runs -------------------------------------------------------------------------------------------
+
+void
+Scenario::RunIncast()
+{
+    const json& w = m_doc.at("workload");
+    m_receiver = m_index.at(w.at("receiver").get<std::string>());
+    for (const auto& name : w.at("senders"))
+    {
+        m_senders.push_back(m_index.at(name.get<std::string>()));
+    }
+    m_block = w.at("block_bytes").get<uint64_t>();
+    m_persistent = w.at("persistent").get<bool>();
+    m_gapS = w.at("gap_s").get<double>();
+    m_roundTimeoutS = w.at("round_timeout_s").get<double>();
+    m_warmupRounds = w.at("warmup_rounds").get<uint32_t>();
+    m_rounds = w.at("rounds").get<uint32_t>();
+    m_pollS = m_doc.contains("poll_s") && !m_doc.at("poll_s").is_null() ? m_doc.at("poll_s").get<double>() : 0;
+    if (w.contains("probe") && !w.at("probe").is_null())
+    {
+        m_probeHost = m_index.at(w.at("probe").get<std::string>());
+        m_probeIntervalS = w.at("probe_interval_s").get<double>();
+        m_echoSocket = Socket::CreateSocket(m_nodes.Get(m_receiver), UdpSocketFactory::GetTypeId());
+        m_echoSocket->Bind(InetSocketAddress(Ipv4Address::GetAny(), kEchoPort));
+        m_echoSocket->SetRecvCallback(MakeCallback(&Scenario::OnEcho, this));
+        m_probeSocket = Socket::CreateSocket(m_nodes.Get(m_probeHost), UdpSocketFactory::GetTypeId());
+        m_probeSocket->Bind();
+        m_probeSocket->SetRecvCallback(MakeCallback(&Scenario::OnProbeReply, this));
+    }
+    for (uint32_t sender : m_senders)
+    {
+        Serve(sender);
+        m_flows.push_back(Flow{sender});
+    }
+    auto begin = [this]() {
+        if (m_warmupRounds == 0)
+        {
+            if (m_pollS > 0)
+            {
+                m_waitingForPlan = true;
+                return;
+            }
+            StartMeasuring();
+            return;
+        }
+        StartRound();
+    };
+    if (m_pollS > 0)
+    {
+        Simulator::ScheduleNow(&Scenario::Poll, this); // the first poll primes the controller's counters
+    }
+    if (m_persistent)
+    {
+        Simulator::ScheduleNow([this, begin]() { ConnectAll(begin); });
+    }
+    else
+    {
+        Simulator::ScheduleNow(begin);
+    }
+    Simulator::Run();
+}
+
+void
+Scenario::RunCeiling()
+{
+    const json& c = m_doc.at("ceiling");
+    m_receiver = m_index.at(c.at("receiver").get<std::string>());
+    uint32_t sender = m_index.at(c.at("sender").get<std::string>());
+    m_ceilingS = c.at("seconds").get<double>();
+    m_block = UINT64_MAX / 4; // more than the flow can send: it sends for the whole measurement
+    m_persistent = true;
+    m_senders = {sender};
+    m_flows.push_back(Flow{sender});
+    Serve(sender);
+    Simulator::ScheduleNow([this]() {
+        ConnectAll([this]() {
+            m_roundStart = Simulator::Now();
+            m_flows[0].socket->Send(Create<Packet>(kRequestBytes));
+            Simulator::Schedule(Seconds(m_ceilingS), [this]() {
+                json extra = {{"bytes", m_flows[0].received}, {"seconds", m_ceilingS}};
+                Finish("ceiling", extra);
+            });
+        });
+    });
+    Simulator::Run();
+}
+
+void
+Scenario::Finish(const std::string& mode, json extra)
+{
+    m_finished = true;
+    extra["event"] = "result";
+    extra["mode"] = mode;
+    extra["sim_s"] = Simulator::Now().GetSeconds();
+    extra["events"] = Simulator::GetEventCount();
+    Emit(extra);
+    Simulator::Stop();
+}
+
+} // namespace otcp
+
+namespace
+{
+
+//! "rto-model": LinuxRtt on RTT samples [rtt_us, snd_una, snd_nxt], the RTO after each.
+void
+RunRtoModel(const json& doc)
+{
+    auto rtt = ns3::CreateObject<otcp::LinuxRtt>();
+    rtt->Configure(doc.at("rto_min_us").get<int64_t>(), 1000000 / doc.at("hz").get<int64_t>());
+    json steps = json::array();
+    steps.push_back({{"srtt_us", rtt->SrttUs()}, {"rttvar_us", rtt->RttvarUs()}, {"rto_us", rtt->RtoUs()}});
+    for (const auto& sample : doc.at("samples"))
+    {
+        rtt->SetSequence(sample.at(1).get<uint32_t>(), sample.at(2).get<uint32_t>());
+        rtt->Measurement(ns3::MicroSeconds(sample.at(0).get<int64_t>()));
+        // What ns-3's TcpSocketBase computes from the estimator, with G = 0 and MinRto = 0.
+        ns3::Time rto = rtt->GetEstimate() + rtt->GetVariation() * 4;
+        steps.push_back({{"srtt_us", rtt->SrttUs()},
+                         {"rttvar_us", rtt->RttvarUs()},
+                         {"rto_us", rtt->RtoUs()},
+                         {"ns3_rto_ns", rto.GetNanoSeconds()}});
+    }
+    otcp::Emit({{"event", "result"}, {"mode", "rto-model"}, {"steps", steps}});
+}
+
+} // namespace
+
+int
+main(int argc, char** argv)
+{
+    std::string line;
+    if (!std::getline(std::cin, line))
+    {
+        otcp::Fail("expected the scenario as one JSON line on standard input");
+    }
+    json doc;
+    try
+    {
+        doc = json::parse(line);
+    }
+    catch (const json::exception& e)
+    {
+        otcp::Fail(std::string("the scenario is not JSON: ") + e.what());
+    }
+    auto wallStart = std::chrono::steady_clock::now();
+    std::clock_t cpuStart = std::clock();
+    try
+    {
+        ns3::RngSeedManager::SetSeed(doc.value("seed", 1));
+        std::string mode = doc.at("mode").get<std::string>();
+        if (mode == "rto-model")
+        {
+            RunRtoModel(doc);
+            return 0;
+        }
+        otcp::Scenario scenario(doc);
+        scenario.Build();
+        if (mode == "incast")
+        {
+            scenario.RunIncast();
+        }
+        else if (mode == "ceiling")
+        {
+            scenario.RunCeiling();
+        }
+        else
+        {
+            otcp::Fail("unknown mode " + mode);
+        }
+    }
+    catch (const json::exception& e)
+    {
+        otcp::Fail(std::string("bad scenario: ") + e.what());
+    }
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wallStart).count();
+    otcp::Emit({{"event", "cost"},
+                {"wall_s", wall},
+                {"cpu_s", double(std::clock() - cpuStart) / CLOCKS_PER_SEC},
+                {"max_rss_kb", usage.ru_maxrss}});
+    ns3::Simulator::Destroy();
+    return 0;
+}
