@@ -34,7 +34,7 @@ setup(
     python_requires=">=3.11",
     packages=packages,
     package_dir=package_dir,
-    package_data={"otcp.bpf": ["src/*.bpf.c"]},
+    package_data={"otcp.bpf": ["src/*.bpf.c"], "otcp.experiments.sim": ["src/*.cc", "src/*.h"]},
     install_requires=[
         "os-ken==3.1.1",
         "networkx>=3.0",

@@ -7,6 +7,9 @@
     otcp-experiment shell --topo leafspine,2,2,4 [--script FILE]    # Mininet's CLI with OTCP in place
     otcp-experiment fairness --flows 4 --stagger-seconds 5 --out DIR
     otcp-experiment report DIR... [--markdown] [--output FILE]        # results pages from summaries
+    otcp-experiment simulate incast --topo leafspine,26,4,40 --senders 100,500,1000 --total-bytes 18750000 \
+        --bw-gbps 10 --uplink-gbps 100 --buffer-bytes 2000000 --ecn-k-bytes 97500 --rounds 10 \
+        --schemes dctcp,otcp-lossless --out DIR     # the same incast in ns-3 (otcp.experiments.sim)
 
 Every experiment records the command line that started it with its results.
 Bad arguments get a message naming the option and exit status 2; a sweep in
@@ -31,6 +34,11 @@ from otcp.experiments.runner.config import ExperimentConfig
 from otcp.experiments.runner.emulation import EmulationError
 from otcp.experiments.runner.network import RunError, topology_from_spec
 from otcp.experiments.runner.progress import Progress
+from otcp.experiments.sim import build as sim_build
+from otcp.experiments.sim import fabric as sim_fabric
+from otcp.experiments.sim import incast as sim_incast
+from otcp.experiments.sim import schemes as sim_schemes
+from otcp.experiments.sim.scenario import SimulationError
 from otcp.planning.formulas import Lossless
 from otcp.topo import fabrics
 from otcp.topo.fabrics import MAX_BW_MBPS
@@ -73,7 +81,7 @@ def positive_int_list(text: str, what: str, high: int | None = None) -> list[int
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The otcp-experiment argument parser: incast, calibrate, shell, fairness and report."""
+    """The otcp-experiment argument parser: incast, calibrate, shell, fairness, simulate and report."""
     parser = argparse.ArgumentParser(prog="otcp-experiment", description="OTCP's Mininet experiments.")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("incast", help="TCP incast under each scheme (synchronized reads on a star)",
@@ -147,10 +155,146 @@ def build_parser() -> argparse.ArgumentParser:
     fair.add_argument("--ceiling-seconds", type=int, default=3)
     fair.add_argument("--ceiling-repeats", type=int, default=3)
     fair.add_argument("--out", default="results/fairness")
+    add_simulate_arguments(commands)
     report.add_arguments(commands.add_parser("report", help="Markdown tables, or a results page, from the "
                                              "summaries of experiments' output directories",
                                              description=first_line(report.__doc__)))
     return parser
+
+
+SIM_SCHEME_NAMES = list(sim_schemes.catalogue())
+SIM_DEFAULT_SCHEMES = ",".join(SIM_SCHEME_NAMES)
+MAX_SIM_SENDERS = 100_000
+
+
+def add_simulate_arguments(commands: Any) -> None:
+    """otcp-experiment simulate incast: the incast sweep in ns-3."""
+    simulate = commands.add_parser("simulate", help="the experiments in ns-3, at data-center rates and fan-in",
+                                   description=first_line(sim_incast.__doc__))
+    kinds = simulate.add_subparsers(dest="workload", required=True)
+    run = kinds.add_parser("incast", help="TCP incast under each scheme, simulated",
+                           description=first_line(sim_incast.__doc__))
+    where = run.add_mutually_exclusive_group()
+    where.add_argument("--topo", default="star", metavar="star[,N]|leafspine,L,S,H|fattree,K",
+                       help="an otcp.topo topology (default star, one per sender count)")
+    where.add_argument("--inventory", metavar="FILE", help="an inventory file, as the controller reads it")
+    run.add_argument("--senders", required=True, help="comma-separated sender counts")
+    block = run.add_mutually_exclusive_group(required=True)
+    block.add_argument("--sru-bytes", type=int, help="block per server per round")
+    block.add_argument("--total-bytes", type=int, help="block per round in all, split over the servers")
+    run.add_argument("--bw-gbps", type=float, required=True, help="host links' rate in Gb/s")
+    run.add_argument("--uplink-gbps", type=float, help="switch-to-switch links' rate (default --bw-gbps)")
+    run.add_argument("--buffer-bytes", required=True, help="comma-separated switch egress buffers toward hosts")
+    run.add_argument("--uplink-buffer-bytes", type=int, help="switch-to-switch egress buffers (default the buffer)")
+    run.add_argument("--delay-us", default="5", help="host links' one-way delay in µs (default 5)")
+    run.add_argument("--uplink-delay-us", help="comma-separated switch-to-switch delays in µs, dealt out over the "
+                                               "edge switches' uplinks (default --delay-us)")
+    run.add_argument("--ecn-k-bytes", type=float, help="DCTCP marking threshold at every switch egress "
+                                                       "(default: DCTCP's for the host rate)")
+    run.add_argument("--rounds", type=int, required=True, help="measured rounds per run")
+    run.add_argument("--warmup-rounds", type=int, default=2, help="unmeasured rounds first (default 2)")
+    run.add_argument("--schemes", default=SIM_DEFAULT_SCHEMES, help=f"comma-separated, from "
+                                                                    f"{', '.join(SIM_SCHEME_NAMES)} (default all)")
+    run.add_argument("--out", required=True, help="output directory")
+    run.add_argument("--placement", choices=sim_fabric.PLACEMENTS, default="next",
+                     help="senders: the hosts after the receiver (default), its rack's, or other racks'")
+    run.add_argument("--persistent", action="store_true", help="one connection per server for the whole run")
+    run.add_argument("--poll-interval-ms", type=float, default=1000.0,
+                     help="the controller's flow-statistics poll (default 1000, the controller's)")
+    run.add_argument("--hz", type=int, default=250, choices=(100, 250, 300, 1000),
+                     help="the kernel's HZ: RTOs are whole jiffies (default 250, Debian's)")
+    run.add_argument("--fine-rto-ms", type=int, default=schemes.DEFAULT_FINE_RTO_MS,
+                     help=f"fine-rto's rto_min in ms (default {schemes.DEFAULT_FINE_RTO_MS})")
+    run.add_argument("--queue-target-fraction", type=float, default=Lossless.queue_target_fraction,
+                     help=f"otcp-lossless's standing queue, share of the buffer (default "
+                          f"{Lossless.queue_target_fraction:g})")
+    run.add_argument("--round-gap-ms", type=float, default=0.0, help="idle time between rounds (default 0)")
+    run.add_argument("--probe-interval-ms", type=float, default=10.0, help="latency probe interval (default 10)")
+    run.add_argument("--round-timeout", type=float, default=60.0, help="simulated seconds before a round fails")
+
+
+def float_list(text: str, what: str, low: float, high: float) -> list[float]:
+    """The numbers of a comma-separated option within low..high (ValueError names the option)."""
+    values = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            raise ValueError(f"{what}: {part!r} is not a number") from None
+        if not low <= value <= high:
+            raise ValueError(f"{what}: {value:g} is out of range ({low:g}..{high:g})")
+        values.append(value)
+    return values
+
+
+def simulate_config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> sim_incast.SimConfig:
+    """Validate the simulate incast arguments; parser.error (exit 2) names the bad option."""
+    senders = option_error(parser, positive_int_list, args.senders, "--senders", MAX_SIM_SENDERS)
+    buffers = option_error(parser, positive_int_list, args.buffer_bytes, "--buffer-bytes", MAX_BUFFER_BYTES)
+    delays = option_error(parser, float_list, args.delay_us, "--delay-us", 0, 1e6)
+    uplink_delays = None if args.uplink_delay_us is None else \
+        option_error(parser, float_list, args.uplink_delay_us, "--uplink-delay-us", 0, 1e6)
+    names = [n for n in args.schemes.split(",") if n]
+    unknown = [n for n in names if n not in SIM_SCHEME_NAMES]
+    if unknown or not names or len(set(names)) != len(names):
+        parser.error(f"--schemes: {args.schemes!r}: each of {', '.join(SIM_SCHEME_NAMES)} at most once")
+    checks = [("--rounds", args.rounds, 1, 100_000), ("--warmup-rounds", args.warmup_rounds, 0, 1000),
+              ("--sru-bytes", args.sru_bytes, 1, 1 << 34), ("--total-bytes", args.total_bytes, 1, 1 << 40),
+              ("--bw-gbps", args.bw_gbps, 1e-6, 1000), ("--uplink-gbps", args.uplink_gbps, 1e-6, 1000),
+              ("--uplink-buffer-bytes", args.uplink_buffer_bytes, 1, MAX_BUFFER_BYTES),
+              ("--ecn-k-bytes", args.ecn_k_bytes, 1, MAX_BUFFER_BYTES),
+              ("--poll-interval-ms", args.poll_interval_ms, 1, 60_000), ("--fine-rto-ms", args.fine_rto_ms, 1, 200),
+              ("--queue-target-fraction", args.queue_target_fraction, 1e-6, 1),
+              ("--round-gap-ms", args.round_gap_ms, 0, 60_000),
+              ("--probe-interval-ms", args.probe_interval_ms, 0.01, 1000),
+              ("--round-timeout", args.round_timeout, 0.001, 1e6)]
+    check_ranges(checks, parser)
+    if args.total_bytes is not None and args.total_bytes < max(senders):
+        parser.error(f"--total-bytes: {args.total_bytes} is less than one byte per server at {max(senders)} senders")
+    out = os.path.abspath(args.out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        parser.error(f"--out: {out} exists and is not a directory")
+    return sim_incast.SimConfig(
+        out=out, schemes=names, bw_mbps=args.bw_gbps * 1000, buffers=buffers, fine_rto_ms=args.fine_rto_ms,
+        queue_target_fraction=args.queue_target_fraction, topo=args.topo, inventory=args.inventory,
+        senders=senders, sru_bytes=args.sru_bytes, total_bytes=args.total_bytes, rounds=args.rounds,
+        warmup_rounds=args.warmup_rounds, persistent=args.persistent, placement=args.placement,
+        bw_gbps=args.bw_gbps, uplink_gbps=args.uplink_gbps, link_delays_us=delays, uplink_delays_us=uplink_delays,
+        uplink_buffer_bytes=args.uplink_buffer_bytes, ecn_k_bytes=args.ecn_k_bytes,
+        poll_interval_s=args.poll_interval_ms / 1000, hz=args.hz, probe_interval_s=args.probe_interval_ms / 1000,
+        round_gap_s=args.round_gap_ms / 1000, round_timeout_s=args.round_timeout)
+
+
+def main_simulate(config: sim_incast.SimConfig) -> int:
+    """otcp-experiment simulate incast: 0 when every run finished, 1 if any failed, 2 bad input or no simulator."""
+    try:
+        sim_build.program()
+        for senders in config.senders:  # every fabric and placement is checked before anything runs
+            for buffer_bytes in config.buffers:
+                fabric = sim_incast.build_fabric(config, senders, buffer_bytes)
+                sim_fabric.place(fabric, senders, config.placement)
+    except (sim_build.SimulatorUnavailable, ValueError) as exc:
+        print(f"otcp-experiment: {exc}", file=sys.stderr)
+        return 2
+    progress = Progress(total=1)
+    try:
+        summary, sweep = sim_incast.run_sweep(config, progress)
+    except KeyboardInterrupt:
+        progress.close()
+        print(f"otcp-experiment: interrupted; completed runs are in {config.out}", file=sys.stderr)
+        return 130
+    except SimulationError as exc:
+        progress.close()
+        print(f"otcp-experiment: {exc}", file=sys.stderr)
+        return 1
+    progress.close()
+    if sweep.runs or sweep.failures:
+        print(sim_incast.summary_table(sweep.runs, sweep.failures))
+    for failure in sweep.failures:
+        print(failure.note(), file=sys.stderr)
+    if summary:
+        print(f"results: {summary}, {os.path.join(config.out, 'results.db')}, plots in {config.out}")
+    return 1 if sweep.failures or not sweep.runs else 0
 
 
 def first_line(text: str | None) -> str:
@@ -295,6 +439,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return main_shell(args, command)
     if args.command == "calibrate":
         return main_calibrate(with_command(calibration_config_from_args(args, parser), command))
+    if args.command == "simulate":
+        return main_simulate(with_command(simulate_config_from_args(args, parser), command))
     if args.command == "fairness":
         return main_fairness(with_command(fairness_config_from_args(args, parser), command))
     return main_incast(with_command(config_from_args(args, parser), command))

@@ -1,0 +1,106 @@
+"""The closed loop: at every controller poll the simulator reports what each host pair has sent, and
+the controller's own flow counting and the real planner give the hosts their new settings.
+
+As the live controller does (otcp.controller): a pair is active when its counter at its ingress edge
+switch grew by ``min_packets`` since the previous poll (``FlowCounter``), an active pair counts for
+``hold_s`` after it was last seen (``HeldFlows``), and the planner plans the fabric with those flows
+(``Plan``, incremental from the previous plan, with its aggregated route sets). Each host's settings
+toward each peer of the workload are what longest-prefix match finds in its route set
+(mapping.planned). The simulator has every host take them: new connections at once, established ones
+(with the agents' BPF) at their next RTT sample.
+
+Differences from the live controller: the link delays are the fabric's declared ones (as an
+inventory gives them), not LLDP measurements nor the hosts' measured round trips; the plan is made
+at every poll (the controller re-plans every ``recompute_s``, 2 s by default, from the flows its
+polls found).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from otcp.controller.flowcount import FlowCounter
+from otcp.controller.stability import HeldFlows
+from otcp.experiments.sim import mapping
+from otcp.experiments.sim.fabric import SimFabric
+from otcp.planning import formulas
+from otcp.planning.fabric import Fabric
+from otcp.planning.planner import Plan
+
+#: The controller's defaults (otcp.controller.config): flow-statistics poll, the packets that make a
+#: pair a flow, and how long a flow that stopped still counts.
+POLL_S = 1.0
+MIN_FLOW_PACKETS = 3
+FLOW_HOLD_S = 5.0
+
+#: What the simulator reports at a poll: (source host, destination host, packets sent so far).
+PairCount = tuple[str, str, int]
+
+
+@dataclasses.dataclass
+class PollRecord:
+    """One poll: when, the active pairs the planner got, and whether any host's settings changed."""
+
+    t: float
+    active_pairs: int
+    changed: bool
+
+
+class ClosedLoop:
+    """The controller and agents of one simulated run (see the module docstring).
+
+    pairs: the (host, peer) pairs whose settings the simulator needs; lossless / pacing: the
+    formulas' settings (None: the published formulas, no pacing); bpf: the agents' BPF enforces.
+    """
+
+    def __init__(self, fabric: SimFabric, pairs: Iterable[tuple[str, str]], bounds: formulas.Bounds,
+                 lossless: formulas.Lossless | None, pacing: formulas.Pacing | None, bpf: bool,
+                 min_packets: int = MIN_FLOW_PACKETS, hold_s: float = FLOW_HOLD_S) -> None:
+        self.fabric = fabric
+        self.pairs = sorted(set(pairs))
+        self.bounds, self.lossless, self.pacing, self.bpf = bounds, lossless, pacing, bpf
+        self.counter = FlowCounter(min_packets)
+        self.held = HeldFlows(hold_s)
+        self.base = fabric.planner_fabric()
+        self.plan: Plan | None = None
+        self.host_of = {address: host for host, address in fabric.address.items()}
+        self.settings: dict[tuple[str, str], mapping.ConnSettings] = {}
+        self.polls: list[PollRecord] = []
+
+    def poll(self, t: float, counts: Sequence[PairCount]) -> dict[str, Any]:
+        """Take one poll's counters; return the settings that changed, as the scenario reads them
+        ({host: {"peers": {peer: settings}}})."""
+        by_edge: dict[str, list[tuple[str, str, int]]] = {edge: [] for edge in self.fabric.edges}
+        for src, dst, packets in counts:
+            by_edge[self.fabric.edge[src]].append((self.fabric.address[src], self.fabric.address[dst], packets))
+        for number, edge in enumerate(self.fabric.edges):
+            self.counter.update(number + 1, by_edge[edge])
+        active = {(self.host_of[src], self.host_of[dst]): count
+                  for (src, dst), count in self.counter.active_pairs().items()}
+        flows = self.held.update(t, active)
+        fabric = Fabric(switches=self.base.switches, hosts=self.base.hosts, links=self.base.links, flows=flows)
+        self.plan = Plan(fabric, self.bounds, self.lossless, self.pacing, previous=self.plan)
+        changed = self._settings(self.plan)
+        self.polls.append(PollRecord(t, len(flows), bool(changed)))
+        return {"settings": changed}
+
+    def _settings(self, plan: Plan) -> dict[str, Any]:
+        """The settings of self.pairs under plan that differ from the last ones sent."""
+        sets = plan.route_sets()
+        changed: dict[str, Any] = {}
+        for host, peer in self.pairs:
+            toward = mapping.longest_match(sets[host], self.fabric.address[peer])
+            back = mapping.longest_match(sets[peer], self.fabric.address[host])
+            if toward is None:
+                raise RuntimeError(f"the plan has no route from {host} toward {peer}")
+            settings = mapping.planned(toward, back, self.bpf, self.bounds.mss_bytes)
+            if self.settings.get((host, peer)) != settings:
+                self.settings[(host, peer)] = settings
+                changed.setdefault(host, {"peers": {}})["peers"][peer] = settings.as_json()
+        return changed
+
+    def generations_between(self, start: float, end: float) -> int:
+        """Polls within [start, end] (simulated seconds) that changed some host's settings."""
+        return sum(1 for record in self.polls if start <= record.t <= end and record.changed)

@@ -1,0 +1,73 @@
+"""One run of the scenario program: the scenario in as one JSON line, JSON lines out.
+
+The program reports every round (shown as progress), asks at every controller poll of a closed loop
+(answered by loop.ClosedLoop), and ends with its result and its cost (wall and CPU seconds, peak
+memory). The machine's CPU over the run is read from /proc/stat, as the Mininet runner reads it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+from otcp.experiments.runner.counters import cpu_busy, read_cpu_times
+from otcp.experiments.sim.build import program
+from otcp.experiments.sim.loop import ClosedLoop
+
+
+class SimulationError(RuntimeError):
+    """The program failed: its own message (a round that never finished, a bad scenario)."""
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What a run gave: its result line, its cost, the machine's CPU while it ran and the rounds seen."""
+
+    result: dict[str, Any]
+    wall_s: float
+    cpu_s: float
+    max_rss_kb: int
+    cpu_busy_pct: float
+    cpu_busiest_pct: float
+
+
+def run(scenario: dict[str, Any], loop: ClosedLoop | None = None,
+        on_round: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
+    """Run the program on scenario; raise SimulationError with its message when it fails."""
+    before, started = read_cpu_times(), time.monotonic()
+    process = subprocess.Popen([str(program())], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    result: dict[str, Any] | None = None
+    cost: dict[str, Any] | None = None
+    try:
+        process.stdin.write(json.dumps(scenario) + "\n")
+        process.stdin.flush()
+        for line in process.stdout:
+            message = json.loads(line)
+            event = message.get("event")
+            if event == "poll":
+                if loop is None:
+                    raise SimulationError("the program polled a scenario without a closed loop")
+                process.stdin.write(json.dumps(loop.poll(message["t"], message["pairs"])) + "\n")
+                process.stdin.flush()
+            elif event == "round" and on_round is not None:
+                on_round(message)
+            elif event == "result":
+                result = message
+            elif event == "cost":
+                cost = message
+        error = process.stderr.read().strip()
+        status = process.wait()
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+    if status != 0 or result is None or cost is None:
+        raise SimulationError(error or f"the scenario program exited with status {status} and no result")
+    busy, busiest = cpu_busy(before, read_cpu_times())
+    return Outcome(result, time.monotonic() - started, cost["cpu_s"], cost["max_rss_kb"], busy, busiest)
