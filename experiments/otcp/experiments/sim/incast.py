@@ -179,7 +179,7 @@ def scenario_document(config: SimConfig, fabric: SimFabric, placement: Placement
     """The scenario program's input for one scheme's run."""
     return {
         "mode": "incast", "hz": config.hz, **fabric.scenario(), "host_queue_packets": HOST_QUEUE_PACKETS,
-        "ecn_k_bytes": ecn_threshold(config, fabric, placement) if scheme.ecn else None,
+        "ecn_k_bytes": round(ecn_threshold(config, fabric, placement)) if scheme.ecn else None,
         "tcp": {"congestion_control": scheme.congestion_control, "ecn": scheme.ecn},
         "settings": static_settings(config, fabric, placement, scheme, buffer_bytes),
         "poll_s": config.poll_interval_s if scheme.planned else None,

@@ -9,8 +9,11 @@
 //   LinuxTcpSocket  per-connection settings as a Linux host takes them from its route toward the peer
 //                   (at connection set-up, as route metrics and the agent's BPF do), established
 //                   connections following a new clamp and pacing rate at their next RTT sample (as the
-//                   agent's BPF does at BPF_SOCK_OPS_RTT_CB), delayed ACKs with Linux's quick-ACK mode,
-//                   and the restart of an idle connection's window (tcp_slow_start_after_idle).
+//                   agent's BPF does at BPF_SOCK_OPS_RTT_CB), delayed ACKs with Linux's quick-ACK mode
+//                   (at the start, after idleness, at a first CE mark, at a CWR), the restart of an idle
+//                   connection's window (tcp_slow_start_after_idle), and Linux's tail loss probe (TLP),
+//                   which with a duplicate-ACK threshold of one (RACK in a network that never reorders,
+//                   set by the scenario) recovers a lost tail without waiting for the RTO.
 #pragma once
 
 #include "ns3/core-module.h"
@@ -32,6 +35,8 @@ constexpr int64_t kRtoInitialUs = 1000 * 1000;
 constexpr double kDelayedAckTimeoutS = 0.040;
 //! Linux's largest quick-ACK burst (TCP_MAX_QUICKACKS).
 constexpr uint32_t kMaxQuickAcks = 16;
+//! What a loss probe's timeout adds to 2 x SRTT with one segment out (TCP_RTO_MIN, for a delayed ACK).
+constexpr int64_t kProbeOneSegmentUs = 200000;
 
 //! Microseconds rounded up to whole jiffies (usecs_to_jiffies, back in microseconds).
 inline int64_t
@@ -426,7 +431,24 @@ class LinuxTcpSocket : public TcpSocketBase
         {
             ++m_counters[kRetransmissions];
         }
-        return TcpSocketBase::SendDataPacket(seq, maxSize, withAck);
+        uint32_t sent = TcpSocketBase::SendDataPacket(seq, maxSize, withAck);
+        ArmLossProbe();
+        return sent;
+    }
+
+    void ReceivedAck(Ptr<Packet> packet, const TcpHeader& header) override
+    {
+        SequenceNumber32 head = m_txBuffer->HeadSequence();
+        uint32_t sacked = m_txBuffer->GetSacked();
+        bool recovering = m_tcb->m_congState.Get() == TcpSocketState::CA_RECOVERY;
+        TcpSocketBase::ReceivedAck(packet, header);
+        RecoverFromCwr(head, sacked);
+        DetectLostRetransmissions(head, sacked, recovering);
+        if (m_probing && m_txBuffer->HeadSequence() > m_probeHigh)
+        {
+            m_probing = false; // the probe's segment was acknowledged: the next tail may be probed
+        }
+        ArmLossProbe();
     }
 
     void EstimateRtt(const TcpHeader& header) override
@@ -444,6 +466,20 @@ class LinuxTcpSocket : public TcpSocketBase
                 SetClampAndRate(followed.clampSegments, followed.pacingBps, false);
             }
         }
+    }
+
+    void DoForwardUp(Ptr<Packet> packet, const Address& from, const Address& to) override
+    {
+        // The first CE mark since the peer last reduced (Linux: TCP_ECN_DEMAND_CWR not yet set) puts the
+        // receiver in quick-ACK mode for two segments: "better not delay acks, sender can have a very
+        // low cwnd" (tcp_ecn_check_ce).
+        bool demanding = m_ecnBefore == TcpSocketState::ECN_CE_RCVD || m_ecnBefore == TcpSocketState::ECN_SENDING_ECE;
+        if (m_tcb->m_ecnState == TcpSocketState::ECN_CE_RCVD && !demanding)
+        {
+            m_quickAcks = std::max<uint32_t>(m_quickAcks, 2);
+        }
+        TcpSocketBase::DoForwardUp(packet, from, to);
+        m_ecnBefore = m_tcb->m_ecnState;
     }
 
     void ReceivedData(Ptr<Packet> p, const TcpHeader& header) override
@@ -464,9 +500,12 @@ class LinuxTcpSocket : public TcpSocketBase
             m_quickAcks = std::max(m_quickAcks, std::min(quick ? quick : 2, kMaxQuickAcks));
         }
         m_lastDataReceived = now;
-        if (m_quickAcks > 0 && m_delAckMaxCount > 1 && p->GetSize() > 0)
+        // A segment that says its sender entered CWR is acknowledged at once: "its cwnd may be very
+        // low (even just 1 packet)" (tcp_ecn_accept_cwr).
+        bool cwr = (header.GetFlags() & TcpHeader::CWR) != 0;
+        if ((m_quickAcks > 0 || cwr) && m_delAckMaxCount > 1 && p->GetSize() > 0)
         {
-            --m_quickAcks;
+            m_quickAcks -= m_quickAcks > 0 && !cwr ? 1 : 0;
             uint32_t count = m_delAckMaxCount;
             m_delAckMaxCount = 1;
             TcpSocketBase::ReceivedData(p, header);
@@ -478,8 +517,8 @@ class LinuxTcpSocket : public TcpSocketBase
 
     void ReTxTimeout() override
     {
-        bool outstanding = m_state == SYN_SENT || m_state == SYN_RCVD ||
-                           (m_txBuffer->Size() > 0 && m_txBuffer->HeadSequence() < m_tcb->m_highTxMark);
+        // What ns-3 acts on (it also runs this with nothing out, in closing states): a SYN, or data or a FIN out.
+        bool outstanding = m_state == SYN_SENT || m_state == SYN_RCVD || SegmentsOut() > 0;
         if (outstanding && m_state != CLOSED && m_state != TIME_WAIT)
         {
             ++m_counters[kTimeouts];
@@ -494,7 +533,8 @@ class LinuxTcpSocket : public TcpSocketBase
         kTimeouts = 0,
         kDuplicateSegments = 1,
         kRetransmissions = 2,
-        kCounters = 3,
+        kLossProbes = 3,
+        kCounters = 4,
     };
 
   private:
@@ -521,6 +561,104 @@ class LinuxTcpSocket : public TcpSocketBase
             // Linux keeps pacing a socket once SO_MAX_PACING_RATE was set; ~0 is no maximum.
             m_tcb->m_maxPacingRate = DataRate(UINT64_MAX / 2);
         }
+    }
+
+    /**
+     * A loss found in CWR (DCTCP's, after ECN echoes) starts recovery, as Linux's tcp_fastretrans_alert
+     * does; ns-3 counts the duplicate ACKs there but recovers only from Open or Disorder, so the lost
+     * segments waited for the RTO. (Linux keeps the ssthresh CWR set; ns-3's EnterRecovery sets it again.)
+     */
+    void RecoverFromCwr(SequenceNumber32 headBefore, uint32_t sackedBefore)
+    {
+        if (m_tcb->m_congState.Get() != TcpSocketState::CA_CWR)
+        {
+            return;
+        }
+        if (m_dupAckCount >= m_retxThresh || m_txBuffer->IsLost(m_highRxAckMark.Get()))
+        {
+            uint32_t sacked = m_txBuffer->GetSacked();
+            uint32_t delivered =
+                (m_txBuffer->HeadSequence() - headBefore) + (sacked > sackedBefore ? sacked - sackedBefore : 0);
+            EnterRecovery(delivered);
+        }
+    }
+
+    /**
+     * RACK's detection of lost retransmissions (tcp_rack_detect_loss), which ns-3's recovery lacks: in
+     * recovery, when the cumulative ACK has not moved for a round trip and a quarter (RACK's RTT plus its
+     * reordering window) while selective ACKs for later-sent segments keep coming, what is neither
+     * acknowledged nor selectively acknowledged is lost again, and is sent again as the window allows.
+     */
+    void DetectLostRetransmissions(SequenceNumber32 headBefore, uint32_t sackedBefore, bool wasRecovering)
+    {
+        if (m_tcb->m_congState.Get() != TcpSocketState::CA_RECOVERY)
+        {
+            return;
+        }
+        Time now = Simulator::Now();
+        if (!wasRecovering || m_txBuffer->HeadSequence() > headBefore)
+        {
+            m_progressAt = now;
+            return;
+        }
+        Time window = MicroSeconds(DynamicCast<LinuxRtt>(m_rtt)->SrttUs() * 5 / 4);
+        if (m_txBuffer->GetSacked() > sackedBefore && now - m_progressAt > window)
+        {
+            m_txBuffer->SetSentListLost(false);
+            m_progressAt = now;
+            SendPendingData(m_connected);
+        }
+    }
+
+    //! Segments sent and not yet cumulatively acknowledged (Linux's packets_out).
+    uint32_t SegmentsOut() const
+    {
+        uint32_t bytes = m_tcb->m_highTxMark.Get() - m_txBuffer->HeadSequence();
+        return (bytes + m_tcb->m_segmentSize - 1) / m_tcb->m_segmentSize;
+    }
+
+    //! tcp_schedule_loss_probe: with data out, in Open or CWR, a probe 2 x SRTT from now (plus 2 jiffies,
+    //! or TCP_RTO_MIN with one segment out), never after the RTO; one probe per tail.
+    void ArmLossProbe()
+    {
+        m_probeEvent.Cancel();
+        auto state = m_tcb->m_congState.Get();
+        if (m_state != ESTABLISHED || m_probing || SegmentsOut() == 0 ||
+            (state != TcpSocketState::CA_OPEN && state != TcpSocketState::CA_CWR))
+        {
+            return;
+        }
+        int64_t srtt = DynamicCast<LinuxRtt>(m_rtt)->SrttUs();
+        int64_t timeout = srtt ? CeilJiffies(2 * srtt, m_jiffyUs) + (SegmentsOut() == 1 ? kProbeOneSegmentUs
+                                                                                         : 2 * m_jiffyUs)
+                               : kRtoInitialUs;
+        Time probe = MicroSeconds(timeout);
+        if (m_retxEvent.IsPending())
+        {
+            probe = std::min(probe, Simulator::GetDelayLeft(m_retxEvent));
+        }
+        m_probeEvent = Simulator::Schedule(probe, &LinuxTcpSocket::SendLossProbe, Ptr<LinuxTcpSocket>(this));
+    }
+
+    //! tcp_send_loss_probe: send the last segment again, so that its (selective) ACK shows what was lost.
+    void SendLossProbe()
+    {
+        auto state = m_tcb->m_congState.Get();
+        if (m_state != ESTABLISHED || SegmentsOut() == 0 ||
+            (state != TcpSocketState::CA_OPEN && state != TcpSocketState::CA_CWR))
+        {
+            return;
+        }
+        SequenceNumber32 high = m_tcb->m_highTxMark.Get();
+        uint32_t last = std::min<uint32_t>(m_tcb->m_segmentSize, high - m_txBuffer->HeadSequence());
+        if (m_txBuffer->GetSacked() > 0)
+        {
+            return; // selective ACKs are in: the losses they show are being recovered
+        }
+        m_probing = true;
+        m_probeHigh = high;
+        ++m_counters[kLossProbes];
+        SendDataPacket(high - last, last, true);
     }
 
     //! tcp_cwnd_restart: halve cwnd for every RTO of idleness, down to the initial window.
@@ -550,6 +688,11 @@ class LinuxTcpSocket : public TcpSocketBase
     Time m_lastDataSent;
     Time m_lastDataReceived;
     uint32_t m_quickAcks{0};
+    EventId m_probeEvent;
+    Time m_progressAt;
+    bool m_probing{false};
+    SequenceNumber32 m_probeHigh;
+    TcpSocketState::EcnState_t m_ecnBefore{TcpSocketState::ECN_DISABLED};
 };
 
 } // namespace otcp

@@ -9,6 +9,7 @@
 // Modes: "incast" (the rounds), "ceiling" (one bulk flow's goodput), "rto-model" (LinuxRtt on a
 // sequence of RTT samples, for the tests). Errors go to standard error with exit status 2.
 #include "linux_tcp.h"
+#include "marking_fifo.h"
 
 #include "ns3/point-to-point-module.h"
 #include "ns3/traffic-control-module.h"
@@ -32,6 +33,7 @@ namespace otcp
 NS_OBJECT_ENSURE_REGISTERED(LinuxRtt);
 NS_OBJECT_ENSURE_REGISTERED(ClampOps);
 NS_OBJECT_ENSURE_REGISTERED(LinuxTcpSocket);
+NS_OBJECT_ENSURE_REGISTERED(MarkingFifo);
 
 constexpr uint16_t kWorkloadPort = 5001;
 constexpr uint16_t kEchoPort = 7;
@@ -289,6 +291,9 @@ Scenario::Build()
     Config::SetDefault("ns3::TcpSocket::TcpNoDelay", BooleanValue(true));
     Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(1448));
     Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(10));
+    // RACK marks a segment lost once one sent after it is acknowledged (and a quarter of the minimum
+    // RTT passed, for reordering): in these fabrics, which never reorder, a first duplicate ACK.
+    Config::SetDefault("ns3::TcpSocketBase::ReTxThreshold", UintegerValue(1));
 
     for (const auto& name : m_doc.at("switches"))
     {
@@ -349,18 +354,10 @@ Scenario::BuildLink(const json& link)
             QueueSize size(QueueSizeUnit::BYTES, buffer);
             if (m_doc.contains("ecn_k_bytes") && !m_doc.at("ecn_k_bytes").is_null())
             {
-                // DCTCP's step marking on the instantaneous queue.
-                double k = m_doc.at("ecn_k_bytes").get<double>();
-                tc.SetRootQueueDisc("ns3::RedQueueDisc",
+                // DCTCP's step marking on the instantaneous queue, as the project's marker does.
+                tc.SetRootQueueDisc("otcp::MarkingFifo",
                                     "MaxSize", QueueSizeValue(size),
-                                    "MinTh", DoubleValue(k),
-                                    "MaxTh", DoubleValue(k),
-                                    "QW", DoubleValue(1.0),
-                                    "UseEcn", BooleanValue(true),
-                                    "UseHardDrop", BooleanValue(false),
-                                    "Gentle", BooleanValue(false),
-                                    "MeanPktSize", UintegerValue(1500),
-                                    "LInterm", DoubleValue(1.0));
+                                    "KBytes", UintegerValue(m_doc.at("ecn_k_bytes").get<uint32_t>()));
             }
             else
             {
@@ -824,6 +821,8 @@ Scenario::StopMeasuring()
                                        m_countersAtStart[LinuxTcpSocket::kTimeouts]},
                       {"retransmissions", m_counters[LinuxTcpSocket::kRetransmissions] -
                                               m_countersAtStart[LinuxTcpSocket::kRetransmissions]},
+                      {"loss_probes", m_counters[LinuxTcpSocket::kLossProbes] -
+                                          m_countersAtStart[LinuxTcpSocket::kLossProbes]},
                       {"duplicate_segments", m_counters[LinuxTcpSocket::kDuplicateSegments] -
                                                  m_countersAtStart[LinuxTcpSocket::kDuplicateSegments]},
                       {"probe_rtts_ms", m_probeRttsMs},
