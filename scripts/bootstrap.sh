@@ -6,7 +6,10 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 APT_PACKAGES=(openvswitch-switch mininet iperf3 ethtool iproute2 iputils-ping python3-venv python3-dev procps
-              clang libbpf-dev bpftool)
+              clang libbpf-dev bpftool g++ nlohmann-json3-dev)
+# ns-3 for `otcp-experiment simulate`: the ns3 wheel used as a C++ SDK (its headers and libraries),
+# without its Python bindings' dependencies (cppyy builds from source for minutes and is not used).
+NS3_WHEEL="ns3==3.44.post0"
 
 log() { printf '[otcp-setup] %s\n' "$*"; }
 
@@ -42,6 +45,10 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$layout_hash" ]; then
     "$VENV/bin/pip" install -q -e "$ROOT[experiments,test]"
     printf '%s\n' "$layout_hash" > "$stamp"
 fi
+if ! "$VENV/bin/pip" show -q ns3 >/dev/null 2>&1; then
+    log "installing ns-3 ($NS3_WHEEL, as a C++ SDK) into $VENV"
+    "$VENV/bin/pip" install -q --no-deps "$NS3_WHEEL"
+fi
 
 # Runs "$@" with no descriptor open but standard input, output and error.
 # The Open vSwitch daemons live on after this script: whatever else they
@@ -72,6 +79,11 @@ log "ready: $VENV"
 # BPF programs (bpf/: DCTCP congestion control, ECN marker), compiled against
 # this kernel's BTF into build/bpf/; skipped when up to date. A kernel that
 # refuses leaves the DCTCP schemes unavailable, with the reason, not the set-up.
+# The ns-3 scenario program (experiments/otcp/experiments/sim/src), compiled into build/sim/;
+# skipped when up to date.
+"$VENV/bin/python" -m otcp.experiments.sim build >/dev/null
+log "ns-3 scenario program built in $ROOT/build/sim"
+
 if "$VENV/bin/python" -m otcp.bpf build >/dev/null; then
     log "BPF programs built in $ROOT/build/bpf"
 else

@@ -1061,17 +1061,12 @@ main(int argc, char** argv)
         if (mode == "rto-model")
         {
             RunRtoModel(doc);
-            return 0;
         }
-        otcp::Scenario scenario(doc);
-        scenario.Build();
-        if (mode == "incast")
+        else if (mode == "incast" || mode == "ceiling")
         {
-            scenario.RunIncast();
-        }
-        else if (mode == "ceiling")
-        {
-            scenario.RunCeiling();
+            otcp::Scenario scenario(doc);
+            scenario.Build();
+            mode == "incast" ? scenario.RunIncast() : scenario.RunCeiling();
         }
         else
         {
