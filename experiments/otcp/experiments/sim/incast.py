@@ -48,7 +48,7 @@ FULL_PACKET_BYTES = formulas.DEFAULT_MSS_BYTES + SEGMENT_OVERHEAD_BYTES
 HOST_QUEUE_PACKETS = 1000
 #: The single-flow ceiling: long enough for this many full packets at the host rate and this many
 #: round trips, whichever is longer.
-CEILING_PACKETS = 2000
+CEILING_PACKETS = 20000
 CEILING_ROUND_TRIPS = 100
 
 SIM_FIELDS: dict[str, Any] = {
@@ -299,9 +299,7 @@ def make_record(config: SimConfig, fabric: SimFabric, placement: Placement, sche
     other_switch = sum(q["drops"] for q in queues if q["switch"] and q is not bottleneck)
     host_drops = sum(q["drops"] for q in queues if not q["switch"])
     block = document["workload"]["block_bytes"]
-    segment = formulas.DEFAULT_MSS_BYTES
-    if loop is not None:
-        segment = loop.settings[(placement.senders[0], placement.receiver)].segment_bytes
+    segment = result["segment_bytes"]
     rate = fabric.bottleneck_rate_bps(placement.receiver)
     rtt = max(fabric.round_trip_s(placement.receiver, s) for s in placement.senders)
     measured = result["measured_s"]

@@ -275,6 +275,7 @@ class Scenario
 
     // ceiling
     double m_ceilingS{0};
+    uint32_t m_segmentBytes{0}; // the largest segment a connection of the workload was given
 };
 
 void
@@ -568,6 +569,7 @@ void
 Scenario::OnAccept(Ptr<Socket> s, const Address&)
 {
     m_serving[PeekPointer(s)] = Serving();
+    m_segmentBytes = std::max(m_segmentBytes, DynamicCast<LinuxTcpSocket>(s)->SegmentBytes());
     s->SetRecvCallback(MakeCallback(&Scenario::OnServerRecv, this));
     s->SetSendCallback(MakeBoundCallback(+[](Scenario* sc, Ptr<Socket> socket, uint32_t) { sc->Push(socket); },
                                          this));
@@ -828,6 +830,7 @@ Scenario::StopMeasuring()
                       {"probe_rtts_ms", m_probeRttsMs},
                       {"probes_sent", m_probesSent},
                       {"measured_s", end - m_measureStart},
+                      {"segment_bytes", m_segmentBytes},
                       {"polls", m_polls}};
         Finish("incast", extra);
     });
