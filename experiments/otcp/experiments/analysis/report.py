@@ -2,6 +2,7 @@
 
     otcp-experiment report results/lossless-64k [results/lossless-64k-128 ...]
     otcp-experiment report results/quick --markdown --output docs/results/quick.md [--title TITLE]
+    otcp-experiment report SIM_DIR... --markdown --each --validate MININET_DIR=SIM_DIR --output PAGE
     python -m otcp.experiments.analysis.report DIR...      # the same
 
 Reads every OUT/summary.json given (several directories are merged, a
@@ -18,16 +19,29 @@ and block: a re-run of points that failed) and prints, per block size:
 - the packet size each OTCP-lossless run used;
 - the controller's new generations during each OTCP run's measured rounds;
 
-then where dctcp first timed out, and otcp+dctcp's p95 and mean completion
-against dctcp's at the most congested point both ran; and last, the commit
-each sweep ran.
+then where each scheme first timed out, and otcp+dctcp's p95 and mean
+completion against dctcp's at the most congested point both ran; and last,
+the commit each sweep ran.
+
+Simulated runs (otcp-experiment simulate: their records carry the ideal round
+and the simulator's cost) also get round completion p50 / p99 against the
+ideal round, the bottleneck queue's peak and mean, duplicate segments at the
+receivers, and what the run cost; the machine's CPU, which only matters to an
+emulator, is left out for them.
 
 With --markdown it writes a results page instead: a title, the same tables
 each followed by the exact command that produced its runs (as the summary
 recorded it), the runs that failed with their errors, links to every
 sweep's plots, and whether each sweep ran committed code (a page names no
-commit; the printed tables do). With --output the page (or the
-tables) go to that file, and the plots' links are relative to its directory.
+commit; the printed tables do). With --each every directory is a section of
+its own (its runs not merged with the others'), headed by its name. Where
+simulated runs are among them, a cost table follows: wall time per simulated
+second and memory, by topology, link rate and senders. Each --validate
+MININET_DIR=SIM_DIR adds a table of the simulated runs against the emulated
+ones of the same scheme, senders and block: the ratios of goodput (as a share
+of each one's ceiling), drops and p95 completion. With --output the page (or
+the tables) go to that file, and the plots' links are relative to its directory.
+
 """
 
 from __future__ import annotations
@@ -41,6 +55,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from otcp.experiments.runner.schemes import catalogue
+from otcp.experiments.sim.schemes import catalogue as sim_catalogue
 
 Run = dict[str, Any]
 #: The plots a sweep may have drawn, in the order a page shows them, with what each shows.
@@ -97,6 +112,17 @@ def code_line(directory: str, with_commit: bool = True) -> str:
     return f"{directory}: {named}" + (f" ({', '.join(caveats)})" if caveats else "")
 
 
+def scheme_order() -> list[str]:
+    """Every scheme name in the order tables show them: the runner's catalogue, then the simulator's own."""
+    names = list(catalogue())
+    return names + [name for name in sim_catalogue() if name not in names]
+
+
+def simulated(run: Run) -> bool:
+    """Whether a run came from the simulator (its record has the ideal round and its cost)."""
+    return "ideal_ms" in run and "wall_per_sim_s" in run
+
+
 def ideal_ms(run: Run) -> float:
     """The round's completion with the bottleneck busy all along: senders x block / ceiling."""
     return run["senders"] * run["sru_bytes"] * 8 / (run["ceiling_mbps"] * 1e6) * 1000
@@ -119,7 +145,7 @@ def table(runs: Sequence[Run], cell: Callable[[Run], str], title: str, made_by: 
     followed by made_by's line for its runs where given; "" for no runs."""
     if not runs:
         return ""
-    order = list(catalogue())
+    order = scheme_order()
     schemes = sorted({r["scheme"] for r in runs}, key=order.index)
     senders = sorted({r["senders"] for r in runs})
     by_key = {(r["scheme"], r["senders"]): r for r in runs}
@@ -134,14 +160,16 @@ def table(runs: Sequence[Run], cell: Callable[[Run], str], title: str, made_by: 
 
 
 def dctcp_findings(runs: Sequence[Run]) -> str:
-    """Where dctcp first timed out, and otcp+dctcp against dctcp at the most congested point."""
+    """Where each scheme first timed out, and otcp+dctcp against dctcp at the most congested point."""
     lines = []
-    dctcp = sorted((r for r in runs if r["scheme"] == "dctcp"), key=lambda r: r["senders"])
-    timing_out = [r for r in dctcp if r["timeouts"]]
-    if dctcp:
-        lines.append(f"- dctcp first timed out at {timing_out[0]['senders']} senders "
+    order = scheme_order()
+    for scheme in sorted({r["scheme"] for r in runs}, key=order.index):
+        mine = sorted((r for r in runs if r["scheme"] == scheme), key=lambda r: r["senders"])
+        timing_out = [r for r in mine if r["timeouts"]]
+        lines.append(f"- {scheme} first timed out at {timing_out[0]['senders']} senders "
                      f"({timing_out[0]['timeouts']} RTOs)" if timing_out else
-                     f"- dctcp did not time out up to {dctcp[-1]['senders']} senders")
+                     f"- {scheme} did not time out up to {mine[-1]['senders']} senders")
+    dctcp = [r for r in runs if r["scheme"] == "dctcp"]
     both = {r["senders"] for r in runs if r["scheme"] == "otcp+dctcp"} & {r["senders"] for r in dctcp}
     if both:
         most = max(both)
@@ -186,8 +214,17 @@ TABLES: tuple[tuple[Callable[[Run], bool], Callable[[Run], str], str], ...] = (
      lambda r: f"{r['switch_input_mean_bytes'] / 1000:.1f} kB, {r['switch_input_busy_pct']:.0f} %",
      "the switch's input sockets during rounds: mean memory held (skb truesize) / share "
      "of samples that found frames the switch had not yet taken in"),
-    (_all, cpu_use, "CPU during the rounds, % busy: both cores (of which softirq, steal) / the switch's "
-     "forwarding thread (of one core)"),
+    (lambda r: not simulated(r), cpu_use, "CPU during the rounds, % busy: both cores (of which softirq, steal) / the "
+     "switch's forwarding thread (of one core)"),
+    (simulated, lambda r: f"{r['fct_p50_ms'] / r['ideal_ms']:.2f}x / {r['fct_p99_ms'] / r['ideal_ms']:.2f}x",
+     "round completion p50 / p99 against the ideal round (every byte back to back at the bottleneck after the "
+     "request's round trip)"),
+    (simulated, lambda r: f"{r['peak_backlog_bytes'] / 1000:.0f} / {r['queue_mean_bytes'] / 1000:.1f}",
+     "bottleneck queue, peak / time-mean over the measured rounds, KB"),
+    (simulated, lambda r: f"{r['timeouts']} / {r['duplicate_segments']}",
+     "RTOs / duplicate segments at the receivers (data sent again that had arrived)"),
+    (simulated, lambda r: f"{r['wall_per_sim_s']:.1f} s / {r['max_rss_mb']:.0f} MB",
+     "cost: wall seconds per simulated second / peak memory"),
     (lambda r: r["scheme"].startswith("otcp-"), lambda r: f"{r['packet_bytes']}", "IP packet size used (B)"),
     (lambda r: r.get("generations") is not None, lambda r: f"{r['generations']}",
      "new generations during the measured rounds"),
@@ -240,17 +277,96 @@ def plot_links(sweeps: Sequence[Sweep], relative_to: str) -> str:
     return "\n\n".join(["## Plots", *lines]) if lines else ""
 
 
-def page(directories: Sequence[str], title: str, relative_to: str) -> str:
+def page(directories: Sequence[str], title: str, relative_to: str, each: bool = False,
+         validations: Sequence[tuple[str, str]] = ()) -> str:
     """The results page of the sweeps in directories (see the module docstring)."""
     sweeps = [Sweep.load(directory) for directory in directories]
-    pairs = merged(sweeps)
-    runs = [run for run, _ in pairs]
-    origins = {id(run): sweep for run, sweep in pairs}
     made = "\n".join(f"    {sweep.command or '(command not recorded)'}" for sweep in sweeps)
-    parts = [f"# {title}", f"Made by:\n\n{made}", report(runs, commands_line(origins), heading="## "),
-             failed_runs(sweeps, runs), plot_links(sweeps, relative_to),
-             "## Code\n\n" + "\n".join(f"- {code_line(directory, with_commit=False)}" for directory in directories)]
+    parts = [f"# {title}", f"Made by:\n\n{made}"]
+    groups = [[sweep] for sweep in sweeps] if each else [sweeps]
+    every_run: list[Run] = []
+    for group in groups:
+        pairs = merged(group)
+        runs = [run for run, _ in pairs]
+        every_run += runs
+        origins = {id(run): sweep for run, sweep in pairs}
+        heading = "## "
+        if each:
+            parts.append(f"## {os.path.basename(os.path.normpath(group[0].directory))}")
+            heading = "### "
+        parts += [report(runs, commands_line(origins), heading=heading), failed_runs(group, runs),
+                  plot_links(group, relative_to)]
+    parts.append(cost_table(every_run))
+    parts += [validation(Sweep.load(emulated), Sweep.load(simulation)) for emulated, simulation in validations]
+    parts.append("## Code\n\n" + "\n".join(f"- {code_line(directory, with_commit=False)}" for directory in directories))
     return "\n\n".join(part for part in parts if part) + "\n"
+
+
+def cost_table(runs: Sequence[Run]) -> str:
+    """What simulated runs cost, by topology, link rate and senders: wall seconds per simulated second
+    (median and range over the runs) and the largest peak memory; "" without simulated runs."""
+    groups: dict[tuple[str, float, int], list[Run]] = {}
+    for run in runs:
+        if simulated(run):
+            groups.setdefault((run["topo"], run["bw_gbps"], run["senders"]), []).append(run)
+    if not groups:
+        return ""
+    lines = ["## Cost of the simulations", "",
+             "| topology | host rate | senders | runs | wall s per simulated s, median (min-max) | events per "
+             "wall s, median | peak memory |", "|---|---|---|---|---|---|---|"]
+    for (topo, rate, senders), chosen in sorted(groups.items(), key=lambda item: (item[0][1], item[0][2],
+                                                                                   item[0][0])):
+        walls = sorted(r["wall_per_sim_s"] for r in chosen)
+        speeds = sorted(r["events"] / r["wall_s"] for r in chosen)
+        lines.append(f"| {topo.removeprefix('--topo ')} | {rate:g} Gb/s | {senders} | {len(chosen)} | "
+                     f"{walls[len(walls) // 2]:.1f} ({walls[0]:.1f}-{walls[-1]:.1f}) | "
+                     f"{speeds[len(speeds) // 2] / 1000:.0f}k | {max(r['max_rss_mb'] for r in chosen):.0f} MB |")
+    return "\n".join(lines)
+
+
+def ratio(simulation: float, emulation: float) -> str:
+    """simulation / emulation as a cell: "1.00" for two zeros, "inf" over a zero."""
+    if emulation == 0:
+        return "1.00" if simulation == 0 else "inf"
+    return f"{simulation / emulation:.2f}"
+
+
+def validation(emulated: Sweep, simulation: Sweep) -> str:
+    """The simulated runs against the emulated ones of the same scheme, senders and block: per cell the
+    ratios (simulated / emulated) of goodput as a share of each one's ceiling, drops at the bottleneck
+    and p95 completion, with the two commands."""
+    mininet = {(r["scheme"], r["senders"], r["sru_bytes"]): r for r in emulated.document["runs"]}
+    pairs = [(run, mininet[key]) for run in simulation.document["runs"]
+             if (key := (run["scheme"], run["senders"], run["sru_bytes"])) in mininet]
+    if not pairs:
+        return ""
+    order = scheme_order()
+    schemes = sorted({run["scheme"] for run, _ in pairs}, key=order.index)
+    name = f"{os.path.basename(os.path.normpath(simulation.directory))} against " \
+           f"{os.path.basename(os.path.normpath(emulated.directory))}"
+    lines = [f"## Validation: {name}", "",
+             "Each cell: simulated / emulated, for goodput (share of its own ceiling), drops at the bottleneck and "
+             "p95 round completion; beneath, the emulated values (goodput %, drops, p95 ms).", ""]
+    for block in sorted({run["sru_bytes"] for run, _ in pairs}):
+        chosen = {(run["scheme"], run["senders"]): (run, other) for run, other in pairs if run["sru_bytes"] == block}
+        lines += [f"**{block // 1024} KB per server**", "", "| senders | " + " | ".join(schemes) + " |",
+                  "|---|" + "---|" * len(schemes)]
+        for senders in sorted({key[1] for key in chosen}):
+            cells = []
+            for scheme in schemes:
+                if (scheme, senders) not in chosen:
+                    cells.append("")
+                    continue
+                run, other = chosen[(scheme, senders)]
+                share = run["goodput_mbps"] / run["ceiling_mbps"]
+                other_share = other["goodput_mbps"] / other["ceiling_mbps"]
+                cells.append(f"{ratio(share, other_share)}, {ratio(run['drops'], other['drops'])}, "
+                             f"{ratio(run['fct_p95_ms'], other['fct_p95_ms'])}<br>({100 * other_share:.0f} %, "
+                             f"{other['drops']}, {other['fct_p95_ms']:.0f})")
+            lines.append(f"| {senders} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines.append(f"Made by: `{simulation.command}` against `{emulated.command}`")
+    return "\n".join(lines)
 
 
 def text(directories: Sequence[str]) -> str:
@@ -265,6 +381,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="a results page: title, tables each with the command that made its runs, failed runs, "
                              "plots, code")
     parser.add_argument("--title", default="OTCP results", help="the page's title (with --markdown)")
+    parser.add_argument("--each", action="store_true", help="a section per directory, its runs not merged "
+                                                            "(with --markdown)")
+    parser.add_argument("--validate", action="append", default=[], metavar="MININET_DIR=SIM_DIR",
+                        help="add the simulated runs of SIM_DIR against the emulated ones of MININET_DIR "
+                             "(with --markdown; repeatable)")
     parser.add_argument("--output", metavar="FILE", help="write to FILE (plots linked relative to its directory) "
                                                          "instead of printing")
     return parser
@@ -274,7 +395,12 @@ def run(args: argparse.Namespace) -> int:
     """Print (or write to --output) the tables or the page; 0, or 2 when a summary cannot be read."""
     relative_to = os.path.dirname(os.path.abspath(args.output)) if args.output else os.getcwd()
     try:
-        written = page(args.directories, args.title, relative_to) if args.markdown else text(args.directories)
+        validations = [tuple(pair.split("=", 1)) for pair in args.validate]
+        if any(len(pair) != 2 for pair in validations):
+            raise ValueError("--validate: expected MININET_DIR=SIM_DIR")
+        written = (page(args.directories, args.title, relative_to, args.each,
+                        [(emulated, simulation) for emulated, simulation in validations])
+                   if args.markdown else text(args.directories))
     except (OSError, ValueError, KeyError) as exc:
         print(f"report: {exc}", file=sys.stderr)
         return 2

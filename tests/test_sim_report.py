@@ -1,0 +1,96 @@
+"""The report on simulated runs: their own tables (completion against the ideal round, the queue,
+duplicate segments, the cost) in place of the CPU's, the cost table, and the validation table of
+simulated runs against emulated ones; and the simulate command's checks of its arguments."""
+
+import json
+
+import pytest
+
+from otcp.experiments import cli
+from otcp.experiments.analysis import report
+from tests.test_experiment_results import a_run
+
+
+def a_sim_run(**changes):
+    run = a_run(ideal_ms=100.0, queue_mean_bytes=20500.0, duplicate_segments=7, wall_per_sim_s=12.5,
+                wall_s=5.0, events=500000, max_rss_mb=80.0, topo="--topo leafspine,26,4,40", bw_gbps=10.0,
+                placement="next", ecn_k_bytes=None, retransmissions=9, sim_seconds=0.4, cpu_s=4.9)
+    run.update(changes)
+    return run
+
+
+def test_simulated_runs_get_their_tables_and_not_the_cpus():
+    runs = [a_sim_run(fct_p50_ms=150.0, fct_p99_ms=320.0), a_sim_run(scheme="static-rwnd", timeouts=0)]
+    text = report.report(runs)
+    assert "1.50x / 3.20x" in text and "84 / 20.5" in text and "30 / 7" in text and "12.5 s / 80 MB" in text
+    assert "CPU during the rounds" not in text
+    assert "static-rwnd did not time out up to 16 senders" in text and "default first timed out at 16" in text
+    # Emulated runs keep the CPU's table and get none of the simulator's.
+    emulated = report.report([a_run()])
+    assert "CPU during the rounds" in emulated and "ideal round" not in emulated
+
+
+def test_the_cost_table_groups_by_topology_rate_and_senders():
+    runs = [a_sim_run(senders=100, wall_per_sim_s=3.0), a_sim_run(senders=100, scheme="dctcp", wall_per_sim_s=5.0,
+                                                                   max_rss_mb=90.0),
+            a_sim_run(senders=1000, wall_per_sim_s=40.0), a_run()]
+    table = report.cost_table(runs)
+    assert "| leafspine,26,4,40 | 10 Gb/s | 100 | 2 | 5.0 (3.0-5.0) | 100k | 90 MB |" in table
+    assert "| 1000 | 1 | 40.0 (40.0-40.0) |" in table
+    assert report.cost_table([a_run()]) == ""
+
+
+def write(directory, runs, command):
+    directory.mkdir()
+    (directory / "summary.json").write_text(json.dumps({"runs": runs, "command": command}))
+    return str(directory)
+
+
+def test_the_validation_table_gives_simulated_over_emulated_per_cell(tmp_path):
+    emulated = write(tmp_path / "mininet", [a_run(senders=4, sru_bytes=65536, goodput_mbps=47.5, ceiling_mbps=95.0,
+                                                  drops=400, fct_p95_ms=50.0),
+                                            a_run(senders=8, sru_bytes=65536, drops=0)], "otcp-experiment incast")
+    simulated = write(tmp_path / "sim", [a_sim_run(senders=4, sru_bytes=65536, goodput_mbps=45.0, ceiling_mbps=90.0,
+                                                   drops=440, fct_p95_ms=40.0),
+                                         a_sim_run(senders=8, sru_bytes=65536, drops=0)],
+                      "otcp-experiment simulate incast")
+    table = report.validation(report.Sweep.load(emulated), report.Sweep.load(simulated))
+    assert "## Validation: sim against mininet" in table and "**64 KB per server**" in table
+    assert "| 4 | 1.00, 1.10, 0.80<br>(50 %, 400, 50) |" in table
+    assert "| 8 | 1.00, 1.00, 1.00" in table
+    assert "Made by: `otcp-experiment simulate incast` against `otcp-experiment incast`" in table
+
+
+def test_each_directory_is_a_section_of_its_own(tmp_path):
+    first = write(tmp_path / "imc", [a_sim_run()], "one")
+    second = write(tmp_path / "dctcp", [a_sim_run(goodput_mbps=10.0)], "two")
+    text = report.page([first, second], "T", str(tmp_path), each=True)
+    assert "## imc" in text and "## dctcp" in text and "### 256 KB per server" in text
+    assert text.count("Made by: `one`") >= 1 and text.count("Made by: `two`") >= 1
+    assert "## Cost of the simulations" in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--senders", "4", "--sru-bytes", "100", "--bw-gbps", "0", "--buffer-bytes", "85000", "--rounds", "1"],
+     "--bw-gbps: 0.0 is out of range"),
+    (["--senders", "4,4", "--sru-bytes", "100", "--bw-gbps", "1", "--buffer-bytes", "85000", "--rounds", "1"],
+     "--senders: 4,4 lists a value twice"),
+    (["--senders", "4", "--sru-bytes", "100", "--bw-gbps", "1", "--buffer-bytes", "85000", "--rounds", "1",
+      "--schemes", "small-packets"], "--schemes: 'small-packets'"),
+    (["--senders", "4", "--sru-bytes", "100", "--bw-gbps", "1", "--buffer-bytes", "85000", "--rounds", "1",
+      "--uplink-delay-us", "5,x"], "--uplink-delay-us: 'x' is not a number"),
+    (["--senders", "4", "--sru-bytes", "100", "--bw-gbps", "nan", "--buffer-bytes", "85000", "--rounds", "1"],
+     "--bw-gbps: nan is out of range"),
+])
+def test_bad_simulate_arguments_exit_2_naming_the_option(argv, message, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["simulate", "incast", *argv, "--out", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_fabric_too_small_for_the_senders_is_refused_before_anything_runs(capsys, tmp_path):
+    status = cli.main(["simulate", "incast", "--topo", "leafspine,2,1,2", "--senders", "8", "--sru-bytes", "100",
+                       "--bw-gbps", "1", "--buffer-bytes", "85000", "--rounds", "1", "--out", str(tmp_path / "o")])
+    assert status == 2 and "--senders: 8 senders placed 'next' need 8 hosts; the fabric has 3" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
