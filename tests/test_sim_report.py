@@ -94,3 +94,13 @@ def test_a_fabric_too_small_for_the_senders_is_refused_before_anything_runs(caps
                        "--bw-gbps", "1", "--buffer-bytes", "85000", "--rounds", "1", "--out", str(tmp_path / "o")])
     assert status == 2 and "--senders: 8 senders placed 'next' need 8 hosts; the fabric has 3" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_otcp_losslesss_targets_are_judged_per_sender_count():
+    met = [a_sim_run(scheme="otcp-lossless", senders=n, timeouts=0, drops=0, fct_p99_ms=110.0) for n in (100, 500)]
+    assert "otcp-lossless met its targets at every sender count (100, 500): 0 RTOs, 0 drops, p99 at most 1.10x" \
+        in report.lossless_targets(met)
+    missed = met + [a_sim_run(scheme="otcp-lossless", senders=1000, timeouts=0, drops=3, fct_p99_ms=130.0)]
+    assert "missed its targets (0 RTOs, 0 drops, p99 within 1.2x the ideal) at 1000 senders (0 RTOs, 3 drops, " \
+        "p99 1.30x)" in report.lossless_targets(missed)
+    assert report.lossless_targets([a_run(scheme="otcp-lossless")]) == ""

@@ -182,6 +182,27 @@ def dctcp_findings(runs: Sequence[Run]) -> str:
     return "\n".join(lines)
 
 
+#: The targets otcp-lossless is held to in a simulated incast: no RTO, no drop, p99 within this of the ideal.
+LOSSLESS_P99_TARGET = 1.2
+
+
+def lossless_targets(runs: Sequence[Run]) -> str:
+    """Whether otcp-lossless's simulated runs met their targets at every sender count: 0 timeouts,
+    0 drops, p99 round completion within LOSSLESS_P99_TARGET of the ideal round ("" without such runs)."""
+    mine = sorted((r for r in runs if r["scheme"] == "otcp-lossless" and simulated(r)), key=lambda r: r["senders"])
+    if not mine:
+        return ""
+    missed = [f"{r['senders']} senders ({r['timeouts']} RTOs, {r['drops']} drops, p99 "
+              f"{r['fct_p99_ms'] / r['ideal_ms']:.2f}x)" for r in mine
+              if r["timeouts"] or r["drops"] or r["fct_p99_ms"] > LOSSLESS_P99_TARGET * r["ideal_ms"]]
+    worst = max(r["fct_p99_ms"] / r["ideal_ms"] for r in mine)
+    if missed:
+        return f"- otcp-lossless missed its targets (0 RTOs, 0 drops, p99 within {LOSSLESS_P99_TARGET}x the ideal) " \
+               f"at {'; '.join(missed)}"
+    return f"- otcp-lossless met its targets at every sender count ({', '.join(str(r['senders']) for r in mine)}): " \
+           f"0 RTOs, 0 drops, p99 at most {worst:.2f}x the ideal"
+
+
 def cpu_use(run: Run) -> str:
     """Both cores' busy share, its softirq and steal parts, and the switch thread's, as one cell
     ("-" for what a summary from before that field lacks)."""
@@ -242,7 +263,7 @@ def report(runs: Sequence[Run], made_by: MadeBy | None = None, heading: str = ""
             parts.append(f"{heading}{kb}")
         parts += [table([r for r in these if shown(r)], cell, f"{kb}: {title}", made_by)
                   for shown, cell, title in TABLES]
-        parts.append(dctcp_findings(these))
+        parts += [dctcp_findings(these), lossless_targets(these)]
     return "\n\n".join(p for p in parts if p)
 
 
