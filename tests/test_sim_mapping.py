@@ -64,10 +64,14 @@ def test_longest_prefix_match_picks_the_most_specific_route():
 def test_the_ideal_round_hand_worked():
     # 8 senders x 10 segments of 1448 B, each 1448 + 52 + 2 = 1502 B on the wire, at 1 Gb/s:
     # 80 x 1502 x 8 / 1e9 = 961.28 us, and one round trip of 20 us for the request.
-    assert ideal_round_s(8, 14480, 1448, 1e9, 20e-6, persistent=True) == pytest.approx(981.28e-6)
+    assert ideal_round_s(8, 14480, 1448, 1e9, [20e-6] * 8, persistent=True) == pytest.approx(981.28e-6)
     # A new connection per round adds the handshake's round trip; a short last segment its own size.
-    assert ideal_round_s(1, 2000, 1448, 1e9, 20e-6, persistent=False) == \
+    assert ideal_round_s(1, 2000, 1448, 1e9, [20e-6], persistent=False) == \
         pytest.approx(((1448 + 54) + (552 + 54)) * 8 / 1e9 + 40e-6)
+    # Round trips that differ: the bottleneck starts with the nearest sender's bytes (20 us), unless the
+    # farthest one's own block (12.016 us of 10 segments) arrives later than all of them.
+    assert ideal_round_s(2, 14480, 1448, 1e9, [20e-6, 30e-6], persistent=True) == pytest.approx(20e-6 + 240.32e-6)
+    assert ideal_round_s(2, 14480, 1448, 1e9, [20e-6, 1e-3], persistent=True) == pytest.approx(1e-3 + 120.16e-6)
 
 
 def test_a_star_has_otcp_topos_hosts_and_one_prefix_per_edge_switch():

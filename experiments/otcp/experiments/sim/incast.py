@@ -137,16 +137,20 @@ def build_fabric(config: SimConfig, senders: int, buffer_bytes: int) -> SimFabri
     return fabric_module.from_topo(spec, host, uplink)
 
 
-def ideal_round_s(senders: int, block_bytes: int, segment_bytes: int, rate_bps: float, round_trip_s: float,
-                  persistent: bool) -> float:
+def ideal_round_s(senders: int, block_bytes: int, segment_bytes: int, rate_bps: float,
+                  round_trips_s: Sequence[float], persistent: bool) -> float:
     """A round with the bottleneck busy from its first byte to its last and nothing lost: every
-    segment's packet (IPv4, TCP, timestamps, the point-to-point header) back to back at rate_bps,
-    after the request's round trip (and the handshake's, with a new connection per round)."""
+    segment's packet (IPv4, TCP, timestamps, the point-to-point header) back to back at rate_bps
+    from the moment the nearest sender's first byte can arrive (the request's round trip, and the
+    handshake's with a new connection per round), and never before the farthest sender's own block
+    can have arrived."""
     segments = math.ceil(block_bytes / segment_bytes)
     last = block_bytes - (segments - 1) * segment_bytes
-    wire = senders * ((segments - 1) * (segment_bytes + SEGMENT_OVERHEAD_BYTES + PPP_HEADER_BYTES)
-                      + last + SEGMENT_OVERHEAD_BYTES + PPP_HEADER_BYTES)
-    return wire * 8 / rate_bps + round_trip_s * (1 if persistent else 2)
+    one = (segments - 1) * (segment_bytes + SEGMENT_OVERHEAD_BYTES + PPP_HEADER_BYTES) \
+        + last + SEGMENT_OVERHEAD_BYTES + PPP_HEADER_BYTES
+    trips = 1 if persistent else 2
+    return max(min(round_trips_s) * trips + senders * one * 8 / rate_bps,
+               max(round_trips_s) * trips + one * 8 / rate_bps)
 
 
 def static_settings(config: SimConfig, fabric: SimFabric, placement: Placement, scheme: SimScheme,
@@ -301,7 +305,7 @@ def make_record(config: SimConfig, fabric: SimFabric, placement: Placement, sche
     block = document["workload"]["block_bytes"]
     segment = result["segment_bytes"]
     rate = fabric.bottleneck_rate_bps(placement.receiver)
-    rtt = max(fabric.round_trip_s(placement.receiver, s) for s in placement.senders)
+    round_trips = [fabric.round_trip_s(placement.receiver, s) for s in placement.senders]
     measured = result["measured_s"]
     start = min(r["start_s"] for r in rounds)
     measured_by: dict[str, Any] = {**stats.summarize_rounds(rounds), **stats.unfinished_connections(rounds),
@@ -319,7 +323,7 @@ def make_record(config: SimConfig, fabric: SimFabric, placement: Placement, sche
         generations=loop.generations_between(start, start + measured) if loop is not None else None,
         topo=fabric.description, placement=config.placement, bw_gbps=rate / 1e9,
         ecn_k_bytes=document["ecn_k_bytes"],
-        ideal_ms=1000 * ideal_round_s(len(placement.senders), block, segment, rate, rtt, config.persistent),
+        ideal_ms=1000 * ideal_round_s(len(placement.senders), block, segment, rate, round_trips, config.persistent),
         queue_mean_bytes=bottleneck["mean_bytes"], duplicate_segments=result["duplicate_segments"],
         sim_seconds=result["sim_s"], wall_s=outcome.wall_s, wall_per_sim_s=outcome.wall_s / result["sim_s"],
         cpu_s=outcome.cpu_s, events=result["events"], max_rss_mb=outcome.max_rss_kb / 1024)
