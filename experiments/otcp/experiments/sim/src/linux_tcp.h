@@ -442,6 +442,7 @@ class LinuxTcpSocket : public TcpSocketBase
         uint32_t sacked = m_txBuffer->GetSacked();
         bool recovering = m_tcb->m_congState.Get() == TcpSocketState::CA_RECOVERY;
         TcpSocketBase::ReceivedAck(packet, header);
+        EndCwrAtItsEnd();
         RecoverFromCwr(head, sacked);
         DetectLostRetransmissions(head, sacked, recovering);
         if (m_probing && m_txBuffer->HeadSequence() > m_probeHigh)
@@ -515,6 +516,12 @@ class LinuxTcpSocket : public TcpSocketBase
         TcpSocketBase::ReceivedData(p, header);
     }
 
+    void DelAckTimeout() override
+    {
+        ++m_counters[kDelayedAckTimeouts];
+        TcpSocketBase::DelAckTimeout();
+    }
+
     void ReTxTimeout() override
     {
         // What ns-3 acts on (it also runs this with nothing out, in closing states): a SYN, or data or a FIN out.
@@ -534,7 +541,8 @@ class LinuxTcpSocket : public TcpSocketBase
         kDuplicateSegments = 1,
         kRetransmissions = 2,
         kLossProbes = 3,
-        kCounters = 4,
+        kDelayedAckTimeouts = 4,
+        kCounters = 5,
     };
 
   private:
@@ -560,6 +568,27 @@ class LinuxTcpSocket : public TcpSocketBase
         {
             // Linux keeps pacing a socket once SO_MAX_PACING_RATE was set; ~0 is no maximum.
             m_tcb->m_maxPacingRate = DataRate(UINT64_MAX / 2);
+        }
+    }
+
+    /**
+     * CWR ends once everything sent when it began is acknowledged (Linux: snd_una at high_seq, then
+     * cwnd = ssthresh in tcp_end_cwnd_reduction); ns-3 ends it only past that point, so a reduction that
+     * began with the last segment of a block never ended, and the next block of a persistent connection
+     * started from the few segments PRR had left (one, which the receiver held for its delayed ACK).
+     */
+    void EndCwrAtItsEnd()
+    {
+        if (m_tcb->m_congState.Get() != TcpSocketState::CA_CWR || m_txBuffer->HeadSequence() < m_recover)
+        {
+            return;
+        }
+        m_tcb->m_congState = TcpSocketState::CA_OPEN;
+        if (!m_congestionControl->HasCongControl())
+        {
+            m_tcb->m_cWnd = m_tcb->m_ssThresh.Get();
+            m_recoveryOps->ExitRecovery(m_tcb);
+            m_congestionControl->CwndEvent(m_tcb, TcpSocketState::CA_EVENT_COMPLETE_CWR);
         }
     }
 

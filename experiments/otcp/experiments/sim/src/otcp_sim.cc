@@ -825,6 +825,8 @@ Scenario::StopMeasuring()
                                               m_countersAtStart[LinuxTcpSocket::kRetransmissions]},
                       {"loss_probes", m_counters[LinuxTcpSocket::kLossProbes] -
                                           m_countersAtStart[LinuxTcpSocket::kLossProbes]},
+                      {"delayed_ack_timeouts", m_counters[LinuxTcpSocket::kDelayedAckTimeouts] -
+                                                   m_countersAtStart[LinuxTcpSocket::kDelayedAckTimeouts]},
                       {"duplicate_segments", m_counters[LinuxTcpSocket::kDuplicateSegments] -
                                                  m_countersAtStart[LinuxTcpSocket::kDuplicateSegments]},
                       {"probe_rtts_ms", m_probeRttsMs},
