@@ -161,7 +161,10 @@ def static_settings(config: SimConfig, fabric: SimFabric, placement: Placement, 
         rtt = max(fabric.round_trip_s(placement.receiver, s) for s in placement.senders)
         window = mapping.static_rwnd_bytes(fabric.bottleneck_rate_bps(placement.receiver), rtt, buffer_bytes,
                                            len(placement.senders))
-        settings[placement.receiver] = {"default": mapping.static(scheme.rto_min_ms, window).as_json()}
+        # IMC's harness acknowledges every segment (DelAckCount 1): a window of one segment would
+        # otherwise wait for the delayed-ACK timer after each one.
+        receiver = dataclasses.replace(mapping.static(scheme.rto_min_ms, window), quickack=True)
+        settings[placement.receiver] = {"default": receiver.as_json()}
     return settings
 
 

@@ -584,6 +584,7 @@ class LinuxTcpSocket : public TcpSocketBase
             return;
         }
         m_tcb->m_congState = TcpSocketState::CA_OPEN;
+        m_dupAckCount = 0;
         if (!m_congestionControl->HasCongControl())
         {
             m_tcb->m_cWnd = m_tcb->m_ssThresh.Get();

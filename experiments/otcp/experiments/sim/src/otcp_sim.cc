@@ -292,6 +292,9 @@ Scenario::Build()
     Config::SetDefault("ns3::TcpSocket::TcpNoDelay", BooleanValue(true));
     Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(1448));
     Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(10));
+    // Linux retries a segment 15 times (tcp_retries2) before it gives the connection up; ns-3's default is 6,
+    // which an incast's backed-off retransmissions reach within a second at low rates.
+    Config::SetDefault("ns3::TcpSocket::DataRetries", UintegerValue(15));
     // RACK marks a segment lost once one sent after it is acknowledged (and a quarter of the minimum
     // RTT passed, for reordering): in these fabrics, which never reorder, a first duplicate ACK.
     Config::SetDefault("ns3::TcpSocketBase::ReTxThreshold", UintegerValue(1));
