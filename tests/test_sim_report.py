@@ -68,6 +68,9 @@ def test_each_directory_is_a_section_of_its_own(tmp_path):
     assert "## imc" in text and "## dctcp" in text and "### 256 KB per server" in text
     assert text.count("Made by: `one`") >= 1 and text.count("Made by: `two`") >= 1
     assert "## Cost of the simulations" in text
+    (tmp_path / "imc" / "goodput.png").write_bytes(b"png")
+    assert "goodput.png" in report.page([first], "T", str(tmp_path), each=True)
+    assert "goodput.png" not in report.page([first], "T", str(tmp_path), each=True, plots=False)
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -32,15 +32,16 @@ emulator, is left out for them.
 With --markdown it writes a results page instead: a title, the same tables
 each followed by the exact command that produced its runs (as the summary
 recorded it), the runs that failed with their errors, links to every
-sweep's plots, and whether each sweep ran committed code (a page names no
-commit; the printed tables do). With --each every directory is a section of
-its own (its runs not merged with the others'), headed by its name. Where
-simulated runs are among them, a cost table follows: wall time per simulated
-second and memory, by topology, link rate and senders. Each --validate
-MININET_DIR=SIM_DIR adds a table of the simulated runs against the emulated
-ones of the same scheme, senders and block: the ratios of goodput (as a share
-of each one's ceiling), drops and p95 completion. With --output the page (or
-the tables) go to that file, and the plots' links are relative to its directory.
+sweep's plots (not with --no-plots), and whether each sweep ran committed code
+(a page names no commit; the printed tables do). With --each every directory
+is a section of its own (its runs not merged with the others'), headed by its
+name. Where simulated runs are among them, a cost table follows: wall time per
+simulated second and memory, by topology, link rate and senders. Each
+--validate MININET_DIR=SIM_DIR adds a table of the simulated runs against the
+emulated ones of the same scheme, senders and block: the ratios of goodput (as
+a share of each one's ceiling), drops and p95 completion. With --output the
+page (or the tables) go to that file, and the plots' links are relative to its
+directory.
 
 """
 
@@ -299,7 +300,7 @@ def plot_links(sweeps: Sequence[Sweep], relative_to: str) -> str:
 
 
 def page(directories: Sequence[str], title: str, relative_to: str, each: bool = False,
-         validations: Sequence[tuple[str, str]] = ()) -> str:
+         validations: Sequence[tuple[str, str]] = (), plots: bool = True) -> str:
     """The results page of the sweeps in directories (see the module docstring)."""
     sweeps = [Sweep.load(directory) for directory in directories]
     made = "\n".join(f"    {sweep.command or '(command not recorded)'}" for sweep in sweeps)
@@ -316,7 +317,7 @@ def page(directories: Sequence[str], title: str, relative_to: str, each: bool = 
             parts.append(f"## {os.path.basename(os.path.normpath(group[0].directory))}")
             heading = "### "
         parts += [report(runs, commands_line(origins), heading=heading), failed_runs(group, runs),
-                  plot_links(group, relative_to)]
+                  plot_links(group, relative_to) if plots else ""]
     parts.append(cost_table(every_run))
     parts += [validation(Sweep.load(emulated), Sweep.load(simulation)) for emulated, simulation in validations]
     parts.append("## Code\n\n" + "\n".join(f"- {code_line(directory, with_commit=False)}" for directory in directories))
@@ -404,6 +405,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--title", default="OTCP results", help="the page's title (with --markdown)")
     parser.add_argument("--each", action="store_true", help="a section per directory, its runs not merged "
                                                             "(with --markdown)")
+    parser.add_argument("--no-plots", action="store_true",
+                        help="leave the plots' links out (a page kept apart from the run directories)")
     parser.add_argument("--validate", action="append", default=[], metavar="MININET_DIR=SIM_DIR",
                         help="add the simulated runs of SIM_DIR against the emulated ones of MININET_DIR "
                              "(with --markdown; repeatable)")
@@ -420,7 +423,7 @@ def run(args: argparse.Namespace) -> int:
         if any(len(pair) != 2 for pair in validations):
             raise ValueError("--validate: expected MININET_DIR=SIM_DIR")
         written = (page(args.directories, args.title, relative_to, args.each,
-                        [(emulated, simulation) for emulated, simulation in validations])
+                        [(emulated, simulation) for emulated, simulation in validations], not args.no_plots)
                    if args.markdown else text(args.directories))
     except (OSError, ValueError, KeyError) as exc:
         print(f"report: {exc}", file=sys.stderr)
