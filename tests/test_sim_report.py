@@ -14,7 +14,8 @@ from tests.test_experiment_results import a_run
 def a_sim_run(**changes):
     run = a_run(ideal_ms=100.0, queue_mean_bytes=20500.0, duplicate_segments=7, wall_per_sim_s=12.5,
                 wall_s=5.0, events=500000, max_rss_mb=80.0, topo="--topo leafspine,26,4,40", bw_gbps=10.0,
-                placement="next", ecn_k_bytes=None, retransmissions=9, sim_seconds=0.4, cpu_s=4.9)
+                placement="next", ecn_k_bytes=None, retransmissions=9, sim_seconds=0.9, rounds_seconds=0.4,
+                cpu_s=4.9)
     run.update(changes)
     return run
 

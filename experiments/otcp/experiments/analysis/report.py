@@ -246,7 +246,7 @@ TABLES: tuple[tuple[Callable[[Run], bool], Callable[[Run], str], str], ...] = (
     (simulated, lambda r: f"{r['timeouts']} / {r['duplicate_segments']}",
      "RTOs / duplicate segments at the receivers (data sent again that had arrived)"),
     (simulated, lambda r: f"{r['wall_per_sim_s']:.1f} s / {r['max_rss_mb']:.0f} MB",
-     "cost: wall seconds per simulated second / peak memory"),
+     "cost: wall seconds per simulated second of rounds / peak memory"),
     (lambda r: r["scheme"].startswith("otcp-"), lambda r: f"{r['packet_bytes']}", "IP packet size used (B)"),
     (lambda r: r.get("generations") is not None, lambda r: f"{r['generations']}",
      "new generations during the measured rounds"),
@@ -326,7 +326,7 @@ def page(directories: Sequence[str], title: str, relative_to: str, each: bool = 
 
 def cost_table(runs: Sequence[Run]) -> str:
     """What simulated runs cost, by topology, link rate and senders: wall seconds per simulated second
-    (median and range over the runs) and the largest peak memory; "" without simulated runs."""
+    of rounds (median and range over the runs) and the largest peak memory; "" without simulated runs."""
     groups: dict[tuple[str, float, int], list[Run]] = {}
     for run in runs:
         if simulated(run):
@@ -334,8 +334,8 @@ def cost_table(runs: Sequence[Run]) -> str:
     if not groups:
         return ""
     lines = ["## Cost of the simulations", "",
-             "| topology | host rate | senders | runs | wall s per simulated s, median (min-max) | events per "
-             "wall s, median | peak memory |", "|---|---|---|---|---|---|---|"]
+             "| topology | host rate | senders | runs | wall s per simulated s of rounds, median (min-max) | "
+             "events per wall s, median | peak memory |", "|---|---|---|---|---|---|---|"]
     for (topo, rate, senders), chosen in sorted(groups.items(), key=lambda item: (item[0][1], item[0][2],
                                                                                    item[0][0])):
         walls = sorted(r["wall_per_sim_s"] for r in chosen)

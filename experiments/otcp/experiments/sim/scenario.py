@@ -25,9 +25,11 @@ class SimulationError(RuntimeError):
 
 @dataclasses.dataclass
 class Outcome:
-    """What a run gave: its result line, its cost, the machine's CPU while it ran and the rounds seen."""
+    """What a run gave: its result line, its cost, the machine's CPU while it ran, and the simulated
+    time its rounds took (warm-up and measured: the time with traffic, which is what costs)."""
 
     result: dict[str, Any]
+    rounds_s: float
     wall_s: float
     cpu_s: float
     max_rss_kb: int
@@ -44,6 +46,7 @@ def run(scenario: dict[str, Any], loop: ClosedLoop | None = None,
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     result: dict[str, Any] | None = None
     cost: dict[str, Any] | None = None
+    rounds_s = 0.0
     try:
         process.stdin.write(json.dumps(scenario) + "\n")
         process.stdin.flush()
@@ -55,8 +58,10 @@ def run(scenario: dict[str, Any], loop: ClosedLoop | None = None,
                     raise SimulationError("the program polled a scenario without a closed loop")
                 process.stdin.write(json.dumps(loop.poll(message["t"], message["pairs"])) + "\n")
                 process.stdin.flush()
-            elif event == "round" and on_round is not None:
-                on_round(message)
+            elif event == "round":
+                rounds_s += message["duration_s"]
+                if on_round is not None:
+                    on_round(message)
             elif event == "result":
                 result = message
             elif event == "cost":
@@ -70,4 +75,4 @@ def run(scenario: dict[str, Any], loop: ClosedLoop | None = None,
     if status != 0 or result is None or cost is None:
         raise SimulationError(error or f"the scenario program exited with status {status} and no result")
     busy, busiest = cpu_busy(before, read_cpu_times())
-    return Outcome(result, time.monotonic() - started, cost["cpu_s"], cost["max_rss_kb"], busy, busiest)
+    return Outcome(result, rounds_s, time.monotonic() - started, cost["cpu_s"], cost["max_rss_kb"], busy, busiest)
