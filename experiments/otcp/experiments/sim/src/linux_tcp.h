@@ -431,6 +431,12 @@ class LinuxTcpSocket : public TcpSocketBase
         {
             ++m_counters[kRetransmissions];
         }
+        if (m_tcb->m_pacing && m_tcb->m_pacingRate.Get().GetBitRate() == 0)
+        {
+            // ns-3 left no rate (one computed before any RTT sample is 0, and it divides by it); a Linux
+            // socket without a computed sk_pacing_rate sends at its maximum pacing rate.
+            m_tcb->m_pacingRate = m_tcb->m_maxPacingRate;
+        }
         uint32_t sent = TcpSocketBase::SendDataPacket(seq, maxSize, withAck);
         ArmLossProbe();
         return sent;
