@@ -14,6 +14,7 @@ from otcp.experiments.sim.schemes import catalogue
 from otcp.planning import formulas
 from otcp.planning.fabric import Fabric
 from otcp.planning.planner import Plan
+from otcp.wire.paramset import RouteParams
 
 
 def star(senders=4, gbps=1.0, buffer_bytes=85000, delay_us=5.0):
@@ -22,17 +23,18 @@ def star(senders=4, gbps=1.0, buffer_bytes=85000, delay_us=5.0):
 
 
 def test_a_route_becomes_the_settings_linux_takes_from_it():
-    toward = {"dst": "10.0.0.1/32", "rto_min_ms": 14, "initcwnd": 4, "cwnd_clamp": 3, "advmss": None,
-              "pacing_rate": 820312, "quickack": True}
-    back = {"dst": "10.0.0.5/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": None, "advmss": 1352,
-            "pacing_rate": None, "quickack": False}
+    toward = RouteParams(dst="10.0.0.1/32", rto_min_ms=14, initcwnd=4, cwnd_clamp=3, advmss=None,
+                         pacing_rate=820312, quickack=True)
+    back = RouteParams(dst="10.0.0.5/32", rto_min_ms=14, initcwnd=1, cwnd_clamp=None, advmss=1352,
+                       pacing_rate=None, quickack=False)
     routes_only = mapping.planned(toward, back, bpf=False)
     assert routes_only == mapping.ConnSettings(rto_min_us=14000, initcwnd=4, clamp_segments=3, segment_bytes=1340,
                                                pacing_bps=820312 * 8, quickack=True)
     with_bpf = mapping.planned(toward, back, bpf=True)
     assert with_bpf.clamp_sets_ssthresh and with_bpf.follows
     # No clamp, the kernel's MSS (no advmss on the way back), not paced.
-    plain = mapping.planned({**toward, "cwnd_clamp": None, "pacing_rate": None}, None, bpf=False)
+    plain = mapping.planned(toward.model_copy(update={"cwnd_clamp": None, "pacing_rate": None}), None,
+                            bpf=False)
     assert (plain.clamp_segments, plain.segment_bytes, plain.pacing_bps) == (0, 1448, 0)
 
 
@@ -54,11 +56,14 @@ def test_the_static_receive_window_is_the_fair_share_in_whole_segments():
 
 
 def test_longest_prefix_match_picks_the_most_specific_route():
-    routes = [{"dst": "10.0.0.0/8", "n": 1}, {"dst": "10.1.0.0/16", "n": 2}, {"dst": "10.1.0.5/32", "n": 3}]
-    assert mapping.longest_match(routes, "10.1.0.5")["n"] == 3
-    assert mapping.longest_match(routes, "10.1.0.9")["n"] == 2
-    assert mapping.longest_match(routes, "10.2.0.1")["n"] == 1
-    assert mapping.longest_match(routes, "192.168.0.1") is None
+    routes = [RouteParams(dst=dst, rto_min_ms=5, initcwnd=initcwnd, quickack=False)
+              for dst, initcwnd in (("10.0.0.0/8", 1), ("10.1.0.0/16", 2), ("10.1.0.5/32", 3))]
+
+    def initcwnd(address: str) -> int | None:
+        route = mapping.longest_match(routes, address)
+        return None if route is None else route.initcwnd
+
+    assert [initcwnd(a) for a in ("10.1.0.5", "10.1.0.9", "10.2.0.1", "192.168.0.1")] == [3, 2, 1, None]
 
 
 def test_the_ideal_round_hand_worked():
@@ -117,11 +122,12 @@ def test_a_leaf_spine_routes_along_the_planners_paths_with_tiers_of_its_own():
 def test_the_planner_sees_the_fabric_the_simulator_builds():
     fabric = star(senders=2, gbps=10, buffer_bytes=2_000_000)
     planned = fabric.planner_fabric()
-    facts = planned.links[("s1", "h1")]
+    h1 = fabric.address["h1"]
+    facts = planned.links[("s1", h1)]
     assert facts.capacity_bytes_per_s == pytest.approx(10e9 / 8)
     assert facts.buffer_bytes == 2_000_000 and facts.delay_s == pytest.approx(5e-6)
-    assert planned.links[("h1", "s1")].buffer_bytes == 0
-    assert planned.hosts["h2"] == fabric.address["h2"]
+    assert planned.links[(h1, "s1")].buffer_bytes == 0
+    assert planned.hosts[fabric.address["h2"]] == "h2"
 
 
 def test_a_bad_topology_is_named():
@@ -147,12 +153,14 @@ def test_the_loop_counts_flows_as_the_controller_does_and_plans_with_the_real_pl
     assert set(idle) == {"h1", *senders}
     loop.poll(1.0, counts(senders, "h1", 100))["settings"]
     # Every pair sent 100 packets since the last poll: 4 flows into h1, and 4 ACK flows out of it.
-    flows = {pair: 1 for pair in pairs}
+    flows = {(fabric.address[a], fabric.address[b]): 1 for a, b in pairs}
     base = fabric.planner_fabric()
     expected = Plan(Fabric(base.switches, base.hosts, base.links, flows), formulas.Bounds(), lossless,
                     formulas.Pacing())
-    route = mapping.longest_match(expected.route_sets()["h2"], fabric.address["h1"])
-    back = mapping.longest_match(expected.route_sets()["h1"], fabric.address["h2"])
+    sets = expected.route_sets()
+    route = mapping.longest_match(sets[fabric.address["h2"]], fabric.address["h1"])
+    back = mapping.longest_match(sets[fabric.address["h1"]], fabric.address["h2"])
+    assert route is not None
     assert loop.settings[("h2", "h1")] == mapping.planned(route, back, bpf=True)
     record = next(r for r in expected.records() if (r["src"], r["dst"]) == ("h2", "h1"))
     assert loop.settings[("h2", "h1")].clamp_segments == record["cwnd_clamp"]

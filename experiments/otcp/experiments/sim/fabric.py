@@ -110,7 +110,10 @@ class SimFabric:
 
     def round_trip_s(self, a: str, b: str) -> float:
         """The propagation round trip between two hosts along the planner's path."""
-        path = [a, *self.paths.path(self.edge[a], self.edge[b]), b]
+        switches = self.paths.path(self.edge[a], self.edge[b])
+        if switches is None:
+            raise FabricError(f"no path between {a} and {b}")
+        path = [a, *switches, b]
         delays = {frozenset((link.a, link.b)): link.delay_s for link in self.links}
         return 2 * sum(delays[frozenset(pair)] for pair in zip(path, path[1:]))
 

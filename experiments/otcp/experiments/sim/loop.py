@@ -21,8 +21,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from otcp.controller.flowcount import FlowCounter
-from otcp.controller.stability import HeldFlows
+from otcp.controller.flowcount import FlowCounter, HeldFlows
 from otcp.experiments.sim import mapping
 from otcp.experiments.sim.fabric import SimFabric
 from otcp.planning import formulas
@@ -65,7 +64,6 @@ class ClosedLoop:
         self.held = HeldFlows(hold_s)
         self.base = fabric.planner_fabric()
         self.plan: Plan | None = None
-        self.host_of = {address: host for host, address in fabric.address.items()}
         self.settings: dict[tuple[str, str], mapping.ConnSettings] = {}
         self.polls: list[PollRecord] = []
 
@@ -77,9 +75,7 @@ class ClosedLoop:
             by_edge[self.fabric.edge[src]].append((self.fabric.address[src], self.fabric.address[dst], packets))
         for number, edge in enumerate(self.fabric.edges):
             self.counter.update(number + 1, by_edge[edge])
-        active = {(self.host_of[src], self.host_of[dst]): count
-                  for (src, dst), count in self.counter.active_pairs().items()}
-        flows = self.held.update(t, active)
+        flows = self.held.update(t, self.counter.active_pairs())
         fabric = Fabric(switches=self.base.switches, hosts=self.base.hosts, links=self.base.links, flows=flows)
         self.plan = Plan(fabric, self.bounds, self.lossless, self.pacing, previous=self.plan)
         changed = self._settings(self.plan)
@@ -91,8 +87,9 @@ class ClosedLoop:
         sets = plan.route_sets()
         changed: dict[str, Any] = {}
         for host, peer in self.pairs:
-            toward = mapping.longest_match(sets[host], self.fabric.address[peer])
-            back = mapping.longest_match(sets[peer], self.fabric.address[host])
+            address, peer_address = self.fabric.address[host], self.fabric.address[peer]
+            toward = mapping.longest_match(sets[address], peer_address)
+            back = mapping.longest_match(sets[peer_address], address)
             if toward is None:
                 raise RuntimeError(f"the plan has no route from {host} toward {peer}")
             settings = mapping.planned(toward, back, self.bpf, self.bounds.mss_bytes)

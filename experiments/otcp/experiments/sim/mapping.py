@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from otcp.planning import formulas
+from otcp.wire.paramset import RouteParams
 
-#: A route of a parameter set (Plan.route_sets): dst, rto_min_ms, initcwnd, cwnd_clamp, advmss,
-#: pacing_rate, quickack.
-Route = Mapping[str, Any]
 LINUX_INITCWND = 10
 
 
@@ -51,32 +49,32 @@ class ConnSettings:
         return dataclasses.asdict(self)
 
 
-def longest_match(routes: Sequence[Route], address: str) -> Route | None:
+def longest_match(routes: Sequence[RouteParams], address: str) -> RouteParams | None:
     """The route of a parameter set that longest-prefix match picks for address (None: no route)."""
     target = ipaddress.ip_address(address)
-    best: tuple[int, Route] | None = None
+    best: tuple[int, RouteParams] | None = None
     for route in routes:
-        network = ipaddress.ip_network(route["dst"])
+        network = ipaddress.ip_network(route.dst)
         if target in network and (best is None or network.prefixlen > best[0]):
             best = (network.prefixlen, route)
     return None if best is None else best[1]
 
 
-def planned(toward: Route, back: Route | None, bpf: bool, mss_bytes: int = formulas.DEFAULT_MSS_BYTES
+def planned(toward: RouteParams, back: RouteParams | None, bpf: bool, mss_bytes: int = formulas.DEFAULT_MSS_BYTES
             ) -> ConnSettings:
     """A host's settings toward a peer from its route toward the peer (toward) and the peer's route
     toward it (back: its advmss sets this host's segment; None: the kernel's MSS); bpf: the agents'
     BPF enforces them (ssthresh with the clamp, established connections follow)."""
-    advmss = back["advmss"] if back is not None else None
+    advmss = back.advmss if back is not None else None
     return ConnSettings(
-        rto_min_us=int(toward["rto_min_ms"]) * 1000,
-        initcwnd=int(toward["initcwnd"]),
-        clamp_segments=int(toward["cwnd_clamp"] or 0),
+        rto_min_us=toward.rto_min_ms * 1000,
+        initcwnd=toward.initcwnd,
+        clamp_segments=toward.cwnd_clamp or 0,
         clamp_sets_ssthresh=bpf,
         follows=bpf,
         segment_bytes=min(int(advmss) - formulas.TIMESTAMP_OPTION_BYTES, mss_bytes) if advmss else mss_bytes,
-        pacing_bps=int(toward["pacing_rate"] or 0) * 8,
-        quickack=bool(toward["quickack"]))
+        pacing_bps=(toward.pacing_rate or 0) * 8,
+        quickack=toward.quickack)
 
 
 def static(rto_min_ms: int, rcv_window_bytes: int = 0) -> ConnSettings:
