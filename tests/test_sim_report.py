@@ -105,6 +105,29 @@ def test_otcp_losslesss_targets_are_judged_per_sender_count():
     assert "otcp-lossless met its targets at every sender count (100, 500): 0 RTOs, 0 drops, p99 at most 1.10x" \
         in report.lossless_targets(met)
     missed = met + [a_sim_run(scheme="otcp-lossless", senders=1000, timeouts=0, drops=3, fct_p99_ms=130.0)]
-    assert "missed its targets (0 RTOs, 0 drops, p99 within 1.2x the ideal) at 1000 senders (0 RTOs, 3 drops, " \
-        "p99 1.30x)" in report.lossless_targets(missed)
+    assert "missed its targets (0 RTOs, 0 drops, p99 within 1.2x the ideal) at 1000 senders (0 RTOs, 7 duplicate " \
+        "segments at the receivers, 3 drops, p99 1.30x)" in report.lossless_targets(missed)
     assert report.lossless_targets([a_run(scheme="otcp-lossless")]) == ""
+
+
+def test_a_fixed_block_per_round_is_one_table_across_sender_counts():
+    runs = [a_sim_run(senders=n, sru_bytes=-(-1_000_000 // n), total_bytes=1_000_000) for n in (10, 30)]
+    text = report.report([*runs, a_sim_run(senders=4, sru_bytes=65536)])
+    assert "**1 MB per round over the servers: drops at the bottleneck / RTOs**" in text
+    assert "| 10 |" in text and "| 30 |" in text and "**64 KB per server: drops" in text
+    assert text.count("drops at the bottleneck / RTOs**") == 2
+
+
+def test_otcp_dctcp_is_set_against_dctcp_wherever_dctcp_timed_out():
+    runs = [a_sim_run(scheme="dctcp", senders=20, timeouts=0, fct_mean_ms=10.0, fct_p95_ms=11.0, fct_p50_ms=10.0),
+            a_sim_run(scheme="dctcp", senders=40, timeouts=12, fct_mean_ms=80.0, fct_p95_ms=210.0, fct_p50_ms=20.0),
+            a_sim_run(scheme="otcp+dctcp", senders=20, timeouts=0, fct_mean_ms=10.0, fct_p95_ms=11.0,
+                      fct_p50_ms=10.0),
+            a_sim_run(scheme="otcp+dctcp", senders=40, timeouts=3, fct_mean_ms=20.0, fct_p95_ms=30.0, fct_p50_ms=20.0)]
+    findings = report.dctcp_findings(runs)
+    assert "dctcp first timed out at 40 senders (12 RTOs)" in findings
+    assert "- at 40 senders, dctcp against otcp+dctcp: mean 80.0 / 20.0 ms = 4.00x, p95 210.0 / 30.0 ms = 7.00x, " \
+        "p50 20.0 / 20.0 ms = 1.00x; RTOs 12 / 3" in findings
+    assert "at 20 senders" not in findings
+    # Where dctcp never timed out, the most congested point both ran.
+    assert "- at 20 senders" in report.dctcp_findings(runs[:1] + runs[2:3])

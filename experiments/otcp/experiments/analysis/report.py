@@ -19,9 +19,11 @@ and block: a re-run of points that failed) and prints, per block size:
 - the packet size each OTCP-lossless run used;
 - the controller's new generations during each OTCP run's measured rounds;
 
-then where each scheme first timed out, and otcp+dctcp's p95 and mean
-completion against dctcp's at the most congested point both ran; and last,
-the commit each sweep ran.
+then where each scheme first timed out, and otcp+dctcp's mean, p95 and p50
+completion against dctcp's wherever dctcp timed out (else at the most
+congested point both ran); and last, the commit each sweep ran. A simulated
+sweep of a fixed block per round (--total-bytes) is one table across its
+sender counts.
 
 Simulated runs (otcp-experiment simulate: their records carry the ideal round
 and the simulator's cost) also get round completion p50 / p99 against the
@@ -161,7 +163,9 @@ def table(runs: Sequence[Run], cell: Callable[[Run], str], title: str, made_by: 
 
 
 def dctcp_findings(runs: Sequence[Run]) -> str:
-    """Where each scheme first timed out, and otcp+dctcp against dctcp at the most congested point."""
+    """Where each scheme first timed out, and otcp+dctcp against dctcp at every sender count where dctcp
+    timed out (at the most congested point both ran when it never did): mean, p95 and p50 completion,
+    and the RTOs of each, which say where a gap comes from."""
     lines = []
     order = scheme_order()
     for scheme in sorted({r["scheme"] for r in runs}, key=order.index):
@@ -170,16 +174,18 @@ def dctcp_findings(runs: Sequence[Run]) -> str:
         lines.append(f"- {scheme} first timed out at {timing_out[0]['senders']} senders "
                      f"({timing_out[0]['timeouts']} RTOs)" if timing_out else
                      f"- {scheme} did not time out up to {mine[-1]['senders']} senders")
-    dctcp = [r for r in runs if r["scheme"] == "dctcp"]
-    both = {r["senders"] for r in runs if r["scheme"] == "otcp+dctcp"} & {r["senders"] for r in dctcp}
-    if both:
-        most = max(both)
-        pick = {r["scheme"]: r for r in runs if r["senders"] == most and r["scheme"] in ("dctcp", "otcp+dctcp")}
-        plain, combined = pick["dctcp"], pick["otcp+dctcp"]
-        lines.append(f"- at {most} senders, dctcp against otcp+dctcp: p95 {plain['fct_p95_ms']:.0f} / "
-                     f"{combined['fct_p95_ms']:.0f} ms = {plain['fct_p95_ms'] / combined['fct_p95_ms']:.2f}x, mean "
-                     f"{plain['fct_mean_ms']:.0f} / {combined['fct_mean_ms']:.0f} ms = "
-                     f"{plain['fct_mean_ms'] / combined['fct_mean_ms']:.2f}x")
+    pairs = {r["senders"]: r for r in runs if r["scheme"] == "dctcp"}
+    both = sorted(((pairs[r["senders"]], r) for r in runs if r["scheme"] == "otcp+dctcp" and r["senders"] in pairs),
+                  key=lambda pair: pair[0]["senders"])
+    if not both:
+        return "\n".join(lines)
+    chosen = [(plain, combined) for plain, combined in both if plain["timeouts"]] or [both[-1]]
+    for plain, combined in chosen:
+        ratios = ", ".join(f"{what} {plain[field]:.1f} / {combined[field]:.1f} ms = "
+                           f"{plain[field] / combined[field]:.2f}x"
+                           for what, field in (("mean", "fct_mean_ms"), ("p95", "fct_p95_ms"), ("p50", "fct_p50_ms")))
+        lines.append(f"- at {plain['senders']} senders, dctcp against otcp+dctcp: {ratios}; RTOs "
+                     f"{plain['timeouts']} / {combined['timeouts']}")
     return "\n".join(lines)
 
 
@@ -193,8 +199,8 @@ def lossless_targets(runs: Sequence[Run]) -> str:
     mine = sorted((r for r in runs if r["scheme"] == "otcp-lossless" and simulated(r)), key=lambda r: r["senders"])
     if not mine:
         return ""
-    missed = [f"{r['senders']} senders ({r['timeouts']} RTOs, {r['drops']} drops, p99 "
-              f"{r['fct_p99_ms'] / r['ideal_ms']:.2f}x)" for r in mine
+    missed = [f"{r['senders']} senders ({r['timeouts']} RTOs, {r['duplicate_segments']} duplicate segments at the "
+              f"receivers, {r['drops']} drops, p99 {r['fct_p99_ms'] / r['ideal_ms']:.2f}x)" for r in mine
               if r["timeouts"] or r["drops"] or r["fct_p99_ms"] > LOSSLESS_P99_TARGET * r["ideal_ms"]]
     worst = max(r["fct_p99_ms"] / r["ideal_ms"] for r in mine)
     if missed:
@@ -253,13 +259,26 @@ TABLES: tuple[tuple[Callable[[Run], bool], Callable[[Run], str], str], ...] = (
 )
 
 
+def workload(run: Run) -> tuple[int, int]:
+    """How a run's block was given, as a sort key: (0, bytes per server), or (1, bytes per round split
+    over the servers) for a simulated sweep of --total-bytes, whose sender counts share one table."""
+    total = run.get("total_bytes")
+    return (0, run["sru_bytes"]) if total is None else (1, total)
+
+
+def workload_title(key: tuple[int, int]) -> str:
+    """A workload's heading: "64 KB per server", or "1 MB per round over the servers"."""
+    kind, size = key
+    return f"{size // 1024} KB per server" if kind == 0 else f"{size / 1e6:g} MB per round over the servers"
+
+
 def report(runs: Sequence[Run], made_by: MadeBy | None = None, heading: str = "") -> str:
-    """Every table and finding, per block size (each block's under heading + its size when heading
+    """Every table and finding, per workload (each one's under heading + its size when heading
     is given, as a page's sections); made_by: what follows each table (see table)."""
     parts = []
-    for block in sorted({r["sru_bytes"] for r in runs}):
-        these = sorted((r for r in runs if r["sru_bytes"] == block), key=lambda r: r["senders"])
-        kb = f"{block // 1024} KB per server"
+    for key in sorted({workload(r) for r in runs}):
+        these = sorted((r for r in runs if workload(r) == key), key=lambda r: r["senders"])
+        kb = workload_title(key)
         if heading:
             parts.append(f"{heading}{kb}")
         parts += [table([r for r in these if shown(r)], cell, f"{kb}: {title}", made_by)

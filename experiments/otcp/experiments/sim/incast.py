@@ -56,6 +56,7 @@ SIM_FIELDS: dict[str, Any] = {
     "topo": str,
     "placement": str,
     "bw_gbps": float,
+    "total_bytes": (int, type(None)),
     "ecn_k_bytes": (float, type(None)),
     "ideal_ms": float,
     "queue_mean_bytes": float,
@@ -73,7 +74,8 @@ SIM_FIELDS: dict[str, Any] = {
 
 @dataclasses.dataclass
 class SimRunRecord(RunRecord):
-    """A simulated run: the incast record, and the fabric, the ideal round, the queue's mean,
+    """A simulated run: the incast record, and the fabric, the block per round split over the servers
+    (total_bytes, None for a block per server), the ideal round, the queue's mean,
     the receiver's duplicate segments and what the run cost (SIM_FIELDS): simulated seconds in all
     and of rounds (warm-up and measured; the idle time up to a poll and the drain cost next to
     nothing), wall seconds, wall seconds per simulated second of rounds, events, peak memory."""
@@ -81,6 +83,7 @@ class SimRunRecord(RunRecord):
     topo: str = ""
     placement: str = "next"
     bw_gbps: float = 0.0
+    total_bytes: int | None = None
     ecn_k_bytes: float | None = None
     ideal_ms: float = 0.0
     queue_mean_bytes: float = 0.0
@@ -328,7 +331,7 @@ def make_record(config: SimConfig, fabric: SimFabric, placement: Placement, sche
         cpu_busy_pct=outcome.cpu_busy_pct, cpu_busiest_pct=outcome.cpu_busiest_pct,
         ce_marks=bottleneck["marks"] if scheme.ecn else None,
         generations=loop.generations_between(start, start + measured) if loop is not None else None,
-        topo=fabric.description, placement=config.placement, bw_gbps=rate / 1e9,
+        topo=fabric.description, placement=config.placement, bw_gbps=rate / 1e9, total_bytes=config.total_bytes,
         ecn_k_bytes=document["ecn_k_bytes"],
         ideal_ms=1000 * ideal_round_s(len(placement.senders), block, segment, rate, round_trips, config.persistent),
         queue_mean_bytes=bottleneck["mean_bytes"], duplicate_segments=result["duplicate_segments"],
