@@ -15,7 +15,7 @@ from otcp.experiments.sim.incast import SimConfig, run_sweep
 
 
 def test_set_up_built_the_program_and_it_is_up_to_date():
-    line = build.command(build.sdk_root(), build.PROGRAM)
+    line = build.command(build.wheel_sdk(), build.PROGRAM)
     assert build.PROGRAM.exists(), "scripts/bootstrap.sh builds it (python -m otcp.experiments.sim build)"
     assert not build._stale(build.BUILD_DIR / "otcp-sim.command", line)
     assert build.program() == build.PROGRAM

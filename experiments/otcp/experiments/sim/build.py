@@ -1,5 +1,8 @@
 """Compile the scenario program (``src/otcp_sim.cc``) against ns-3 3.44 into ``build/sim/otcp-sim``.
 
+The same source also builds against Debian's ``libns3-dev`` 3.37 (``debian_sdk``), which
+benchmarks/sim_builds.py measures against the chosen build.
+
 ns-3 comes from the ``ns3`` wheel, used as a C++ SDK: its ``include/`` and ``lib64/`` (installed by
 scripts/bootstrap.sh with ``pip install --no-deps``, so without its Python bindings); JSON from
 Debian's ``nlohmann-json3-dev``; the compiler is ``g++`` (C++20, as ns-3 3.44 wants). The program is
@@ -10,6 +13,7 @@ in a ``SimulatorUnavailable``.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import importlib.util
 import os
@@ -26,7 +30,8 @@ NS3_VERSION = "3.44"
 #: The ns-3 modules the scenario links.
 MODULES = ("core", "network", "internet", "point-to-point", "traffic-control")
 JSON_HEADER = Path("/usr/include/nlohmann/json.hpp")
-CXXFLAGS = ["-std=c++20", "-O2", "-Wall"]
+CXXFLAGS = ["-O2", "-Wall"]
+DEBIAN_HEADER = Path("/usr/include/ns3/tcp-socket-base.h")
 
 
 class SimulatorUnavailable(RuntimeError):
@@ -46,11 +51,49 @@ def sdk_root() -> Path:
         f"`{sys.executable} -m pip install --no-deps ns3=={NS3_VERSION}.post0`")
 
 
-def command(sdk: Path, output: Path) -> list[str]:
-    """The g++ command line that builds the program into output."""
-    lib = sdk / "lib64"
-    return ["g++", *CXXFLAGS, str(SOURCE_DIR / "otcp_sim.cc"), "-o", str(output), "-I", str(sdk / "include"),
-            "-L", str(lib), *[f"-lns{NS3_VERSION}-{module}" for module in MODULES], f"-Wl,-rpath,{lib}"]
+@dataclasses.dataclass(frozen=True)
+class Sdk:
+    """An ns-3 build the program compiles against: its name, the C++ standard its headers want, and
+    the compiler's include, library and run-path arguments."""
+
+    name: str
+    standard: str
+    flags: tuple[str, ...]
+
+
+def wheel_sdk() -> Sdk:
+    """The ns3 wheel 3.44 in this Python's site-packages (the build set-up makes)."""
+    root = sdk_root()
+    lib = root / "lib64"
+    return Sdk(f"ns-3 {NS3_VERSION} (ns3 wheel)", "c++20",
+               ("-I", str(root / "include"), "-L", str(lib), *[f"-lns{NS3_VERSION}-{m}" for m in MODULES],
+                f"-Wl,-rpath,{lib}"))
+
+
+def debian_sdk() -> Sdk:
+    """Debian's libns3-dev 3.37 (headers in /usr/include/ns3, C++17)."""
+    if not DEBIAN_HEADER.exists():
+        raise SimulatorUnavailable(f"{DEBIAN_HEADER} is missing (Debian: apt-get install libns3-dev libgsl-dev)")
+    return Sdk("ns-3 3.37 (Debian libns3-dev)", "c++17", tuple(f"-lns3-{m}" for m in MODULES))
+
+
+def command(sdk: Sdk, output: Path) -> list[str]:
+    """The g++ command line that builds the program into output against sdk."""
+    return ["g++", f"-std={sdk.standard}", *CXXFLAGS, str(SOURCE_DIR / "otcp_sim.cc"), "-o", str(output),
+            *sdk.flags]
+
+
+def compile_into(sdk: Sdk, output: Path) -> None:
+    """Build the program against sdk into output (replaced atomically); SimulatorUnavailable carries g++'s
+    messages."""
+    _check_tools()
+    tmp = output.with_name(f"{output.name}.tmp{os.getpid()}")
+    done = subprocess.run(command(sdk, tmp), capture_output=True, text=True)
+    if done.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise SimulatorUnavailable(f"g++ could not build {SOURCE_DIR / 'otcp_sim.cc'} against {sdk.name}:\n"
+                                   f"{done.stderr.strip()}")
+    os.replace(tmp, output)
 
 
 def _check_tools() -> None:
@@ -71,7 +114,7 @@ def _stale(recorded: Path, line: list[str]) -> bool:
 def build(force: bool = False) -> Path:
     """The scenario program, built first when missing or out of date; SimulatorUnavailable names
     what is missing, or carries g++'s messages."""
-    sdk = sdk_root()
+    sdk = wheel_sdk()
     _check_tools()
     BUILD_DIR.mkdir(parents=True, exist_ok=True)
     recorded = BUILD_DIR / "otcp-sim.command"
@@ -79,12 +122,7 @@ def build(force: bool = False) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         final = command(sdk, PROGRAM)
         if force or _stale(recorded, final):
-            tmp = PROGRAM.with_name(f"otcp-sim.tmp{os.getpid()}")
-            done = subprocess.run(command(sdk, tmp), capture_output=True, text=True)
-            if done.returncode != 0:
-                tmp.unlink(missing_ok=True)
-                raise SimulatorUnavailable(f"g++ could not build {SOURCE_DIR / 'otcp_sim.cc'}:\n{done.stderr.strip()}")
-            os.replace(tmp, PROGRAM)
+            compile_into(sdk, PROGRAM)
             recorded.write_text("\n".join(final) + "\n")
     return PROGRAM
 

@@ -45,6 +45,18 @@ CeilJiffies(int64_t us, int64_t jiffyUs)
     return (us + jiffyUs - 1) / jiffyUs * jiffyUs;
 }
 
+//! Whether an event is still to come (EventId::IsRunning became IsPending in ns-3 3.42; the
+//! benchmark of the builds also compiles this against Debian's 3.37).
+inline bool
+Pending(const ns3::EventId& event)
+{
+#ifdef NS_DEPRECATED_3_42
+    return event.IsPending();
+#else
+    return event.IsRunning();
+#endif
+}
+
 /**
  * Linux's RTT estimator and RTO (net/ipv4/tcp_input.c, tcp_rtt_estimator and tcp_set_rto), in integer
  * microseconds as the kernel keeps them: srtt scaled by 8, mdev by 4. RTTVAR starts at
@@ -669,7 +681,7 @@ class LinuxTcpSocket : public TcpSocketBase
                                                                                          : 2 * m_jiffyUs)
                                : kRtoInitialUs;
         Time probe = MicroSeconds(timeout);
-        if (m_retxEvent.IsPending())
+        if (Pending(m_retxEvent))
         {
             probe = std::min(probe, Simulator::GetDelayLeft(m_retxEvent));
         }
