@@ -12,6 +12,7 @@ import json
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from otcp.experiments.runner.counters import cpu_busy, read_cpu_times
@@ -38,10 +39,11 @@ class Outcome:
 
 
 def run(scenario: dict[str, Any], loop: ClosedLoop | None = None,
-        on_round: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
-    """Run the program on scenario; raise SimulationError with its message when it fails."""
+        on_round: Callable[[dict[str, Any]], None] | None = None, binary: Path | None = None) -> Outcome:
+    """Run the program (binary: another build of it) on scenario; raise SimulationError with its message
+    when it fails."""
     before, started = read_cpu_times(), time.monotonic()
-    process = subprocess.Popen([str(program())], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    process = subprocess.Popen([str(binary or program())], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     result: dict[str, Any] | None = None
