@@ -57,7 +57,7 @@ def test_the_validation_table_gives_simulated_over_emulated_per_cell(tmp_path):
                       "otcp-experiment simulate incast")
     table = report.validation(report.Sweep.load(emulated), report.Sweep.load(simulated))
     assert "## Validation: sim against mininet" in table and "**64 KB per server**" in table
-    assert "| 4 | 1.00, 1.10, 0.80<br>(50 %, 400, 50) |" in table
+    assert "| 4 | 1.00, 1.10, 0.80<br>(50 %, 400, 50)<br>RTOs 30 / 30; switch 71 % |" in table
     assert "| 8 | 1.00, 1.00, 1.00" in table
     assert "Made by: `otcp-experiment simulate incast` against `otcp-experiment incast`" in table
 

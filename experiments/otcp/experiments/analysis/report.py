@@ -387,7 +387,9 @@ def validation(emulated: Sweep, simulation: Sweep) -> str:
            f"{os.path.basename(os.path.normpath(emulated.directory))}"
     lines = [f"## Validation: {name}", "",
              "Each cell: simulated / emulated, for goodput (share of its own ceiling), drops at the bottleneck and "
-             "p95 round completion; beneath, the emulated values (goodput %, drops, p95 ms).", ""]
+             "p95 round completion; beneath, the emulated values (goodput %, drops, p95 ms); then what tells a gap's "
+             "cause: the RTOs of each (simulated / emulated) and the emulated switch's forwarding thread's CPU "
+             "(of one core) during the rounds.", ""]
     for block in sorted({run["sru_bytes"] for run, _ in pairs}):
         chosen = {(run["scheme"], run["senders"]): (run, other) for run, other in pairs if run["sru_bytes"] == block}
         lines += [f"**{block // 1024} KB per server**", "", "| senders | " + " | ".join(schemes) + " |",
@@ -401,9 +403,11 @@ def validation(emulated: Sweep, simulation: Sweep) -> str:
                 run, other = chosen[(scheme, senders)]
                 share = run["goodput_mbps"] / run["ceiling_mbps"]
                 other_share = other["goodput_mbps"] / other["ceiling_mbps"]
+                switch = other.get("switch_cpu_pct")
                 cells.append(f"{ratio(share, other_share)}, {ratio(run['drops'], other['drops'])}, "
                              f"{ratio(run['fct_p95_ms'], other['fct_p95_ms'])}<br>({100 * other_share:.0f} %, "
-                             f"{other['drops']}, {other['fct_p95_ms']:.0f})")
+                             f"{other['drops']}, {other['fct_p95_ms']:.0f})<br>RTOs {run['timeouts']} / "
+                             f"{other['timeouts']}" + ("" if switch is None else f"; switch {switch:.0f} %"))
             lines.append(f"| {senders} | " + " | ".join(cells) + " |")
         lines.append("")
     lines.append(f"Made by: `{simulation.command}` against `{emulated.command}`")
