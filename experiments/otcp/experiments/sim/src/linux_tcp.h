@@ -504,15 +504,16 @@ class LinuxTcpSocket : public TcpSocketBase
     void ReceivedData(Ptr<Packet> p, const TcpHeader& header) override
     {
         // Segments wholly below rcv_nxt: a retransmission of what had arrived (spurious).
+        // Linux's quick-ACK mode (tcp_incr_quickack): the first data, data after an idle period longer
+        // than the RTO, and what follows a retransmission of data that had arrived (tcp_data_queue:
+        // "a retransmit ... force an immediate ack", then quick-ACK mode) are acknowledged at once, up
+        // to half the receive window in segments, at most 16. After a spurious RTO the sender's window
+        // is one segment, which a delayed ACK would otherwise hold past its next RTO, again and again.
         SequenceNumber32 end = header.GetSequenceNumber() + SequenceNumber32(p->GetSize());
-        if (p->GetSize() > 0 && end <= m_tcb->m_rxBuffer->NextRxSequence())
-        {
-            ++m_counters[kDuplicateSegments];
-        }
-        // Linux's quick-ACK mode: the first data, and data after an idle period longer than the RTO,
-        // are acknowledged at once, up to half the receive window in segments, at most 16.
+        bool duplicate = p->GetSize() > 0 && end <= m_tcb->m_rxBuffer->NextRxSequence();
+        m_counters[kDuplicateSegments] += duplicate ? 1 : 0;
         Time now = Simulator::Now();
-        if (m_lastDataReceived.IsZero() || now - m_lastDataReceived > m_rto.Get())
+        if (duplicate || m_lastDataReceived.IsZero() || now - m_lastDataReceived > m_rto.Get())
         {
             uint32_t window = m_tcb->m_rxBuffer->MaxBufferSize();
             uint32_t quick = window / (2 * std::max<uint32_t>(p->GetSize(), 1));
