@@ -131,3 +131,21 @@ def test_otcp_dctcp_is_set_against_dctcp_wherever_dctcp_timed_out():
     assert "at 20 senders" not in findings
     # Where dctcp never timed out, the most congested point both ran.
     assert "- at 20 senders" in report.dctcp_findings(runs[:1] + runs[2:3])
+
+
+def test_static_rto_min_values_are_set_against_otcps_per_path_ones(tmp_path):
+    setting = {"topo": "--topo leafspine,4,2,32", "placement": "rack", "senders": 31, "sru_bytes": 65536,
+               "ideal_ms": 2.0}
+    plain = write(tmp_path / "paths", [a_sim_run(scheme="default", fct_p50_ms=400.0, fct_p99_ms=410.0, **setting),
+                                       a_sim_run(scheme="fine-rto", fct_p50_ms=20.0, fct_p99_ms=22.0, **setting),
+                                       a_sim_run(scheme="otcp", fct_p50_ms=2.0, fct_p99_ms=2.2, timeouts=0,
+                                                 duplicate_segments=0, drops=0, **setting)],
+                  "otcp-experiment simulate incast --schemes default,fine-rto,otcp")
+    five = write(tmp_path / "rto5", [a_sim_run(scheme="fine-rto", fct_p50_ms=30.0, fct_p99_ms=31.0, **setting)],
+                 "otcp-experiment simulate incast --schemes fine-rto --fine-rto-ms 5")
+    table = report.static_values([report.Sweep.load(plain), report.Sweep.load(five)])
+    assert "| setting | rto_min 1 ms | rto_min 5 ms | rto_min 200 ms | otcp |" in table
+    assert "| leafspine,4,2,32, rack, 31 x 64 KB | **10.00x / 11.00x; 30 / 7 / 120** | 15.00x / 15.50x; 30 / 7 / 120 " \
+        "| 200.00x / 205.00x; 30 / 7 / 120 | 1.00x / 1.10x; 0 / 0 / 0 |" in table
+    # default's and fine-rto's alone are no sweep of values.
+    assert report.static_values([report.Sweep.load(plain)]) == ""

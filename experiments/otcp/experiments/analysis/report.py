@@ -37,8 +37,11 @@ recorded it), the runs that failed with their errors, links to every
 sweep's plots (not with --no-plots), and whether each sweep ran committed code
 (a page names no commit; the printed tables do). With --each every directory
 is a section of its own (its runs not merged with the others'), headed by its
-name. Where simulated runs are among them, a cost table follows: wall time per
-simulated second and memory, by topology, link rate and senders. Each
+name. Where simulated sweeps ran more than two static rto_min values on one setting,
+a table sets them against OTCP's per-path values (fine-rto's value from each
+sweep's --fine-rto-ms); and where simulated runs are among them, a cost table
+follows: wall time per simulated second and memory, by topology, link rate and
+senders. Each
 --validate MININET_DIR=SIM_DIR adds a table of the simulated runs against the
 emulated ones of the same scheme, senders and block: the ratios of goodput (as
 a share of each one's ceiling), drops and p95 completion. With --output the
@@ -53,11 +56,12 @@ import argparse
 import dataclasses
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from otcp.experiments.runner.schemes import catalogue
+from otcp.experiments.runner.schemes import DEFAULT_FINE_RTO_MS, catalogue
 from otcp.experiments.sim.schemes import catalogue as sim_catalogue
 
 Run = dict[str, Any]
@@ -337,10 +341,60 @@ def page(directories: Sequence[str], title: str, relative_to: str, each: bool = 
             heading = "### "
         parts += [report(runs, commands_line(origins), heading=heading), failed_runs(group, runs),
                   plot_links(group, relative_to) if plots else ""]
+    parts.append(static_values(sweeps))
     parts.append(cost_table(every_run))
     parts += [validation(Sweep.load(emulated), Sweep.load(simulation)) for emulated, simulation in validations]
     parts.append("## Code\n\n" + "\n".join(f"- {code_line(directory, with_commit=False)}" for directory in directories))
     return "\n\n".join(part for part in parts if part) + "\n"
+
+
+def fine_rto_ms(sweep: Sweep) -> int:
+    """The rto_min fine-rto ran with in a sweep: its command's --fine-rto-ms, else the default."""
+    words = shlex.split(sweep.command or "")
+    return next((int(value) for flag, value in zip(words, words[1:]) if flag == "--fine-rto-ms"),
+                DEFAULT_FINE_RTO_MS)
+
+
+#: A static scheme's column: its rto_min.
+STATIC_COLUMN = "rto_min {} ms"
+
+
+def static_values(sweeps: Sequence[Sweep]) -> str:
+    """Every static rto_min the sweeps ran against OTCP's per-path values: a row per simulated setting
+    (topology, placement, senders, block) where more than two static values ran, a column per static
+    value (default's, fine-rto's of each sweep) and per other scheme; "" without such settings."""
+    rows: dict[tuple[str, str, int, int], dict[str, Run]] = {}
+    for sweep in sweeps:
+        known = sim_catalogue(fine_rto_ms(sweep))
+        for run in sweep.document["runs"]:
+            if simulated(run) and run["scheme"] in known:
+                column = STATIC_COLUMN.format(known[run["scheme"]].rto_min_ms) \
+                    if run["scheme"] in ("default", "fine-rto") else run["scheme"]
+                rows.setdefault((run["topo"], run["placement"], run["senders"], run["sru_bytes"]), {})[column] = run
+    # More than default's and fine-rto's: a sweep of static values.
+    rows = {key: runs for key, runs in rows.items() if sum(name.startswith("rto_min ") for name in runs) > 2}
+    if not rows:
+        return ""
+    names = {name for runs in rows.values() for name in runs}
+    order = scheme_order()
+    columns = sorted((n for n in names if n.startswith("rto_min ")), key=lambda n: int(n.split()[1])) + \
+        sorted((n for n in names if not n.startswith("rto_min ")), key=order.index)
+    lines = ["## Static rto_min values against OTCP's per-path ones", "",
+             "Each cell: round completion p50 / p99 against the ideal round; RTOs / duplicate segments at the "
+             "receivers / drops at the bottleneck. In bold, the static value with the lowest p99 in its row.", "",
+             "| setting | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    for (topo, placement, senders, block), runs in sorted(rows.items()):
+        best = min((n for n in runs if n.startswith("rto_min ")), key=lambda n: runs[n]["fct_p99_ms"])
+        cells = []
+        for name in columns:
+            run = runs.get(name)
+            cell = "" if run is None else (f"{run['fct_p50_ms'] / run['ideal_ms']:.2f}x / "
+                                           f"{run['fct_p99_ms'] / run['ideal_ms']:.2f}x; {run['timeouts']} / "
+                                           f"{run['duplicate_segments']} / {run['drops']}")
+            cells.append(f"**{cell}**" if name == best else cell)
+        lines.append(f"| {topo.removeprefix('--topo ')}, {placement}, {senders} x {block // 1024} KB | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def cost_table(runs: Sequence[Run]) -> str:
