@@ -21,7 +21,7 @@ packages: list[str] = []
 package_dir: dict[str, str] = {}
 for root, pattern in ROOTS.items():
     for package in find_namespace_packages(where=root, include=[pattern]):
-        if not package.replace(".", "/").count("/") or "__pycache__" in package or package.endswith(".src"):
+        if not package.replace(".", "/").count("/") or "__pycache__" in package or package.endswith((".src", ".cdfs")):
             continue
         packages.append(package)
         package_dir[package] = package.replace(".", "/") if root == "." else f"{root}/{package.replace('.', '/')}"
@@ -34,7 +34,8 @@ setup(
     python_requires=">=3.11",
     packages=packages,
     package_dir=package_dir,
-    package_data={"otcp.bpf": ["src/*.bpf.c"], "otcp.experiments.sim": ["src/*.cc", "src/*.h"]},
+    package_data={"otcp.bpf": ["src/*.bpf.c"], "otcp.experiments.sim": ["src/*.cc", "src/*.h"],
+                  "otcp.experiments.traffic": ["cdfs/*.cdf"]},
     install_requires=[
         "os-ken==3.1.1",
         "networkx>=3.0",
