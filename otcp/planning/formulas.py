@@ -122,6 +122,17 @@ def max_window_bytes(share_of_capacity: np.ndarray, share_of_buffer: np.ndarray,
     return np.min(share_of_capacity * rtt + share_of_buffer, axis=-1)
 
 
+def static_rwnd_bytes(capacity_bytes_per_s: ArrayLike, rtt_prop_s: ArrayLike, buffer_bytes: ArrayLike,
+                      senders: ArrayLike, mss_bytes: int = DEFAULT_MSS_BYTES) -> np.ndarray:
+    """The static 1/N receive-window clamp, the baseline OTCP's live flow counts are judged
+    against: the bottleneck's budget (cap x RTT_prop + buf, what its link and buffer hold)
+    split evenly over the N senders a receiver expects at once, in whole segments, at least one."""
+    share = (np.asarray(capacity_bytes_per_s, dtype=float) * np.asarray(rtt_prop_s, dtype=float)
+             + np.asarray(buffer_bytes, dtype=float)) / np.asarray(senders, dtype=float)
+    segments = np.floor(share / mss_bytes + _ROUNDING_SLACK)
+    return (np.maximum(segments, 1) * mss_bytes).astype(np.int64)
+
+
 def rto_min_ms(min_rto_s: ArrayLike, bounds: Bounds = Bounds()) -> np.ndarray:
     """rto_min route attribute: ceil(min_rto in ms), clamped."""
     ms = np.ceil(np.asarray(min_rto_s, dtype=float) * 1e3 - _ROUNDING_SLACK)
