@@ -172,7 +172,7 @@ def run_scheme(network: Network[FairnessConfig], scheme: Scheme, progress: Progr
             applied.agents.wait_for_routes(network.data_ips)
             wait_for_no_flows(network)
         network.flush_tcp_metrics(hosts)
-        with Counters(network.emulation, hosts, topo.receiver, marker=applied.marker).measuring() as window:
+        with Counters(network.emulation, hosts, topo.receiver, markers=applied.markers).measuring() as window:
             flows = long_flows(network, scheme.congestion_control, progress)
         packet_bytes = packet_bytes_of(scheme, network.receiver_advmss(topo.receiver, topo.senders))
     change = window.change

@@ -52,6 +52,7 @@ from otcp.experiments.runner.network import Network, RunError, start_network
 from otcp.experiments.runner.progress import Progress
 from otcp.experiments.runner.schemes import ETHERNET_MTU, Scheme, packet_bytes_of
 from otcp.experiments.runner.settings import AppliedScheme, apply_scheme
+from otcp.planning import formulas
 from otcp.topo.fabrics import StarTopo
 
 WORKLOAD_PORT = 5001
@@ -161,11 +162,14 @@ def run_network(config: IncastConfig, store: results.ResultStore, progress: Prog
         for packet_bytes in sorted({packet_bytes_of(s) for s in runnable} | {ETHERNET_MTU}, reverse=True):
             measure_ceiling(network, store, progress, sweep, buffer_bytes, packet_bytes)
         servers = Servers(network)
+        window = static_rwnd(network, sweep, progress, buffer_bytes) if any(s.static_rwnd for s in runnable) \
+            else None
         for scheme in runnable:
             label = run_label(scheme.name, senders, buffer_bytes)
             progress.start_run(label)
             try:
-                run, detail = run_scheme(network, servers, scheme, buffer_bytes, progress)
+                run, detail = run_scheme(network, servers, scheme, buffer_bytes, progress,
+                                         window if scheme.static_rwnd else None)
                 if not any((c.senders, c.buffer_bytes, c.packet_bytes) == (senders, buffer_bytes, run.packet_bytes)
                            for c in sweep.ceilings):
                     measure_ceiling(network, store, progress, sweep, buffer_bytes, run.packet_bytes)
@@ -175,6 +179,18 @@ def run_network(config: IncastConfig, store: results.ResultStore, progress: Prog
             else:
                 keep_run(sweep, store, progress, run, detail)
             progress.finish_run()
+
+
+def static_rwnd(network: Network[IncastConfig], sweep: SweepResult, progress: Progress, buffer_bytes: int) -> int:
+    """The static-rwnd scheme's receive window on this star: the bottleneck's link and buffer over
+    its senders (formulas.static_rwnd_bytes), with the round trip measured on the idle network."""
+    topo, config = network.topo, network.config
+    rtt = measure.idle_rtt_s(network.emulation, topo.senders[0], network.data_ips[topo.receiver])
+    window = int(formulas.static_rwnd_bytes(formulas.capacity_bytes_per_s(config.bw_mbps), rtt, buffer_bytes,
+                                            len(topo.senders)))
+    sweep.note(progress, f"static-rwnd on the {len(topo.senders)}-sender network ({buffer_bytes} B): receive "
+                         f"windows of {window} B, from an idle round trip of {rtt * 1000:.3f} ms")
+    return window
 
 
 def keep_run(sweep: SweepResult, store: results.ResultStore, progress: Progress, run: RunRecord,
@@ -202,11 +218,13 @@ def measure_ceiling(network: Network[IncastConfig], store: results.ResultStore |
 @dataclasses.dataclass
 class Workload:
     """The synchronized reads of one run: the client in the receiver asks every server for
-    block bytes per round, its sockets with congestion control cc."""
+    block bytes per round, its sockets with congestion control cc and, if given, their
+    receive windows held to window bytes."""
 
     network: Network[IncastConfig]
     block: int
     cc: str
+    window: int | None = None
 
     def run(self, count: list[str], on_round: Callable[[int], None]) -> list[dict[str, Any]]:
         """Run the client for count (["--rounds", N] or ["--seconds", S]); return its round records."""
@@ -217,6 +235,8 @@ class Workload:
                 "--cc", self.cc, "--round-timeout", str(config.round_timeout_s)]
         if config.persistent:
             argv.append("--persistent")
+        if self.window is not None:
+            argv += ["--window-clamp", str(self.window)]
         process = emulation.start(topo.receiver, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert process.stdout is not None and process.stderr is not None
         records = []
@@ -234,8 +254,9 @@ class Workload:
 
 
 def run_scheme(network: Network[IncastConfig], servers: Servers, scheme: Scheme, buffer_bytes: int,
-               progress: Progress) -> tuple[RunRecord, RunDetail]:
-    """One scheme on a running network; returns (RunRecord, RunDetail)."""
+               progress: Progress, window: int | None = None) -> tuple[RunRecord, RunDetail]:
+    """One scheme on a running network (window: the receive window its client holds, or None);
+    returns (RunRecord, RunDetail)."""
     config, emulation, topo = network.config, network.emulation, network.topo
     hosts = [topo.receiver] + topo.senders + [topo.probe]
     heading = f"senders={len(topo.senders)} buffer_bytes={buffer_bytes}"
@@ -244,15 +265,15 @@ def run_scheme(network: Network[IncastConfig], servers: Servers, scheme: Scheme,
         if applied.agents is not None:
             applied.agents.wait_for_routes(network.data_ips)
         network.record_routes(scheme.name, hosts, f"{heading}: before traffic")
-        workload = Workload(network, config.block_bytes(len(topo.senders)), scheme.congestion_control)
+        workload = Workload(network, config.block_bytes(len(topo.senders)), scheme.congestion_control, window)
         warm_up(network, workload, applied, hosts, progress)
         network.flush_tcp_metrics(hosts)
-        counters = Counters(emulation, hosts, topo.receiver, network.data_path(hosts), marker=applied.marker,
+        counters = Counters(emulation, hosts, topo.receiver, network.data_path(hosts), markers=applied.markers,
                             controller=network.controller if applied.agents is not None else None,
                             quiet=applied.quiet)
         receiver_ip = network.data_ips[topo.receiver]
         bottleneck = emulation.host(topo.receiver).defaultIntf().buffer_device
-        with counters.measuring() as window, \
+        with counters.measuring() as measured, \
                 measure.Probe(emulation, topo.probe, receiver_ip, config.probe_interval_s) as probe, \
                 measure.BacklogSampler(emulation, topo.receiver, bottleneck, interval=RUN_BACKLOG_INTERVAL_S,
                                        series=True, switch_inputs=network.switch_port_indexes()) as backlog:
@@ -260,7 +281,7 @@ def run_scheme(network: Network[IncastConfig], servers: Servers, scheme: Scheme,
             rtts, sent = probe.stop()
         network.record_routes(scheme.name, hosts, f"{heading}: after the measured rounds")
         packet_bytes = packet_bytes_of(scheme, network.receiver_advmss(topo.receiver, topo.senders))
-    change = window.change
+    change = measured.change
     head = {"scheme": scheme.name, "senders": len(topo.senders), "buffer_bytes": buffer_bytes,
             "sru_bytes": workload.block, "rounds": len(rounds), "persistent": int(config.persistent),
             "packet_bytes": packet_bytes, "ceiling_mbps": 0.0}

@@ -8,7 +8,11 @@ connection (route initcwnd/cwnd only apply when a connection is set up);
 --persistent keeps one connection per server for the whole run.
 
     python -m otcp.experiments.hostprogs.incast_client --servers 10.0.0.2,10.0.0.3 --port 5001 \\
-        --block-bytes 262144 (--rounds 50 | --seconds 3) [--persistent] [--cc cubic] [--round-timeout 60]
+        --block-bytes 262144 (--rounds 50 | --seconds 3) [--persistent] [--cc cubic] [--round-timeout 60] \\
+        [--window-clamp BYTES]
+
+--window-clamp holds every connection's receive window to BYTES (the static
+receive-window clamp: common.hold_receive_window, set again after every read).
 
 --seconds runs rounds until that much time has passed (at least one round):
 the warm-up before a measured run.
@@ -33,7 +37,7 @@ import socket
 import sys
 import time
 
-from otcp.experiments.hostprogs.common import set_congestion_control
+from otcp.experiments.hostprogs.common import clamp_receive_window, hold_receive_window, set_congestion_control
 from otcp.experiments.hostprogs.incast_server import REQUEST
 
 RECEIVE_BUFFER = 1 << 20
@@ -54,10 +58,13 @@ class Flow:
         self.duration: float | None = None
 
 
-def open_connection(address: str, port: int, cc: str) -> socket.socket:
-    """A non-blocking socket with connect() under way to address:port."""
+def open_connection(address: str, port: int, cc: str, window: int | None = None) -> socket.socket:
+    """A non-blocking socket with connect() under way to address:port (its receive window held to
+    window bytes, if given)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     set_congestion_control(sock, cc)
+    if window is not None:
+        hold_receive_window(sock, window)
     sock.setblocking(False)
     sock.connect_ex((address, port))
     return sock
@@ -67,10 +74,13 @@ class SynchronizedRead:
     """One round: every server asked for its block at once, each read to the end.
 
     persistent: connected sockets (one per server) to reuse, or None to open a new
-    connection per request (the request goes out once it is connected)."""
+    connection per request (the request goes out once it is connected); window: the receive
+    window every connection is held to (None: the kernel's)."""
 
-    def __init__(self, port: int, block_bytes: int, persistent: list[socket.socket] | None) -> None:
+    def __init__(self, port: int, block_bytes: int, persistent: list[socket.socket] | None,
+                 window: int | None = None) -> None:
         self.port = port
+        self.window = window
         self.block_bytes = block_bytes
         self.persistent = persistent
         self.selector = selectors.DefaultSelector()
@@ -83,7 +93,7 @@ class SynchronizedRead:
         """Ask every server (a new connection each, or the persistent ones): one Flow each."""
         for index, address in enumerate(servers):
             if self.persistent is None:
-                flow = Flow(index, address, open_connection(address, self.port, cc))
+                flow = Flow(index, address, open_connection(address, self.port, cc, self.window))
                 self.selector.register(flow.sock, selectors.EVENT_WRITE, flow)
             else:
                 flow = Flow(index, address, self.persistent[index])
@@ -111,6 +121,8 @@ class SynchronizedRead:
         if got == 0:
             raise RoundError(f"{flow.address}:{self.port}: closed after {flow.received} of {self.block_bytes} bytes")
         flow.received += got
+        if self.window is not None:
+            clamp_receive_window(flow.sock, self.window)
         if flow.received < self.block_bytes:
             return False
         flow.duration = time.monotonic() - self.start
@@ -121,13 +133,14 @@ class SynchronizedRead:
 
 
 def run_round(servers: list[str], port: int, block_bytes: int, cc: str, timeout: float,
-              persistent: list[socket.socket] | None = None) -> tuple[float, float, list[float]]:
+              persistent: list[socket.socket] | None = None,
+              window: int | None = None) -> tuple[float, float, list[float]]:
     """One synchronized read; return (start, duration, flow durations).
 
     persistent: list of connected sockets (one per server) to reuse, or None
-    to open a new connection per request.
+    to open a new connection per request; window: every connection's held receive window.
     """
-    read = SynchronizedRead(port, block_bytes, persistent)
+    read = SynchronizedRead(port, block_bytes, persistent, window)
     flows = read.flows
     try:
         read.open(servers, cc)
@@ -155,12 +168,17 @@ def errno_name(number: int) -> str:
     return f"{errno.errorcode.get(number, number)} ({os.strerror(number)})"
 
 
-def connect_persistent(servers: list[str], port: int, cc: str, timeout: float) -> list[socket.socket]:
-    """One connected, non-blocking socket per server."""
+def connect_persistent(servers: list[str], port: int, cc: str, timeout: float,
+                       window: int | None = None) -> list[socket.socket]:
+    """One connected, non-blocking socket per server (each receive window held to window bytes, if given)."""
     sockets = []
     for address in servers:
-        sock = socket.create_connection((address, port), timeout=timeout)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         set_congestion_control(sock, cc)
+        if window is not None:
+            hold_receive_window(sock, window)
+        sock.settimeout(timeout)
+        sock.connect((address, port))
         sock.setblocking(False)
         sockets.append(sock)
     return sockets
@@ -178,6 +196,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--persistent", action="store_true", help="one connection per server for the whole run")
     parser.add_argument("--cc", default="cubic")
     parser.add_argument("--round-timeout", type=float, default=60.0)
+    parser.add_argument("--window-clamp", type=int, help="hold every connection's receive window to this many bytes")
     args = parser.parse_args(argv)
     try:
         args.servers = [str(ipaddress.IPv4Address(s)) for s in args.servers.split(",")]
@@ -185,7 +204,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--servers: {exc}")
     for name, value, low in (("--port", args.port, 1), ("--block-bytes", args.block_bytes, 1),
                              ("--rounds", args.rounds, 1), ("--seconds", args.seconds, 0.0),
-                             ("--round-timeout", args.round_timeout, 0.001)):
+                             ("--round-timeout", args.round_timeout, 0.001), ("--window-clamp", args.window_clamp, 1)):
         if value is not None and value < low:
             parser.error(f"{name}: must be at least {low}, got {value}")
     if args.port > 65535:
@@ -197,14 +216,14 @@ def main(argv: list[str] | None = None) -> int:
     """Run the rounds and print one JSON record per round."""
     args = parse_args(argv)
     try:
-        persistent = connect_persistent(args.servers, args.port, args.cc, args.round_timeout) \
+        persistent = connect_persistent(args.servers, args.port, args.cc, args.round_timeout, args.window_clamp) \
             if args.persistent else None
         began = time.monotonic()
         number = 0
         while (number < args.rounds) if args.rounds is not None else (
                 number == 0 or time.monotonic() - began < args.seconds):
             start, duration, flows = run_round(args.servers, args.port, args.block_bytes, args.cc,
-                                               args.round_timeout, persistent)
+                                               args.round_timeout, persistent, args.window_clamp)
             number += 1
             print(json.dumps({"round": number - 1, "start_s": start, "duration_s": duration,
                               "bytes": args.block_bytes * len(args.servers), "flows_s": flows}), flush=True)

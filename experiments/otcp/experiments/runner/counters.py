@@ -16,7 +16,7 @@ difference, a ``Change``:
 - the machine's CPU (/proc/stat: both cores' busy share, its softirq and
   steal parts) and the switch's: the busy share of ovs-vswitchd's main
   thread, which forwards every packet;
-- the CE marks of the bottleneck's ECN marker, and the generations the OTCP
+- the CE marks of the ECN markers (the bottleneck's, or every marked egress), and the generations the OTCP
   controller made, where there is one.
 
 The reading order is symmetric: before the run the network's counters
@@ -478,21 +478,21 @@ class Counters:
     hosts: whose TCP counters and link queues are read; bottleneck: the host
     whose switch buffer is the bottleneck (drained before each snapshot's
     network part); interfaces: (node, device) pairs whose packet and drop
-    counters are read; marker: the bottleneck's ECN marker (its CE count);
+    counters are read; markers: the ECN markers (their CE counts, summed);
     controller: the OTCP controller (its generation); quiet: a context
     manager factory the network's counters are read under (the agents
     paused: Agents.paused).
     """
 
     def __init__(self, emulation: Emulation, hosts: Iterable[str], bottleneck: str,
-                 interfaces: Iterable[tuple[str, str]] = (), marker: Marker | None = None,
+                 interfaces: Iterable[tuple[str, str]] = (), markers: Iterable[Marker] = (),
                  controller: Controller | None = None,
                  quiet: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext) -> None:
         self.emulation = emulation
         self.hosts = list(hosts)
         self.bottleneck = bottleneck
         self.interfaces = list(interfaces)
-        self.marker = marker
+        self.markers = list(markers)
         self.controller = controller
         self.quiet = quiet
 
@@ -510,7 +510,7 @@ class Counters:
             return {name: read() for name, read in (reversed(readers) if closest_first else readers)}
 
     def _marked(self) -> int | None:
-        return None if self.marker is None else self.marker.counters().marked
+        return sum(marker.counters().marked for marker in self.markers) if self.markers else None
 
     def _generation(self) -> int | None:
         return None if self.controller is None else self.controller.generation()

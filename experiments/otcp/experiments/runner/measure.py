@@ -4,7 +4,8 @@
   while the workload runs;
 - the backlog of the bottleneck queue, sampled (its peak, mean and series),
   and with it what the switch's input sockets hold;
-- the single-flow ceiling: one iperf3 flow over the same links, at a given packet size.
+- the single-flow ceiling: one iperf3 flow over the same links, at a given packet size;
+- the idle network's round trip between two hosts (a ping series' median).
 
 Parsers are separate from the collectors so they can be tested on text.
 """
@@ -82,6 +83,18 @@ class Probe:
     def __exit__(self, *exc: object) -> None:
         if self.process is not None:
             self.emulation.stop(self.process)
+
+
+def idle_rtt_s(emulation: Emulation, source: str, target_ip: str, pings: int = 20, interval: float = 0.01) -> float:
+    """The idle path's round trip from source to target_ip (s): the median of pings pings, after
+    one left out (it may wait for the controller to set up the pair's path). RuntimeError when
+    fewer than half are answered."""
+    argv = ["ping", "-n", "-c", str(pings + 1), "-i", f"{interval:g}", "-W", "1", target_ip]
+    rtts, _ = parse_ping(emulation.run(source, argv, check=False))
+    if len(rtts) < (pings + 1) // 2:
+        raise RuntimeError(f"{source} -> {target_ip}: {len(rtts)} of {pings + 1} pings answered on the idle network")
+    kept = sorted(rtts[1:] or rtts)
+    return kept[len(kept) // 2] / 1000.0
 
 
 def single_flow_ceiling(emulation: Emulation, sender: str, receiver: str, receiver_ip: str, seconds: float = 5,

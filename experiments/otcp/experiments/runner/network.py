@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
-from mininet.util import buildTopo
+from mininet.util import buildTopo, splitArgs
 
 from otcp.experiments.analysis import results
 from otcp.experiments.runner.config import ExperimentConfig
@@ -40,14 +40,18 @@ class RunError(RuntimeError):
     """One run failed; the experiment records it and goes on."""
 
 
-def topology_from_spec(spec: str) -> Any:
+def topology_from_spec(spec: str, **link: Any) -> Any:
     """The FabricTopo an mn-style spec names ("leafspine,2,2,4", "star,16,bw=100");
-    ValueError naming --topo and the problem."""
-    name = spec.split(",", 1)[0]
+    ValueError naming --topo and the problem. link: link options (bw, buffer_bytes,
+    delay_us) an experiment sets from its own flags, which the spec may then not set."""
+    name, args, kwargs = splitArgs(spec)
     if name not in fabrics.topos:
         raise ValueError(f"--topo: {name!r} is not a topology of `otcp.topo.fabrics` ({', '.join(fabrics.topos)})")
+    both = sorted(set(kwargs) & set(link))
+    if both:
+        raise ValueError(f"--topo {spec}: {', '.join(both)} comes from its own option here, not the spec")
     try:
-        return buildTopo(fabrics.topos, spec)
+        return fabrics.topos[name](*args, **kwargs, **link) if link else buildTopo(fabrics.topos, spec)
     except (ValueError, TypeError) as error:
         raise ValueError(f"--topo {spec}: {error}") from None
 

@@ -45,7 +45,9 @@ class Scheme:
     controller's parameter formulas for an otcp scheme, and pacing whether
     it paces every flow at its fair share; enforce: the agents' --enforce.
     congestion_control: every workload socket's; ecn: ECN on in every host
-    and CE marking at the bottleneck.
+    and CE marking at the bottleneck; static_rwnd: the receiving program
+    clamps every connection's receive window to the static 1/N share of the
+    bottleneck (formulas.static_rwnd_bytes, N the senders it expects at once).
     """
 
     name: str
@@ -58,6 +60,7 @@ class Scheme:
     enforce: str = "routes"
     congestion_control: str = "cubic"
     ecn: bool = False
+    static_rwnd: bool = False
 
 
 def catalogue(fine_rto_ms: int = DEFAULT_FINE_RTO_MS) -> dict[str, Scheme]:
@@ -72,6 +75,9 @@ def catalogue(fine_rto_ms: int = DEFAULT_FINE_RTO_MS) -> dict[str, Scheme]:
         Scheme("small-packets-rto", "routes",
                f"{SMALL_PACKET_MTU} B packets and rto_min {fine_rto_ms}ms on every host's routes, Ge et al.",
                rto_min_ms=fine_rto_ms, mtu=SMALL_PACKET_MTU),
+        Scheme("static-rwnd", "routes", "every receiving socket's window clamped to a static 1/N of the "
+               "bottleneck's link and buffer, (C x RTT + B) / N in whole segments, N the senders expected at "
+               "once (IMC 2024, Canel et al.); kernel defaults otherwise", static_rwnd=True),
         Scheme("otcp", "otcp", "the OTCP controller's per-path rto_min, initcwnd, cwnd lock and quickack, "
                "applied by the real agent in every host"),
         Scheme("dctcp", "routes", f"DCTCP ({DCTCP_CC}, BPF) senders and receivers, ECN marking at the bottleneck, "
@@ -81,6 +87,8 @@ def catalogue(fine_rto_ms: int = DEFAULT_FINE_RTO_MS) -> dict[str, Scheme]:
         Scheme("otcp-lossless", "otcp", "the lossless formulas: windows of the fair share of BDP plus a queue "
                "target, per-path segment size (advmss), enforced from the first packet by the agents' BPF",
                formulas="lossless", enforce="bpf"),
+        Scheme("otcp-lossless+dctcp", "otcp", "otcp-lossless's windows, segments and BPF enforcement with "
+               "DCTCP and ECN marking", formulas="lossless", enforce="bpf", congestion_control=DCTCP_CC, ecn=True),
         Scheme("otcp-paced", "otcp", "otcp-lossless's windows, and every connection paced at its fair share of "
                "the path's bottleneck (SO_MAX_PACING_RATE from the agents' BPF)",
                formulas="lossless", pacing=True, enforce="bpf"),

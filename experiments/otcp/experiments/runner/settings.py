@@ -10,7 +10,8 @@ and undoes them.
 
 ``apply_scheme`` puts a whole scheme in place for one run: the OTCP
 controller's formula set and the agents for the OTCP schemes, the commands,
-and for the ECN schemes the marker on the bottleneck's egress (a BPF program:
+and for the ECN schemes the marker on the bottleneck's egress, or on every egress a
+workload marks (a BPF program each:
 loaded, attached and unpinned by ``otcp.bpf``). What it put in place comes
 back as an ``AppliedScheme`` with named fields.
 """
@@ -165,12 +166,13 @@ def undo_commands(emulation: Emulation, commands: Mapping[str, HostCommands]) ->
 @dataclasses.dataclass(frozen=True)
 class AppliedScheme:
     """A scheme in place on a network's hosts: the commands run in each host, the agents (the
-    OTCP schemes; None for the others) and the bottleneck's ECN marker (None without ECN)."""
+    OTCP schemes; None for the others) and the ECN markers on the switch's egresses, the
+    bottleneck's first (none without ECN)."""
 
     scheme: Scheme
     commands: dict[str, HostCommands]
     agents: Agents | None = None
-    marker: Marker | None = None
+    markers: tuple[Marker, ...] = ()
 
     def quiet(self) -> AbstractContextManager[Any]:
         """What the network's counters are read under: the agents paused (Agents.paused), if any."""
@@ -179,15 +181,16 @@ class AppliedScheme:
 
 @contextlib.contextmanager
 def apply_scheme(network: Network[Any], scheme: Scheme, hosts: Iterable[str], bottleneck: str,
-                 buffer_bytes: int) -> Iterator[AppliedScheme]:
+                 buffer_bytes: int, marked: Iterable[str] = ()) -> Iterator[AppliedScheme]:
     """Put scheme on hosts of network for one run; take it off on exit (also when a step fails).
 
     OTCP schemes: the controller restarted with the scheme's formulas and pacing where it
     runs with others (then every host made to reach the bottleneck again: the switches
     reconnect), and an agent in every host (their working directory under the network's,
-    per scheme). Then the scheme's commands (scheme_commands), then, with ECN, the marker on
+    per scheme). Then the scheme's commands (scheme_commands), then, with ECN, a marker on
     the egress of the switch's buffer toward bottleneck (the IFB in its namespace) at the
-    link rate, with buffer_bytes as its limit.
+    link rate, with buffer_bytes as its limit, and one toward each other host of marked (a
+    workload whose every host link is a bottleneck).
     """
     hosts = list(hosts)
     emulation, config = network.emulation, network.config
@@ -203,10 +206,10 @@ def apply_scheme(network: Network[Any], scheme: Scheme, hosts: Iterable[str], bo
                                                 timeout=config.agent_timeout_s, enforce=scheme.enforce))
         commands = scheme_commands(scheme, read_facts(emulation, hosts, scheme_sysctls(scheme)))
         stack.enter_context(applied_commands(emulation, commands))
-        marker = None
-        if scheme.ecn:
-            node = emulation.host(bottleneck)
-            marker = stack.enter_context(attach_marker(node.defaultIntf().buffer_device, config.bw_mbps * 1e6,
-                                                       limit_bytes=buffer_bytes, netns=f"/proc/{node.pid}/ns/net",
-                                                       burst_bytes=HTB_CBURST_BYTES))
-        yield AppliedScheme(scheme, commands, agents, marker)
+        markers = []
+        for host in dict.fromkeys([bottleneck, *marked]) if scheme.ecn else ():
+            node = emulation.host(host)
+            markers.append(stack.enter_context(attach_marker(
+                node.defaultIntf().buffer_device, config.bw_mbps * 1e6, limit_bytes=buffer_bytes,
+                netns=f"/proc/{node.pid}/ns/net", burst_bytes=HTB_CBURST_BYTES)))
+        yield AppliedScheme(scheme, commands, agents, tuple(markers))
