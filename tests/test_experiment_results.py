@@ -288,10 +288,11 @@ def test_out_must_be_a_directory(tmp_path, capsys):
 def test_quick_preset_and_explicit_options():
     parser = cli.build_parser()
     config = cli.config_from_args(parser.parse_args(["incast", "--quick", "--rounds", "7"]), parser)
-    assert config.senders == [4, 8, 16, 32] and config.buffers == [85000]
+    assert config.senders == [8, 16, 32] and config.buffers == [85000]
     assert config.rounds == 7
-    assert config.sru_bytes == 65536 and config.total_bytes is None
-    assert config.out.endswith("results/quick")
+    assert config.sru_bytes == 16384 and config.total_bytes is None
+    assert config.out.endswith("results/quick/incast") and config.bw_mbps == 25.0
+    assert cli.config_from_args(parser.parse_args(["incast"]), parser).bw_mbps == 100.0
     full = cli.config_from_args(parser.parse_args(["incast", "--total-bytes", "1048576"]), parser)
     assert full.sru_bytes is None and full.block_bytes(16) == 65536
 

@@ -6,9 +6,11 @@
     otcp-experiment calibrate --buffer-bytes 32000,85000,512000 --packet-bytes 1500,750 --out DIR
     otcp-experiment shell --topo leafspine,2,2,4 [--script FILE]    # Mininet's CLI with OTCP in place
     otcp-experiment fairness --flows 4 --stagger-seconds 5 --out DIR
+    otcp-experiment workload --topo star,16 --distribution websearch --load 0.5 --query-senders 8 \\
+        --query-bytes 2000 --query-rate 10 --seconds 30 --bw-mbps 25 --seed 1 --out DIR
     otcp-experiment report DIR... [--markdown] [--output FILE]        # results pages from summaries
-    otcp-experiment simulate incast --topo leafspine,26,4,40 --senders 100,500,1000 --total-bytes 18750000 \
-        --bw-gbps 10 --uplink-gbps 100 --buffer-bytes 2000000 --ecn-k-bytes 97500 --rounds 10 \
+    otcp-experiment simulate incast --topo leafspine,26,4,40 --senders 100,500,1000 --total-bytes 18750000 \\
+        --bw-gbps 10 --uplink-gbps 100 --buffer-bytes 2000000 --ecn-k-bytes 97500 --rounds 10 \\
         --schemes dctcp,otcp-lossless --out DIR     # the same incast in ns-3 (otcp.experiments.sim)
 
 Every experiment records the command line that started it with its results.
@@ -27,7 +29,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from otcp.experiments import calibrate, fairness, incast, shell
+from otcp.experiments import calibrate, fairness, incast, shell, workload
 from otcp.experiments.analysis import report, results
 from otcp.experiments.runner import schemes
 from otcp.experiments.runner.config import ExperimentConfig
@@ -39,6 +41,7 @@ from otcp.experiments.sim import fabric as sim_fabric
 from otcp.experiments.sim import incast as sim_incast
 from otcp.experiments.sim import schemes as sim_schemes
 from otcp.experiments.sim.scenario import SimulationError
+from otcp.experiments.traffic import distributions
 from otcp.planning.formulas import Lossless
 from otcp.topo import fabrics
 from otcp.topo.fabrics import MAX_BW_MBPS
@@ -47,15 +50,29 @@ C = TypeVar("C", bound=ExperimentConfig)
 T = TypeVar("T")
 SCHEME_NAMES = list(schemes.catalogue())
 FULL = {"senders": "4,8,16,32,64", "buffer_bytes": "85000,512000", "sru_bytes": 262144, "rounds": 50,
-        "warmup_seconds": 5.0,
+        "warmup_seconds": 5.0, "bw_mbps": 100.0,
         "schemes": ",".join(SCHEME_NAMES), "out": "results/incast"}
-# --quick: the headline plot (goodput vs senders) at the shallow buffer, in a few minutes. 64 KB per
-# server: at 100 Mb/s a round of 256 KB blocks outlasts the 200 ms RTOmin and hides the collapse
-# (docs/experiments.md).
-QUICK = {"senders": "4,8,16,32", "buffer_bytes": "85000", "sru_bytes": 65536, "rounds": 10,
-         "warmup_seconds": 5.0,
-         "schemes": "default,fine-rto,small-packets,otcp,dctcp,otcp-lossless", "out": "results/quick"}
+# --quick: the main job's incast part, the headline plot (goodput vs senders) at the shallow buffer, at
+# 25 Mb/s, where the emulated switch is not the bottleneck at 32 senders (docs/experiments.md, "The same
+# code at 25 Mb/s"), with 16 KB per server: a round of them takes as long as one of 64 KB at 100 Mb/s,
+# so a 200 ms RTOmin still dominates a round that meets it (at 100 Mb/s a round of 256 KB blocks
+# outlasts it and hides the collapse).
+QUICK = {"senders": "8,16,32", "buffer_bytes": "85000", "sru_bytes": 16384, "rounds": 10,
+         "warmup_seconds": 5.0, "bw_mbps": 25.0,
+         "schemes": "default,fine-rto,static-rwnd,otcp,dctcp,otcp-lossless", "out": "results/quick/incast"}
 FAIRNESS_SCHEMES = "default,otcp,dctcp,otcp-lossless,otcp-paced"
+# The workload's defaults: 25 Mb/s links, where the emulated switch is not the bottleneck
+# (docs/experiments.md, "Workloads"), and the web-search sizes scaled to a tenth.
+WORKLOAD: dict[str, Any] = {
+    "topo": "star,16", "distribution": "websearch", "size_scale": 0.1, "load": 0.5, "query_senders": None,
+    "query_bytes": None, "query_rate": None, "query_load": None, "background_flows": 0, "seconds": 30.0,
+    "warmup_seconds": 3.0, "bw_mbps": 25.0, "buffer_bytes": "85000", "seed": 1,
+    "schemes": "default,fine-rto,static-rwnd,otcp,dctcp,otcp+dctcp,otcp-lossless,otcp-lossless+dctcp,otcp-paced",
+    "out": "results/workload"}
+# --quick: the main job's workload part, the mix with queries for the trade-off table.
+WORKLOAD_QUICK: dict[str, Any] = {
+    "topo": "star,8", "load": 0.5, "query_senders": "8", "query_bytes": "2000", "query_rate": 10.0, "seconds": 15.0,
+    "schemes": "default,fine-rto,static-rwnd,otcp,dctcp,otcp-lossless", "out": "results/quick/workload"}
 CALIBRATE = {"buffer_bytes": "32000,85000,512000", "packet_bytes": "1500,750", "out": "results/calibration"}
 # IP packet sizes a calibration burst may use: a UDP header and the burst's own, up to the hosts' MTU.
 MIN_PACKET_BYTES = 64
@@ -103,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "the OTCP controller needs them to count the flows)")
     run.add_argument("--schemes", help=f"comma-separated, from {', '.join(SCHEME_NAMES)} (default all)")
     run.add_argument("--out", help=f"output directory (default {FULL['out']}, or {QUICK['out']} with --quick)")
-    run.add_argument("--bw-mbps", type=float, default=100.0, help="link rate in Mb/s (default 100)")
+    run.add_argument("--bw-mbps", type=float, help=f"link rate in Mb/s (default {FULL['bw_mbps']:g}, "
+                                                   f"{QUICK['bw_mbps']:g} with --quick)")
     run.add_argument("--delay-us", type=float, help="one-way delay per link (needs sch_netem)")
     run.add_argument("--queue-target-fraction", type=float, default=Lossless.queue_target_fraction,
                      help="otcp-lossless: the standing queue its windows aim for, as a share of the buffer "
@@ -156,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     fair.add_argument("--ceiling-repeats", type=int, default=3)
     fair.add_argument("--out", default="results/fairness")
     add_simulate_arguments(commands)
+    add_workload_arguments(commands.add_parser(
+        "workload", help="flow-size mixes, partition-aggregate queries and background flows: FCT slowdown per "
+        "size, query completion, drops and CPU per scheme", description=first_line(workload.__doc__)))
     report.add_arguments(commands.add_parser("report", help="Markdown tables, or a results page, from the "
                                              "summaries of experiments' output directories",
                                              description=first_line(report.__doc__)))
@@ -302,6 +323,104 @@ def first_line(text: str | None) -> str:
     return (text or "").split("\n")[0]
 
 
+def add_workload_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """otcp-experiment workload's options, on parser."""
+    preset = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in WORKLOAD_QUICK.items()
+                       if key != "out")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"the main job's part: {preset} (explicit options still win)")
+    parser.add_argument("--topo", metavar="NAME[,ARG...]",
+                        help=f"an mn-style topology of `otcp.topo.fabrics` ({', '.join(fabrics.topos)}) without link "
+                             f"options, e.g. star,16 or leafspine,2,2,4 (default {WORKLOAD['topo']})")
+    parser.add_argument("--distribution", choices=distributions.NAMES,
+                        help=f"the flow sizes of the mix (default {WORKLOAD['distribution']})")
+    parser.add_argument("--size-scale", type=float,
+                        help=f"multiply the distribution's sizes by this (default {WORKLOAD['size_scale']:g}; "
+                             "docs/experiments.md says why)")
+    parser.add_argument("--load", type=float,
+                        help=f"the mix's load on every host link, 0 for no mix (default {WORKLOAD['load']:g})")
+    parser.add_argument("--query-senders", metavar="N[,N...]", help="queries' fan-in, one point each (default none)")
+    parser.add_argument("--query-bytes", metavar="B[,B...]", help="each response's bytes, one point each")
+    rate = parser.add_mutually_exclusive_group()
+    rate.add_argument("--query-rate", type=float, help="queries per second")
+    rate.add_argument("--query-load", type=float, help="queries per second such that the responses offer this "
+                                                       "share of the aggregator's link")
+    parser.add_argument("--background-flows", type=int, help="long-lived flows into the aggregator (default 0)")
+    parser.add_argument("--seconds", type=float, help=f"measured seconds per run (default {WORKLOAD['seconds']:g})")
+    parser.add_argument("--warmup-seconds", type=float,
+                        help=f"unmeasured seconds before each run (default {WORKLOAD['warmup_seconds']:g})")
+    parser.add_argument("--drain-seconds", type=float, default=10.0,
+                        help="how long flows may still finish after the measured seconds (default 10)")
+    parser.add_argument("--bw-mbps", type=float, help=f"every link's rate (default {WORKLOAD['bw_mbps']:g})")
+    parser.add_argument("--buffer-bytes", help=f"comma-separated switch egress buffers, a fabric each (default "
+                                               f"{WORKLOAD['buffer_bytes']})")
+    parser.add_argument("--seed", type=int, help=f"the arrivals' seed (default {WORKLOAD['seed']})")
+    parser.add_argument("--schemes", help=f"comma-separated, from {', '.join(SCHEME_NAMES)} (default "
+                                          f"{WORKLOAD['schemes']})")
+    parser.add_argument("--out", help=f"output directory (default {WORKLOAD['out']})")
+    parser.add_argument("--delay-us", type=float, help="one-way delay per link (needs sch_netem)")
+    parser.add_argument("--queue-target-fraction", type=float, default=Lossless.queue_target_fraction,
+                        help=f"otcp-lossless's queue target (default {Lossless.queue_target_fraction:g})")
+    parser.add_argument("--fine-rto-ms", type=int, default=schemes.DEFAULT_FINE_RTO_MS,
+                        help=f"the fine-rto schemes' rto_min in ms (default {schemes.DEFAULT_FINE_RTO_MS})")
+    parser.add_argument("--forwarding", choices=["controller", "standalone"], default="controller",
+                        help="the OTCP controller forwards (default), or standalone learning bridges")
+    parser.add_argument("--ceiling-seconds", type=int, default=3)
+    parser.add_argument("--ceiling-repeats", type=int, default=3)
+    return parser
+
+
+def workload_config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> workload.WorkloadConfig:
+    """Validate the workload arguments; parser.error (exit 2) names the bad option."""
+    preset = {**WORKLOAD, **WORKLOAD_QUICK} if args.quick else WORKLOAD
+
+    def pick(name: str) -> Any:
+        value = getattr(args, name)
+        return preset.get(name) if value is None else value
+
+    names = scheme_names(pick("schemes"), parser)
+    buffers = option_error(parser, positive_int_list, str(pick("buffer_bytes")), "--buffer-bytes", MAX_BUFFER_BYTES)
+    fan_ins = option_error(parser, positive_int_list, str(pick("query_senders")), "--query-senders", MAX_SENDERS) \
+        if pick("query_senders") else []
+    sizes = option_error(parser, positive_int_list, str(pick("query_bytes")), "--query-bytes", 1 << 30) \
+        if pick("query_bytes") else []
+    if bool(fan_ins) != bool(sizes):
+        parser.error("--query-senders and --query-bytes go together: queries need both")
+    query_rate, query_load = pick("query_rate"), pick("query_load")
+    if fan_ins and query_rate is None and query_load is None:
+        parser.error("--query-rate or --query-load: queries need a rate")
+    if not fan_ins and (args.query_rate is not None or args.query_load is not None):
+        parser.error("--query-rate/--query-load: no queries (--query-senders, --query-bytes) to set a rate for")
+    checks = [("--load", pick("load"), 0, 2), ("--size-scale", pick("size_scale"), 1e-6, 1e3),
+              ("--query-rate", query_rate, 1e-3, 1e4), ("--query-load", query_load, 1e-6, 2),
+              ("--background-flows", pick("background_flows"), 0, MAX_SENDERS),
+              ("--seconds", pick("seconds"), 1, 3600), ("--warmup-seconds", pick("warmup_seconds"), 0, 600),
+              ("--drain-seconds", args.drain_seconds, 1, 600), ("--bw-mbps", pick("bw_mbps"), 0.001, MAX_BW_MBPS),
+              ("--seed", pick("seed"), 0, 2**63), ("--delay-us", args.delay_us, 0, 1e6),
+              ("--fine-rto-ms", args.fine_rto_ms, 1, 200), ("--queue-target-fraction", args.queue_target_fraction,
+                                                            1e-6, 1),
+              ("--ceiling-seconds", args.ceiling_seconds, 1, 600), ("--ceiling-repeats", args.ceiling_repeats, 1, 50)]
+    check_ranges(checks, parser)
+    if not pick("load") and not fan_ins and not pick("background_flows"):
+        parser.error("--load 0 with no queries and no background flows: nothing to run")
+    topo = option_error(parser, lambda spec: topology_from_spec(spec, bw=pick("bw_mbps"), buffer_bytes=buffers[0],
+                                                                delay_us=args.delay_us), pick("topo"))
+    others = len(topo.hosts()) - 1
+    if fan_ins and max(fan_ins) > others or pick("background_flows") > others:
+        parser.error(f"--query-senders/--background-flows: {pick('topo')} has {others} hosts besides the aggregator")
+    out = os.path.abspath(pick("out"))
+    if os.path.exists(out) and not os.path.isdir(out):
+        parser.error(f"--out: {out} exists and is not a directory")
+    return workload.WorkloadConfig(
+        out=out, schemes=names, bw_mbps=pick("bw_mbps"), buffers=buffers, delay_us=args.delay_us,
+        forwarding=args.forwarding, fine_rto_ms=args.fine_rto_ms, queue_target_fraction=args.queue_target_fraction,
+        ceiling_seconds=args.ceiling_seconds, ceiling_repeats=args.ceiling_repeats, topo=pick("topo"),
+        distribution=pick("distribution"), size_scale=pick("size_scale"), load=pick("load"),
+        query_senders=fan_ins, query_bytes=sizes, query_rate=query_rate, query_load=query_load,
+        background_flows=pick("background_flows"), seconds=pick("seconds"), warmup_seconds=pick("warmup_seconds"),
+        drain_seconds=args.drain_seconds, seed=pick("seed"))
+
+
 def fairness_config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> fairness.FairnessConfig:
     """Validate the fairness arguments; parser.error (exit 2) names the bad option."""
     names = scheme_names(args.schemes, parser)
@@ -387,7 +506,7 @@ def config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
     names = scheme_names(pick("schemes"), parser)
     checks = [("--rounds", pick("rounds"), 1, None), ("--warmup-seconds", pick("warmup_seconds"), 0, 600),
               ("--sru-bytes", args.sru_bytes, 1, 1 << 30), ("--total-bytes", args.total_bytes, 1, 1 << 34),
-              ("--bw-mbps", args.bw_mbps, 0.001, MAX_BW_MBPS), ("--delay-us", args.delay_us, 0, 1e6),
+              ("--bw-mbps", pick("bw_mbps"), 0.001, MAX_BW_MBPS), ("--delay-us", args.delay_us, 0, 1e6),
               ("--fine-rto-ms", args.fine_rto_ms, 1, 200), ("--probe-interval-ms", args.probe_interval_ms, 2, 1000),
               ("--queue-target-fraction", args.queue_target_fraction, 1e-6, 1),
               ("--ceiling-seconds", args.ceiling_seconds, 1, 600), ("--ceiling-repeats", args.ceiling_repeats, 1, 50),
@@ -402,7 +521,7 @@ def config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
         out=out, senders=senders, buffers=buffers, schemes=names,
         sru_bytes=None if args.total_bytes is not None else pick("sru_bytes"),
         total_bytes=args.total_bytes, rounds=pick("rounds"), warmup_seconds=pick("warmup_seconds"),
-        persistent=args.persistent, bw_mbps=args.bw_mbps, delay_us=args.delay_us, fine_rto_ms=args.fine_rto_ms,
+        persistent=args.persistent, bw_mbps=pick("bw_mbps"), delay_us=args.delay_us, fine_rto_ms=args.fine_rto_ms,
         forwarding=args.forwarding, probe_interval_s=args.probe_interval_ms / 1000.0,
         ceiling_seconds=args.ceiling_seconds, ceiling_repeats=args.ceiling_repeats, round_timeout_s=args.round_timeout,
         queue_target_fraction=args.queue_target_fraction)
@@ -443,6 +562,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return main_simulate(with_command(simulate_config_from_args(args, parser), command))
     if args.command == "fairness":
         return main_fairness(with_command(fairness_config_from_args(args, parser), command))
+    if args.command == "workload":
+        return main_workload(with_command(workload_config_from_args(args, parser), command))
     return main_incast(with_command(config_from_args(args, parser), command))
 
 
@@ -537,6 +658,21 @@ def main_fairness(config: fairness.FairnessConfig) -> int:
         print(f"failed: {failure['scheme']}: {failure['error']}", file=sys.stderr)
     print(f"results: {os.path.join(config.out, 'fairness.json')}, plots in {config.out}")
     return 1 if document["failures"] or not document["runs"] else 0
+
+
+def main_workload(config: workload.WorkloadConfig) -> int:
+    """otcp-experiment workload: 0 when every run finished, 1 if any failed, 2 bad input or environment."""
+    status, ran = run_experiment(workload.run_workload, config)
+    if status is not None or ran is None:
+        return 1 if status is None else status
+    summary, outcome = ran
+    if outcome.runs or outcome.failures:
+        print(workload.summary_table(outcome.runs, outcome.failures))
+    for failure in outcome.failures:
+        print(failure.note(), file=sys.stderr)
+    if summary:
+        print(f"results: {summary}, {os.path.join(config.out, 'results.db')}, plots in {config.out}")
+    return 1 if outcome.failures or not outcome.runs else 0
 
 
 def main_calibrate(config: calibrate.CalibrationConfig) -> int:

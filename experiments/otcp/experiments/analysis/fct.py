@@ -51,6 +51,8 @@ PUSHED_OPEN = 0.5
 
 #: The buckets' upper bounds in bytes (exclusive); None: no bound.
 BUCKET_UPPERS: tuple[int | None, ...] = (10_000, 100_000, 1_000_000, None)
+#: Flows under this size are short (pFabric's and Homa's small flows): their tail is the latency others see.
+SHORT_FLOW_BYTES = 100_000
 #: The percentiles every bucket and query summary reports.
 PERCENTILES = (50.0, 99.0, 99.9)
 

@@ -7,7 +7,13 @@
 - ``fct_bars.png``: mean and p95 completion time per scheme at the largest
   sender count, one panel per buffer;
 - ``fairness-SCHEME.png`` (the fairness experiment): every flow's rate over
-  time, the fair share marked, and the bottleneck's backlog underneath.
+  time, the fair share marked, and the bottleneck's backlog underneath;
+- ``slowdown-POINT.png`` (the workload experiment): p50 and p99 slowdown
+  against flow size, one colour per scheme (the figure of pFabric, Homa,
+  HPCC and Swift); ``qct-POINT.png``: the query completion times' CDFs;
+- ``tradeoff.png`` (``otcp-experiment report`` over an incast and a
+  workload directory): per scheme, goodput on synchronized reads beside
+  the p99 short-flow slowdown and the drops.
 
 A run that failed is marked where its point or bar would be: an ``x`` in its
 line's colour at the bottom of the goodput plot, labelled "failed", and an
@@ -26,8 +32,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from matplotlib.figure import Figure  # noqa: E402
 
+from otcp.experiments.analysis.fct import FlowOutcome, QueryOutcome, censored_percentile  # noqa: E402
 from otcp.experiments.analysis.results import Failure  # noqa: E402
 from otcp.experiments.analysis.stats import cdf  # noqa: E402
+from otcp.experiments.analysis.workload_report import SHORT_FLOW_BYTES, Tradeoff  # noqa: E402
 
 Run = Mapping[str, Any]
 #: How a failed run is drawn: a large x with no line, not cut off at the axes' bottom edge.
@@ -189,5 +197,112 @@ def fairness_plot(path: str, run: Mapping[str, Any], duration_s: float, buffer_b
     queue.set_xlim(0, duration_s)
     queue.grid(True, alpha=0.3)
     queue.legend(fontsize=7)
+    figure.tight_layout()
+    return _save(figure, path)
+
+
+#: Flows per size bin of the slowdown plot, at least (fewer bins when there are fewer flows).
+SLOWDOWN_BINS = 10
+
+
+def size_bins(sizes: Sequence[int], bins: int = SLOWDOWN_BINS) -> list[tuple[int, int]]:
+    """Up to bins (low, high) size ranges (inclusive) holding about as many of sizes each,
+    a size never split over two."""
+    ordered = sorted(sizes)
+    ranges: list[tuple[int, int]] = []
+    for index in range(bins):
+        chunk = ordered[len(ordered) * index // bins: len(ordered) * (index + 1) // bins]
+        if not chunk:
+            continue
+        low = chunk[0] if not ranges else max(chunk[0], ranges[-1][1] + 1)
+        if low <= chunk[-1]:
+            ranges.append((low, chunk[-1]))
+    return ranges
+
+
+def slowdown_plot(path: str, runs: Mapping[str, Sequence[FlowOutcome]], title: str) -> str:
+    """p99 (solid) and p50 (dashed) slowdown against flow size, per scheme (runs: its flows, the
+    same schedule's), in size bins of about equal flow counts; a bin whose percentile falls on
+    flows that did not finish has no point."""
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    sizes = [flow.size_bytes for flows in runs.values() for flow in flows]
+    ranges = size_bins(sorted(set(sizes)) if len(set(sizes)) < SLOWDOWN_BINS else sizes)
+    for scheme, flows in runs.items():
+        xs, p50s, p99s = [], [], []
+        for low, high in ranges:
+            chosen = [f for f in flows if low <= f.size_bytes <= high]
+            done = [f.slowdown for f in chosen if f.slowdown is not None]
+            unfinished = len(chosen) - len(done)
+            xs.append(sorted(f.size_bytes for f in chosen)[len(chosen) // 2])
+            p50s.append(censored_percentile(done, unfinished, 50))
+            p99s.append(censored_percentile(done, unfinished, 99))
+        (line,) = axes.plot(*_present(xs, p99s), marker="o", label=f"{scheme} p99")
+        axes.plot(*_present(xs, p50s), marker=".", linestyle="--", color=line.get_color(), label=f"{scheme} p50")
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("flow size (bytes; each point: the median of a bin of about equal flow counts)")
+    axes.set_ylabel("slowdown (FCT / ideal FCT)")
+    axes.set_title(f"Slowdown against flow size, {title}")
+    _finish(figure, axes)
+    return _save(figure, path)
+
+
+def _present(xs: Sequence[float], ys: Sequence[float | None]) -> tuple[list[float], list[float]]:
+    pairs = [(x, y) for x, y in zip(xs, ys) if y is not None]
+    return [x for x, _ in pairs], [y for _, y in pairs]
+
+
+def qct_cdf_plot(path: str, runs: Mapping[str, Sequence[QueryOutcome]], title: str) -> str:
+    """The CDF of query completion times per scheme (runs: its queries); queries that did not
+    finish keep the curve below 1 and are counted in the legend."""
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for scheme, queries in runs.items():
+        done = [q.qct_s * 1000.0 for q in queries if q.qct_s is not None]
+        unfinished = len(queries) - len(done)
+        if not queries:
+            continue
+        values, fractions = cdf(done) if done else ([], [])
+        scale = len(done) / len(queries)
+        label = scheme + (f" ({unfinished} unfinished)" if unfinished else "")
+        axes.step(values, [f * scale for f in fractions], where="post", label=label)
+    axes.set_xscale("log")
+    axes.set_xlabel("query completion time (ms)")
+    axes.set_ylabel("fraction of queries")
+    axes.set_title(f"Query completion, {title}")
+    _finish(figure, axes)
+    return _save(figure, path)
+
+
+def tradeoff_plot(path: str, rows: Sequence[Tradeoff]) -> str:
+    """Per scheme, side by side: goodput on synchronized reads (share of the ceiling), the p99
+    slowdown of short flows, and the drops in each experiment; a scheme one experiment did not
+    run has no bar there."""
+    figure, (goodput, slowdown, drops) = plt.subplots(1, 3, figsize=(12, 0.5 * len(rows) + 2), sharey=True)
+    names = [row.scheme for row in rows]
+    positions = list(range(len(rows)))
+
+    def bars(axes: Any, values: Sequence[float | None], **style: Any) -> None:
+        axes.barh([p for p, v in zip(positions, values) if v is not None], [v for v in values if v is not None],
+                  **style)
+
+    bars(goodput, [None if r.goodput_share is None else 100 * r.goodput_share for r in rows], color="tab:blue")
+    goodput.set_xlim(0, 105)
+    senders = next((r.senders for r in rows if r.senders), None)
+    goodput.set_xlabel(f"goodput on synchronized reads, % of the ceiling ({senders} senders)")
+    bars(slowdown, [r.short_slowdown_p99 for r in rows], color="tab:orange")
+    slowdown.set_xscale("log")
+    slowdown.set_xlabel(f"p99 slowdown, flows < {SHORT_FLOW_BYTES // 1000} kB (workload)")
+    bars(drops, [None if r.incast_drops is None else float(r.incast_drops) for r in rows], height=0.4,
+         align="edge", color="tab:red", label="incast")
+    bars(drops, [None if r.workload_drops is None else float(r.workload_drops) for r in rows], height=-0.4,
+         align="edge", color="tab:purple", label="workload")
+    drops.set_xscale("symlog")
+    drops.set_xlabel("packets dropped at the switches")
+    drops.legend(fontsize=8)
+    goodput.set_yticks(positions, names)
+    goodput.invert_yaxis()
+    for axes in (goodput, slowdown, drops):
+        axes.grid(True, axis="x", alpha=0.3)
+    figure.suptitle("What each scheme pays for what it gets")
     figure.tight_layout()
     return _save(figure, path)

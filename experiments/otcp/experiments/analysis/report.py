@@ -31,6 +31,13 @@ ideal round, the bottleneck queue's peak and mean, duplicate segments at the
 receivers, and what the run cost; the machine's CPU, which only matters to an
 emulator, is left out for them.
 
+A workload summary (``otcp-experiment workload``) gets its own tables
+(``analysis.workload_report``): slowdown per size bucket, queries and
+counters per point, and the regime search's table; given incast and
+workload summaries together, the report starts with the trade-off per
+scheme (goodput on synchronized reads beside the p99 short-flow slowdown
+and the drops), and --tradeoff-plot FILE draws it.
+
 With --markdown it writes a results page instead: a title, the same tables
 each followed by the exact command that produced its runs (as the summary
 recorded it), the runs that failed with their errors, links to every
@@ -54,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import glob
 import json
 import os
 import shlex
@@ -61,6 +69,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from otcp.experiments.analysis import plots, workload_report
 from otcp.experiments.runner.schemes import DEFAULT_FINE_RTO_MS, catalogue
 from otcp.experiments.sim.schemes import catalogue as sim_catalogue
 
@@ -68,6 +77,8 @@ Run = dict[str, Any]
 #: The plots a sweep may have drawn, in the order a page shows them, with what each shows.
 PLOTS = (("goodput.png", "goodput against senders"), ("fct_cdf.png", "completion times at the most senders"),
          ("fct_bars.png", "mean and p95 completion at the most senders"))
+#: The workload's plots, by their names' first part, with what each shows.
+WORKLOAD_PLOTS = {"slowdown": "slowdown against flow size", "qct": "query completion times"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +93,11 @@ class Sweep:
         """Read directory's summary.json."""
         with open(os.path.join(directory, "summary.json"), encoding="utf-8") as handle:
             return cls(directory, json.load(handle))
+
+    @property
+    def workload(self) -> bool:
+        """Whether this is a workload experiment's summary (else an incast sweep's)."""
+        return workload_report.is_workload(self.document)
 
     @property
     def command(self) -> str | None:
@@ -302,8 +318,10 @@ def commands_line(origins: Mapping[int, Sweep]) -> MadeBy:
 
 
 def failed_runs(sweeps: Sequence[Sweep], runs: Sequence[Run]) -> str:
-    """The page's list of runs that failed and were not run again later, with their errors and commands."""
-    finished = {(r["scheme"], r["senders"], r["buffer_bytes"]) for r in runs}
+    """The page's list of runs that failed and were not run again later, with their errors and commands
+    (a workload run's senders: its query fan-in)."""
+    finished = {(r["scheme"], r["senders"] if "senders" in r else r["query_senders"], r["buffer_bytes"])
+                for r in runs}
     lines = [f"- {entry['scheme']} n={entry['senders']} buf={entry['buffer_bytes']}: {entry['error']} "
              f"(`{sweep.command or sweep.directory}`)"
              for sweep in sweeps for entry in sweep.document.get("failures", [])
@@ -316,24 +334,48 @@ def plot_links(sweeps: Sequence[Sweep], relative_to: str) -> str:
     lines = []
     for sweep in sweeps:
         found = [(name, what) for name, what in PLOTS if os.path.exists(os.path.join(sweep.directory, name))]
+        found += [(os.path.basename(path), WORKLOAD_PLOTS[os.path.basename(path).split("-")[0]])
+                  for path in sorted(glob.glob(os.path.join(sweep.directory, "*-*.png")))
+                  if os.path.basename(path).split("-")[0] in WORKLOAD_PLOTS]
         for name, what in found:
             path = os.path.relpath(os.path.join(sweep.directory, name), relative_to)
             lines.append(f"![{what}, {sweep.directory}]({path})")
     return "\n\n".join(["## Plots", *lines]) if lines else ""
 
 
+def tradeoff(incast_runs: Sequence[Run], workload_runs: Sequence[Run], heading: str,
+             plot: str | None = None, relative_to: str | None = None) -> str:
+    """The trade-off section when both experiments' runs are given ("" otherwise), its plot drawn
+    to plot and linked relative to relative_to (a page's directory) when given."""
+    if not incast_runs or not workload_runs:
+        return ""
+    rows = workload_report.tradeoff_rows(incast_runs, workload_runs)
+    parts = [f"{heading}What each scheme pays for what it gets",
+             workload_report.tradeoff_table(rows),
+             "Goodput: synchronized reads at the incast sweep's most senders, as a share of the ceiling; "
+             f"slowdown: the workload's flows under {workload_report.SHORT_FLOW_BYTES // 1000} kB, FCT over the "
+             "ideal on the idle fabric; drops at the switches' buffers and RTOs summed over the hosts."]
+    if plot:
+        plots.tradeoff_plot(plot, rows)
+        if relative_to is not None:
+            parts.append(f"![the trade-off per scheme]({os.path.relpath(os.path.abspath(plot), relative_to)})")
+    return "\n\n".join(parts)
+
+
 def page(directories: Sequence[str], title: str, relative_to: str, each: bool = False,
-         validations: Sequence[tuple[str, str]] = (), plots: bool = True) -> str:
+         validations: Sequence[tuple[str, str]] = (), plots: bool = True, tradeoff_plot: str | None = None) -> str:
     """The results page of the sweeps in directories (see the module docstring)."""
     sweeps = [Sweep.load(directory) for directory in directories]
+    incast = [sweep for sweep in sweeps if not sweep.workload]
+    work = [sweep for sweep in sweeps if sweep.workload]
     made = "\n".join(f"    {sweep.command or '(command not recorded)'}" for sweep in sweeps)
     parts = [f"# {title}", f"Made by:\n\n{made}"]
-    groups = [[sweep] for sweep in sweeps] if each else [sweeps]
-    every_run: list[Run] = []
+    groups = [[sweep] for sweep in incast] if each else [incast]
+    incast_runs: list[Run] = []
     for group in groups:
         pairs = merged(group)
         runs = [run for run, _ in pairs]
-        every_run += runs
+        incast_runs += runs
         origins = {id(run): sweep for run, sweep in pairs}
         heading = "## "
         if each:
@@ -341,8 +383,14 @@ def page(directories: Sequence[str], title: str, relative_to: str, each: bool = 
             heading = "### "
         parts += [report(runs, commands_line(origins), heading=heading), failed_runs(group, runs),
                   plot_links(group, relative_to) if plots else ""]
+    work_pairs = workload_report.merged_runs([(sweep.document, sweep) for sweep in work])
+    work_runs = [run for run, _ in work_pairs]
+    work_origins = {id(run): sweep for run, sweep in work_pairs}
+    parts.insert(2, tradeoff(incast_runs, work_runs, "## ", tradeoff_plot, relative_to))
+    parts += [workload_report.sections(work_runs, commands_line(work_origins), heading="## "),
+              failed_runs(work, work_runs), plot_links(work, relative_to) if plots else ""]
     parts.append(static_values(sweeps))
-    parts.append(cost_table(every_run))
+    parts.append(cost_table(incast_runs))
     parts += [validation(Sweep.load(emulated), Sweep.load(simulation)) for emulated, simulation in validations]
     parts.append("## Code\n\n" + "\n".join(f"- {code_line(directory, with_commit=False)}" for directory in directories))
     return "\n\n".join(part for part in parts if part) + "\n"
@@ -468,9 +516,20 @@ def validation(emulated: Sweep, simulation: Sweep) -> str:
     return "\n".join(lines)
 
 
-def text(directories: Sequence[str]) -> str:
-    """The tables of the sweeps in directories, then the code each ran."""
-    return report(load_runs(directories)) + "\n\n" + "\n".join(f"- {code_line(d)}" for d in directories) + "\n"
+def text(directories: Sequence[str], tradeoff_plot: str | None = None, only_tradeoff: bool = False) -> str:
+    """The tables of the sweeps in directories, then the code each ran (only_tradeoff: the trade-off
+    alone; ValueError without an incast and a workload summary)."""
+    sweeps = [Sweep.load(directory) for directory in directories]
+    runs = [run for run, _ in merged([sweep for sweep in sweeps if not sweep.workload])]
+    work_runs = [run for run, _ in workload_report.merged_runs([(s.document, s) for s in sweeps if s.workload])]
+    table = tradeoff(runs, work_runs, "", tradeoff_plot)
+    if only_tradeoff:
+        if not table:
+            raise ValueError("--tradeoff needs an incast summary with runs and a workload summary with runs")
+        return table + "\n"
+    parts = [table, report(runs), workload_report.sections(work_runs, None, ""),
+             "\n".join(f"- {code_line(d)}" for d in directories)]
+    return "\n\n".join(part for part in parts if part) + "\n"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -489,6 +548,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "(with --markdown; repeatable)")
     parser.add_argument("--output", metavar="FILE", help="write to FILE (plots linked relative to its directory) "
                                                          "instead of printing")
+    parser.add_argument("--tradeoff", action="store_true", help="only the trade-off (an incast and a workload "
+                                                                "directory given)")
+    parser.add_argument("--tradeoff-plot", metavar="FILE", help="draw the trade-off (an incast and a workload "
+                                                                "directory given) to FILE, a PNG")
     return parser
 
 
@@ -500,8 +563,9 @@ def run(args: argparse.Namespace) -> int:
         if any(len(pair) != 2 for pair in validations):
             raise ValueError("--validate: expected MININET_DIR=SIM_DIR")
         written = (page(args.directories, args.title, relative_to, args.each,
-                        [(emulated, simulation) for emulated, simulation in validations], not args.no_plots)
-                   if args.markdown else text(args.directories))
+                        [(emulated, simulation) for emulated, simulation in validations], not args.no_plots,
+                        args.tradeoff_plot)
+                   if args.markdown else text(args.directories, args.tradeoff_plot, args.tradeoff))
     except (OSError, ValueError, KeyError) as exc:
         print(f"report: {exc}", file=sys.stderr)
         return 2
