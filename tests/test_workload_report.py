@@ -155,3 +155,8 @@ def test_the_quick_preset_and_explicit_options():
     assert regime.points() == [(8, 2000), (8, 65536), (16, 2000), (16, 65536), (32, 2000), (32, 65536)]
     assert regime.mix() is None and regime.buffers == [85000, 512000]
     assert regime.queries("h1", 8, 2000).rate_per_s == pytest.approx(0.2 * 25e6 / 8 / 16000)
+    # Each distribution's sizes are scaled for the emulator unless told otherwise.
+    for name, scale in (("websearch", 0.1), ("datamining", 0.01)):
+        assert cli.workload_config_from_args(parser.parse_args(["workload", "--distribution", name]),
+                                             parser).size_scale == scale
+    assert cli.workload_config_from_args(parser.parse_args(["workload", "--size-scale", "1"]), parser).size_scale == 1

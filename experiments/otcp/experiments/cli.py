@@ -61,10 +61,14 @@ QUICK = {"senders": "8,16,32", "buffer_bytes": "85000", "sru_bytes": 16384, "rou
          "warmup_seconds": 5.0, "bw_mbps": 25.0,
          "schemes": "default,fine-rto,static-rwnd,otcp,dctcp,otcp-lossless", "out": "results/quick/incast"}
 FAIRNESS_SCHEMES = "default,otcp,dctcp,otcp-lossless,otcp-paced"
+#: The size scale of each distribution unless --size-scale says otherwise: web search's largest flow
+#: 2.9 MB, data mining's 9.7 MB.
+SIZE_SCALES = {"websearch": 0.1, "datamining": 0.01}
 # The workload's defaults: 25 Mb/s links, where the emulated switch is not the bottleneck
-# (docs/experiments.md, "Workloads"), and the web-search sizes scaled to a tenth.
+# (docs/experiments.md, "Workloads"), and each distribution's sizes scaled so that its largest flow
+# takes a few seconds alone at that rate (SIZE_SCALES).
 WORKLOAD: dict[str, Any] = {
-    "topo": "star,16", "distribution": "websearch", "size_scale": 0.1, "load": 0.5, "query_senders": None,
+    "topo": "star,16", "distribution": "websearch", "size_scale": None, "load": 0.5, "query_senders": None,
     "query_bytes": None, "query_rate": None, "query_load": None, "background_flows": 0, "seconds": 30.0,
     "warmup_seconds": 3.0, "bw_mbps": 25.0, "buffer_bytes": "85000", "seed": 1,
     "schemes": "default,fine-rto,static-rwnd,otcp,dctcp,otcp+dctcp,otcp-lossless,otcp-lossless+dctcp,otcp-paced",
@@ -335,8 +339,9 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
     parser.add_argument("--distribution", choices=distributions.NAMES,
                         help=f"the flow sizes of the mix (default {WORKLOAD['distribution']})")
     parser.add_argument("--size-scale", type=float,
-                        help=f"multiply the distribution's sizes by this (default {WORKLOAD['size_scale']:g}; "
-                             "docs/experiments.md says why)")
+                        help="multiply the distribution's sizes by this (default "
+                             + ", ".join(f"{scale:g} for {name}" for name, scale in SIZE_SCALES.items())
+                             + "; docs/experiments.md says why)")
     parser.add_argument("--load", type=float,
                         help=f"the mix's load on every host link, 0 for no mix (default {WORKLOAD['load']:g})")
     parser.add_argument("--query-senders", metavar="N[,N...]", help="queries' fan-in, one point each (default none)")
@@ -391,7 +396,8 @@ def workload_config_from_args(args: argparse.Namespace, parser: argparse.Argumen
         parser.error("--query-rate or --query-load: queries need a rate")
     if not fan_ins and (args.query_rate is not None or args.query_load is not None):
         parser.error("--query-rate/--query-load: no queries (--query-senders, --query-bytes) to set a rate for")
-    checks = [("--load", pick("load"), 0, 2), ("--size-scale", pick("size_scale"), 1e-6, 1e3),
+    size_scale = SIZE_SCALES[pick("distribution")] if pick("size_scale") is None else pick("size_scale")
+    checks = [("--load", pick("load"), 0, 2), ("--size-scale", size_scale, 1e-6, 1e3),
               ("--query-rate", query_rate, 1e-3, 1e4), ("--query-load", query_load, 1e-6, 2),
               ("--background-flows", pick("background_flows"), 0, MAX_SENDERS),
               ("--seconds", pick("seconds"), 1, 3600), ("--warmup-seconds", pick("warmup_seconds"), 0, 600),
@@ -415,7 +421,7 @@ def workload_config_from_args(args: argparse.Namespace, parser: argparse.Argumen
         out=out, schemes=names, bw_mbps=pick("bw_mbps"), buffers=buffers, delay_us=args.delay_us,
         forwarding=args.forwarding, fine_rto_ms=args.fine_rto_ms, queue_target_fraction=args.queue_target_fraction,
         ceiling_seconds=args.ceiling_seconds, ceiling_repeats=args.ceiling_repeats, topo=pick("topo"),
-        distribution=pick("distribution"), size_scale=pick("size_scale"), load=pick("load"),
+        distribution=pick("distribution"), size_scale=size_scale, load=pick("load"),
         query_senders=fan_ins, query_bytes=sizes, query_rate=query_rate, query_load=query_load,
         background_flows=pick("background_flows"), seconds=pick("seconds"), warmup_seconds=pick("warmup_seconds"),
         drain_seconds=args.drain_seconds, seed=pick("seed"))
