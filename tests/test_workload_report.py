@@ -76,13 +76,13 @@ def test_regime_table_ratios_and_finding():
             a_workload_run("default", 16, 2000, qcts=(0.01, 0.01, 0.01, 0.01), rto=()),
             a_workload_run("otcp", 16, 2000, qcts=(0.01, 0.01, 0.01, 0.02), rto=())]
     found = {(r.point, r.scheme): r for r in workload_report.regimes([vars(run) for run in runs])}
-    low = found[((85000, 8, 2000), "otcp")]
+    low = found[(("", 85000, 8, 2000), "otcp")]
     # Means 104.5 ms against 4.5 ms; p95 (rank 2.85 of 4) 205 against 5 ms.
     assert low.qct_mean == pytest.approx(104.5 / 4.5) and low.qct_p95 == pytest.approx(41.0)
-    assert found[((85000, 16, 2000), "otcp")].qct_p95 == pytest.approx(10 / 18.5)
+    assert found[(("", 85000, 16, 2000), "otcp")].qct_p95 == pytest.approx(10 / 18.5)
     rows = [vars(run) for run in runs]
     table = workload_report.regime_table(rows)
-    assert "| 85 kB | 8 | 2000 | otcp | 104.5 / 205.0 | 4.5 / 5.0 | 23.2x / 41.0x |" in table
+    assert "| - | 85 kB | 8 | 2000 | otcp | 104.5 / 205.0 | 4.5 / 5.0 | 23.2x / 41.0x |" in table
     finding = workload_report.regime_finding(rows)
     assert "largest QCT ratio at the mean, otcp against default: 23.2x" in finding and "does not reach the paper's 12x" \
         not in finding.splitlines()[0]
@@ -118,7 +118,7 @@ def test_report_renders_workload_pages_and_draws_the_tradeoff(tmp_path, capsys):
                      "--tradeoff-plot", str(plot)]) == 0
     page = page_path.read_text()
     assert "## What each scheme pays for what it gets" in page and "![the trade-off per scheme](tradeoff.png)" in page
-    assert "## 85 kB buffers, queries of 8 x 2000 B" in page and "**FCT slowdown per flow size" in page
+    assert "## star,8, 85 kB buffers, queries of 8 x 2000 B" in page and "**FCT slowdown per flow size" in page
     assert "Made by: `otcp-experiment workload --topo star,8`" in page
     assert plot.read_bytes().startswith(b"\x89PNG")
     assert report.main([str(tmp_path / "work")]) == 0
@@ -160,3 +160,20 @@ def test_the_quick_preset_and_explicit_options():
         assert cli.workload_config_from_args(parser.parse_args(["workload", "--distribution", name]),
                                              parser).size_scale == scale
     assert cli.workload_config_from_args(parser.parse_args(["workload", "--size-scale", "1"]), parser).size_scale == 1
+
+
+def test_runs_of_two_fabrics_stay_apart_and_the_tradeoff_takes_the_mix_most_schemes_ran(tmp_path):
+    star = [a_workload_run(scheme, flows=MIX) for scheme in ("default", "otcp", "dctcp")]
+    regime = [a_workload_run(scheme, buffer_bytes=32000) for scheme in ("default", "otcp")]
+    documents = [({"topo": "star,8", "runs": [vars(run) for run in star]}, "star"),
+                 ({"topo": "star,16", "runs": [vars(run) for run in regime]}, "regime"),
+                 ({"topo": "leafspine,2,2,4", "runs": [vars(run) for run in star]}, "leafspine")]
+    merged = workload_report.merged_runs(documents)
+    # The same scheme and point on two fabrics: both kept, each with its summary's fabric.
+    assert len(merged) == 8 and {run["topo"] for run, _ in merged} == {"star,8", "star,16", "leafspine,2,2,4"}
+    runs = [run for run, _ in merged]
+    # The regime's point sorts first, but has no mix; star and leaf-spine tie on schemes: the first given wins.
+    chosen = workload_report.tradeoff_point(runs)
+    assert {run["topo"] for run in chosen} == {"star,8"} and len(chosen) == 3
+    assert workload_report.tradeoff_point([run for run in runs if run["topo"] == "star,16"])[0]["topo"] == "star,16"
+    assert "## star,16, 32 kB buffers, queries of 8 x 2000 B" in workload_report.sections(runs, None, "## ")

@@ -2,7 +2,7 @@
 
 From workload summaries (``otcp.experiments.workload``; several directories
 are merged, a later run replacing an earlier one of the same scheme and
-point), per point (buffer, query fan-in, response size):
+point), per point (fabric, buffer, query fan-in, response size):
 
 - FCT slowdown per size bucket at p50 / p99 / p99.9, with each bucket's
   flows (and those that did not finish);
@@ -16,7 +16,8 @@ scheme's mean and p95 QCT and response FCT against default's, as ratios,
 with the largest ratios reached and where (``regime_finding``). With an
 incast summary beside a workload one, the **trade-off** (``tradeoff_rows``):
 per scheme, goodput on synchronized reads beside the p99 slowdown of short
-flows (under 100 kB) and the drops of both experiments.
+flows (under 100 kB) and the drops of both experiments, at the workload
+point with a flow mix that the most schemes ran (the first such given).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from otcp.experiments.analysis.fct import SHORT_FLOW_BYTES
 from otcp.experiments.runner.schemes import catalogue
 
 Run = dict[str, Any]
+#: (fabric, buffer, query fan-in, response bytes): what a run's tables and ratios are grouped by.
+Point = tuple[str, int, int, int]
 #: The FCT ratios the OTCP paper reports against default TCP: at the mean and at p95.
 PAPER_MEAN_RATIO = 12.0
 PAPER_P95_RATIO = 31.0
@@ -39,15 +42,17 @@ def is_workload(document: Mapping[str, Any]) -> bool:
     return document.get("experiment") == "workload"
 
 
-def point_of(run: Run) -> tuple[int, int, int]:
-    """(buffer, query fan-in, response bytes): the point a run belongs to."""
-    return run["buffer_bytes"], run["query_senders"], run["query_bytes"]
+def point_of(run: Run) -> Point:
+    """The point a run belongs to (its fabric: the summary's topo, which merged_runs sets on the run;
+    "" where unknown)."""
+    return run.get("topo") or "", run["buffer_bytes"], run["query_senders"], run["query_bytes"]
 
 
-def point_title(point: tuple[int, int, int]) -> str:
+def point_title(point: Point) -> str:
     """How a section names a point."""
-    buffer_bytes, fan_in, response_bytes = point
-    return f"{buffer_bytes // 1000} kB buffers" + (f", queries of {fan_in} x {response_bytes} B" if fan_in else "")
+    topo, buffer_bytes, fan_in, response_bytes = point
+    return (f"{topo}, " if topo else "") + f"{buffer_bytes // 1000} kB buffers" + (
+        f", queries of {fan_in} x {response_bytes} B" if fan_in else "")
 
 
 def scheme_order(name: str) -> int:
@@ -128,18 +133,19 @@ def counters_table(runs: Sequence[Run]) -> str:
 
 
 def merged_runs(documents: Sequence[tuple[Mapping[str, Any], Any]]) -> list[tuple[Run, Any]]:
-    """Every workload run of documents (each with its origin); a later one replaces an earlier
-    one of the same scheme and point."""
-    runs: dict[tuple[str, int, int, int], tuple[Run, Any]] = {}
+    """Every workload run of documents (each with its origin and its summary's topo); a later one
+    replaces an earlier one of the same scheme and point."""
+    runs: dict[tuple[str, str, int, int, int], tuple[Run, Any]] = {}
     for document, origin in documents:
         for run in document["runs"]:
-            runs[(run["scheme"], *point_of(run))] = (run, origin)
+            placed = {**run, "topo": document.get("topo")}
+            runs[(run["scheme"], *point_of(placed))] = (placed, origin)
     return list(runs.values())
 
 
-def by_point(runs: Iterable[Run]) -> dict[tuple[int, int, int], list[Run]]:
+def by_point(runs: Iterable[Run]) -> dict[Point, list[Run]]:
     """Runs grouped by point (in point order), each group in the catalogue's order."""
-    points: dict[tuple[int, int, int], list[Run]] = {}
+    points: dict[Point, list[Run]] = {}
     for run in runs:
         points.setdefault(point_of(run), []).append(run)
     return {point: sorted(points[point], key=lambda r: scheme_order(r["scheme"])) for point in sorted(points)}
@@ -177,7 +183,7 @@ class Regime:
     """One point's OTCP scheme against default: QCT and response FCT, mean and p95, as ratios
     (default over the scheme: above 1, the scheme is faster)."""
 
-    point: tuple[int, int, int]
+    point: Point
     scheme: str
     qct_mean: float | None
     qct_p95: float | None
@@ -210,15 +216,15 @@ def regime_table(runs: Sequence[Run]) -> str:
         return ""
     rows = []
     for regime in found:
-        buffer_bytes, fan_in, response_bytes = regime.point
+        topo, buffer_bytes, fan_in, response_bytes = regime.point
         dq, oq = regime.default["queries"], regime.other["queries"]
-        rows.append([f"{buffer_bytes // 1000} kB", str(fan_in), str(response_bytes), regime.scheme,
+        rows.append([topo or "-", f"{buffer_bytes // 1000} kB", str(fan_in), str(response_bytes), regime.scheme,
                      f"{number(dq['qct_mean_ms'])} / {number(dq['qct_p95_ms'])}",
                      f"{number(oq['qct_mean_ms'])} / {number(oq['qct_p95_ms'])}",
                      f"{number(regime.qct_mean)}x / {number(regime.qct_p95)}x",
                      f"{number(regime.fct_mean)}x / {number(regime.fct_p95)}x",
                      f"{dq['timeouts']} / {oq['timeouts']} of {dq['count']}"])
-    return markdown(["buffer", "fan-in", "response B", "scheme", "default QCT mean / p95 (ms)",
+    return markdown(["fabric", "buffer", "fan-in", "response B", "scheme", "default QCT mean / p95 (ms)",
                      "scheme QCT mean / p95 (ms)", "QCT ratio mean / p95", "response FCT ratio mean / p95",
                      "queries with an RTO: default / scheme"], rows)
 
@@ -266,14 +272,14 @@ class Tradeoff:
 
 def tradeoff_rows(incast_runs: Sequence[Run], workload_runs: Sequence[Run]) -> list[Tradeoff]:
     """A Tradeoff per scheme either experiment ran (the incast runs at their most senders and the
-    shallowest buffer; the workload's first point)."""
+    shallowest buffer; the workload's point with a flow mix that the most schemes ran, the first
+    given of those, else its first point)."""
     incast: dict[str, Run] = {}
     if incast_runs:
         buffer_bytes = min(r["buffer_bytes"] for r in incast_runs)
         most = max(r["senders"] for r in incast_runs if r["buffer_bytes"] == buffer_bytes)
         incast = {r["scheme"]: r for r in incast_runs if (r["buffer_bytes"], r["senders"]) == (buffer_bytes, most)}
-    points = by_point(workload_runs)
-    work = {r["scheme"]: r for r in next(iter(points.values()), [])}
+    work = {r["scheme"]: r for r in tradeoff_point(workload_runs)}
     rows = []
     for scheme in sorted(set(incast) | set(work), key=scheme_order):
         i, w = incast.get(scheme), work.get(scheme)
@@ -285,6 +291,16 @@ def tradeoff_rows(incast_runs: Sequence[Run], workload_runs: Sequence[Run]) -> l
             w["queries"]["qct_p99_ms"] if w and w["queries"]["count"] else None,
             w["drops"] if w else None, w["timeouts"] if w else None))
     return rows
+
+
+def tradeoff_point(runs: Sequence[Run]) -> list[Run]:
+    """The workload runs the trade-off shows: those of the point with a flow mix that the most
+    schemes ran (the first given of those; without a mix, the first point given)."""
+    points: dict[Point, list[Run]] = {}
+    for run in runs:
+        points.setdefault(point_of(run), []).append(run)
+    with_mix = [chosen for chosen in points.values() if any(run["flows"] for run in chosen)]
+    return max(with_mix, key=len) if with_mix else next(iter(points.values()), [])
 
 
 def tradeoff_table(rows: Sequence[Tradeoff]) -> str:
