@@ -118,6 +118,8 @@ def test_report_renders_workload_pages_and_draws_the_tradeoff(tmp_path, capsys):
                      "--tradeoff-plot", str(plot)]) == 0
     page = page_path.read_text()
     assert "## What each scheme pays for what it gets" in page and "![the trade-off per scheme](tradeoff.png)" in page
+    tradeoff_section = page.split("## What each scheme pays for what it gets", 1)[1].split("\n## ", 1)[0]
+    assert "Made by: `otcp-experiment incast --quick`; `otcp-experiment workload --topo star,8`" in tradeoff_section
     assert "## star,8, 85 kB buffers, queries of 8 x 2000 B" in page and "**FCT slowdown per flow size" in page
     assert "Made by: `otcp-experiment workload --topo star,8`" in page
     assert plot.read_bytes().startswith(b"\x89PNG")

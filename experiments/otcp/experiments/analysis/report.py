@@ -344,9 +344,10 @@ def plot_links(sweeps: Sequence[Sweep], relative_to: str) -> str:
 
 
 def tradeoff(incast_runs: Sequence[Run], workload_runs: Sequence[Run], heading: str,
-             plot: str | None = None, relative_to: str | None = None) -> str:
+             plot: str | None = None, relative_to: str | None = None, made_by: MadeBy | None = None) -> str:
     """The trade-off section when both experiments' runs are given ("" otherwise), its plot drawn
-    to plot and linked relative to relative_to (a page's directory) when given."""
+    to plot and linked relative to relative_to (a page's directory) when given, and made_by's line
+    for the runs it shows."""
     if not incast_runs or not workload_runs:
         return ""
     rows = workload_report.tradeoff_rows(incast_runs, workload_runs)
@@ -355,6 +356,9 @@ def tradeoff(incast_runs: Sequence[Run], workload_runs: Sequence[Run], heading: 
              "Goodput: synchronized reads at the incast sweep's most senders, as a share of the ceiling; "
              f"slowdown: the workload's flows under {workload_report.SHORT_FLOW_BYTES // 1000} kB, FCT over the "
              "ideal on the idle fabric; drops at the switches' buffers and RTOs summed over the hosts."]
+    if made_by is not None:
+        parts.append(made_by([*workload_report.tradeoff_incast(incast_runs),
+                              *workload_report.tradeoff_point(workload_runs)]))
     if plot:
         plots.tradeoff_plot(plot, rows)
         if relative_to is not None:
@@ -372,11 +376,13 @@ def page(directories: Sequence[str], title: str, relative_to: str, each: bool = 
     parts = [f"# {title}", f"Made by:\n\n{made}"]
     groups = [[sweep] for sweep in incast] if each else [incast]
     incast_runs: list[Run] = []
+    incast_origins: dict[int, Sweep] = {}
     for group in groups:
         pairs = merged(group)
         runs = [run for run, _ in pairs]
         incast_runs += runs
         origins = {id(run): sweep for run, sweep in pairs}
+        incast_origins.update(origins)
         heading = "## "
         if each:
             parts.append(f"## {os.path.basename(os.path.normpath(group[0].directory))}")
@@ -386,7 +392,8 @@ def page(directories: Sequence[str], title: str, relative_to: str, each: bool = 
     work_pairs = workload_report.merged_runs([(sweep.document, sweep) for sweep in work])
     work_runs = [run for run, _ in work_pairs]
     work_origins = {id(run): sweep for run, sweep in work_pairs}
-    parts.insert(2, tradeoff(incast_runs, work_runs, "## ", tradeoff_plot, relative_to))
+    every_origin = {**incast_origins, **work_origins}
+    parts.insert(2, tradeoff(incast_runs, work_runs, "## ", tradeoff_plot, relative_to, commands_line(every_origin)))
     parts += [workload_report.sections(work_runs, commands_line(work_origins), heading="## "),
               failed_runs(work, work_runs), plot_links(work, relative_to) if plots else ""]
     parts.append(static_values(sweeps))

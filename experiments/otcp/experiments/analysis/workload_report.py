@@ -274,11 +274,7 @@ def tradeoff_rows(incast_runs: Sequence[Run], workload_runs: Sequence[Run]) -> l
     """A Tradeoff per scheme either experiment ran (the incast runs at their most senders and the
     shallowest buffer; the workload's point with a flow mix that the most schemes ran, the first
     given of those, else its first point)."""
-    incast: dict[str, Run] = {}
-    if incast_runs:
-        buffer_bytes = min(r["buffer_bytes"] for r in incast_runs)
-        most = max(r["senders"] for r in incast_runs if r["buffer_bytes"] == buffer_bytes)
-        incast = {r["scheme"]: r for r in incast_runs if (r["buffer_bytes"], r["senders"]) == (buffer_bytes, most)}
+    incast = {r["scheme"]: r for r in tradeoff_incast(incast_runs)}
     work = {r["scheme"]: r for r in tradeoff_point(workload_runs)}
     rows = []
     for scheme in sorted(set(incast) | set(work), key=scheme_order):
@@ -291,6 +287,15 @@ def tradeoff_rows(incast_runs: Sequence[Run], workload_runs: Sequence[Run]) -> l
             w["queries"]["qct_p99_ms"] if w and w["queries"]["count"] else None,
             w["drops"] if w else None, w["timeouts"] if w else None))
     return rows
+
+
+def tradeoff_incast(runs: Sequence[Run]) -> list[Run]:
+    """The incast runs the trade-off shows: those at the most senders of the shallowest buffer."""
+    if not runs:
+        return []
+    buffer_bytes = min(r["buffer_bytes"] for r in runs)
+    most = max(r["senders"] for r in runs if r["buffer_bytes"] == buffer_bytes)
+    return [r for r in runs if (r["buffer_bytes"], r["senders"]) == (buffer_bytes, most)]
 
 
 def tradeoff_point(runs: Sequence[Run]) -> list[Run]:
