@@ -16,6 +16,9 @@ import time
 import pytest
 
 from otcp.experiments.kernel.testbed import IFB, Testbed
+from support.privileges import needs_root
+
+pytestmark = pytest.mark.root
 
 RATE_MBIT = 10
 BUFFER = 400_000
@@ -38,6 +41,7 @@ while left:
 
 
 @pytest.fixture
+@needs_root
 def bed():
     testbed = Testbed(RATE_MBIT, BUFFER, prefix="otcpw")
     server = subprocess.Popen(["nsenter", f"--net=/run/netns/{testbed.sender}", sys.executable, "-m",

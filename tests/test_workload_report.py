@@ -3,10 +3,10 @@
 import json
 
 import pytest
-from test_experiment_results import a_run
 
 from otcp.experiments import cli, workload
 from otcp.experiments.analysis import fct, report, results, workload_report
+from support.summaries import a_run
 
 
 def a_workload_run(scheme="default", fan_in=8, response_bytes=2000, qcts=(0.004, 0.005, 0.006, 0.25), rto=(3,),

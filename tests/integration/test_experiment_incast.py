@@ -15,7 +15,7 @@ import sqlite3
 import subprocess
 import sys
 
-from support.emulations import ovs_bridges
+from support.emulations import ovs_bridges, processes_mentioning
 
 ROUNDS = 4
 
@@ -125,15 +125,3 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
     assert "otcp_dctcp" not in open("/proc/sys/net/ipv4/tcp_available_congestion_control").read().split()
     assert not [p for p in os.listdir("/sys/fs/bpf/otcp") if p.startswith("mark-")] \
         if os.path.isdir("/sys/fs/bpf/otcp") else True
-
-
-def processes_mentioning(text):
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                if text.encode() in handle.read():
-                    found.append(int(pid))
-        except OSError:
-            continue
-    return found

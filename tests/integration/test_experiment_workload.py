@@ -12,9 +12,8 @@ import sqlite3
 import subprocess
 import sys
 
-from test_experiment_incast import bridges, processes_mentioning
-
 from otcp.experiments import cli
+from support.emulations import ovs_bridges, processes_mentioning
 
 ARGV = ["workload", "--topo", "star,4", "--distribution", "websearch", "--size-scale", "0.05", "--load", "0.3",
         "--query-senders", "3", "--query-bytes", "2000", "--query-rate", "5", "--background-flows", "1",
@@ -24,7 +23,7 @@ ARGV = ["workload", "--topo", "star,4", "--distribution", "websearch", "--size-s
 
 def test_a_small_workload_accounts_for_every_flow(tmp_path):
     out = tmp_path / "workload"
-    before = bridges()
+    before = ovs_bridges()
     completed = subprocess.run([sys.executable, "-m", "otcp.experiments.cli", *ARGV, "--out", str(out)],
                                capture_output=True, text=True, timeout=900)
     assert completed.returncode == 0, completed.stderr[-3000:]
@@ -71,5 +70,5 @@ def test_a_small_workload_accounts_for_every_flow(tmp_path):
     for name in ("slowdown-buf85000-3x2000.png", "qct-buf85000-3x2000.png"):
         assert (out / name).read_bytes().startswith(b"\x89PNG")
 
-    assert bridges() == before
+    assert ovs_bridges() == before
     assert processes_mentioning(str(out)) == []

@@ -1,7 +1,7 @@
 """Mininet networks for the integration tests (root, Open vSwitch): the OTCP
 controller alone, or with a real agent in every host, each yielded as a typed
-handle and torn down afterwards; and the bridges Open vSwitch holds, to check
-that a run left none behind."""
+handle and torn down afterwards; and the bridges Open vSwitch holds and the
+processes naming a run's directory, to check that a run left none behind."""
 
 import contextlib
 import os
@@ -96,3 +96,16 @@ def ovs_bridges():
     """The names of the bridges Open vSwitch holds now."""
     return set(subprocess.run(["ovs-vsctl", "--timeout=10", "list-br"], capture_output=True, text=True,
                               check=True).stdout.split())
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """The pids of every process whose command line holds text (a run's output directory)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if text.encode() in handle.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
