@@ -53,8 +53,8 @@ FULL = {"senders": "4,8,16,32,64", "buffer_bytes": "85000,512000", "sru_bytes": 
         "warmup_seconds": 5.0, "bw_mbps": 100.0,
         "schemes": ",".join(SCHEME_NAMES), "out": "results/incast"}
 # --quick: the main job's incast part, the headline plot (goodput vs senders) at the shallow buffer, at
-# 25 Mb/s, where the emulated switch is not the bottleneck at 32 senders (docs/experiments.md, "The same
-# code at 25 Mb/s"), with 16 KB per server: a round of them takes as long as one of 64 KB at 100 Mb/s,
+# 25 Mb/s, where the emulated switch is not the bottleneck at 32 senders (docs/experiments.md, "Rate and
+# sizes" under "Workload"), with 16 KB per server: a round of them takes as long as one of 64 KB at 100 Mb/s,
 # so a 200 ms RTOmin still dominates a round that meets it (at 100 Mb/s a round of 256 KB blocks
 # outlasts it and hides the collapse).
 QUICK = {"senders": "8,16,32", "buffer_bytes": "85000", "sru_bytes": 16384, "rounds": 10,
@@ -65,7 +65,7 @@ FAIRNESS_SCHEMES = "default,otcp,dctcp,otcp-lossless,otcp-paced"
 #: 2.9 MB, data mining's 9.7 MB.
 SIZE_SCALES = {"websearch": 0.1, "datamining": 0.01}
 # The workload's defaults: 25 Mb/s links, where the emulated switch is not the bottleneck
-# (docs/experiments.md, "Workloads"), and each distribution's sizes scaled so that its largest flow
+# (docs/experiments.md, "Workload"), and each distribution's sizes scaled so that its largest flow
 # takes a few seconds alone at that rate (SIZE_SCALES).
 WORKLOAD: dict[str, Any] = {
     "topo": "star,16", "distribution": "websearch", "size_scale": None, "load": 0.5, "query_senders": None,
