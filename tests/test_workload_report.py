@@ -88,6 +88,8 @@ def test_regime_table_ratios_and_finding():
         not in finding.splitlines()[0]
     assert "largest QCT ratio at the p95, otcp against default: 41.0x" in finding and "reaches the paper's 31x" in finding
     assert "2 of 4 queries seeing a retransmission timeout" in finding
+    # 20 000 B mean queue at 24 Mb/s: 6.7 ms of waiting for a response that meets it.
+    assert "queue there averaged 20.0 kB (6.7 ms at 24.0 Mb/s) under default" in finding
     assert workload_report.regime_table(rows[:2]) == ""  # one point: no regime table
 
 

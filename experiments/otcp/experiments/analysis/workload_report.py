@@ -250,7 +250,15 @@ def regime_finding(runs: Sequence[Run]) -> str:
                  f"{dq['count']} queries seeing a retransmission timeout and {best.default['drops']} drops; "
                  f"{best.scheme}'s is {number(oq['qct_p95_ms'])} ms with {oq['timeouts']} and "
                  f"{best.other['drops']} drops")
+    lines.append(f"- the aggregator's queue there averaged {queue_text(best.default)} under default and "
+                 f"{queue_text(best.other)} under {best.scheme}: what a response waits behind without a timeout")
     return "\n".join(lines)
+
+
+def queue_text(run: Run) -> str:
+    """A run's mean queue at the aggregator in kB and in ms at its measured ceiling."""
+    wait_ms = run["mean_backlog_bytes"] * 8 / (run["ceiling_mbps"] * 1e6) * 1000
+    return f"{run['mean_backlog_bytes'] / 1000:.1f} kB ({wait_ms:.1f} ms at {run['ceiling_mbps']:.1f} Mb/s)"
 
 
 @dataclasses.dataclass(frozen=True)
