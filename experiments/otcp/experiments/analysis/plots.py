@@ -291,10 +291,11 @@ def tradeoff_plot(path: str, rows: Sequence[Tradeoff]) -> str:
     bars(goodput, [None if r.goodput_share is None else 100 * r.goodput_share for r in rows], color="tab:blue")
     goodput.set_xlim(0, 105)
     senders = next((r.senders for r in rows if r.senders), None)
-    goodput.set_xlabel(f"goodput on synchronized reads, % of the ceiling ({senders} senders)")
+    goodput.set_xlabel(f"goodput on synchronized reads,\n% of the ceiling ({senders} senders)")
     bars(slowdown, [r.short_slowdown_p99 for r in rows], color="tab:orange")
-    slowdown.set_xscale("log")
-    slowdown.set_xlabel(f"p99 slowdown, flows < {SHORT_FLOW_BYTES // 1000} kB (workload)")
+    # Linear from 0: a bar's length is the slowdown (1 at best), as on a log axis it would not be.
+    slowdown.set_xlim(left=0)
+    slowdown.set_xlabel(f"p99 slowdown, flows < {SHORT_FLOW_BYTES // 1000} kB\n(workload)")
     bars(drops, [None if r.incast_drops is None else float(r.incast_drops) for r in rows], height=0.4,
          align="edge", color="tab:red", label="incast")
     bars(drops, [None if r.workload_drops is None else float(r.workload_drops) for r in rows], height=-0.4,
