@@ -25,10 +25,8 @@ BUFFER = 400_000
 PORT = 5311
 WINDOW = 6 * 1448
 FLOW_BYTES = 2_000_000
-#: What may sit in the queue beyond the window: the frames' headers, one frame in service, and one
-#: segment more: the kernel never shrinks a window it has advertised, so a clamp set again after a
-#: read can take effect one segment late.
-SLACK = 6 * 66 + 1514 + 1448
+#: What may sit in the queue beyond the window: the frames' headers, and one frame in service.
+SLACK = 6 * 66 + 1514
 
 ONCE = """
 import socket, sys
