@@ -24,7 +24,9 @@ def hold_receive_window(sock: socket.socket, window_bytes: int) -> None:
     """Before connect(): hold sock's receive window to window_bytes. SO_RCVBUF fixed (a few
     windows' worth) stops the kernel's receive-buffer autotuning, which would otherwise raise
     the clamp; the clamp itself must then be set again after reads (clamp_receive_window): the
-    kernel resets it once when it learns the segments' buffer overhead (its scaling ratio)."""
+    kernel resets it once when it learns the segments' buffer overhead (its scaling ratio), at the
+    first full-sized segment, so the queue may exceed the window by a few segments until the
+    next read."""
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, max(RECEIVE_BUFFER_FLOOR, 4 * window_bytes))
     clamp_receive_window(sock, window_bytes)
 
