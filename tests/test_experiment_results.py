@@ -538,3 +538,13 @@ def dataclasses_asdict(record):
     import dataclasses
 
     return dataclasses.asdict(record)
+
+
+def test_a_page_shows_a_results_path_from_results_on_wherever_the_run_kept_it(tmp_path):
+    run_dir = write_sweep(tmp_path / "elsewhere" / "results" / "quick", [a_run(senders=4, sru_bytes=65536)],
+                          command=f"otcp-experiment incast --quick --out {tmp_path}/elsewhere/results/quick "
+                                  f"--routes=/srv/lab/results/routes --inventory /etc/otcp/inventory.yaml")
+    output = tmp_path / "page.md"
+    assert cli.main(["report", run_dir, "--markdown", "--title", "T", "--output", str(output)]) == 0
+    assert ("Made by: `otcp-experiment incast --quick --out results/quick --routes=results/routes "
+            "--inventory /etc/otcp/inventory.yaml`") in output.read_text()

@@ -101,8 +101,23 @@ class Sweep:
 
     @property
     def command(self) -> str | None:
-        """The command line that made the summary (None in a summary from before it was recorded)."""
-        return self.document.get("command") or None
+        """The command line that made the summary, as published (None in a summary from before it
+        was recorded)."""
+        recorded = self.document.get("command")
+        return published_command(recorded) if recorded else None
+
+
+def published_command(command: str) -> str:
+    """command with every absolute path into a results/ directory shown from results/ on, as a user
+    runs it from the checkout: where the machine that ran it kept its results is nobody else's concern."""
+
+    def portable(word: str) -> str:
+        flag, equals, value = word.rpartition("=") if word.startswith("--") else ("", "", word)
+        if value.startswith("/") and "/results/" in value:
+            value = value[value.index("/results/") + 1:]
+        return flag + equals + value
+
+    return shlex.join(portable(word) for word in shlex.split(command))
 
 
 def merged(sweeps: Sequence[Sweep]) -> list[tuple[Run, Sweep]]:
