@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
 # Installs everything OTCP needs on Debian 12 and starts Open vSwitch.
 # Safe to run again: every step checks before it acts.
+# --without-simulator: leave out ns-3 and the scenario program (the main job does not use them).
 set -euo pipefail
+with_simulator=1
+for arg in "$@"; do
+    case "$arg" in
+        --without-simulator) with_simulator=0 ;;
+        *) echo "otcp: bootstrap.sh: unknown option $arg (known: --without-simulator)" >&2; exit 2 ;;
+    esac
+done
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 APT_PACKAGES=(openvswitch-switch mininet iperf3 ethtool iproute2 iputils-ping python3-venv python3-dev procps
-              clang libbpf-dev bpftool g++ nlohmann-json3-dev)
+              clang libbpf-dev bpftool)
+SIMULATOR_APT_PACKAGES=(g++ nlohmann-json3-dev)
 # ns-3 for `otcp-experiment simulate`: the ns3 wheel used as a C++ SDK (its headers and libraries),
 # without its Python bindings' dependencies (cppyy builds from source for minutes and is not used).
 NS3_WHEEL="ns3==3.44.post0"
@@ -19,7 +28,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 missing=()
-for pkg in "${APT_PACKAGES[@]}"; do
+wanted=("${APT_PACKAGES[@]}")
+if [ "$with_simulator" -eq 1 ]; then wanted+=("${SIMULATOR_APT_PACKAGES[@]}"); fi
+for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -45,7 +56,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$layout_hash" ]; then
     "$VENV/bin/pip" install -q -e "$ROOT[experiments,test]"
     printf '%s\n' "$layout_hash" > "$stamp"
 fi
-if ! "$VENV/bin/pip" show -q ns3 >/dev/null 2>&1; then
+if [ "$with_simulator" -eq 1 ] && ! "$VENV/bin/pip" show -q ns3 >/dev/null 2>&1; then
     log "installing ns-3 ($NS3_WHEEL, as a C++ SDK) into $VENV"
     "$VENV/bin/pip" install -q --no-deps "$NS3_WHEEL"
 fi
@@ -81,8 +92,12 @@ log "ready: $VENV"
 # refuses leaves the DCTCP schemes unavailable, with the reason, not the set-up.
 # The ns-3 scenario program (experiments/otcp/experiments/sim/src), compiled into build/sim/;
 # skipped when up to date.
-"$VENV/bin/python" -m otcp.experiments.sim build >/dev/null
-log "ns-3 scenario program built in $ROOT/build/sim"
+if [ "$with_simulator" -eq 1 ]; then
+    "$VENV/bin/python" -m otcp.experiments.sim build >/dev/null
+    log "ns-3 scenario program built in $ROOT/build/sim"
+else
+    log "ns-3 left out (scripts/bootstrap.sh without options installs it for otcp-experiment simulate)"
+fi
 
 if "$VENV/bin/python" -m otcp.bpf build >/dev/null; then
     log "BPF programs built in $ROOT/build/bpf"

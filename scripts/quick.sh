@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Installs what OTCP needs (see bootstrap.sh), then runs the main job in results/quick: a quick
+# Installs what the main job needs (see bootstrap.sh; not ns-3), then runs the main job in results/quick: a quick
 # incast sweep (goodput on synchronized reads), a quick workload run (the web-search mix and
 # queries: FCT slowdown), and the trade-off per scheme between them (table and plot).
 # Options are passed to the incast sweep. Exits with the first failure's status (130: interrupted).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bash "$ROOT/scripts/bootstrap.sh" || exit $?
+bash "$ROOT/scripts/bootstrap.sh" --without-simulator || exit $?
 cd "$ROOT"
 OUT="$ROOT/results/quick"
 status=0
