@@ -62,6 +62,27 @@ def test_the_validation_table_gives_simulated_over_emulated_per_cell(tmp_path):
     assert "Made by: `otcp-experiment simulate incast` against `otcp-experiment incast`" in table
 
 
+def test_a_gap_over_ten_percent_is_named_with_what_differs_between_the_runs(tmp_path):
+    # Emulated: 80 % of its ceiling, 400 drops, p95 50 ms, no RTO, its switch at 93 %, queue empty 40 %.
+    emulated = a_run(senders=16, sru_bytes=65536, goodput_mbps=76.0, ceiling_mbps=95.0, drops=400, fct_p95_ms=50.0,
+                     timeouts=0, switch_cpu_pct=93.0, backlog_empty_pct=40.0, peak_backlog_bytes=84000)
+    # Simulated: 50 % (0.625 of it), 405 drops (within the noise), p95 52 ms (1.04), 12 RTOs, never empty.
+    simulated = a_sim_run(senders=16, sru_bytes=65536, goodput_mbps=45.0, ceiling_mbps=90.0, drops=405,
+                          fct_p95_ms=52.0, timeouts=12, backlog_empty_pct=2.0, peak_backlog_bytes=83000)
+    assert report.gaps(simulated, emulated) == ["goodput 0.62"]
+    assert report.what_differs(simulated, emulated) == [
+        "RTOs 12 simulated, 0 emulated", "the emulated switch's thread at 93 % of a core",
+        "the emulated bottleneck queue empty in 40 % of samples (simulated 2 %)"]
+    # Drops from none: a gap whatever the ratio, once past the noise; an equal pair has nothing to say.
+    assert report.gaps(a_sim_run(drops=11, timeouts=0), a_run(drops=0, timeouts=0)) == ["drops inf"]
+    same = a_run(timeouts=0, switch_cpu_pct=10.0, backlog_empty_pct=5.0)
+    assert report.gaps(same, same) == [] and report.what_differs(same, same)[0].startswith("no counter differs")
+    table = report.validation(report.Sweep.load(write(tmp_path / "mininet", [emulated], "mn")),
+                              report.Sweep.load(write(tmp_path / "sim", [simulated], "sim")))
+    assert ("- 16 senders, default: goodput 0.62; RTOs 12 simulated, 0 emulated; the emulated switch's thread at "
+            "93 % of a core; the emulated bottleneck queue empty in 40 % of samples (simulated 2 %)") in table
+
+
 def test_each_directory_is_a_section_of_its_own(tmp_path):
     first = write(tmp_path / "imc", [a_sim_run()], "one")
     second = write(tmp_path / "dctcp", [a_sim_run(goodput_mbps=10.0)], "two")

@@ -496,6 +496,85 @@ def ratio(simulation: float, emulation: float) -> str:
     return f"{simulation / emulation:.2f}"
 
 
+#: A simulated measure off the emulated one by more than this fraction is a gap the page explains.
+GAP = 0.10
+#: Drops that differ by no more than this many are no gap, whatever their ratio.
+DROPS_NOISE = 10
+#: The emulated switch's forwarding thread this busy (% of one core) is near what it can forward.
+SWITCH_BUSY_PCT = 70.0
+#: Empty-queue shares (% of samples) that differ by this much: one side's senders, not the link, set the pace.
+IDLE_MARGIN_PCT = 10.0
+
+
+def share_of_ceiling(run: Run) -> float:
+    """A run's goodput as a share of its own ceiling."""
+    return float(run["goodput_mbps"] / run["ceiling_mbps"])
+
+
+def gaps(simulated: Run, emulated: Run) -> list[str]:
+    """The measures (goodput share, drops, p95 completion) on which a simulated run is off its emulated
+    twin by more than GAP, each as "name ratio"."""
+    found = []
+    for name, sim, emu in (("goodput", share_of_ceiling(simulated), share_of_ceiling(emulated)),
+                           ("drops", simulated["drops"], emulated["drops"]),
+                           ("p95", simulated["fct_p95_ms"], emulated["fct_p95_ms"])):
+        if name == "drops" and abs(sim - emu) <= DROPS_NOISE:
+            continue
+        if (emu == 0 and sim != 0) or (emu != 0 and abs(sim / emu - 1) > GAP):
+            found.append(f"{name} {ratio(sim, emu)}")
+    return found
+
+
+def off_by_gap(simulated: float | None, emulated: float | None) -> bool:
+    """Whether two counters both present differ by more than GAP of the larger."""
+    if simulated is None or emulated is None:
+        return False
+    return abs(simulated - emulated) > GAP * max(abs(simulated), abs(emulated))
+
+
+def what_differs(simulated: Run, emulated: Run) -> list[str]:
+    """The counters that differ between a simulated run and its emulated twin, each with both values:
+    retransmission timeouts, packet size, the emulated switch's CPU, how often the bottleneck queue
+    sat empty (the simulator may not sample it), the probe's round trip, CE marks and the peak queue;
+    what explains a gap is among them."""
+    found = []
+    if simulated["timeouts"] != emulated["timeouts"]:
+        found.append(f"RTOs {simulated['timeouts']} simulated, {emulated['timeouts']} emulated")
+    if simulated.get("packet_bytes") != emulated.get("packet_bytes"):
+        found.append(f"packets of {simulated.get('packet_bytes')} B simulated, {emulated.get('packet_bytes')} B "
+                     "emulated")
+    switch = emulated.get("switch_cpu_pct")
+    if switch is not None and switch >= SWITCH_BUSY_PCT:
+        found.append(f"the emulated switch's thread at {switch:.0f} % of a core")
+    idle_sim, idle_emu = simulated.get("backlog_empty_pct"), emulated.get("backlog_empty_pct")
+    if idle_emu is not None and abs(idle_emu - (idle_sim or 0.0)) >= IDLE_MARGIN_PCT:
+        found.append(f"the emulated bottleneck queue empty in {idle_emu:.0f} % of samples"
+                     + ("" if idle_sim is None else f" (simulated {idle_sim:.0f} %)"))
+    if off_by_gap(simulated.get("probe_rtt_avg_ms"), emulated.get("probe_rtt_avg_ms")):
+        found.append(f"probe round trip {simulated['probe_rtt_avg_ms']:.1f} ms simulated, "
+                     f"{emulated['probe_rtt_avg_ms']:.1f} ms emulated")
+    if off_by_gap(simulated.get("ce_marks"), emulated.get("ce_marks")):
+        found.append(f"CE marks {simulated['ce_marks']} simulated, {emulated['ce_marks']} emulated")
+    if off_by_gap(simulated.get("peak_backlog_bytes"), emulated.get("peak_backlog_bytes")):
+        found.append(f"peak queue {simulated['peak_backlog_bytes'] / 1000:.0f} kB simulated, "
+                     f"{emulated['peak_backlog_bytes'] / 1000:.0f} kB emulated")
+    return found or ["no counter differs (RTOs, packet size, the switch's CPU, the empty queue, the probe's "
+                     "round trip, CE marks, the peak queue)"]
+
+
+def gap_lines(chosen: Mapping[tuple[str, int], tuple[Run, Run]], schemes: Sequence[str]) -> list[str]:
+    """One line per cell with a gap over GAP: the gaps, then what differs between the two runs."""
+    lines = []
+    for senders in sorted({key[1] for key in chosen}):
+        for scheme in schemes:
+            if (scheme, senders) in chosen and (found := gaps(*chosen[(scheme, senders)])):
+                lines.append(f"- {senders} senders, {scheme}: {', '.join(found)}; "
+                             f"{'; '.join(what_differs(*chosen[(scheme, senders)]))}")
+    if not lines:
+        return []
+    return [f"Gaps over {GAP:.0%} (simulated / emulated), and what differs between the two runs:", "", *lines, ""]
+
+
 def validation(emulated: Sweep, simulation: Sweep) -> str:
     """The simulated runs against the emulated ones of the same scheme, senders and block: per cell the
     ratios (simulated / emulated) of goodput as a share of each one's ceiling, drops at the bottleneck
@@ -534,6 +613,7 @@ def validation(emulated: Sweep, simulation: Sweep) -> str:
                              f"{other['timeouts']}" + ("" if switch is None else f"; switch {switch:.0f} %"))
             lines.append(f"| {senders} | " + " | ".join(cells) + " |")
         lines.append("")
+        lines += gap_lines(chosen, schemes)
     lines.append(f"Made by: `{simulation.command}` against `{emulated.command}`")
     return "\n".join(lines)
 
