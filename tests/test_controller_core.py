@@ -21,11 +21,13 @@ from support.controller_fakes import (
     H1,
     H2,
     H3,
+    HOSTS,
     PORTS,
     FakeDatapath,
     arp_frame,
     connected_core,
     ipv4_frame,
+    learn_hosts,
     new_core,
     parsed,
     port_infos,
@@ -36,15 +38,6 @@ from support.controller_fakes import (
 def packet_outs(actions):
     """(dpid, out port, message) of every PacketOut among the sends."""
     return [(dpid, m.actions[0].port, m) for dpid, m in actions.sends if isinstance(m, ofproto_v1_3_parser.OFPPacketOut)]
-
-
-def learn_hosts(core, now, *hosts):
-    """Each (ip, mac, dpid, port) host sends a gratuitous ARP."""
-    for ip, mac, dpid, port in hosts:
-        core.packet_in(now, dpid, port, arp_frame(arp_packet.ARP_REQUEST, (ip, mac), ip))
-
-
-HOSTS = [(*H1, 1, 2), (*H2, 2, 2), (*H3, 1, 3)]
 
 
 def settled_core():

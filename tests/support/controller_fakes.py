@@ -95,6 +95,16 @@ def connected_core(now=0.0, **options):
     return core
 
 
+#: The three hosts as (ip, mac, dpid, port).
+HOSTS = [(*H1, 1, 2), (*H2, 2, 2), (*H3, 1, 3)]
+
+
+def learn_hosts(core, now, *hosts):
+    """Each (ip, mac, dpid, port) host sends a gratuitous ARP."""
+    for ip, mac, dpid, port in hosts:
+        core.packet_in(now, dpid, port, arp_frame(arp_packet.ARP_REQUEST, (ip, mac), ip))
+
+
 def arp_frame(opcode, src, dst_ip, dst_mac="00:00:00:00:00:00", eth_dst="ff:ff:ff:ff:ff:ff"):
     """An ARP request (or reply) from host src = (ip, mac)."""
     frame = packet.Packet()

@@ -189,11 +189,7 @@ class ControllerCore:
         """config: the validated configuration, whose sections the core reads (intervals,
         delay_window, defaults, bounds, parameters, stability, measurement)."""
         self.log = logger or logging.getLogger("otcp.controller")
-        self.probe_interval_s = config.intervals.probe_s
-        self.defaults = config.defaults
-        self.bounds = config.bounds.limits()
-        self.lossless = config.parameters.lossless()
-        self.pacing = config.parameters.paced()
+        self._take_planning(config)
         stability, measurement = config.stability, config.measurement
         self.stable_delays: StableDelays[SwitchPort] = StableDelays(stability.delay_step_s, stability.delay_tolerance)
         self.held_flows = HeldFlows(stability.flow_hold_s)
@@ -228,6 +224,22 @@ class ControllerCore:
         self._last_plan: Plan | None = None  # what the next plan evaluates again only where inputs changed
         self._paths: tuple[tuple, SwitchPaths] | None = None  # (switches and switch links, their paths)
         self._entries_made: forwarding.MadeEntries | None = None  # the last destination entries made
+
+    def _take_planning(self, config: ControllerConfig) -> None:
+        """Read the sections that steer planning: the probe interval, defaults, bounds and formulas."""
+        self.probe_interval_s = config.intervals.probe_s
+        self.defaults = config.defaults
+        self.bounds = config.bounds.limits()
+        self.lossless = config.parameters.lossless()
+        self.pacing = config.parameters.paced()
+
+    def reconfigure(self, now: float, config: ControllerConfig, inventory: Inventory | None) -> Actions:
+        """A reload's configuration and inventory: plan with them from scratch, now (no measurement,
+        switch or agent is forgotten)."""
+        self._take_planning(config)
+        self.topology.set_inventory(inventory)
+        self._last_plan = None  # a plan made with other bounds or formulas is no base for the next
+        return Actions(replan=True)
 
     # -- switches ------------------------------------------------------------
 

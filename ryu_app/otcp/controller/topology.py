@@ -35,15 +35,22 @@ class Topology:
     """
 
     def __init__(self, inventory: Inventory | None = None) -> None:
-        self.inventory = inventory
+        self.inventory: Inventory | None = None
         self.switches: dict[int, dict[int, float]] = {}  # dpid -> {port_no: speed in bytes/s (0 if unknown)}
         self.links: dict[SwitchPort, SwitchPort] = {}  # source end -> destination end
         self.hosts: dict[str, Host] = {}  # ip -> Host, learned from its traffic
         self.hints: dict[str, Host] = {}  # ip -> where a host was before a restart, until it is seen again
         self._link_ports: dict[SwitchPort, int] = {}  # either end of a link -> how many links use it
         self._hosts_at: dict[SwitchPort, set[str]] = {}  # (dpid, port) -> ips of the hosts there
-        self._names: dict[int, str] = inventory.switch_by_dpid() if inventory else {}
-        self._host_names: dict[str, str] = inventory.host_by_ip() if inventory else {}
+        self._names: dict[int, str] = {}
+        self._host_names: dict[str, str] = {}
+        self.set_inventory(inventory)
+
+    def set_inventory(self, inventory: Inventory | None) -> None:
+        """Take inventory's declarations (names, capacities, buffers, delays) from now on."""
+        self.inventory = inventory
+        self._names = inventory.switch_by_dpid() if inventory else {}
+        self._host_names = inventory.host_by_ip() if inventory else {}
 
     # -- naming --------------------------------------------------------------
 

@@ -3,6 +3,7 @@ plain data and the time to one `ControllerCore` method and `_carry_out`s the Act
 supervised loops probe delays, poll flow statistics, re-plan and prune the history. The live view
 (``otcp.service.live``) behind the admin socket and the metrics is fed here too."""
 
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
@@ -13,7 +14,7 @@ from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_D
 from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
 
-from otcp.controller import store
+from otcp.controller import reload, store
 from otcp.controller.config import ControllerConfig
 from otcp.controller.core import Actions, ControllerCore, PortInfo
 from otcp.planning import inventory
@@ -23,8 +24,10 @@ from otcp.service.services import start_services
 from otcp.wire.messages import Hello
 
 RESTART_BACKOFF_S = 1.0  # a loop whose step raised waits this long before running again
-# Set by otcp.service.launcher before os-ken loads this app.
+RELOAD_POLL_S = 0.2  # how soon a SIGHUP is acted on (the signal handler only raises a flag)
+# Set by otcp.service.launcher before os-ken loads this app: the configuration and its file.
 CONFIG: ControllerConfig | None = None
+CONFIG_PATH: str | None = None
 
 
 class OTCPController(app_manager.OSKenApp):
@@ -39,10 +42,11 @@ class OTCPController(app_manager.OSKenApp):
         self.config = config = CONFIG
         self.logger.setLevel(config.log_level.upper())
         self.store = store.Store(config.database)
+        self.inventory = inventory.load(config.inventory) if config.inventory else None
         self.core = ControllerCore(
-            config, now=time.time(), logger=self.logger,
-            inventory=inventory.load(config.inventory) if config.inventory else None,
+            config, now=time.time(), logger=self.logger, inventory=self.inventory,
             known_hosts=self.store.known_hosts(), generation=self.store.last_generation_number())
+        self.reload_requested = False
         self.datapaths: dict[int, Any] = {}  # dpid -> connected os-ken Datapath
         self.replan = hub.Event()
         self.agent_server: AgentServer | None = None
@@ -55,12 +59,40 @@ class OTCPController(app_manager.OSKenApp):
         services = start_services(self.config, self.core, self.store, self.live, self.logger, self._agent_arrived)
         self.agent_server = services.agent_server
         self.threads.extend(services.threads)
-        intervals, retention = self.config.intervals, self.config.retention
-        for step, wait in ((self._probe, lambda: hub.sleep(intervals.probe_s)),
-                           (self._poll_stats, lambda: hub.sleep(intervals.flow_stats_s)),
-                           (self._replan, lambda: self.replan.wait(timeout=intervals.recompute_s)),
-                           (self._prune, lambda: hub.sleep(retention.prune_interval_s))):
+        # The waits read the configuration at every turn: a reload changes them.
+        for step, wait in ((self._probe, lambda: hub.sleep(self.config.intervals.probe_s)),
+                           (self._poll_stats, lambda: hub.sleep(self.config.intervals.flow_stats_s)),
+                           (self._replan, lambda: self.replan.wait(timeout=self.config.intervals.recompute_s)),
+                           (self._prune, lambda: hub.sleep(self.config.retention.prune_interval_s)),
+                           (self._reload, lambda: hub.sleep(RELOAD_POLL_S))):
             self.threads.append(hub.spawn(self._supervised, step, wait))
+        signal.signal(signal.SIGHUP, self._hangup)
+
+    def _hangup(self, signum: int, frame: Any) -> None:
+        """SIGHUP: reload the configuration at the reload loop's next turn."""
+        self.reload_requested = True
+
+    def _reload(self) -> None:
+        """Read the configuration and inventory again if asked; apply what can change while running."""
+        if not self.reload_requested or CONFIG_PATH is None:
+            return
+        self.reload_requested = False
+        now = time.time()
+        try:
+            candidate = reload.read(CONFIG_PATH)
+        except ValueError as error:  # ConfigError, InventoryError: one line naming the file and key
+            self.logger.error("reload refused, the running configuration stays: %s", error)
+            self.live.reloaded(now, error=str(error))
+            return
+        changes = reload.changes(self.config, self.inventory, candidate)
+        self.config = reload.effective(self.config, candidate.config)
+        self.inventory = candidate.inventory
+        self.logger.setLevel(self.config.log_level.upper())
+        self.logger.info("reloaded %s: applied %s; needing a restart %s", CONFIG_PATH,
+                         ", ".join(changes.live) or "nothing", ", ".join(changes.restart) or "nothing")
+        self.live.reloaded(now, changes=changes)
+        if changes.live:
+            self._carry_out(self.core.reconfigure(now, self.config, self.inventory))
 
     def _supervised(self, step: Callable[[], None], wait: Callable[[], object]) -> None:
         """wait(), step(), forever; a step that raises is logged with its traceback and runs again."""
@@ -120,6 +152,7 @@ class OTCPController(app_manager.OSKenApp):
     def switch_features(self, ev: Any) -> None:
         """A switch connected."""
         self.datapaths[ev.msg.datapath.id] = ev.msg.datapath
+        self.live.switch_connected(ev.msg.datapath.id)
         self._carry_out(self.core.switch_features(ev.msg.datapath.id, ev.msg.datapath))
 
     @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])

@@ -1,10 +1,14 @@
-"""`otcp-controller`: run the controller, plan offline, show stored state, or ask a running one for its status."""
+"""`otcp-controller`: run the controller, check or reload its configuration, plan offline, show stored
+state, or ask a running one for its status."""
 
 import argparse
 import datetime
+import fcntl
 import json
 import os
+import signal
 import sys
+import time
 import warnings
 from collections.abc import Iterable
 from typing import Any, TextIO
@@ -78,6 +82,70 @@ def command_run(args: argparse.Namespace) -> int:
     except launcher.InstanceError as error:
         print(f"otcp-controller run: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+#: How long `reload` waits for the controller to report the reload's outcome.
+RELOAD_WAIT_S = 10.0
+
+
+def command_check(args: argparse.Namespace) -> int:
+    """Check a configuration and the inventory it names, as `run` and a reload would; run nothing."""
+    from otcp.controller import reload
+
+    candidate = reload.read(args.config)  # ValueError: one line, exit 2
+    what = "no inventory"
+    if candidate.inventory is not None:
+        inv = candidate.inventory
+        what = f"inventory {inv.path}: {len(inv.switches)} switches, {len(inv.hosts)} hosts, {len(inv.links)} links"
+    print(f"{args.config}: ok ({what})")
+    return 0
+
+
+def running_pid(database: str) -> int:
+    """The pid of the controller that holds database's lock; ValueError if none does."""
+    path = database + ".lock"
+    try:
+        with open(path, encoding="utf-8") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return int(lock.read().strip())
+    except (FileNotFoundError, ValueError):
+        pass
+    raise ValueError(f"{database}: no otcp-controller runs on this database")
+
+
+def command_reload(args: argparse.Namespace) -> int:
+    """Check the configuration, then have the running controller re-read it (SIGHUP) and print the outcome."""
+    warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
+    from otcp.controller import reload
+    from otcp.service import admin
+
+    candidate = reload.read(args.config)  # a bad file stops here, and the controller hears nothing
+    config = candidate.config
+    pid = running_pid(config.database)
+    try:
+        before = admin.read_status(config.admin.socket).get("reload")
+        os.kill(pid, signal.SIGHUP)
+        outcome = None
+        deadline = time.monotonic() + RELOAD_WAIT_S
+        while outcome in (None, before) and time.monotonic() < deadline:
+            time.sleep(0.1)
+            outcome = admin.read_status(config.admin.socket).get("reload")
+    except admin.AdminError as error:
+        print(f"otcp-controller reload: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    if outcome in (None, before):
+        print(f"otcp-controller reload: the controller (pid {pid}) reported no reload within {RELOAD_WAIT_S:g} s",
+              file=sys.stderr)
+        return EXIT_FAILED
+    if outcome["refused"]:
+        print(f"otcp-controller reload: refused, the running configuration stays: {outcome['refused']}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"reloaded {args.config} (controller pid {pid}): applied {', '.join(outcome['applied']) or 'nothing'}; "
+          f"needing a restart {', '.join(outcome['needs_restart']) or 'nothing'}")
+    return 0
 
 
 def command_show(args: argparse.Namespace) -> int:
@@ -182,7 +250,7 @@ def _dash(value: object) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The otcp-controller command line: run, plan, show, status."""
+    """The otcp-controller command line: run, check, reload, plan, show, status."""
     parser = argparse.ArgumentParser(
         prog="otcp-controller", description="OTCP controller: per-path TCP parameters from fabric measurements"
     )
@@ -190,6 +258,14 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run the os-ken controller with the OTCP app")
     run.add_argument("--config", required=True, help="controller configuration (YAML)")
     run.set_defaults(handler=command_run)
+    check = commands.add_parser("check", help="check a configuration and its inventory without running")
+    check.add_argument("config", help="controller configuration (YAML)")
+    check.set_defaults(handler=command_check)
+    reload = commands.add_parser("reload", help="have the running controller re-read its configuration and "
+                                                "inventory (as SIGHUP does), after checking them")
+    reload.add_argument("--config", default=DEFAULT_CONFIG,
+                        help=f"the running controller's configuration file (default {DEFAULT_CONFIG})")
+    reload.set_defaults(handler=command_reload)
     plan = commands.add_parser("plan", help="print the parameters an inventory implies")
     plan.add_argument("inventory", help="inventory YAML (docs/controller.md)")
     plan.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -43,7 +43,7 @@ def run(config_path: str) -> int:
 
     from otcp.service import app
 
-    app.CONFIG = config
+    app.CONFIG, app.CONFIG_PATH = config, os.path.abspath(config_path)
     openflow = config.openflow
     try:
         manager.main(

@@ -15,6 +15,7 @@ from typing import Any
 from prometheus_client import Counter, Histogram
 
 from otcp.controller.core import Actions, ControllerCore
+from otcp.controller.reload import Changes
 from otcp.controller.store import LinkMeasurement, TopologySnapshot
 
 #: The window of `generations_last_minute`, seconds.
@@ -49,6 +50,17 @@ class LiveView:
         self.generations_made = Counter("otcp_controller_generations", "Generations made by this process",
                                         registry=None)
         self._generation_times: deque[float] = deque()
+        self.reload: dict[str, Any] | None = None  # the last reload's outcome, for `otcp-controller reload`
+        self.switch_connections: dict[int, int] = {}  # dpid -> OpenFlow connections since start
+
+    def switch_connected(self, dpid: int) -> None:
+        """A switch connected (again)."""
+        self.switch_connections[dpid] = self.switch_connections.get(dpid, 0) + 1
+
+    def reloaded(self, now: float, changes: Changes | None = None, error: str | None = None) -> None:
+        """A reload at now: the keys it applied and those needing a restart, or why it was refused."""
+        self.reload = {"at": now, "refused": error, "applied": list(changes.live) if changes else [],
+                       "needs_restart": list(changes.restart) if changes else []}
 
     def planned(self, now: float, actions: Actions, seconds: float) -> None:
         """A plan took `seconds` at `now` and decided `actions`."""
@@ -101,10 +113,12 @@ class LiveView:
             "generations_last_minute": self.generations_last_minute(now),
             "planned_at": self.planned_at,
             "plan_duration_s": self.last_plan_seconds,
-            "switches": [{"dpid": dpid, "name": name} for dpid, name in sorted(self.topology.switches.items())],
+            "switches": [{"dpid": dpid, "name": name, "connections": self.switch_connections.get(dpid, 0)}
+                         for dpid, name in sorted(self.topology.switches.items())],
             "hosts": [asdict(host) for host in self.topology.hosts],
             "links": [asdict(link) for link in self.links],
             "paths_generation": self.paths_generation,
             "paths": list(self.paths),
             "agents": self.agents(),
+            "reload": self.reload,
         }
