@@ -6,10 +6,12 @@ endpoints report."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from otcp.experiments.runner.controller import wait_for
@@ -130,3 +132,64 @@ def test_status_shows_the_live_topology_parameters_and_agents(triangle_agents):
                           cwd=ROOT, capture_output=True, text=True, check=True)
     assert "  s1 -> s2: delay " in done.stdout and "Mb/s, buffer 85000 B" in done.stdout
     assert f"  {emulation.host('h1').IP()} (" in done.stdout and "lag 0" in done.stdout
+
+
+def reload_command(controller):
+    return subprocess.run([sys.executable, "-m", "otcp.service.cli", "reload", "--config", controller.config_path],
+                          cwd=ROOT, capture_output=True, text=True, check=False)
+
+
+def connections(live):
+    """Each switch's OpenFlow connections and each agent's peer address: a reconnect changes one."""
+    return ({s["name"]: s["connections"] for s in live["switches"]},
+            {agent["host_ip"]: agent["peer"] for agent in live["agents"]})
+
+
+def test_a_reload_follows_the_inventory_without_reconnecting_and_a_bad_one_changes_nothing(triangle_agents):
+    emulation, controller, port = triangle_agents.emulation, triangle_agents.controller, triangle_agents.metrics_port
+    wait_for(lambda: settled(emulation, port), 90, interval=1, what="every agent to acknowledge")
+    before = status(controller)
+    min_rto = {(p["src"], p["dst"]): p["min_rto_us"] for p in before["paths"]}
+    inventory_path = triangle_agents.workdir / "inventory.yaml"
+    original = inventory_path.read_text()
+    inventory = yaml.safe_load(original)
+    for link in inventory["links"]:
+        link["buffer_bytes"] = 2 * link.get("buffer_bytes", 85000)
+    inventory_path.write_text(yaml.safe_dump(inventory))
+    try:
+        done = reload_command(controller)
+        assert done.returncode == 0, done.stderr
+        assert "applied inventory; needing a restart nothing" in done.stdout
+
+        def followed():
+            live = status(controller)
+            now = {(p["src"], p["dst"]): p["min_rto_us"] for p in live["paths"]}
+            if live["paths_generation"] <= before["paths_generation"] or now.keys() != min_rto.keys():
+                return None
+            return live if all(now[pair] > value for pair, value in min_rto.items()) else None
+
+        after = wait_for(followed, 30, interval=0.5, what="a generation with the doubled buffers")
+        wait_for(lambda: settled(emulation, port), 30, interval=0.5, what="every agent to take the new set")
+        assert connections(status(controller)) == connections(before)  # no switch or agent reconnected
+        assert all(link["buffer_bytes"] == 170000 for link in after["links"] if link["src"].startswith("s"))
+
+        # A bad file: `reload` refuses it before the controller hears of it; a SIGHUP straight to the
+        # controller gets the same line back in its status, and the running configuration stays.
+        config_path = controller.config_path
+        good_config = open(config_path).read()
+        with open(config_path, "a") as config:
+            config.write("delay_window: -1\n")
+        try:
+            refused = reload_command(controller)
+            assert refused.returncode == 2 and "delay_window" in refused.stderr and refused.stdout == ""
+            pid = int(open(controller.database + ".lock").read())
+            os.kill(pid, signal.SIGHUP)
+            live = wait_for(lambda: (s := status(controller))["reload"]["refused"] and s, 10, what="the refusal")
+            assert "delay_window" in live["reload"]["refused"] and live["paths_generation"] == after["paths_generation"]
+        finally:
+            with open(config_path, "w") as config:
+                config.write(good_config)
+    finally:
+        inventory_path.write_text(original)
+        assert reload_command(controller).returncode == 0
+    assert connections(status(controller)) == connections(before)
