@@ -50,16 +50,17 @@ C = TypeVar("C", bound=ExperimentConfig)
 T = TypeVar("T")
 SCHEME_NAMES = list(schemes.catalogue())
 FULL = {"senders": "4,8,16,32,64", "buffer_bytes": "85000,512000", "sru_bytes": 262144, "rounds": 50,
-        "warmup_seconds": 5.0, "bw_mbps": 100.0,
+        "warmup_seconds": 5.0, "bw_mbps": 100.0, "ceiling_repeats": 3,
         "schemes": ",".join(SCHEME_NAMES), "out": "results/incast"}
 # --quick: the main job's incast part, the headline plot (goodput vs senders) at the shallow buffer, at
 # 25 Mb/s, where the emulated switch is not the bottleneck at 32 senders (docs/experiments.md, "Rate and
 # sizes" under "Workload"), with 16 KB per server: a round of them takes as long as one of 64 KB at 100 Mb/s,
 # so a 200 ms RTOmin still dominates a round that meets it (at 100 Mb/s a round of 256 KB blocks
 # outlasts it and hides the collapse). Its 2 s warm-up is enough: the OTCP schemes warm up on past it
-# until their agents hold a plan with every sender counted (docs/experiments.md).
+# until their agents hold a plan with every sender counted (docs/experiments.md). Two ceiling samples
+# per network: at 25 Mb/s they agree to 0.1 Mb/s.
 QUICK = {"senders": "8,16,32", "buffer_bytes": "85000", "sru_bytes": 16384, "rounds": 10,
-         "warmup_seconds": 2.0, "bw_mbps": 25.0,
+         "warmup_seconds": 2.0, "bw_mbps": 25.0, "ceiling_repeats": 2,
          "schemes": "default,fine-rto,static-rwnd,otcp,dctcp,otcp-lossless", "out": "results/quick/incast"}
 FAIRNESS_SCHEMES = "default,otcp,dctcp,otcp-lossless,otcp-paced"
 #: The size scale of each distribution unless --size-scale says otherwise: web search's largest flow
@@ -71,12 +72,13 @@ SIZE_SCALES = {"websearch": 0.1, "datamining": 0.01}
 WORKLOAD: dict[str, Any] = {
     "topo": "star,16", "distribution": "websearch", "size_scale": None, "load": 0.5, "query_senders": None,
     "query_bytes": None, "query_rate": None, "query_load": None, "background_flows": 0, "seconds": 30.0,
-    "warmup_seconds": 3.0, "bw_mbps": 25.0, "buffer_bytes": "85000", "seed": 1,
+    "warmup_seconds": 3.0, "bw_mbps": 25.0, "buffer_bytes": "85000", "seed": 1, "ceiling_repeats": 3,
     "schemes": "default,fine-rto,static-rwnd,otcp,dctcp,otcp+dctcp,otcp-lossless,otcp-lossless+dctcp,otcp-paced",
     "out": "results/workload"}
 # --quick: the main job's workload part, the mix with queries for the trade-off table.
 WORKLOAD_QUICK: dict[str, Any] = {
-    "topo": "star,8", "load": 0.5, "query_senders": "8", "query_bytes": "2000", "query_rate": 10.0, "seconds": 15.0,
+    "topo": "star,8", "load": 0.5, "query_senders": "8", "query_bytes": "2000", "query_rate": 10.0, "seconds": 12.0,
+    "ceiling_repeats": 2,
     "schemes": "default,fine-rto,static-rwnd,otcp,dctcp,otcp-lossless", "out": "results/quick/workload"}
 CALIBRATE = {"buffer_bytes": "32000,85000,512000", "packet_bytes": "1500,750", "out": "results/calibration"}
 # IP packet sizes a calibration burst may use: a UDP header and the burst's own, up to the hosts' MTU.
@@ -140,8 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--probe-interval-ms", type=float, default=10.0, help="latency probe interval (default 10)")
     run.add_argument("--ceiling-seconds", type=int, default=3,
                      help="length of the ceiling measurement on each network (default 3)")
-    run.add_argument("--ceiling-repeats", type=int, default=3,
-                     help="ceiling measurements per network and packet size (default 3; the spread is reported)")
+    run.add_argument("--ceiling-repeats", type=int,
+                     help=f"ceiling measurements per network and packet size (default {FULL['ceiling_repeats']}, "
+                          f"{QUICK['ceiling_repeats']} with --quick; the spread is reported)")
     run.add_argument("--round-timeout", type=float, default=60.0, help="seconds before a round counts as failed")
     cal = commands.add_parser("calibrate", help="check the emulated switch: buffer size and loss accounting",
                               description=first_line(calibrate.__doc__))
@@ -373,7 +376,9 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
     parser.add_argument("--forwarding", choices=["controller", "standalone"], default="controller",
                         help="the OTCP controller forwards (default), or standalone learning bridges")
     parser.add_argument("--ceiling-seconds", type=int, default=3)
-    parser.add_argument("--ceiling-repeats", type=int, default=3)
+    parser.add_argument("--ceiling-repeats", type=int,
+                        help=f"ceiling measurements per network and packet size (default "
+                             f"{WORKLOAD['ceiling_repeats']}, {WORKLOAD_QUICK['ceiling_repeats']} with --quick)")
     return parser
 
 
@@ -407,7 +412,8 @@ def workload_config_from_args(args: argparse.Namespace, parser: argparse.Argumen
               ("--seed", pick("seed"), 0, 2**63), ("--delay-us", args.delay_us, 0, 1e6),
               ("--fine-rto-ms", args.fine_rto_ms, 1, 200), ("--queue-target-fraction", args.queue_target_fraction,
                                                             1e-6, 1),
-              ("--ceiling-seconds", args.ceiling_seconds, 1, 600), ("--ceiling-repeats", args.ceiling_repeats, 1, 50)]
+              ("--ceiling-seconds", args.ceiling_seconds, 1, 600),
+              ("--ceiling-repeats", pick("ceiling_repeats"), 1, 50)]
     check_ranges(checks, parser)
     if not pick("load") and not fan_ins and not pick("background_flows"):
         parser.error("--load 0 with no queries and no background flows: nothing to run")
@@ -422,7 +428,7 @@ def workload_config_from_args(args: argparse.Namespace, parser: argparse.Argumen
     return workload.WorkloadConfig(
         out=out, schemes=names, bw_mbps=pick("bw_mbps"), buffers=buffers, delay_us=args.delay_us,
         forwarding=args.forwarding, fine_rto_ms=args.fine_rto_ms, queue_target_fraction=args.queue_target_fraction,
-        ceiling_seconds=args.ceiling_seconds, ceiling_repeats=args.ceiling_repeats, topo=pick("topo"),
+        ceiling_seconds=args.ceiling_seconds, ceiling_repeats=pick("ceiling_repeats"), topo=pick("topo"),
         distribution=pick("distribution"), size_scale=size_scale, load=pick("load"),
         query_senders=fan_ins, query_bytes=sizes, query_rate=query_rate, query_load=query_load,
         background_flows=pick("background_flows"), seconds=pick("seconds"), warmup_seconds=pick("warmup_seconds"),
@@ -517,7 +523,8 @@ def config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
               ("--bw-mbps", pick("bw_mbps"), 0.001, MAX_BW_MBPS), ("--delay-us", args.delay_us, 0, 1e6),
               ("--fine-rto-ms", args.fine_rto_ms, 1, 200), ("--probe-interval-ms", args.probe_interval_ms, 2, 1000),
               ("--queue-target-fraction", args.queue_target_fraction, 1e-6, 1),
-              ("--ceiling-seconds", args.ceiling_seconds, 1, 600), ("--ceiling-repeats", args.ceiling_repeats, 1, 50),
+              ("--ceiling-seconds", args.ceiling_seconds, 1, 600),
+              ("--ceiling-repeats", pick("ceiling_repeats"), 1, 50),
               ("--round-timeout", args.round_timeout, 1, 3600)]
     check_ranges(checks, parser)
     if args.total_bytes is not None and args.total_bytes < max(senders):
@@ -531,8 +538,8 @@ def config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
         total_bytes=args.total_bytes, rounds=pick("rounds"), warmup_seconds=pick("warmup_seconds"),
         persistent=args.persistent, bw_mbps=pick("bw_mbps"), delay_us=args.delay_us, fine_rto_ms=args.fine_rto_ms,
         forwarding=args.forwarding, probe_interval_s=args.probe_interval_ms / 1000.0,
-        ceiling_seconds=args.ceiling_seconds, ceiling_repeats=args.ceiling_repeats, round_timeout_s=args.round_timeout,
-        queue_target_fraction=args.queue_target_fraction)
+        ceiling_seconds=args.ceiling_seconds, ceiling_repeats=pick("ceiling_repeats"),
+        round_timeout_s=args.round_timeout, queue_target_fraction=args.queue_target_fraction)
 
 
 def environment_problem() -> str | None:
