@@ -8,8 +8,10 @@ In the manner of Faucet's tests/unit/faucet/test_valveapp_smoke.py.
 import inspect
 import logging
 import os
+import signal
 
 import pytest
+import yaml
 from os_ken.controller import ofp_event
 from os_ken.controller.handler import DEAD_DISPATCHER, MAIN_DISPATCHER
 from os_ken.lib import hub
@@ -183,16 +185,42 @@ def test_a_failing_loop_step_is_logged_with_its_traceback_and_runs_again(control
 
 
 def test_start_opens_the_agent_channel_and_starts_the_loops(controller):
+    hangup = signal.getsignal(signal.SIGHUP)
     controller.start()
     try:
         assert controller.agent_server.address[1] == controller.config.agents.port
         assert controller.agent_server.publications is controller.core.publications
-        # os-ken's event loop, the admin socket, then probe, stats, plan and prune
-        assert len(controller.threads) == 6
+        # os-ken's event loop, the admin socket, then probe, stats, plan, prune and reload
+        assert len(controller.threads) == 7
         assert os.path.exists(controller.config.admin.socket)
+        assert signal.getsignal(signal.SIGHUP) == controller._hangup
         hub.sleep(0)
         assert not any(thread.dead for thread in controller.threads)
     finally:
         for thread in controller.threads:
             hub.kill(thread)
         controller.agent_server.stop()
+        signal.signal(signal.SIGHUP, hangup)
+
+
+def test_a_hangup_reloads_the_file_at_the_loops_next_turn_and_a_bad_file_changes_nothing(controller, monkeypatch):
+    path = os.path.join(os.path.dirname(controller.config.database), "controller.yaml")
+    monkeypatch.setattr(app, "CONFIG_PATH", path)
+    with open(path, "w") as handle:
+        yaml.safe_dump({"database": "state.db", "agents": {"port": 1, "secret_file": "secret"},
+                        "measurement": {"max_link_delay_us": 1_000_000}, "intervals": {"probe_s": 0.5},
+                        "bounds": {"initcwnd": [1, 8]}}, handle)
+    controller._reload()  # not asked: nothing read
+    assert controller.live.reload is None
+    controller._hangup(signal.SIGHUP, None)
+    controller._reload()
+    assert controller.live.reload["refused"] is None and controller.live.reload["needs_restart"] == ["agents.port"]
+    assert "intervals.probe_s" in controller.live.reload["applied"] and "bounds.initcwnd" in controller.live.reload["applied"]
+    assert controller.config.intervals.probe_s == 0.5 and controller.core.probe_interval_s == 0.5
+    assert controller.core.bounds.initcwnd_high == 8 and controller.config.agents.port != 1
+    with open(path, "w") as handle:
+        handle.write("intervals: {probe_s: .nan}\n")
+    controller._hangup(signal.SIGHUP, None)
+    controller._reload()
+    assert "intervals.probe_s" in controller.live.reload["refused"]
+    assert controller.config.intervals.probe_s == 0.5 and controller.core.bounds.initcwnd_high == 8
