@@ -74,6 +74,8 @@ def test_a_route_metric_read_back_otherwise_is_short_and_named():
     assert len([f for f in found if f.status == "ok"]) == 4
     refused = doctor.route_metric_findings([RouteReadback("IPv6", scratch_route(), None, "Invalid argument")])
     assert [(f.check, f.status) for f in refused] == [("route IPv6", "short")]
+    unmade = doctor.route_metric_findings(Probe("untried", "ip netns add otcp-doctor-1: Permission denied"))
+    assert [(f.check, f.status) for f in unmade] == [("route", "short")] and "Permission denied" in unmade[0].summary
 
 
 def test_the_rto_min_sysctl_is_a_note_overridden_by_otcp():
@@ -105,11 +107,13 @@ def test_other_sockops_programs_are_named_and_otcps_own_is_not():
 
 def test_foreign_routes_with_metrics_say_which_destinations_they_cover():
     static = ForeignRoute("10.88.0.0/16", RT_TABLE_MAIN, 4, (("rto_min lock", 50), ("initcwnd", 20)))
-    found = doctor.foreign_route_findings([static], ["10.88.1.2/32", "10.77.0.2/32", "2001:db8::2/128"])
+    found = doctor.foreign_route_findings([static], ["10.88.1.2/32", "10.77.0.2/32", "2001:db8::2/128",
+                                                     "10.88.0.0/16"])
     (finding,) = found
     assert finding.status == "note"
     assert finding.summary == "10.88.0.0/16 table main proto static: rto_min lock 50 initcwnd 20"
     assert "toward 10.88.1.2/32 OTCP's host route overrides" in finding.detail
+    assert "apply skips 10.88.0.0/16, this route's own prefix" in finding.detail
     assert "10.77.0.2/32" not in finding.detail
     alone = doctor.foreign_route_findings([static], [])[0]
     assert "doctor --set FILE" in alone.detail

@@ -137,7 +137,7 @@ class Facts:
     cgroup2: str | None  # where the cgroup-v2 root is mounted, None if not
     sockops: Probe
     struct_ops: Probe
-    routes: tuple[RouteReadback, ...]
+    routes: tuple[RouteReadback, ...] | Probe  # per family, or why the scratch namespace could not be made
     tcp_metrics: Probe
     rto_min_us: int | None  # net.ipv4.tcp_rto_min_us, None where the kernel has no such sysctl
     no_metrics_save: int | None  # net.ipv4.tcp_no_metrics_save
@@ -233,9 +233,12 @@ def struct_ops_finding(probe: Probe) -> Finding:
                    "the agent does not need it; the experiments' otcp-dctcp scheme is unavailable here")
 
 
-def route_metric_findings(readbacks: Sequence[RouteReadback]) -> list[Finding]:
+def route_metric_findings(readbacks: Sequence[RouteReadback] | Probe) -> list[Finding]:
     """Per family and metric: whether the kernel keeps what the agent writes (a metric read back
-    with another value, or unlocked where TCP needs the lock, is short)."""
+    with another value, or unlocked where TCP needs the lock, is short; so is a check not made)."""
+    if isinstance(readbacks, Probe):
+        return [Finding("route", "short", f"route metrics not checked: {readbacks.detail}",
+                        "doctor could not make its scratch namespace (it needs root)")]
     found = []
     for readback in readbacks:
         check = f"route {readback.family}"
@@ -321,17 +324,20 @@ def foreign_route_findings(routes: Sequence[ForeignRoute], destinations: Sequenc
     found = []
     for route in routes:
         network = ipaddress.ip_network(route.dst)
-        covered = [dst for dst in destinations if _within(dst, network)]
+        exact = [dst for dst in destinations if ipaddress.ip_network(dst) == network]
+        covered = [dst for dst in destinations if _within(dst, network) and dst not in exact]
         metrics = " ".join(f"{name} {_shown(value)}" for name, value in route.metrics)
         where = f"{route.dst} table {table_name(route.table)} proto {proto_name(route.proto)}"
+        said = []
         if covered:
-            detail = (f"toward {', '.join(covered)} OTCP's host route overrides these values; a route of "
-                      "another protocol for exactly a destination's prefix makes apply skip it")
-        else:
-            detail = "no destination of the set lies under it" if destinations else (
-                "where OTCP adds a more specific route its values win; a destination whose prefix is exactly "
-                "this one is skipped by apply (doctor --set FILE checks a set)")
-        found.append(Finding("foreign_route", "note", f"{where}: {metrics}", detail))
+            said.append(f"toward {', '.join(covered)} OTCP's host route overrides these values")
+        if exact:
+            said.append(f"apply skips {', '.join(exact)}, this route's own prefix, and these values hold there")
+        if not said:
+            said.append("no destination of the set lies under it" if destinations else
+                        "where OTCP adds a more specific route its values win; a destination whose prefix is "
+                        "exactly this one is skipped by apply (doctor --set FILE checks a set)")
+        found.append(Finding("foreign_route", "note", f"{where}: {metrics}", "; ".join(said)))
     return found
 
 
@@ -374,12 +380,17 @@ def gather(destinations: Sequence[RouteParams] = (), sysctl_root: Path = SYSCTL_
     btf = BTF_PATH.exists()
     sockops_probe = (probe_sockops() if btf and bpffs_where and cgroup2
                      else Probe("untried", _missing(btf, bpffs_where, cgroup2)))
-    scratch = ScratchNamespace()
+    routes: tuple[RouteReadback, ...] | Probe
     try:
-        routes = tuple(scratch.route_readback())
-        tcp_metrics = scratch.tcp_metrics()
-    finally:
-        scratch.delete()
+        scratch = ScratchNamespace()
+    except OSError as error:
+        routes = tcp_metrics = Probe("untried", str(error))
+    else:
+        try:
+            routes = tuple(scratch.route_readback())
+            tcp_metrics = scratch.tcp_metrics()
+        finally:
+            scratch.delete()
     foreign, skipped = _routes_here(destinations)
     return Facts(
         kernel=os.uname().release, btf=btf, bpffs=None if bpffs_where is None else str(bpffs_where),
