@@ -239,7 +239,7 @@ def _param_set_file(path: str) -> ParamSet | None:
 def _dry_run(args: argparse.Namespace, param_set: ParamSet) -> int:
     """``apply --dry-run``: the change per route, nothing written."""
     try:
-        result = dryrun.dry_run(param_set, args.state, args.netns)
+        result = dryrun.dry_run(param_set, args.state)  # --netns: this process is in it already
     except ValidationError as error:
         print(f"otcp-agent: {args.file}: {error}", file=sys.stderr)
         return 2
