@@ -177,7 +177,7 @@ def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda octal: chr(int(octal.group(1), 8)), field)
 
 
-def _cgroup2_mounted() -> Path | None:
+def cgroup2_mounted() -> Path | None:
     """Where the root of the cgroup-v2 hierarchy is mounted in the machine's
     mount namespace, as this process reaches it; None if it is not."""
     for line in _mount_table():
@@ -197,17 +197,17 @@ def cgroup2_root() -> Path:
     none, the hierarchy is mounted at ``CGROUP2_MOUNT`` in the machine's mount
     namespace. Raises :class:`BpfUnavailable` with mount's words when the
     kernel refuses."""
-    found = _cgroup2_mounted()
+    found = cgroup2_mounted()
     if found is not None:
         return found
     with _MountLock():
-        found = _cgroup2_mounted()
+        found = cgroup2_mounted()
         if found is None:
             outer(CGROUP2_MOUNT).mkdir(parents=True, exist_ok=True)
             run(machine().command(["mount", "-t", "cgroup2", "cgroup2", str(CGROUP2_MOUNT)]),
                 f"no cgroup-v2 hierarchy is mounted (a sock_ops program attaches to a cgroup-v2 cgroup); "
                 f"mounting one at {CGROUP2_MOUNT} in the machine's mount namespace")
-            found = _cgroup2_mounted()
+            found = cgroup2_mounted()
     if found is None:
         raise BpfUnavailable(f"no cgroup-v2 hierarchy is reachable after mounting one at {CGROUP2_MOUNT}")
     return found

@@ -1,17 +1,19 @@
 """``otcp-agent``: the host agent and its one-shot commands.
 
     otcp-agent run --controller HOST:PORT --secret-file FILE [--state FILE] [--enforce bpf|routes]
-    otcp-agent apply FILE.json [--state FILE]     # FILE "-" reads stdin
+    otcp-agent apply FILE.json [--json] [--dry-run] [--state FILE]     # FILE "-" reads stdin
     otcp-agent show [--json] [--state FILE]
     otcp-agent revert [--state FILE]
+    otcp-agent doctor [--json] [--set FILE.json] [--state FILE] [--sysctl-root DIR]
 
 Options before the subcommand: ``--netns NAME`` runs the whole command in
 the named network namespace (as ``ip netns exec NAME`` would), and
 ``--log-level``. Logs go to stderr; results of one-shot commands to stdout.
 
 Exit status: 0 done; 1 the kernel refused a change (the previous routes
-were restored) or the channel could not start; 2 bad input (the message
-names the file and the field).
+were restored) or the channel could not start, and for ``doctor``, this host
+would enforce less than the controller plans; 2 bad input (the message names
+the file and the field).
 """
 
 import argparse
@@ -22,9 +24,10 @@ import os
 import signal
 import ssl
 import sys
+from pathlib import Path
 from typing import Any, NoReturn
 
-from otcp.agent import rtt
+from otcp.agent import doctor, dryrun, rtt
 from otcp.agent.client import ControllerClient, client_tls, parse_address
 from otcp.agent.core import Agent
 from otcp.agent.enforcement import MODES, Enforcement, status_path
@@ -32,6 +35,7 @@ from otcp.agent.metrics import AgentMetrics
 from otcp.agent.routes import OTCP_PROTO, ApplyError, table_name
 from otcp.agent.state import CorruptState
 from otcp.wire import limits, paramset, session
+from otcp.wire.paramset import ParamSet, RouteParams
 from otcp.wire.validation import ValidationError
 
 STATE_DIRECTORY = "/var/lib/otcp-agent"
@@ -106,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     apply = commands.add_parser("apply", help="validate and apply a parameter set from a JSON file")
     apply.add_argument("file", metavar="FILE.json")
     apply.add_argument("--json", action="store_true", help="print the per-route results as JSON")
+    apply.add_argument("--dry-run", action="store_true",
+                       help="print the change per route (add, change, remove, keep, skip) and change nothing")
     state_option(apply)
     apply.set_defaults(command=cmd_apply)
 
@@ -117,6 +123,16 @@ def build_parser() -> argparse.ArgumentParser:
     revert = commands.add_parser("revert", help="remove every route the agent created, and nothing else")
     state_option(revert)
     revert.set_defaults(command=cmd_revert)
+
+    check = commands.add_parser("doctor", help="what this host can enforce of what the controller plans, and why "
+                                "not (exit 1 when it falls short)")
+    check.add_argument("--json", action="store_true")
+    check.add_argument("--set", metavar="FILE.json",
+                       help="plan this parameter set's destinations as apply would (default: the stored set's)")
+    check.add_argument("--sysctl-root", default=str(doctor.SYSCTL_ROOT), metavar="DIR",
+                       help="read the sysctls under this directory (default /proc/sys)")
+    state_option(check)
+    check.set_defaults(command=cmd_doctor)
     return parser
 
 
@@ -179,16 +195,12 @@ def _restore(agent: Agent) -> None:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    """Apply a parameter set from a file (or stdin) once."""
-    try:
-        body = _read_input(args.file)
-        param_set = paramset.parse_param_set(body, where=args.file)
-    except OSError as error:
-        print(f"otcp-agent: {args.file}: {error.strerror or error}", file=sys.stderr)
+    """Apply a parameter set from a file (or stdin) once, or with --dry-run show what that would change."""
+    param_set = _param_set_file(args.file)
+    if param_set is None:
         return 2
-    except ValidationError as error:
-        print(f"otcp-agent: {args.file}: {error}" if error.field else f"otcp-agent: {error}", file=sys.stderr)
-        return 2
+    if args.dry_run:
+        return _dry_run(args, param_set)
     with Agent(args.state, recover=True) as agent:
         try:
             validated, results = agent.apply(param_set, f"file {args.file}")
@@ -211,6 +223,51 @@ def cmd_apply(args: argparse.Namespace) -> int:
         elif result.reason:
             print(f"  applied {result.dst}, but {result.reason}")
     return 0
+
+
+def _param_set_file(path: str) -> ParamSet | None:
+    """A parameter set read from a file (or stdin), validated; None when it cannot be (said on stderr)."""
+    try:
+        return paramset.parse_param_set(_read_input(path), where=path)
+    except OSError as error:
+        print(f"otcp-agent: {path}: {error.strerror or error}", file=sys.stderr)
+    except ValidationError as error:
+        print(f"otcp-agent: {path}: {error}" if error.field else f"otcp-agent: {error}", file=sys.stderr)
+    return None
+
+
+def _dry_run(args: argparse.Namespace, param_set: ParamSet) -> int:
+    """``apply --dry-run``: the change per route, nothing written."""
+    try:
+        result = dryrun.dry_run(param_set, args.state)  # --netns: this process is in it already
+    except ValidationError as error:
+        print(f"otcp-agent: {args.file}: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result.as_json(), indent=2))
+    else:
+        print("\n".join(dryrun.format_dry_run(result)))
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Check what this host (or namespace) can enforce; exit 1 when it falls short of the plan."""
+    routes: list[RouteParams] = []
+    if args.set is not None:
+        given = _param_set_file(args.set)
+        if given is None:
+            return 2
+        routes = given.routes
+    else:
+        applied = dryrun.stored_applied(args.state)[0]
+        if applied is not None and applied.active:
+            routes = applied.param_set.routes
+    report = doctor.doctor(routes, Path(args.sysctl_root), args.netns)
+    if args.json:
+        print(json.dumps(report.as_json(), indent=2))
+    else:
+        print("\n".join(doctor.format_report(report)))
+    return report.exit_status()
 
 
 def cmd_show(args: argparse.Namespace) -> int:
