@@ -222,6 +222,7 @@ def test_a_set_whose_lease_runs_out_lapses_to_its_safe_state_and_a_new_set_resto
     assert before["enforcement"]["mode"] == "bpf", before["enforcement"]
     assert entries(before) == {"10.77.0.2/32": (3, 12, 125_000), "10.88.0.5/32": (3, 12, 125_000)}
     assert not before["lease"]["safe_state"] and 0 < before["lease"]["remaining_s"] <= LEASE_S
+    assert f"s left of {LEASE_S:g} s" in otcp_agent(ns, "show", "--state", str(agent.state)).stdout
     assert metric(scrape(ns, 9465), "otcp_agent_lease_expired") == 0
     first.stop()  # the controller goes quiet
     wait_for(lambda: ns.otcp_routes() == safe, "the safe state", timeout=LEASE_S + 1.0 + 2.0)
@@ -229,6 +230,7 @@ def test_a_set_whose_lease_runs_out_lapses_to_its_safe_state_and_a_new_set_resto
     after = shown(ns, agent)
     assert entries(after) == {"10.77.0.2/32": (None, 10, None), "10.88.0.5/32": (None, 10, None)}
     assert after["lease"]["safe_state"] and after["lease"]["expired"] and after["generation"] == 1
+    assert "safe state applied" in otcp_agent(ns, "show", "--state", str(agent.state)).stdout
     assert metric(scrape(ns, 9465), "otcp_agent_lease_expired") == 1
     assert agent.log().count("no controller renewed the lease of generation 1") == 1
     # The controller is back: its next set is the planned values again.
