@@ -207,12 +207,14 @@ def test_a_set_whose_lease_runs_out_lapses_to_its_safe_state_and_a_new_set_resto
     entries lose their clamp, segment size and pacing within the lease and one poll; a returning
     controller's set restores them; an agent restarted after the lease ran out starts in the safe state."""
     first = Controller(netns=ns.name, lease_s=LEASE_S)
-    planned = set_for(1, "10.77.0.2/32", "10.88.0.5/32", initcwnd=12, advmss=600, pacing_rate=125_000)
+    planned = set_for(1, "10.77.0.2/32", "10.88.0.5/32", initcwnd=12, cwnd_clamp=20, advmss=600,
+                      pacing_rate=125_000)
     first.publish("10.77.0.1", planned)
     agent = AgentProcess(ns, first.port, tmp_path, extra=["--metrics", "127.0.0.1:9465"])
     cleanup.append(agent)
     wait_for(lambda: first.acked(1), "the ack of generation 1")
-    kept = {"10.77.0.2/32": expected(initcwnd=12), "10.88.0.5/32": expected(via="10.77.0.254", initcwnd=12)}
+    kept = {"10.77.0.2/32": expected(initcwnd=12, cwnd_lock=20),
+            "10.88.0.5/32": expected(via="10.77.0.254", initcwnd=12, cwnd_lock=20)}
     safe = {"10.77.0.2/32": expected(initcwnd=10, cwnd_lock=None),
             "10.88.0.5/32": expected(via="10.77.0.254", initcwnd=10, cwnd_lock=None)}
     # Three leases long with the controller there: the renewals hold the plan.
@@ -220,7 +222,7 @@ def test_a_set_whose_lease_runs_out_lapses_to_its_safe_state_and_a_new_set_resto
     assert ns.otcp_routes() == kept and "advmss 600" in ns.ip("route", "show", "proto", "79")
     before = shown(ns, agent)
     assert before["enforcement"]["mode"] == "bpf", before["enforcement"]
-    assert entries(before) == {"10.77.0.2/32": (3, 12, 125_000), "10.88.0.5/32": (3, 12, 125_000)}
+    assert entries(before) == {"10.77.0.2/32": (20, 12, 125_000), "10.88.0.5/32": (20, 12, 125_000)}
     assert not before["lease"]["safe_state"] and 0 < before["lease"]["remaining_s"] <= LEASE_S
     assert f"s left of {LEASE_S:g} s" in otcp_agent(ns, "show", "--state", str(agent.state)).stdout
     assert metric(scrape(ns, 9465), "otcp_agent_lease_expired") == 0
