@@ -51,7 +51,7 @@ from os_ken.lib.packet import ethernet, ipv4, packet
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
 from otcp.controller import forwarding, store
-from otcp.controller.config import ControllerConfig
+from otcp.controller.config import DEFAULT_LEASE_S, ControllerConfig
 from otcp.controller.core import ECHO_PAYLOAD, SETTLE_PROBE_ROUNDS, ControllerCore, PortInfo
 from otcp.controller.publication import Publications
 from otcp.controller.topology import Topology
@@ -185,7 +185,7 @@ class Run:
 
 def whole_message_bytes(param_set: ParamSet) -> int:
     """Bytes of the params message carrying a whole set (peers aside: they go only when they change)."""
-    return len(framing.encode_json(messages.params_message(param_set, None)))
+    return len(framing.encode_json(messages.params_message(param_set, None, lease_s=DEFAULT_LEASE_S)))
 
 
 def pushed_message_bytes(acknowledged: ParamSet, latest: ParamSet) -> tuple[int, bool]:
@@ -194,7 +194,7 @@ def pushed_message_bytes(acknowledged: ParamSet, latest: ParamSet) -> tuple[int,
     where that is the shorter message (otcp.service.agent_server), else the whole set."""
     delta = paramset.worth_a_delta(acknowledged, latest)
     if delta is not None:
-        return len(framing.encode_json(messages.delta_message(delta, None))), True
+        return len(framing.encode_json(messages.delta_message(delta, None, lease_s=DEFAULT_LEASE_S))), True
     return whole_message_bytes(latest), False
 
 

@@ -342,8 +342,10 @@ def test_cli_apply_show_revert(ns, tmp_path):
     assert [(r["dst"], r["rto_min_ms"], r["initcwnd"], r["cwnd_clamp"]) for r in document["routes"]] == [
         ("10.77.0.2/32", 14, 1, 3)]
     assert [s["dst"] for s in document["skipped"]] == ["10.77.5.5/32"]
+    assert document["lease"] is None
     table = otcp_agent(ns, "show", "--state", state)
     assert "10.77.0.2/32  v0" in table.stdout and "3 lock" in table.stdout
+    assert "lease: none (applied by hand: held until replaced)" in table.stdout
     reverted = otcp_agent(ns, "revert", "--state", state)
     assert reverted.returncode == 0 and "removed 1 OTCP route(s)" in reverted.stdout
     assert ns.otcp_routes() == {}

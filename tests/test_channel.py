@@ -30,6 +30,7 @@ from eventlet.green import socket as green_socket
 from os_ken.lib import hub
 
 from otcp.wire import framing, limits, messages
+from support.agents import otcp_agent
 from support.channel import AgentProcess, Controller, GreenPeer, wait_for
 from support.namespaces import expected
 from support.routes import route, set_for
@@ -183,6 +184,74 @@ def metric(page, name):
         if line.startswith(name + " "):
             return float(line.split()[1])
     return 0.0
+
+
+LEASE_S = 2.0
+
+
+def shown(ns, agent):
+    """``otcp-agent show --json`` of an agent's state, in its namespace."""
+    done = otcp_agent(ns, "show", "--json", "--state", str(agent.state))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def entries(shown_json):
+    """The agent's sock_ops entries as show reads them back: {dst: (cwnd_clamp, initcwnd, pacing_rate)}."""
+    return {e["dst"]: (e["cwnd_clamp"], e["initcwnd"], e["pacing_rate"]) for e in shown_json["enforcement"]["entries"]}
+
+
+@pytest.mark.root
+def test_a_set_whose_lease_runs_out_lapses_to_its_safe_state_and_a_new_set_restores_it(ns, tmp_path, cleanup):
+    """A 2 s lease: renewed while the controller is there; once it is gone, the routes and the BPF
+    entries lose their clamp, segment size and pacing within the lease and one poll; a returning
+    controller's set restores them; an agent restarted after the lease ran out starts in the safe state."""
+    first = Controller(netns=ns.name, lease_s=LEASE_S)
+    planned = set_for(1, "10.77.0.2/32", "10.88.0.5/32", initcwnd=12, cwnd_clamp=20, advmss=600,
+                      pacing_rate=125_000)
+    first.publish("10.77.0.1", planned)
+    agent = AgentProcess(ns, first.port, tmp_path, extra=["--metrics", "127.0.0.1:9465"])
+    cleanup.append(agent)
+    wait_for(lambda: first.acked(1), "the ack of generation 1")
+    kept = {"10.77.0.2/32": expected(initcwnd=12, cwnd_lock=20),
+            "10.88.0.5/32": expected(via="10.77.0.254", initcwnd=12, cwnd_lock=20)}
+    safe = {"10.77.0.2/32": expected(initcwnd=10, cwnd_lock=None),
+            "10.88.0.5/32": expected(via="10.77.0.254", initcwnd=10, cwnd_lock=None)}
+    # Three leases long with the controller there: the renewals hold the plan.
+    hub.sleep(3 * LEASE_S)
+    assert ns.otcp_routes() == kept and "advmss 600" in ns.ip("route", "show", "proto", "79")
+    before = shown(ns, agent)
+    assert before["enforcement"]["mode"] == "bpf", before["enforcement"]
+    assert entries(before) == {"10.77.0.2/32": (20, 12, 125_000), "10.88.0.5/32": (20, 12, 125_000)}
+    assert not before["lease"]["safe_state"] and 0 < before["lease"]["remaining_s"] <= LEASE_S
+    assert f"s left of {LEASE_S:g} s" in otcp_agent(ns, "show", "--state", str(agent.state)).stdout
+    assert metric(scrape(ns, 9465), "otcp_agent_lease_expired") == 0
+    first.stop()  # the controller goes quiet
+    wait_for(lambda: ns.otcp_routes() == safe, "the safe state", timeout=LEASE_S + 1.0 + 2.0)
+    assert "advmss" not in ns.ip("route", "show", "proto", "79")
+    after = shown(ns, agent)
+    assert entries(after) == {"10.77.0.2/32": (None, 10, None), "10.88.0.5/32": (None, 10, None)}
+    assert after["lease"]["safe_state"] and after["lease"]["expired"] and after["generation"] == 1
+    assert "safe state applied" in otcp_agent(ns, "show", "--state", str(agent.state)).stdout
+    assert metric(scrape(ns, 9465), "otcp_agent_lease_expired") == 1
+    assert agent.log().count("no controller renewed the lease of generation 1") == 1
+    # The controller is back: its next set is the planned values again.
+    second = Controller(netns=ns.name, port=first.port, lease_s=LEASE_S)
+    second.publish("10.77.0.1", dict(planned, generation=2))
+    wait_for(lambda: second.acked(2), "the ack of generation 2")
+    assert ns.otcp_routes() == kept and entries(shown(ns, agent)) == entries(before)
+    assert not shown(ns, agent)["lease"]["safe_state"]
+    assert metric(scrape(ns, 9465), "otcp_agent_lease_expired") == 0
+    # Stopped, its controller gone for longer than the lease, the routes lost (as after a reboot):
+    # the restarted agent applies the safe state, not the stale plan.
+    assert agent.stop() == 0
+    second.stop()
+    hub.sleep(LEASE_S + 0.5)
+    ns.ip("route", "flush", "proto", "79")
+    agent.start()
+    wait_for(lambda: ns.otcp_routes() == safe, "the safe state after the restart")
+    wait_for(lambda: "the lease of stored generation 2 ran out" in agent.log(), "the restart's log line")
+    assert ns.otcp_routes() == safe  # and it stays there
 
 
 @pytest.mark.root
@@ -385,7 +454,7 @@ def test_an_agent_that_never_reads_is_dropped_at_its_first_large_set(controller,
     wait_for(lambda: "10.9.0.11" in controller.server.connected_hosts(), "the peer to register")
     routes = [f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}/32" for i in range(11_500)]
     big = set_for(1, *routes)
-    assert len(framing.encode_json(messages.params_message(big))) > 800_000
+    assert len(framing.encode_json(messages.params_message(big, lease_s=60))) > 800_000
     controller.publish("10.9.0.11", big)
     wait_for(lambda: controller.log.has("slow reader: generation 1"), "the peer to be dropped")
     assert "10.9.0.11" not in controller.server.connected_hosts()

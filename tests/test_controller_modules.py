@@ -379,6 +379,7 @@ def test_config_defaults_and_relative_paths(tmp_path):
     assert loaded.parameters.paced() is None and loaded.parameters.lossless() is None
     # The one set of defaults: the models' own, which the core takes as they are.
     assert loaded.stability == config.StabilitySection() and loaded.stability.refresh_s == 60
+    assert loaded.agents.lease_s == config.DEFAULT_LEASE_S == 120
 
 
 @pytest.mark.parametrize("text, pacing", [
@@ -415,6 +416,12 @@ def test_config_pacing(tmp_path, text, pacing):
         ("parameters: {pacing: true, pacing_headroom: -0.01}\n", "parameters.pacing_headroom: -0.01 is below"),
         ("parameters: {pacing: true, pacing_headroom: 1.5}\n", "parameters.pacing_headroom: 1.5 is above"),
         ("parameters: {pacing: true, pacing_headroom: \"0.1\"}\n", "parameters.pacing_headroom: \"0.1\" is not a"),
+        ("agents: {lease_s: 0.5}\n", "agents.lease_s: 0.5 is below the minimum 1"),
+        ("agents: {lease_s: 86401}\n", "agents.lease_s: 86401 is above the maximum 86400"),
+        ("agents: {lease_s: .nan}\n", "agents.lease_s: NaN is not a finite number"),
+        ("agents: {lease_s: .inf}\n", "agents.lease_s: Infinity is not a finite number"),
+        ("agents: {lease_s: true}\n", "agents.lease_s: true is not a number"),
+        ("agents: {lease_s: \"2m\"}\n", "agents.lease_s: \"2m\" is not a number"),
     ],
 )
 def test_config_errors_name_the_key(tmp_path, text, message):

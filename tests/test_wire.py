@@ -221,7 +221,7 @@ def test_enforcement_is_reported_in_hello_and_ack_and_checked():
     assert messages.parse_message(hello, messages.Hello).hostname == "h1"
     with pytest.raises(ProtocolError, match="enforcement: missing"):
         messages.parse_message({k: v for k, v in hello.items() if k != "enforcement"}, messages.Hello)
-    assert limits.VERSION == 6
+    assert limits.VERSION == 7
 
 
 def test_message_schemas_refuse_unknown_missing_and_mistyped_fields():
@@ -456,9 +456,9 @@ def test_a_delta_whose_result_breaks_a_set_rule_is_refused():
 
 
 def test_params_message_carries_a_set_or_a_delta_and_resync_is_checked():
-    good = messages.delta_message(delta(), peers=["10.0.0.9"])
+    good = messages.delta_message(delta(), peers=["10.0.0.9"], lease_s=60)
     assert messages.parse_message(good, messages.Params).peers == ["10.0.0.9"]
-    assert messages.parse_message(messages.params_message({"generation": 1, "routes": []}, None)).type == "params"
+    assert messages.parse_message(messages.params_message({"generation": 1, "routes": []}, None, lease_s=60)).type == "params"
     for bad, problem in [
         ({"type": "params"}, "exactly one of set and delta, not neither"),
         ({"type": "params", "set": {}, "delta": {}}, "exactly one of set and delta, not set and delta"),
@@ -476,6 +476,30 @@ def test_params_message_carries_a_set_or_a_delta_and_resync_is_checked():
     ]:
         with pytest.raises(ProtocolError, match=problem):
             messages.parse_message(bad, messages.Resync)
+
+
+def test_a_set_carries_its_lease_and_a_renewal_is_checked():
+    whole = messages.params_message({"generation": 1, "routes": []}, None, lease_s=120)
+    assert messages.parse_message(whole, messages.Params).lease_s == 120.0
+    assert messages.parse_message(messages.delta_message(delta(), lease_s=2.5), messages.Params).lease_s == 2.5
+    renew = messages.renew_message(7, 30)
+    assert messages.parse_message(renew, messages.Renew) == messages.Renew(type="renew", generation=7, lease_s=30.0)
+    for bad, problem in [
+        ({key: value for key, value in whole.items() if key != "lease_s"}, "params message: lease_s: missing"),
+        (dict(whole, lease_s=True), "params message: lease_s: true is not a number"),
+        (dict(whole, lease_s=float("nan")), "params message: lease_s: NaN is not a finite number"),
+        (dict(whole, lease_s=float("inf")), "params message: lease_s: Infinity is not a finite number"),
+        (dict(whole, lease_s=0.5), "params message: lease_s: 0.5 is below the minimum 1"),
+        (dict(whole, lease_s="60"), 'params message: lease_s: "60" is not a number'),
+        (dict(renew, lease_s=86401), "renew message: lease_s: 86401 is above the maximum 86400"),
+        (dict(renew, generation=0), "renew message: generation: 0 is out of range"),
+        ({"type": "renew", "lease_s": 30}, "renew message: generation: missing"),
+    ]:
+        with pytest.raises(ProtocolError, match=problem):
+            messages.parse_message(bad)
+    # An agent reads only params and renewals from its controller.
+    with pytest.raises(ProtocolError, match="type: expected params or renew"):
+        messages.parse_message(messages.resync_message(8, 7), messages.Params, messages.Renew)
 
 
 # -- a set is validated once: when it is made ------------------------------------------------

@@ -5,8 +5,10 @@
 #: alone, and why) in the hello and every ack; 5 `pacing_rate` (bytes/s or
 #: null) in every route of a parameter set; 6 deltas: a params message carries
 #: a whole set or a delta against the acknowledged generation, the agent's
-#: ``resync`` asks for the whole set, and ``peers`` is sent only when it changed.
-VERSION = 6
+#: ``resync`` asks for the whole set, and ``peers`` is sent only when it changed;
+#: 7 leases: a params message carries the set's ``lease_s``, and the controller's
+#: ``renew`` restarts the lease of the acknowledged generation.
+VERSION = 7
 
 #: Largest frame either side accepts once authenticated (a 10 000-route set is about 1 MB).
 MAX_FRAME_BYTES = 8 * 1024 * 1024
@@ -27,3 +29,5 @@ ADVMSS = (64, 65535)
 #: (an int from BPF; 2^32 - 1 would mean "unlimited"): about 34 Gb/s.
 PACING_RATE = (1, 2**32 - 2)
 GENERATION = (1, 2**63 - 1)
+#: Seconds a set's lease may last: from a second to a day.
+LEASE_S = (1, 86400)

@@ -6,8 +6,10 @@ congestion controls, whether ``net.ipv4.tcp_rto_min_us`` exists, the
 generation it has applied, and how it enforces: BPF or routes alone); then
 ``params`` from the controller whenever the host's set changes, each
 answered by ``ack`` (per-route results, and the enforcement again) or
-``reject`` (the reason, naming the field); and, every few seconds, the
-agent's ``rtt`` report of the round trips it measured to its destinations.
+``reject`` (the reason, naming the field); every third of a lease, the
+controller's ``renew`` of the acknowledged generation's lease; and, every few
+seconds, the agent's ``rtt`` report of the round trips it measured to its
+destinations.
 """
 
 import ipaddress
@@ -20,7 +22,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from otcp.wire import validation
 from otcp.wire.framing import ProtocolError
-from otcp.wire.limits import GENERATION, VERSION
+from otcp.wire.limits import GENERATION, LEASE_S, VERSION
 from otcp.wire.paramset import ParamSet
 from otcp.wire.session import agent_mac, controller_mac, new_nonce
 from otcp.wire.validation import Strict, int_range
@@ -47,6 +49,7 @@ Name = Annotated[str, Field(max_length=64)]
 Generation = Annotated[int, int_range(*GENERATION)]
 Version = Annotated[int, int_range(1, 65535)]
 Count = Annotated[int, int_range(0, 2**31 - 1)]
+LeaseSeconds = Annotated[float, Field(ge=LEASE_S[0], le=LEASE_S[1])]
 
 
 class Challenge(Strict):
@@ -111,12 +114,14 @@ class Params(Strict):
     checked by otcp.wire.paramset); and the other hosts' addresses, which the agent
     probes for round trips (its routes may be aggregated prefixes that do not
     name them), absent when they did not change since the last params message
-    on this connection."""
+    on this connection; and the set's lease: how long it holds, in seconds from
+    when the agent applies it, unless renewed (`Renew`)."""
 
     type: Literal["params"]
     set: dict[str, Any] | None = None
     delta: dict[str, Any] | None = None
     peers: Annotated[list[Address], Field(max_length=100_000)] = []
+    lease_s: LeaseSeconds
 
     @model_validator(mode="before")
     @classmethod
@@ -129,6 +134,15 @@ class Params(Strict):
             if not isinstance(data[given[0]], dict):
                 raise ValueError(f"{given[0]}: {validation.show(data[given[0]])} is not an object")
         return data
+
+
+class Renew(Strict):
+    """The controller is there, and vouches for the set of `generation` (the one the agent
+    acknowledged on this connection): its lease starts again, lease_s from now."""
+
+    type: Literal["renew"]
+    generation: Generation
+    lease_s: LeaseSeconds
 
 
 class RouteResult(Strict):
@@ -205,7 +219,7 @@ class Reject(Strict):
 
 SCHEMAS: dict[str, type[Strict]] = {
     "challenge": Challenge, "auth": Auth, "welcome": Welcome, "hello": Hello,
-    "params": Params, "ack": Ack, "reject": Reject, "rtt": Rtt, "resync": Resync,
+    "params": Params, "ack": Ack, "reject": Reject, "rtt": Rtt, "resync": Resync, "renew": Renew,
 }
 KINDS = {schema: kind for kind, schema in SCHEMAS.items()}
 Message = TypeVar("Message", bound=Strict)
@@ -256,22 +270,27 @@ def welcome_message(secret: bytes, agent_nonce: str, controller_nonce: str) -> d
     return {"type": "welcome", "mac": controller_mac(secret, agent_nonce, controller_nonce)}
 
 
-def params_message(param_set: ParamSet | dict, peers: Sequence[str] | None = ()) -> dict:
-    """A whole parameter set on its way to an agent, with the addresses it may probe
-    (None: unchanged since the last params message, left out)."""
-    message: dict[str, Any] = {"type": "params", "set": param_set}
+def params_message(param_set: ParamSet | dict, peers: Sequence[str] | None = (), *, lease_s: float) -> dict:
+    """A whole parameter set on its way to an agent, with its lease and the addresses it may
+    probe (None: unchanged since the last params message, left out)."""
+    message: dict[str, Any] = {"type": "params", "set": param_set, "lease_s": lease_s}
     if peers is not None:
         message["peers"] = list(peers)
     return message
 
 
-def delta_message(delta: dict, peers: Sequence[str] | None = None) -> dict:
+def delta_message(delta: dict, peers: Sequence[str] | None = None, *, lease_s: float) -> dict:
     """A delta (otcp.wire.paramset.make_delta) against the set the agent acknowledged, with
-    the addresses it may probe (None: unchanged, left out)."""
-    message: dict[str, Any] = {"type": "params", "delta": delta}
+    the lease of the set it makes and the addresses it may probe (None: unchanged, left out)."""
+    message: dict[str, Any] = {"type": "params", "delta": delta, "lease_s": lease_s}
     if peers is not None:
         message["peers"] = list(peers)
     return message
+
+
+def renew_message(generation: int, lease_s: float) -> dict:
+    """The controller's renewal of the lease of the generation the agent acknowledged."""
+    return {"type": "renew", "generation": generation, "lease_s": lease_s}
 
 
 def resync_message(generation: int, applied_generation: int | None) -> dict:

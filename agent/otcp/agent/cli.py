@@ -31,6 +31,7 @@ from otcp.agent import doctor, dryrun, rtt
 from otcp.agent.client import ControllerClient, client_tls, parse_address
 from otcp.agent.core import Agent
 from otcp.agent.enforcement import MODES, Enforcement, status_path
+from otcp.agent.lease import SAFE_INITCWND
 from otcp.agent.metrics import AgentMetrics
 from otcp.agent.routes import OTCP_PROTO, ApplyError, table_name
 from otcp.agent.state import CorruptState
@@ -189,9 +190,14 @@ def _restore(agent: Agent) -> None:
     except (ValidationError, ApplyError) as error:
         LOG.error("could not re-apply the stored generation: %s", error)
         return
-    if results is not None:
-        LOG.info("re-applied stored generation %d (%d route(s))", agent.state.applied_generation(),
-                 sum(1 for r in results if r.status == "applied"))
+    if results is None:
+        return
+    applied = sum(1 for r in results if r.status == "applied")
+    if agent.lease is not None and agent.lease.lapsed:
+        LOG.warning("the lease of stored generation %d ran out: its safe state re-applied (%d route(s))",
+                    agent.lease.generation, applied)
+    else:
+        LOG.info("re-applied stored generation %d (%d route(s))", agent.state.applied_generation(), applied)
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
@@ -309,7 +315,25 @@ def cmd_show(args: argparse.Namespace) -> int:
     for unenforced in shown["unenforced"]:
         print(f"applied {unenforced['dst']}, but {unenforced['reason']}")
     _print_enforcement(shown["enforcement"])
+    _print_lease(shown["lease"], shown["generation"] is not None and shown["active"])
     return 0
+
+
+def _print_lease(lease: dict[str, Any] | None, active: bool) -> None:
+    """The lease part of ``show``: how long the set holds, or that it lapsed to its safe state."""
+    if not active:
+        return
+    if lease is None:
+        print("lease: none (applied by hand: held until replaced)")
+        return
+    until = datetime.datetime.fromtimestamp(lease["expires_at"]).isoformat(timespec="seconds")
+    if lease["safe_state"]:
+        print(f"lease: expired at {until}: safe state applied (rto_min and quickack kept, initcwnd at most "
+              f"{SAFE_INITCWND}; no window clamp, advmss or pacing) until a controller renews it")
+    elif lease["expired"]:
+        print(f"lease: expired at {until}; a running agent applies the safe state within a second")
+    else:
+        print(f"lease: {lease['remaining_s']:.0f} s left of {lease['lease_s']:g} s (until {until})")
 
 
 def _print_enforcement(enforcement: dict[str, Any]) -> None:

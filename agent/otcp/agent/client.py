@@ -3,8 +3,11 @@ report, then apply and acknowledge every parameter set it pushes.
 
 `ControllerClient.run` never gives up: when the controller is unreachable
 or goes away it waits (capped exponential backoff with jitter) and dials
-again. The routes stay as they are while disconnected. TCP keepalive
-notices a controller that vanished without closing the connection.
+again. The routes stay as they are while disconnected, until the applied
+set's lease runs out: every `LEASE_POLL_S` while it waits (for a frame, or to
+dial again) the agent checks the lease, and moves the host to the set's safe
+state once no controller renewed it in time (`otcp.agent.lease`). TCP
+keepalive notices a controller that vanished without closing the connection.
 """
 
 import logging
@@ -13,9 +16,11 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from otcp.agent.core import Agent, BaseMismatch
+from otcp.agent.lease import SAFE_INITCWND
 from otcp.agent.metrics import AgentMetrics
 from otcp.agent.routes import ApplyError
 from otcp.agent.rtt import INTERVAL_S, RttMeter
@@ -31,6 +36,9 @@ KEEPALIVE_INTERVAL_S = 5
 KEEPALIVE_COUNT = 3
 USER_TIMEOUT_MS = 30_000
 STABLE_SESSION_S = 5.0
+#: How often the agent checks its lease while it waits: a lapse comes at most this late (or, while
+#: it dials, the connect timeout late).
+LEASE_POLL_S = 1.0
 
 
 class ControllerClient:
@@ -40,11 +48,13 @@ class ControllerClient:
                  handshake_timeout: float = 10.0, backoff_initial: float = 0.5, backoff_max: float = 30.0,
                  logger: logging.Logger = LOG, metrics: AgentMetrics | None = None, tls: ssl.SSLContext | None = None,
                  server_name: str | None = None, rtt_meter: RttMeter | None = None,
-                 rtt_interval_s: float = INTERVAL_S) -> None:
+                 rtt_interval_s: float = INTERVAL_S, lease_poll_s: float = LEASE_POLL_S) -> None:
         self.agent = agent
         self.address = (host, port)
         self.secret = secret
         self.metrics = metrics or AgentMetrics()
+        self.metrics.follow_lease(lambda: agent.lease)
+        self.lease_poll_s = lease_poll_s
         self.tls = tls  # an ssl.SSLContext that verifies the controller, or None for plain TCP
         self.server_name = server_name or host  # what the controller's certificate must name
         self.rtt_meter = rtt_meter or RttMeter()
@@ -86,7 +96,29 @@ class ControllerClient:
             delay = min(self.backoff_max, self.backoff_initial * 2 ** (failures - 1 if failures else 0))
             delay *= random.uniform(0.5, 1.0)
             self.log.info("reconnecting in %.1f s", delay)
-            self._stopping.wait(delay)
+            self._wait(delay)
+
+    def _wait(self, delay: float) -> None:
+        """Wait delay seconds (or until `stop`), keeping the lease meanwhile."""
+        end = time.monotonic() + delay
+        while not self._stopping.is_set() and (left := end - time.monotonic()) > 0:
+            self._stopping.wait(min(left, self.lease_poll_s))
+            self.keep_lease()
+
+    def keep_lease(self) -> None:
+        """Move the host to the safe state if the applied set's lease ran out (logged in one line)."""
+        lease = self.agent.lease
+        try:
+            results = self.agent.keep_lease()
+        except ApplyError as error:
+            self.log.error("the lease of generation %s ran out, and its safe state could not be applied: %s",
+                           lease.generation if lease else None, error)
+            return
+        if results is not None and lease is not None:
+            self.log.warning("no controller renewed the lease of generation %d for %g s: safe state applied "
+                             "(rto_min and quickack kept, initcwnd at most %d; no window clamp, advmss or "
+                             "pacing) to %d route(s)", lease.generation, lease.lease_s, SAFE_INITCWND,
+                             sum(1 for r in results if r.status == "applied"))
 
     def serve_once(self) -> None:
         """One connection: handshake, hello, then params until it closes."""
@@ -96,7 +128,7 @@ class ControllerClient:
             _keepalive(sock)
             if self.tls is not None:
                 sock = self.tls.wrap_socket(sock, server_hostname=self.server_name)
-            reader = _Reader(sock)
+            reader = _Reader(sock, self.lease_poll_s, self.keep_lease)
             # One deadline for the whole handshake, not one per receive: a
             # challenge trickled a byte at a time cannot hold the agent.
             reader.deadline = time.monotonic() + self.handshake_timeout
@@ -117,11 +149,16 @@ class ControllerClient:
                 body = reader.frame()
                 if body is None:
                     return
-                params = messages.parse_message(session.open(body), messages.Params)
+                message = messages.parse_message(session.open(body), messages.Params, messages.Renew)
+                if isinstance(message, messages.Renew):
+                    self._renew(message)
+                    continue
+                assert isinstance(message, messages.Params)  # the one other kind parse_message lets through
+                params = message
                 if params.delta is not None:
-                    sender.send(self._handle_params(params.delta, delta=True))
+                    sender.send(self._handle_params(params.delta, params.lease_s, delta=True))
                 elif params.set is not None:
-                    sender.send(self._handle_params(params.set))
+                    sender.send(self._handle_params(params.set, params.lease_s))
                 self._destinations = self.agent.destinations()
                 if "peers" in params.model_fields_set:  # absent: unchanged since the last params message
                     self._peers = params.peers
@@ -161,16 +198,31 @@ class ControllerClient:
         reader.decoder.limit = limits.MAX_FRAME_BYTES
         return session.Session(self.secret, challenge.nonce, agent_nonce, "agent")
 
-    def _handle_params(self, param_set: dict[str, Any], delta: bool = False) -> dict[str, Any]:
-        """Apply a whole set, or a delta against the applied one (a parsed JSON object); the
-        answer to send: ack, reject, or (a delta with another base) resync, which asks for the whole set."""
+    def _renew(self, renew: messages.Renew) -> None:
+        """The controller renewed the lease of a generation: the lease starts again, and a host in
+        the safe state gets the planned values back."""
+        try:
+            decision = self.agent.renew(renew.generation, renew.lease_s)
+        except ApplyError as error:
+            self.log.error("could not restore generation %d on its renewal: %s", renew.generation, error)
+            return
+        if decision == "restore":
+            self.log.info("the controller renewed generation %d: its planned values are back (lease %g s)",
+                          renew.generation, renew.lease_s)
+        elif decision == "ignore":
+            self.log.debug("renewal of generation %d ignored: it is not the applied generation", renew.generation)
+
+    def _handle_params(self, param_set: dict[str, Any], lease_s: float, delta: bool = False) -> dict[str, Any]:
+        """Apply a whole set, or a delta against the applied one (a parsed JSON object), with its
+        lease; the answer to send: ack, reject, or (a delta with another base) resync, which asks for
+        the whole set."""
         generation = paramset.claimed_generation(param_set)
         started = time.monotonic()
         try:
             if delta:
-                validated, results = self.agent.apply_delta(param_set, "controller")
+                validated, results = self.agent.apply_delta(param_set, "controller", lease_s)
             else:
-                validated, results = self.agent.apply(param_set, "controller")
+                validated, results = self.agent.apply(param_set, "controller", lease_s)
         except BaseMismatch as mismatch:
             self.metrics.resyncs.inc()
             self.log.info("%s; asking for the whole set", mismatch)
@@ -210,10 +262,12 @@ class _Sender:
 
 
 class _Reader:
-    """Whole frames from a blocking socket."""
+    """Whole frames from a blocking socket; `idle()` runs every `poll_s` while none comes."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, poll_s: float, idle: Callable[[], object]) -> None:
         self.sock = sock
+        self.poll_s = poll_s
+        self.idle = idle
         self.decoder = framing.FrameDecoder(limits.MAX_HANDSHAKE_FRAME_BYTES)
         self.deadline: float | None = None  # time.monotonic() by which the next frame must be whole, or None
         self._ready: list[bytes] = []
@@ -221,19 +275,18 @@ class _Reader:
     def frame(self) -> bytes | None:
         """The next frame's body, or None when the peer closed cleanly."""
         while not self._ready:
+            wait = self.poll_s
             if self.deadline is not None:
                 remaining = self.deadline - time.monotonic()
                 if remaining <= 0:
                     raise ProtocolError("the handshake did not finish in time")
-                self.sock.settimeout(remaining)
-            else:
-                self.sock.settimeout(None)
+                wait = min(wait, remaining)
+            self.sock.settimeout(wait)
             try:
                 data = self.sock.recv(1 << 16)
             except TimeoutError:
-                if self.deadline is None:
-                    raise
-                raise ProtocolError("the handshake did not finish in time") from None
+                self.idle()
+                continue
             if not data:
                 if self.decoder.pending():
                     raise ProtocolError("connection closed in the middle of a frame")

@@ -6,17 +6,24 @@ command line go through exactly the same checks and effects.
 
 The generation rule is `otcp.wire.paramset.check_generation`; re-applying the
 applied set unchanged puts back any route that went missing.
+
+A set the controller pushes carries a lease (`otcp.agent.lease`): the running
+agent renews it when the controller does, and moves the host to the set's
+safe state when it runs out (`keep_lease`); the stored set keeps its lease
+across a restart, and one whose lease ran out comes back as its safe state.
 """
 
 import contextlib
 import logging
 import signal
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from otcp.agent import facts
 from otcp.agent.enforcement import Enforcement, EnforcementError, shown_enforcement
+from otcp.agent.lease import Lease, Renewal, lapsed, renewal, safe_state, shown_lease
 from otcp.agent.routes import ApplyError, Route, RouteTable
 from otcp.agent.state import Applied, CorruptState, State, StateLock, move_aside
 from otcp.wire.messages import Hello, RouteResult
@@ -69,6 +76,7 @@ class Agent:
             LOG.warning("%s; moved it to %s and starting with an empty state", error, self.moved_aside)
             self.state = State(state_path)
         self.routes = RouteTable(netns)
+        self.lease: Lease | None = None  # the active set's lease in this process; None: held until replaced
 
     def close(self) -> None:
         """Release the enforcement (its BPF entries go), close the route socket and the state file."""
@@ -82,8 +90,10 @@ class Agent:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def apply(self, param_set: ParamSet | dict[str, Any], source: str) -> tuple[ParamSet, list[RouteResult]]:
-        """Validate and apply a set (a parsed JSON object, or a ParamSet) as a whole.
+    def apply(self, param_set: ParamSet | dict[str, Any], source: str,
+              lease_s: float | None = None) -> tuple[ParamSet, list[RouteResult]]:
+        """Validate and apply a set (a parsed JSON object, or a ParamSet) as a whole, with a
+        lease of lease_s from now (None: held until replaced).
 
         Returns the validated set and the per-route results. Raises
         ValidationError (nothing touched) or ApplyError (previous routes
@@ -96,11 +106,13 @@ class Agent:
             except ValidationError as error:
                 self.state.record(claimed_generation(param_set), source, "rejected", str(error))
                 raise
-            return self._apply_locked(validated, applied, source)
+            return self._apply_locked(validated, applied, source, _granted(validated, lease_s))
 
-    def apply_delta(self, delta: dict[str, Any], source: str) -> tuple[ParamSet, list[RouteResult]]:
+    def apply_delta(self, delta: dict[str, Any], source: str,
+                    lease_s: float | None = None) -> tuple[ParamSet, list[RouteResult]]:
         """Apply a delta (a parsed JSON object) against the active applied set: the
-        set it makes is validated and applied as a whole, exactly like `apply`.
+        set it makes is validated and applied as a whole, exactly like `apply`,
+        with a lease of lease_s from now.
 
         Raises BaseMismatch (nothing touched, nothing journaled) when the
         active applied generation is not the delta's base; ValidationError or
@@ -117,11 +129,12 @@ class Agent:
             except ValidationError as error:
                 self.state.record(claimed_generation(delta), source, "rejected", str(error))
                 raise
-            return self._apply_locked(validated, applied, source)
+            return self._apply_locked(validated, applied, source, _granted(validated, lease_s))
 
-    def _apply_locked(self, validated: ParamSet, applied: Applied | None,
-                      source: str) -> tuple[ParamSet, list[RouteResult]]:
-        """Apply a validated set, the state lock held and signals deferred."""
+    def _apply_locked(self, validated: ParamSet, applied: Applied | None, source: str,
+                      lease: Lease | None) -> tuple[ParamSet, list[RouteResult]]:
+        """Apply a validated set under lease (None: held until replaced), the state lock held and
+        signals deferred."""
         try:
             check_generation(validated, *((applied.generation, applied.param_set) if applied else (None,)))
         except ValidationError as error:
@@ -129,28 +142,75 @@ class Agent:
             raise
         self.state.begin(validated.generation, [route.dst for route in validated.routes])
         try:
-            results = self.routes.apply(validated)
+            results, undo_enforcement = self._write_kernel(validated)
         except ApplyError as error:
             self.state.end()
             self.state.record(validated.generation, source, "failed", str(error))
             raise
         try:
-            undo_enforcement = self.enforcement.apply(validated.routes, results)
-        except EnforcementError as error:
-            problems = self.routes.undo_last()
-            self.state.end()
-            detail = f"; rollback incomplete: {'; '.join(problems)}" if problems else "; routes rolled back"
-            self.state.record(validated.generation, source, "failed", f"{error}{detail}")
-            raise ApplyError(f"{error}{detail}", rolled_back=not problems) from None
-        results = self.enforcement.note_unenforced(validated.routes, results)
-        try:
-            self.state.save_applied(validated, results, source)
+            stored = None if lease is None else lease.stored(time.monotonic(), time.time())
+            self.state.save_applied(validated, results, source, stored)
         except sqlite3.Error as error:
             undo_enforcement()
             problems = self.routes.undo_last()
             detail = f"; rollback incomplete: {'; '.join(problems)}" if problems else "; routes rolled back"
             raise ApplyError(f"could not save the state ({error}){detail}", rolled_back=not problems) from None
+        self.lease = lease
         return validated, results
+
+    def _write_kernel(self, param_set: ParamSet) -> tuple[list[RouteResult], Callable[[], object]]:
+        """Make the routes and the BPF entries those of a set, as a whole; returns the per-route
+        results and what puts the previous BPF entries back. Raises ApplyError with the previous
+        routes (and entries) back."""
+        results = self.routes.apply(param_set)
+        try:
+            undo_enforcement = self.enforcement.apply(param_set.routes, results)
+        except EnforcementError as error:
+            problems = self.routes.undo_last()
+            detail = f"; rollback incomplete: {'; '.join(problems)}" if problems else "; routes rolled back"
+            raise ApplyError(f"{error}{detail}", rolled_back=not problems) from None
+        return self.enforcement.note_unenforced(param_set.routes, results), undo_enforcement
+
+    def keep_lease(self) -> list[RouteResult] | None:
+        """Move the host to the applied set's safe state if its lease ran out and it is not there
+        yet; returns the safe state's per-route results, or None when nothing was due."""
+        if self.lease is None or not self.lease.due(time.monotonic()):
+            return None
+        return self.lapse()
+
+    def lapse(self) -> list[RouteResult]:
+        """Apply the safe state (`otcp.agent.lease.safe_state`) of the active applied set, which
+        stays the stored set (a renewal or a restart brings its planned values back); records the
+        lease as lapsed. Raises ApplyError (previous routes back) when the kernel refuses."""
+        assert self.lease is not None  # only a set with a lease lapses
+        with StateLock(self.state_path), _signals_deferred():
+            applied = self.state.applied()
+            if applied is None or not applied.active or applied.generation != self.lease.generation:
+                self.lease = None  # reverted or replaced by hand meanwhile: not this lease's set
+                return []
+            results, _ = self._write_kernel(safe_state(applied.param_set))
+            self.lease = lapsed(self.lease)
+            self.state.mark_lapsed(self.lease.stored(time.monotonic(), time.time()),
+                                   f"no controller renewed the lease of {self.lease.lease_s:g} s: safe state of "
+                                   f"{len(applied.param_set.routes)} route(s)")
+            return results
+
+    def renew(self, generation: int, lease_s: float) -> Renewal:
+        """A controller's renewal of generation's lease (`otcp.agent.lease.renewal`): the lease
+        starts again from now, and a host in the safe state gets the planned values back. Returns
+        what it did. Raises ApplyError as `apply` does (restoring only)."""
+        with StateLock(self.state_path), _signals_deferred():
+            applied = self.state.applied()
+            decision = renewal(self.lease, applied.generation if applied and applied.active else None, generation)
+            if decision == "renew":
+                now = time.monotonic()
+                self.lease = Lease.granted(generation, lease_s, now)
+                self.state.save_lease(self.lease.stored(now, time.time()))
+            elif decision == "restore":
+                assert applied is not None  # the decision names the active set
+                self._apply_locked(applied.param_set, applied, "controller", Lease.granted(generation, lease_s,
+                                                                                        time.monotonic()))
+            return decision
 
     def finish_interrupted(self) -> str | None:
         """Undo what an interrupted apply left in the kernel; returns what it did, or None.
@@ -171,17 +231,28 @@ class Agent:
                 self.state.record(generation, "restart", "recovered",
                                   f"interrupted apply: {len(removed)} route(s) it left removed")
                 return f"removed {len(removed)} route(s) left by the interrupted apply of generation {generation}"
-        results = self.apply(applied.param_set, "restart")[1]
+        results = self._reapply(applied)
         return (f"interrupted apply of generation {generation}: generation {applied.generation} "
                 f"put back ({len(results)} route(s))")
 
     def reapply_stored(self) -> list[RouteResult] | None:
-        """Put back the stored generation (after a restart). Returns its
+        """Put back the stored generation (after a restart): its planned values while its lease
+        holds, its safe state once it ran out (`lease.lapsed` then says so). Returns its
         results, or None when nothing active is stored."""
         applied = self.state.applied()
         if applied is None or not applied.active:
             return None
-        return self.apply(applied.param_set, "restart")[1]
+        return self._reapply(applied)
+
+    def _reapply(self, applied: Applied) -> list[RouteResult]:
+        """Put back a stored active set under what is left of its stored lease."""
+        now = time.monotonic()
+        self.lease = None if applied.lease is None else Lease.resumed(applied.generation, applied.lease, now,
+                                                                      time.time())
+        if self.lease is not None and (self.lease.lapsed or self.lease.expired(now)):
+            return self.lapse()
+        with StateLock(self.state_path), _signals_deferred():
+            return self._apply_locked(applied.param_set, applied, "restart", self.lease)[1]
 
     def revert(self) -> list[Route]:
         """Remove every OTCP route; the generation is kept (older sets stay refused)."""
@@ -207,6 +278,7 @@ class Agent:
             "skipped": [r.model_dump(exclude_unset=True) for r in results if r.status == "skipped"],
             "unenforced": [r.model_dump(exclude_unset=True) for r in results if r.status == "applied" and r.reason],
             "enforcement": shown_enforcement(self.state_path, self.routes.netns),
+            "lease": shown_lease(applied.lease, time.time()) if applied is not None and applied.active else None,
         }
 
     def destinations(self) -> list[str]:
@@ -221,6 +293,11 @@ class Agent:
         and how it enforces."""
         host = facts.hello(self.routes.netlink, self.state.applied_generation())
         return Hello.model_validate({"type": "hello", **host, "enforcement": self.enforcement.report()})
+
+
+def _granted(param_set: ParamSet, lease_s: float | None) -> Lease | None:
+    """The lease of a set applied now with a lease of lease_s (None: none)."""
+    return None if lease_s is None else Lease.granted(param_set.generation, lease_s, time.monotonic())
 
 
 @contextlib.contextmanager

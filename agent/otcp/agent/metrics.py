@@ -5,10 +5,13 @@ Names follow Prometheus conventions: the ``otcp_agent_`` prefix, base units
 a hostile controller cannot blow up the label space.
 """
 
-from collections.abc import Sequence
+import math
+import time
+from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from otcp.agent.lease import Lease
 from otcp.wire.messages import RouteResult
 
 #: Why a set was refused: its fields, its generation, or the kernel.
@@ -35,10 +38,19 @@ class AgentMetrics:
                                registry=self.registry)
         self.reconnects = Counter("otcp_agent_reconnects_total", "Connection attempts after the first",
                                   registry=self.registry)
+        self.lease_expired = Gauge("otcp_agent_lease_expired", "1 while the host holds the safe state of its set "
+                                   "because no controller renewed its lease", registry=self.registry)
+        self.lease_remaining = Gauge("otcp_agent_lease_remaining_seconds", "Seconds left of the applied set's "
+                                     "lease (NaN: no lease, the set holds until replaced)", registry=self.registry)
         for status in ("applied", "skipped"):
             self.routes.labels(status)
         for reason in REJECT_REASONS:
             self.rejects.labels(reason)
+
+    def follow_lease(self, lease: Callable[[], Lease | None]) -> None:
+        """Read the lease gauges from lease() (the running agent's) at every scrape."""
+        self.lease_expired.set_function(lambda: lease_expired(lease()))
+        self.lease_remaining.set_function(lambda: lease_remaining_s(lease(), time.monotonic()))
 
     def serve(self, host: str, port: int) -> None:
         """Answer /metrics on host:port in a background thread."""
@@ -55,3 +67,13 @@ class AgentMetrics:
     def rejected(self, reason: str) -> None:
         """Record a set that was refused."""
         self.rejects.labels(reason).inc()
+
+
+def lease_expired(lease: Lease | None) -> float:
+    """otcp_agent_lease_expired of a lease: 1 once the host holds the safe state."""
+    return 1.0 if lease is not None and lease.lapsed else 0.0
+
+
+def lease_remaining_s(lease: Lease | None, now: float) -> float:
+    """otcp_agent_lease_remaining_seconds of a lease at now (monotonic): NaN without one."""
+    return math.nan if lease is None else lease.remaining_s(now)

@@ -3,8 +3,11 @@
 One row holds the last applied set (its generation, the validated routes,
 the per-route results) and whether it is still active (``revert`` keeps
 the generation, so an older set is still refused, but marks it inactive so
-a restart does not put the routes back). A small journal records every
-apply, rejection and revert for the operator.
+a restart does not put the routes back). Another holds the set's lease when
+the controller gave it one (`otcp.agent.lease.StoredLease`: wall-clock times,
+and whether the kernel holds the set's safe state); a set without one (applied
+by hand) holds until it is replaced. A small journal records every apply,
+rejection, lapse and revert for the operator.
 
 Before the kernel is touched, an apply records its *intent*: the
 destinations it is about to write. A successful apply clears it in the same
@@ -22,6 +25,7 @@ JSON, a directory) raises `CorruptState` with one line saying why;
 
 import fcntl
 import json
+import math
 import os
 import sqlite3
 import time
@@ -29,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
+from otcp.agent.lease import StoredLease
 from otcp.wire import framing, paramset, validation
 from otcp.wire.messages import RouteResult
 from otcp.wire.paramset import ParamSet
@@ -55,11 +60,19 @@ CREATE TABLE IF NOT EXISTS intent (
     destinations TEXT NOT NULL,
     started_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS lease (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    lease_s REAL NOT NULL,
+    granted_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    lapsed INTEGER NOT NULL
+);
 """
 COLUMNS = {
     "applied": ["id", "generation", "param_set", "results", "applied_at", "active"],
     "journal": ["at", "generation", "source", "outcome", "detail"],
     "intent": ["id", "generation", "destinations", "started_at"],
+    "lease": ["id", "lease_s", "granted_at", "expires_at", "lapsed"],
 }
 JOURNAL_ROWS = 1000
 #: A journal entry keeps at most this much of what it was sent, so one
@@ -73,12 +86,14 @@ class CorruptState(Exception):
 
 @dataclass(frozen=True)
 class Applied:
-    """The last applied generation as stored (its per-route results: `State.applied_results`)."""
+    """The last applied generation as stored (its per-route results: `State.applied_results`),
+    with its lease (None: held until replaced)."""
 
     generation: int
     param_set: ParamSet
     applied_at: float
     active: bool
+    lease: StoredLease | None = None
 
 
 class State:
@@ -111,6 +126,7 @@ class State:
         self.applied()
         self.applied_results()
         self.intent()
+        self.lease()
 
     def close(self) -> None:
         """Close the state database."""
@@ -127,7 +143,16 @@ class State:
             raise CorruptState(f"{self.path}: the stored generation is unreadable: {error}") from None
         if stored.generation != row[0]:
             raise CorruptState(f"{self.path}: the stored generation does not match its set")
-        return Applied(row[0], stored, row[2], bool(row[3]))
+        return Applied(row[0], stored, row[2], bool(row[3]), self.lease())
+
+    def lease(self) -> StoredLease | None:
+        """The applied set's lease, or None when it has none."""
+        row = self.db.execute("SELECT lease_s, granted_at, expires_at, lapsed FROM lease WHERE id = 1").fetchone()
+        if row is None:
+            return None
+        if not all(isinstance(value, (int, float)) and math.isfinite(value) for value in row[:3]) or row[0] <= 0:
+            raise CorruptState(f"{self.path}: the stored lease is unreadable: {row!r}")
+        return StoredLease(float(row[0]), float(row[1]), float(row[2]), bool(row[3]))
 
     def applied_results(self) -> list[RouteResult]:
         """What became of each route of the last applied set, as the ack reported it ([] if none)."""
@@ -147,8 +172,10 @@ class State:
         applied = self.applied()
         return None if applied is None else applied.generation
 
-    def save_applied(self, param_set: ParamSet, results: Sequence[RouteResult], source: str) -> None:
-        """Record a set as applied, with its per-route results; the intent is done."""
+    def save_applied(self, param_set: ParamSet, results: Sequence[RouteResult], source: str,
+                     lease: StoredLease | None = None) -> None:
+        """Record a set as applied, with its per-route results and its lease (None: held until
+        replaced); the intent is done."""
         stored_results = [result.model_dump(exclude_unset=True) for result in results]
         with self.db:
             self.db.execute(
@@ -157,7 +184,26 @@ class State:
                  time.time()),
             )
             self.db.execute("DELETE FROM intent")
+            self._write_lease(lease)
             self._journal(param_set.generation, source, "applied", f"{len(param_set.routes)} route(s)")
+
+    def save_lease(self, lease: StoredLease) -> None:
+        """Record the applied set's lease as renewed (not journaled: it comes every few seconds)."""
+        with self.db:
+            self._write_lease(lease)
+
+    def mark_lapsed(self, lease: StoredLease, detail: str) -> None:
+        """Record that the applied set's lease lapsed and the kernel holds its safe state."""
+        with self.db:
+            self._write_lease(lease)
+            self._journal(self.applied_generation(), "lease", "lapsed", detail)
+
+    def _write_lease(self, lease: StoredLease | None) -> None:
+        if lease is None:
+            self.db.execute("DELETE FROM lease")
+        else:
+            self.db.execute("INSERT OR REPLACE INTO lease VALUES (1, ?, ?, ?, ?)",
+                            (lease.lease_s, lease.granted_at, lease.expires_at, int(lease.lapsed)))
 
     def begin(self, generation: int, destinations: Sequence[str]) -> None:
         """Record, durably and before the kernel is touched, what an apply is about to write."""
@@ -187,6 +233,7 @@ class State:
         """Record that every OTCP route was removed."""
         with self.db:
             self.db.execute("UPDATE applied SET active = 0 WHERE id = 1")
+            self.db.execute("DELETE FROM lease")
             self._journal(self.applied_generation(), "revert", "reverted", f"{removed} route(s) removed")
 
     def record(self, generation: int | None, source: str, outcome: str, detail: str) -> None:

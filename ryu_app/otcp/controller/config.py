@@ -1,9 +1,10 @@
 """Controller configuration: a YAML file, every value with a default (docs/design.md, "Validation").
 
     openflow:  {host: 127.0.0.1, port: 6653}      # where switches connect
-    agents:    {host: 127.0.0.1, port: 6700, secret_file: null, tls: null}
+    agents:    {host: 127.0.0.1, port: 6700, secret_file: null, tls: null, lease_s: 120}
                                                   # agent channel; off without a secret
                                                   # tls: {cert_file: ..., key_file: ...}
+                                                  # lease_s: how long a set holds unrenewed
     inventory: null                               # optional inventory YAML
     database:  otcp-controller.db                 # SQLite state (WAL)
     intervals: {probe_s: 1.0, flow_stats_s: 1.0, recompute_s: 2.0}
@@ -41,7 +42,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from otcp.planning import formulas
 from otcp.planning.formulas import Bounds, Lossless, Pacing
 from otcp.wire import validation
-from otcp.wire.limits import CWND_CLAMP, INITCWND, RTO_MIN_MS
+from otcp.wire.limits import CWND_CLAMP, INITCWND, LEASE_S, RTO_MIN_MS
 from otcp.wire.validation import Strict, int_range
 
 # Bounds beyond what agents accept could never be applied.
@@ -67,13 +68,21 @@ class TlsSection(Strict):
     key_file: str
 
 
+#: How long a parameter set holds on its host without a renewal (docs/agent.md, "Leases"): four
+#: times the agent's longest reconnection wait (30 s), so a controller restart of normal length
+#: (start, switches back, the first plan: tens of seconds) renews every set before it lapses.
+DEFAULT_LEASE_S = 120.0
+
+
 class AgentsSection(Strict):
-    """The agent channel; off without a secret file. TLS when `tls` is given."""
+    """The agent channel; off without a secret file. TLS when `tls` is given. `lease_s`: how long
+    each set an agent applies holds unless renewed (a third of it apart, while connected)."""
 
     host: str = "127.0.0.1"
     port: Port = 6700
     secret_file: str | None = None
     tls: TlsSection | None = None
+    lease_s: Annotated[float, Field(ge=LEASE_S[0], le=LEASE_S[1])] = DEFAULT_LEASE_S
 
 
 class MetricsSection(Strict):

@@ -32,6 +32,12 @@ copied from the base's, fields changed, destinations removed) when that is the s
 agent whose applied generation is not the delta's base answers ``resync`` and
 gets the set again (whole, unless it holds the acknowledged one).
 
+Every set carries the lease `lease_s` (``agents.lease_s``); every third of it the
+writer renews the lease of the generation the agent acknowledged on the connection
+(``renew``). An agent that hears no renewal for a whole lease moves its host to the
+set's safe state (docs/agent.md, "Leases"); nothing is renewed before the agent
+acknowledged a set, so a controller that has no set for a host lets its old one lapse.
+
 Usage from the app::
 
     server = AgentServer(host, port, secret, publications, on_ack=store_ack, logger=app.logger)
@@ -53,6 +59,7 @@ from typing import Any
 from eventlet.green import ssl as green_ssl
 from os_ken.lib import hub
 
+from otcp.controller.config import DEFAULT_LEASE_S
 from otcp.controller.publication import Publications
 from otcp.wire import framing, limits, messages, paramset, session
 from otcp.wire.framing import ProtocolError
@@ -69,6 +76,8 @@ _RESOURCE_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 #: Why agents are refused or cut off; `AgentServer.refused` counts each.
 REFUSAL_REASONS = ("connection_limit", "handshake_timeout", "tls", "authentication", "protocol", "flooding",
                    "slow_reader")
+#: Renewals per lease: two can be late (a busy hub, a slow write) before a lease lapses.
+RENEWALS_PER_LEASE = 3
 
 
 def server_tls(cert_file: str, key_file: str) -> ssl.SSLContext:
@@ -116,9 +125,12 @@ class AgentServer:
                  write_timeout: float = 10.0, rate_per_s: float = 20.0, burst: float = 200.0,
                  max_connections: int = 1024, max_unauthenticated: int | None = None,
                  unauthenticated_per_source: int = 16, send_buffer_bytes: int = SEND_BUFFER_BYTES,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, lease_s: float = DEFAULT_LEASE_S) -> None:
         if not isinstance(secret, bytes) or not secret:
             raise ValueError("agents.secret_file: the secret must be non-empty bytes")
+        if isinstance(lease_s, bool) or not limits.LEASE_S[0] <= lease_s <= limits.LEASE_S[1]:
+            raise ValueError(f"agents.lease_s: {lease_s!r} is not a number of seconds in "
+                             f"{limits.LEASE_S[0]}..{limits.LEASE_S[1]}")
         self.host = host
         self.port = port
         self.secret = secret
@@ -140,6 +152,7 @@ class AgentServer:
         self.send_buffer_bytes = send_buffer_bytes
         self.address: tuple[str, int] | None = None  # (host, port) actually listened on, after start()
         self.tls = tls  # server_tls(...) for TLS under the HMAC handshake, None for plain TCP
+        self.lease_s = lease_s  # the lease of every set, renewed every lease_s / RENEWALS_PER_LEASE
         self.acked: dict[str, int] = {}  # host ip -> last acknowledged generation
         self.refused: collections.Counter[str] = collections.Counter()  # reason -> agents refused or cut off
         self._connections: set[_Connection] = set()  # every open connection
@@ -326,10 +339,10 @@ class AgentServer:
         return None
 
     def _write_loop(self, connection: "_Connection") -> None:
-        """Send the connection's latest set whenever there is one."""
+        """Send the connection's latest set whenever there is one, and the renewals of its lease."""
         try:
             while True:
-                connection.wake.wait()
+                connection.wake.wait(timeout=max(0.0, connection.renew_at - time.monotonic()))
                 connection.wake.clear()
                 while connection.pending is not None:
                     param_set, connection.pending = connection.pending, None
@@ -353,8 +366,30 @@ class AgentServer:
                                       delta["base"], len(delta["added"]), len(delta["copied"]), len(delta["changed"]),
                                       len(delta["removed"]), len(param_set.routes), len(data), connection.peer,
                                       connection.host_ip)
+                if time.monotonic() >= connection.renew_at and not self._renew(connection):
+                    return
         except OSError as error:
             self._close(connection, f"connection error while sending: {error}", level=logging.INFO)
+
+    def _renew(self, connection: "_Connection") -> bool:
+        """Renew the lease of the set the agent acknowledged on this connection (none before it
+        acknowledged one); False when the agent was cut off as a slow reader."""
+        connection.renew_at = time.monotonic() + self.lease_s / RENEWALS_PER_LEASE
+        if connection.acked_set is None:
+            return True
+        generation = connection.acked_set.generation
+        assert connection.session is not None  # the writer starts after the handshake
+        data = connection.session.seal(messages.renew_message(generation, self.lease_s))
+        try:
+            with hub.Timeout(self.write_timeout):
+                connection.sock.sendall(data)
+        except hub.Timeout:
+            self._refuse(connection, "slow_reader", f"slow reader: the renewal of generation {generation} "
+                         f"not taken within {self.write_timeout:g} s")
+            return False
+        self.log.debug("renewed the lease of generation %d (%g s) of agent %s for %s", generation, self.lease_s,
+                       connection.peer, connection.host_ip)
+        return True
 
     def _acknowledged(self, connection: "_Connection", ack: Ack) -> None:
         generation = ack.generation
@@ -451,6 +486,7 @@ class _Connection:
         self.tokens = server.burst
         self.refilled = time.monotonic()
         self.frame_started: float | None = None  # when the first bytes of a partial frame came
+        self.renew_at = time.monotonic() + server.lease_s / RENEWALS_PER_LEASE  # the next renewal
 
     def handshake(self) -> Hello:
         """Challenge, check the agent's MAC, prove ours, read the hello."""
@@ -526,9 +562,10 @@ class _Connection:
         delta = paramset.worth_a_delta(self.acked_set, param_set)
         self.sent[param_set.generation] = (param_set, delta is not None)
         self.peers_sent = peers
+        lease_s = self.server.lease_s
         if delta is None:
-            return messages.params_message(param_set, changed_peers), None
-        return messages.delta_message(delta, changed_peers), delta
+            return messages.params_message(param_set, changed_peers, lease_s=lease_s), None
+        return messages.delta_message(delta, changed_peers, lease_s=lease_s), delta
 
     def send_latest(self, param_set: ParamSet) -> None:
         """Have the writer send param_set next (it replaces one not yet sent)."""
