@@ -43,7 +43,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import networkx as nx
 
@@ -386,6 +386,14 @@ def expected_keys(schedule: arrivals.Schedule) -> set[str]:
 # --- what a run measured --------------------------------------------------------------------------
 
 
+class Ideals(Protocol):
+    """Where a flow's ideal FCT comes from: the emulated fabric's measured round trips (Fabric) or a
+    simulated fabric's declared links (otcp.experiments.sim.workload)."""
+
+    def ideal_s(self, src: str, dst: str, size_bytes: int) -> float:
+        """The ideal FCT of a flow pulled over a new connection from src to dst."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Fabric:
     """What every flow's ideal is computed from: the link rate, the links of every host pair's
@@ -407,7 +415,7 @@ def timed_out(record: dict[str, Any], servers: dict[int, dict[str, Any]]) -> boo
     return bool(record.get("rto")) or bool(server.get("rto"))
 
 
-def flow_outcomes(schedule: arrivals.Schedule, pulled: Pulled, fabric: Fabric) -> list[fct.FlowOutcome]:
+def flow_outcomes(schedule: arrivals.Schedule, pulled: Pulled, fabric: Ideals) -> list[fct.FlowOutcome]:
     """Every mix flow's outcome (an unfinished flow's FCT is None)."""
     outcomes = []
     for flow in schedule.flows:
@@ -507,7 +515,7 @@ class Store:
         self.db.close()
 
 
-def connection_rows(schedule: arrivals.Schedule, pulled: Pulled, fabric: Fabric) -> Iterator[tuple[Any, ...]]:
+def connection_rows(schedule: arrivals.Schedule, pulled: Pulled, fabric: Ideals) -> Iterator[tuple[Any, ...]]:
     """Every connection of a run as a workload_connections row (after the run's id)."""
     def row(key: str, kind: str, src: str, dst: str, size: int | None, ideal: float | None) -> tuple[Any, ...]:
         record = pulled.connections[key]
@@ -551,9 +559,11 @@ def run_workload(config: WorkloadConfig, progress: Progress) -> tuple[str | None
     return summary, outcome
 
 
-def write_summary(config: WorkloadConfig, outcome: WorkloadOutcome, code: dict[str, Any]) -> str:
-    """OUT/summary.json: the common summary (results.write_summary) with what this experiment adds."""
-    path = results.write_summary(config.out, outcome, code, config.command, WORKLOAD_FIELDS)
+def write_summary(config: WorkloadConfig, outcome: WorkloadOutcome, code: dict[str, Any],
+                  fields: dict[str, Any] = WORKLOAD_FIELDS) -> str:
+    """OUT/summary.json: the common summary (results.write_summary, runs with fields) with what this
+    experiment adds."""
+    path = results.write_summary(config.out, outcome, code, config.command, fields)
     with open(path, encoding="utf-8") as handle:
         document = json.load(handle)
     mix = config.mix()

@@ -108,14 +108,18 @@ class SimFabric:
         """The hosts of host's edge switch, in order."""
         return [h for h in self.hosts if self.edge[h] == self.edge[host]]
 
-    def round_trip_s(self, a: str, b: str) -> float:
-        """The propagation round trip between two hosts along the planner's path."""
+    def path_links(self, a: str, b: str) -> list[Link]:
+        """The links between two hosts along the planner's path, from a to b."""
         switches = self.paths.path(self.edge[a], self.edge[b])
         if switches is None:
             raise FabricError(f"no path between {a} and {b}")
         path = [a, *switches, b]
-        delays = {frozenset((link.a, link.b)): link.delay_s for link in self.links}
-        return 2 * sum(delays[frozenset(pair)] for pair in zip(path, path[1:]))
+        links = {frozenset((link.a, link.b)): link for link in self.links}
+        return [links[frozenset(pair)] for pair in zip(path, path[1:])]
+
+    def round_trip_s(self, a: str, b: str) -> float:
+        """The propagation round trip between two hosts along the planner's path."""
+        return 2 * sum(link.delay_s for link in self.path_links(a, b))
 
     def bottleneck_rate_bps(self, host: str) -> float:
         """The rate of host's own link (its downlink's: the incast bottleneck)."""
@@ -174,9 +178,9 @@ class SimFabric:
         return inventory_module.parse(self.inventory_document(), self.description).fabric()
 
 
-def _topo_structure(spec: str) -> tuple[Any, str]:
+def _topo_structure(spec: str, probe: bool = True) -> tuple[Any, str]:
     """otcp.topo's Topo of an mn-style spec (star[,N], leafspine,L,S,H, fattree,K) and its kind; a
-    star is built with its probe host (StarTopo's)."""
+    star is built with its probe host (StarTopo's) when probe is set."""
     kind, *arguments = spec.split(",")
     if kind not in fabrics.topos:
         raise FabricError(f"--topo: unknown topology {kind!r}; known: {', '.join(fabrics.topos)}")
@@ -188,7 +192,7 @@ def _topo_structure(spec: str) -> tuple[Any, str]:
         if kind == "star":
             if len(values) != 1:
                 raise FabricError("--topo: star,N (N senders)")
-            return fabrics.StarTopo(senders=values[0], probe=True), kind
+            return fabrics.StarTopo(senders=values[0], probe=probe), kind
         if kind == "leafspine":
             if len(values) != 3:
                 raise FabricError("--topo: leafspine,LEAVES,SPINES,HOSTS_PER_LEAF")
@@ -202,10 +206,11 @@ def _topo_structure(spec: str) -> tuple[Any, str]:
         raise FabricError(f"--topo: {spec}: {exc}") from None
 
 
-def from_topo(spec: str, host_tier: Tier, uplink_tier: Tier) -> SimFabric:
+def from_topo(spec: str, host_tier: Tier, uplink_tier: Tier, probe: bool = True) -> SimFabric:
     """The fabric of an mn-style topology spec, with host links of host_tier and switch-to-switch
-    links of uplink_tier (its delays dealt out over the switches nearest the hosts, in order)."""
-    topo, _ = _topo_structure(spec)
+    links of uplink_tier (its delays dealt out over the switches nearest the hosts, in order); a star
+    without its probe host unless probe (the workload's star is the Mininet workload's)."""
+    topo, _ = _topo_structure(spec, probe)
     hosts = sorted(topo.hosts(), key=lambda name: int(name[1:]))
     switches = list(topo.switches())
     host_set = set(hosts)

@@ -212,14 +212,15 @@ def closed_loop(config: SimConfig, fabric: SimFabric, placement: Placement, sche
                       formulas.Pacing() if scheme.pacing else None, scheme.follows)
 
 
-def measure_ceiling(config: SimConfig, fabric: SimFabric, placement: Placement, segment_bytes: int) -> float:
-    """One Linux-default flow's goodput (Mb/s) from the first sender to the receiver, segment_bytes each."""
+def measure_ceiling(hz: int, fabric: SimFabric, placement: Placement, segment_bytes: int) -> float:
+    """One Linux-default flow's goodput (Mb/s) from the first sender to the receiver, segment_bytes each,
+    with the kernel's hz."""
     rate = fabric.bottleneck_rate_bps(placement.receiver)
     rtt = fabric.round_trip_s(placement.receiver, placement.senders[0])
     seconds = max(CEILING_PACKETS * (segment_bytes + SEGMENT_OVERHEAD_BYTES) * 8 / rate, CEILING_ROUND_TRIPS * rtt)
     settings = {host: {"default": dataclasses.replace(mapping.static(200), segment_bytes=segment_bytes).as_json()}
                 for host in fabric.hosts}
-    document = {"mode": "ceiling", "hz": config.hz, **fabric.scenario(), "host_queue_packets": HOST_QUEUE_PACKETS,
+    document = {"mode": "ceiling", "hz": hz, **fabric.scenario(), "host_queue_packets": HOST_QUEUE_PACKETS,
                 "ecn_k_bytes": None, "tcp": {"congestion_control": "ns3::TcpCubic", "ecn": False},
                 "settings": settings, "ceiling": {"receiver": placement.receiver, "sender": placement.senders[0],
                                                   "seconds": seconds}}
@@ -262,7 +263,7 @@ def run_fabric(config: SimConfig, store: results.ResultStore, progress: Progress
         packet = segment + SEGMENT_OVERHEAD_BYTES
         if packet not in ceilings:
             progress.message(f"measuring the single-flow ceiling, {packet} B packets")
-            ceilings[packet] = measure_ceiling(config, fabric, placement, segment)
+            ceilings[packet] = measure_ceiling(config.hz, fabric, placement, segment)
             sample = CeilingSample(senders, buffer_bytes, packet, ceilings[packet], 0.0)
             sweep.ceilings.append(sample)
             store.add_ceiling(sample, sweep.ceiling())

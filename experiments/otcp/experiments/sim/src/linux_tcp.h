@@ -396,6 +396,10 @@ class LinuxTcpSocket : public TcpSocketBase
 
     uint32_t SegmentBytes() const { return m_tcb->m_segmentSize; }
 
+    //! Also count this connection's retransmission timeouts into timeouts (a workload's flow, whose two
+    //! ends both count into it); a forked socket starts without one.
+    void CountTimeoutsInto(uint32_t* timeouts) { m_connectionTimeouts = timeouts; }
+
   protected:
     Ptr<TcpSocketBase> Fork() override { return CopyObject<LinuxTcpSocket>(this); }
 
@@ -548,6 +552,10 @@ class LinuxTcpSocket : public TcpSocketBase
         if (outstanding && m_state != CLOSED && m_state != TIME_WAIT)
         {
             ++m_counters[kTimeouts];
+            if (m_connectionTimeouts)
+            {
+                ++*m_connectionTimeouts;
+            }
         }
         TcpSocketBase::ReTxTimeout();
     }
@@ -734,6 +742,7 @@ class LinuxTcpSocket : public TcpSocketBase
     uint64_t m_followedGeneration{0};
     int64_t m_jiffyUs{4000};
     uint64_t* m_counters{nullptr};
+    uint32_t* m_connectionTimeouts{nullptr};
     Time m_lastDataSent;
     Time m_lastDataReceived;
     uint32_t m_quickAcks{0};

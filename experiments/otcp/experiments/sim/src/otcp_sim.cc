@@ -5,9 +5,12 @@
 //   {"event": "round", ...}   after every round (progress);
 //   {"event": "poll", ...}    at every controller poll of a closed loop: the packets each host pair has
 //                             sent so far; the driver answers with one JSON line of new settings;
-//   {"event": "result", ...}  at the end: rounds, counters, queues, the probe, the simulator's cost.
-// Modes: "incast" (the rounds), "ceiling" (one bulk flow's goodput), "rto-model" (LinuxRtt on a
-// sequence of RTT samples, for the tests). Errors go to standard error with exit status 2.
+//   {"event": "progress", ...} every workload.progress_s simulated seconds of a workload (progress);
+//   {"event": "result", ...}  at the end: rounds or flows, counters, queues, the probe, the simulator's cost.
+// Modes: "incast" (the rounds), "workload" (a list of flows, each pulled over a new connection: a
+// "mix" flow or a "query" response of its bytes, or a "background" flow until the measured time ends),
+// "ceiling" (one bulk flow's goodput), "rto-model" (LinuxRtt on a sequence of RTT samples, for the
+// tests). Errors go to standard error with exit status 2.
 #include "linux_tcp.h"
 #include "marking_fifo.h"
 
@@ -175,6 +178,7 @@ class Scenario
 
     void Build();
     void RunIncast();
+    void RunWorkload();
     void RunCeiling();
 
   private:
@@ -191,6 +195,24 @@ class Scenario
     {
         uint64_t owed{0};
         uint32_t requestBytes{0};
+        uint64_t perRequest{0}; // what a request asks for: the incast's block, or a workload flow's bytes
+    };
+
+    //! One flow of a workload: src sends bytes (0: until the measured time ends) to dst, which asks for
+    //! them over a new connection at startS; what arrived, when, and the connection's timeouts.
+    struct WorkFlow
+    {
+        uint32_t src;
+        uint32_t dst;
+        double startS;
+        uint64_t bytes;
+        uint64_t received{0};
+        uint64_t receivedAtStart{0};
+        uint64_t receivedAtEnd{0};
+        double connectS{-1};
+        double endS{-1};
+        uint32_t timeouts{0};
+        Ptr<LinuxTcpSocket> socket;
     };
 
     void BuildLink(const json& link);
@@ -210,6 +232,12 @@ class Scenario
     void OnClientRecv(Ptr<Socket> s);
     void FinishRound();
     void RoundDeadline(uint32_t round);
+    void StartWorkFlow(uint32_t index);
+    void OnWorkRecv(Ptr<Socket> s);
+    void StartWorkMeasuring();
+    void StopWorkMeasuring();
+    void WorkProgress();
+    json Measured(double end);
     void Poll();
     void StartMeasuring();
     void StopMeasuring();
@@ -257,6 +285,13 @@ class Scenario
     double m_measureStart{0};
     uint64_t m_countersAtStart[LinuxTcpSocket::kCounters]{};
     bool m_finished{false};
+
+    // workload
+    std::vector<WorkFlow> m_work;
+    std::unordered_map<uint64_t, uint32_t> m_workByClient; // (client address << 16 | port) -> flow
+    std::unordered_map<Socket*, uint32_t> m_workBySocket;  // client socket -> flow
+    double m_measureEnd{0};
+    double m_progressS{0};
 
     // controller polls (closed loop)
     double m_pollS{0};
@@ -569,9 +604,23 @@ Scenario::Serve(uint32_t sender)
 }
 
 void
-Scenario::OnAccept(Ptr<Socket> s, const Address&)
+Scenario::OnAccept(Ptr<Socket> s, const Address& from)
 {
-    m_serving[PeekPointer(s)] = Serving();
+    Serving serving{0, 0, m_block};
+    if (!m_work.empty())
+    {
+        InetSocketAddress client = InetSocketAddress::ConvertFrom(from);
+        auto found = m_workByClient.find((uint64_t(client.GetIpv4().Get()) << 16) | client.GetPort());
+        if (found == m_workByClient.end())
+        {
+            Fail("a connection from no flow of the workload was accepted");
+        }
+        WorkFlow& flow = m_work[found->second];
+        // A long-lived flow's server always has more to send than the measured time can carry.
+        serving.perRequest = flow.bytes ? flow.bytes : UINT64_MAX / 4;
+        DynamicCast<LinuxTcpSocket>(s)->CountTimeoutsInto(&flow.timeouts);
+    }
+    m_serving[PeekPointer(s)] = serving;
     m_segmentBytes = std::max(m_segmentBytes, DynamicCast<LinuxTcpSocket>(s)->SegmentBytes());
     s->SetRecvCallback(MakeCallback(&Scenario::OnServerRecv, this));
     s->SetSendCallback(MakeBoundCallback(+[](Scenario* sc, Ptr<Socket> socket, uint32_t) { sc->Push(socket); },
@@ -597,7 +646,7 @@ Scenario::OnServerRecv(Ptr<Socket> s)
         while (serving.requestBytes >= kRequestBytes)
         {
             serving.requestBytes -= kRequestBytes;
-            serving.owed += m_block;
+            serving.owed += serving.perRequest;
         }
     }
     Push(s);
@@ -804,41 +853,150 @@ Scenario::StopMeasuring()
     }
     // Let what is still in flight (ACKs, a delayed ACK, a spurious retransmission) arrive.
     Simulator::Schedule(Seconds(m_doc.at("workload").at("drain_s").get<double>()), [this, end]() {
-        json queues = json::array();
-        for (const auto& q : m_queues)
-        {
-            double span = std::max(end - m_measureStart, 1e-12);
-            queues.push_back({{"from", q->from},
-                              {"to", q->to},
-                              {"switch", q->onSwitch},
-                              {"drops", q->drops},
-                              {"marks", q->marks},
-                              {"peak_bytes", q->peakBytes},
-                              {"mean_bytes", q->byteSeconds / span}});
-        }
-        json extra = {{"rounds", m_roundRecords},
-                      {"queues", queues},
-                      {"sent", m_account.sent},
-                      {"delivered", m_account.delivered},
-                      {"device_drops", m_otherDrops},
-                      {"unaccounted", m_account.Unaccounted()},
-                      {"timeouts", m_counters[LinuxTcpSocket::kTimeouts] -
-                                       m_countersAtStart[LinuxTcpSocket::kTimeouts]},
-                      {"retransmissions", m_counters[LinuxTcpSocket::kRetransmissions] -
-                                              m_countersAtStart[LinuxTcpSocket::kRetransmissions]},
-                      {"loss_probes", m_counters[LinuxTcpSocket::kLossProbes] -
-                                          m_countersAtStart[LinuxTcpSocket::kLossProbes]},
-                      {"delayed_ack_timeouts", m_counters[LinuxTcpSocket::kDelayedAckTimeouts] -
-                                                   m_countersAtStart[LinuxTcpSocket::kDelayedAckTimeouts]},
-                      {"duplicate_segments", m_counters[LinuxTcpSocket::kDuplicateSegments] -
-                                                 m_countersAtStart[LinuxTcpSocket::kDuplicateSegments]},
-                      {"probe_rtts_ms", m_probeRttsMs},
-                      {"probes_sent", m_probesSent},
-                      {"measured_s", end - m_measureStart},
-                      {"segment_bytes", m_segmentBytes},
-                      {"polls", m_polls}};
+        json extra = Measured(end);
+        extra["rounds"] = m_roundRecords;
+        extra["probe_rtts_ms"] = m_probeRttsMs;
+        extra["probes_sent"] = m_probesSent;
         Finish("incast", extra);
     });
+}
+
+json
+Scenario::Measured(double end)
+{
+    json queues = json::array();
+    for (const auto& q : m_queues)
+    {
+        double span = std::max(end - m_measureStart, 1e-12);
+        queues.push_back({{"from", q->from},
+                          {"to", q->to},
+                          {"switch", q->onSwitch},
+                          {"drops", q->drops},
+                          {"marks", q->marks},
+                          {"peak_bytes", q->peakBytes},
+                          {"mean_bytes", q->byteSeconds / span}});
+    }
+    return {{"queues", queues},
+            {"sent", m_account.sent},
+            {"delivered", m_account.delivered},
+            {"device_drops", m_otherDrops},
+            {"unaccounted", m_account.Unaccounted()},
+            {"timeouts", m_counters[LinuxTcpSocket::kTimeouts] - m_countersAtStart[LinuxTcpSocket::kTimeouts]},
+            {"retransmissions", m_counters[LinuxTcpSocket::kRetransmissions] -
+                                    m_countersAtStart[LinuxTcpSocket::kRetransmissions]},
+            {"loss_probes", m_counters[LinuxTcpSocket::kLossProbes] - m_countersAtStart[LinuxTcpSocket::kLossProbes]},
+            {"delayed_ack_timeouts", m_counters[LinuxTcpSocket::kDelayedAckTimeouts] -
+                                         m_countersAtStart[LinuxTcpSocket::kDelayedAckTimeouts]},
+            {"duplicate_segments", m_counters[LinuxTcpSocket::kDuplicateSegments] -
+                                       m_countersAtStart[LinuxTcpSocket::kDuplicateSegments]},
+            {"measured_s", end - m_measureStart},
+            {"segment_bytes", m_segmentBytes},
+            {"polls", m_polls}};
+}
+
+// -- the workload: flows pulled over new connections ------------------------------------------------
+
+void
+Scenario::StartWorkFlow(uint32_t index)
+{
+    WorkFlow& flow = m_work[index];
+    Ptr<LinuxTcpSocket> socket = LinuxTcpSocket::Make(m_nodes.Get(flow.dst), m_cc, m_ecn, m_jiffyUs, m_counters);
+    socket->Apply(m_tables[flow.dst].Get(m_hostAddress[flow.src]));
+    socket->CountTimeoutsInto(&flow.timeouts);
+    if (socket->Bind() != 0)
+    {
+        Fail("host " + m_names[flow.dst] + " has no free port for flow " + std::to_string(index));
+    }
+    Address local;
+    socket->GetSockName(local);
+    uint16_t port = InetSocketAddress::ConvertFrom(local).GetPort();
+    // The server knows the flow by its client's address and port: what it asks for is the flow's bytes.
+    m_workByClient[(uint64_t(m_hostAddress[flow.dst].Get()) << 16) | port] = index;
+    m_workBySocket[PeekPointer(socket)] = index;
+    socket->SetRecvCallback(MakeCallback(&Scenario::OnWorkRecv, this));
+    socket->SetConnectCallback(MakeBoundCallback(+[](Ptr<Socket> s) { s->Send(Create<Packet>(kRequestBytes)); }),
+                               MakeBoundCallback(+[](Ptr<Socket>) { Fail("a connection was refused"); }));
+    flow.socket = socket;
+    flow.connectS = Simulator::Now().GetSeconds();
+    socket->Connect(InetSocketAddress(m_hostAddress[flow.src], kWorkloadPort));
+}
+
+void
+Scenario::OnWorkRecv(Ptr<Socket> s)
+{
+    WorkFlow& flow = m_work[m_workBySocket.at(PeekPointer(s))];
+    while (Ptr<Packet> p = s->Recv())
+    {
+        flow.received += p->GetSize();
+    }
+    if (flow.bytes && flow.endS < 0 && flow.received >= flow.bytes)
+    {
+        flow.endS = Simulator::Now().GetSeconds();
+        s->Close();
+    }
+}
+
+void
+Scenario::StartWorkMeasuring()
+{
+    m_measuring = true;
+    m_account.open = true;
+    m_measureStart = Simulator::Now().GetSeconds();
+    for (auto& q : m_queues)
+    {
+        q->Restart();
+    }
+    std::copy(std::begin(m_counters), std::end(m_counters), std::begin(m_countersAtStart));
+    for (WorkFlow& flow : m_work)
+    {
+        flow.receivedAtStart = flow.received;
+    }
+}
+
+void
+Scenario::StopWorkMeasuring()
+{
+    double end = Simulator::Now().GetSeconds();
+    for (auto& q : m_queues)
+    {
+        q->Bytes(0, q->bytes); // close the time integral at the measured time's end
+    }
+    json queues = Measured(end).at("queues");
+    for (WorkFlow& flow : m_work)
+    {
+        flow.receivedAtEnd = flow.received;
+        if (!flow.bytes && flow.socket)
+        {
+            flow.socket->Close(); // the long-lived flows end with the measured time
+        }
+    }
+    // The flows still running may finish within the drain; the queues are the measured time's.
+    Simulator::Schedule(Seconds(m_doc.at("workload").at("drain_s").get<double>()), [this, end, queues]() {
+        json flows = json::array();
+        for (const WorkFlow& flow : m_work)
+        {
+            flows.push_back({flow.connectS < 0 ? json(nullptr) : json(flow.connectS),
+                             flow.endS < 0 ? json(nullptr) : json(flow.endS),
+                             flow.received,
+                             flow.receivedAtEnd - flow.receivedAtStart,
+                             flow.timeouts});
+        }
+        json extra = Measured(end);
+        extra["queues"] = queues;
+        extra["flows"] = flows;
+        Finish("workload", extra);
+    });
+}
+
+void
+Scenario::WorkProgress()
+{
+    if (m_finished)
+    {
+        return;
+    }
+    Emit({{"event", "progress"}, {"t", Simulator::Now().GetSeconds()}, {"end", m_measureEnd}});
+    Simulator::Schedule(Seconds(m_progressS), &Scenario::WorkProgress, this);
 }
 
 // -- the controller's polls -----------------------------------------------------------------------
@@ -978,6 +1136,55 @@ Scenario::RunIncast()
 }
 
 void
+Scenario::RunWorkload()
+{
+    const json& w = m_doc.at("workload");
+    m_pollS = m_doc.contains("poll_s") && !m_doc.at("poll_s").is_null() ? m_doc.at("poll_s").get<double>() : 0;
+    double measureStart = w.at("measure_start_s").get<double>();
+    m_measureEnd = w.at("measure_end_s").get<double>();
+    m_progressS = w.at("progress_s").get<double>();
+    if (!(measureStart >= 0 && m_measureEnd > measureStart && m_progressS > 0))
+    {
+        Fail("workload: measure_start_s, measure_end_s and progress_s out of order");
+    }
+    std::vector<bool> serves(m_names.size(), false);
+    m_work.reserve(w.at("flows").size()); // the flows' timeout counters are pointed at: never moved
+    for (const auto& f : w.at("flows"))
+    {
+        uint32_t src = m_index.at(f.at("src").get<std::string>());
+        uint32_t dst = m_index.at(f.at("dst").get<std::string>());
+        double start = f.at("start_s").get<double>();
+        std::string kind = f.at("kind").get<std::string>();
+        bool longLived = kind == "background";
+        uint64_t bytes = longLived ? 0 : f.at("bytes").get<uint64_t>();
+        if (!m_isHost[src] || !m_isHost[dst] || src == dst || !(start >= 0) ||
+            (kind != "mix" && kind != "query" && !longLived) || longLived != f.at("bytes").is_null() ||
+            (!longLived && bytes == 0))
+        {
+            Fail("workload: a bad flow: " + f.dump());
+        }
+        m_work.push_back(WorkFlow{src, dst, start, bytes});
+        if (!serves[src])
+        {
+            serves[src] = true;
+            Serve(src);
+        }
+    }
+    for (uint32_t i = 0; i < m_work.size(); ++i)
+    {
+        Simulator::Schedule(Seconds(m_work[i].startS), &Scenario::StartWorkFlow, this, i);
+    }
+    if (m_pollS > 0)
+    {
+        Simulator::ScheduleNow(&Scenario::Poll, this); // the first poll: the idle fabric's plan
+    }
+    Simulator::Schedule(Seconds(measureStart), &Scenario::StartWorkMeasuring, this);
+    Simulator::Schedule(Seconds(m_measureEnd), &Scenario::StopWorkMeasuring, this);
+    Simulator::ScheduleNow(&Scenario::WorkProgress, this);
+    Simulator::Run();
+}
+
+void
 Scenario::RunCeiling()
 {
     const json& c = m_doc.at("ceiling");
@@ -1070,11 +1277,22 @@ main(int argc, char** argv)
         {
             RunRtoModel(doc);
         }
-        else if (mode == "incast" || mode == "ceiling")
+        else if (mode == "incast" || mode == "workload" || mode == "ceiling")
         {
             otcp::Scenario scenario(doc);
             scenario.Build();
-            mode == "incast" ? scenario.RunIncast() : scenario.RunCeiling();
+            if (mode == "incast")
+            {
+                scenario.RunIncast();
+            }
+            else if (mode == "workload")
+            {
+                scenario.RunWorkload();
+            }
+            else
+            {
+                scenario.RunCeiling();
+            }
         }
         else
         {
