@@ -12,6 +12,8 @@
     otcp-experiment simulate incast --topo leafspine,26,4,40 --senders 100,500,1000 --total-bytes 18750000 \\
         --bw-gbps 10 --uplink-gbps 100 --buffer-bytes 2000000 --ecn-k-bytes 97500 --rounds 10 \\
         --schemes dctcp,otcp-lossless --out DIR     # the same incast in ns-3 (otcp.experiments.sim)
+    otcp-experiment simulate workload --topo star,32 --bw-gbps 10 --buffer-bytes 300000 --load 0.5 \\
+        --query-senders 32 --query-bytes 20000 --query-load 0.1 --seconds 0.05 --out DIR   # the workload in ns-3
 
 Every experiment records the command line that started it with its results.
 Bad arguments get a message naming the option and exit status 2; a sweep in
@@ -40,6 +42,7 @@ from otcp.experiments.sim import build as sim_build
 from otcp.experiments.sim import fabric as sim_fabric
 from otcp.experiments.sim import incast as sim_incast
 from otcp.experiments.sim import schemes as sim_schemes
+from otcp.experiments.sim import workload as sim_workload
 from otcp.experiments.sim.scenario import SimulationError
 from otcp.experiments.traffic import distributions
 from otcp.planning.formulas import Lossless
@@ -241,6 +244,67 @@ def add_simulate_arguments(commands: Any) -> None:
     run.add_argument("--round-gap-ms", type=float, default=0.0, help="idle time between rounds (default 0)")
     run.add_argument("--probe-interval-ms", type=float, default=10.0, help="latency probe interval (default 10)")
     run.add_argument("--round-timeout", type=float, default=60.0, help="simulated seconds before a round fails")
+    add_simulate_workload_arguments(kinds.add_parser(
+        "workload", help="flow-size mixes, partition-aggregate queries and background flows, simulated",
+        description=first_line(sim_workload.__doc__)))
+
+
+#: simulate workload's defaults: the workload's (WORKLOAD) at a simulated data-center rate, the
+#: published flow sizes, and simulated seconds that a 10 Gb/s fabric fills with many flows.
+SIM_WORKLOAD: dict[str, Any] = {"topo": "star,16", "size_scale": 1.0, "load": 0.5, "seconds": 0.05,
+                                "warmup_seconds": 0.01, "drain_seconds": 1.0, "poll_interval_ms": 10.0}
+
+
+def add_simulate_workload_arguments(run: argparse.ArgumentParser) -> None:
+    """otcp-experiment simulate workload's options: the workload's, with the simulator's rates and delays."""
+    run.add_argument("--topo", default=SIM_WORKLOAD["topo"], metavar="star,N|leafspine,L,S,H|fattree,K",
+                     help=f"an otcp.topo topology, as the workload takes it (default {SIM_WORKLOAD['topo']})")
+    run.add_argument("--distribution", choices=distributions.NAMES, default=WORKLOAD["distribution"],
+                     help=f"the flow sizes of the mix (default {WORKLOAD['distribution']})")
+    run.add_argument("--size-scale", type=float, default=SIM_WORKLOAD["size_scale"],
+                     help="multiply the distribution's sizes by this (default 1: the published sizes)")
+    run.add_argument("--load", type=float, default=SIM_WORKLOAD["load"],
+                     help=f"the mix's load on every host link, 0 for no mix (default {SIM_WORKLOAD['load']:g})")
+    run.add_argument("--query-senders", metavar="N[,N...]", help="queries' fan-in, one point each (default none)")
+    run.add_argument("--query-bytes", metavar="B[,B...]", help="each response's bytes, one point each")
+    rate = run.add_mutually_exclusive_group()
+    rate.add_argument("--query-rate", type=float, help="queries per simulated second")
+    rate.add_argument("--query-load", type=float, help="queries per second such that the responses offer this "
+                                                       "share of the aggregator's link")
+    run.add_argument("--background-flows", type=int, default=0, help="long-lived flows into the aggregator")
+    run.add_argument("--seconds", type=float, default=SIM_WORKLOAD["seconds"],
+                     help=f"measured simulated seconds per run (default {SIM_WORKLOAD['seconds']:g})")
+    run.add_argument("--warmup-seconds", type=float, default=SIM_WORKLOAD["warmup_seconds"],
+                     help=f"the warm-up's simulated seconds (default {SIM_WORKLOAD['warmup_seconds']:g})")
+    run.add_argument("--drain-seconds", type=float, default=SIM_WORKLOAD["drain_seconds"],
+                     help=f"how long flows may still finish after the measured seconds (default "
+                          f"{SIM_WORKLOAD['drain_seconds']:g}: a 200 ms RTO and its back-offs)")
+    run.add_argument("--seed", type=int, default=WORKLOAD["seed"],
+                     help=f"the arrivals' seed (default {WORKLOAD['seed']})")
+    run.add_argument("--schemes", default=SIM_DEFAULT_SCHEMES, help=f"comma-separated, from "
+                                                                    f"{', '.join(SIM_SCHEME_NAMES)} (default all)")
+    run.add_argument("--out", required=True, help="output directory")
+    run.add_argument("--bw-gbps", type=float, required=True, help="host links' rate in Gb/s (the load's base)")
+    run.add_argument("--uplink-gbps", type=float, help="switch-to-switch links' rate (default --bw-gbps)")
+    run.add_argument("--buffer-bytes", required=True, help="comma-separated switch egress buffers toward hosts, a "
+                                                           "fabric each")
+    run.add_argument("--uplink-buffer-bytes", type=int, help="switch-to-switch egress buffers (default the buffer)")
+    run.add_argument("--delay-us", default="5", help="host links' one-way delay in µs (default 5)")
+    run.add_argument("--uplink-delay-us", help="comma-separated switch-to-switch delays in µs, dealt out over the "
+                                               "edge switches' uplinks (default --delay-us)")
+    run.add_argument("--ecn-k-bytes", type=float, help="DCTCP marking threshold at every switch egress "
+                                                       "(default: DCTCP's for the host rate)")
+    run.add_argument("--poll-interval-ms", type=float, default=SIM_WORKLOAD["poll_interval_ms"],
+                     help=f"the controller's flow-statistics poll in simulated ms (default "
+                          f"{SIM_WORKLOAD['poll_interval_ms']:g}: the live controller's 1 s scaled to the "
+                          f"simulated seconds)")
+    run.add_argument("--hz", type=int, default=250, choices=(100, 250, 300, 1000),
+                     help="the kernel's HZ: RTOs are whole jiffies (default 250, Debian's)")
+    run.add_argument("--fine-rto-ms", type=int, default=schemes.DEFAULT_FINE_RTO_MS,
+                     help=f"fine-rto's rto_min in ms (default {schemes.DEFAULT_FINE_RTO_MS})")
+    run.add_argument("--queue-target-fraction", type=float, default=Lossless.queue_target_fraction,
+                     help=f"otcp-lossless's standing queue, share of the buffer (default "
+                          f"{Lossless.queue_target_fraction:g})")
 
 
 def float_list(text: str, what: str, low: float, high: float) -> list[float]:
@@ -293,6 +357,85 @@ def simulate_config_from_args(args: argparse.Namespace, parser: argparse.Argumen
         uplink_buffer_bytes=args.uplink_buffer_bytes, ecn_k_bytes=args.ecn_k_bytes,
         poll_interval_s=args.poll_interval_ms / 1000, hz=args.hz, probe_interval_s=args.probe_interval_ms / 1000,
         round_gap_s=args.round_gap_ms / 1000, round_timeout_s=args.round_timeout)
+
+
+def simulate_workload_config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser
+                                       ) -> sim_workload.SimWorkloadConfig:
+    """Validate the simulate workload arguments; parser.error (exit 2) names the bad option."""
+    buffers = option_error(parser, positive_int_list, args.buffer_bytes, "--buffer-bytes", MAX_BUFFER_BYTES)
+    delays = option_error(parser, float_list, args.delay_us, "--delay-us", 0, 1e6)
+    uplink_delays = None if args.uplink_delay_us is None else \
+        option_error(parser, float_list, args.uplink_delay_us, "--uplink-delay-us", 0, 1e6)
+    names = [n for n in args.schemes.split(",") if n]
+    unknown = [n for n in names if n not in SIM_SCHEME_NAMES]
+    if unknown or not names or len(set(names)) != len(names):
+        parser.error(f"--schemes: {args.schemes!r}: each of {', '.join(SIM_SCHEME_NAMES)} at most once")
+    fan_ins = option_error(parser, positive_int_list, args.query_senders, "--query-senders", MAX_SIM_SENDERS) \
+        if args.query_senders else []
+    sizes = option_error(parser, positive_int_list, args.query_bytes, "--query-bytes", 1 << 34) \
+        if args.query_bytes else []
+    if bool(fan_ins) != bool(sizes):
+        parser.error("--query-senders and --query-bytes go together: queries need both")
+    if fan_ins and args.query_rate is None and args.query_load is None:
+        parser.error("--query-rate or --query-load: queries need a rate")
+    if not fan_ins and (args.query_rate is not None or args.query_load is not None):
+        parser.error("--query-rate/--query-load: no queries (--query-senders, --query-bytes) to set a rate for")
+    checks = [("--load", args.load, 0, 2), ("--size-scale", args.size_scale, 1e-6, 1e3),
+              ("--query-rate", args.query_rate, 1e-3, 1e7), ("--query-load", args.query_load, 1e-6, 2),
+              ("--background-flows", args.background_flows, 0, MAX_SIM_SENDERS),
+              ("--seconds", args.seconds, 1e-4, 3600), ("--warmup-seconds", args.warmup_seconds, 0, 600),
+              ("--drain-seconds", args.drain_seconds, 1e-3, 600), ("--seed", args.seed, 0, 2**63),
+              ("--bw-gbps", args.bw_gbps, 1e-6, 1000), ("--uplink-gbps", args.uplink_gbps, 1e-6, 1000),
+              ("--uplink-buffer-bytes", args.uplink_buffer_bytes, 1, MAX_BUFFER_BYTES),
+              ("--ecn-k-bytes", args.ecn_k_bytes, 1, MAX_BUFFER_BYTES),
+              ("--poll-interval-ms", args.poll_interval_ms, 0.01, 60_000), ("--fine-rto-ms", args.fine_rto_ms, 1, 200),
+              ("--queue-target-fraction", args.queue_target_fraction, 1e-6, 1)]
+    check_ranges(checks, parser)
+    if not args.load and not fan_ins and not args.background_flows:
+        parser.error("--load 0 with no queries and no background flows: nothing to run")
+    out = os.path.abspath(args.out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        parser.error(f"--out: {out} exists and is not a directory")
+    config = sim_workload.SimWorkloadConfig(
+        out=out, schemes=names, bw_mbps=args.bw_gbps * 1000, buffers=buffers, fine_rto_ms=args.fine_rto_ms,
+        queue_target_fraction=args.queue_target_fraction, topo=args.topo, distribution=args.distribution,
+        size_scale=args.size_scale, load=args.load, query_senders=fan_ins, query_bytes=sizes,
+        query_rate=args.query_rate, query_load=args.query_load, background_flows=args.background_flows,
+        seconds=args.seconds, warmup_seconds=args.warmup_seconds, drain_seconds=args.drain_seconds, seed=args.seed,
+        bw_gbps=args.bw_gbps, uplink_gbps=args.uplink_gbps, link_delays_us=delays, uplink_delays_us=uplink_delays,
+        uplink_buffer_bytes=args.uplink_buffer_bytes, ecn_k_bytes=args.ecn_k_bytes,
+        poll_interval_s=args.poll_interval_ms / 1000, hz=args.hz)
+    try:
+        hosts = len(config.build_fabric(buffers[0]).hosts)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if fan_ins and max(fan_ins) > hosts - 1 or args.background_flows > hosts - 1:
+        parser.error(f"--query-senders/--background-flows: {args.topo} has {hosts - 1} hosts besides the aggregator")
+    return config
+
+
+def main_simulate_workload(config: sim_workload.SimWorkloadConfig) -> int:
+    """otcp-experiment simulate workload: 0 when every run finished, 1 if any failed, 2 no simulator."""
+    try:
+        sim_build.program()
+    except sim_build.SimulatorUnavailable as exc:
+        print(f"otcp-experiment: {exc}", file=sys.stderr)
+        return 2
+    progress = Progress(total=1)
+    try:
+        summary, outcome = sim_workload.run_workload(config, progress)
+    except KeyboardInterrupt:
+        progress.close()
+        print(f"otcp-experiment: interrupted; completed runs are in {config.out}", file=sys.stderr)
+        return 130
+    progress.close()
+    if outcome.runs or outcome.failures:
+        print(workload.summary_table(outcome.runs, outcome.failures))
+    for failure in outcome.failures:
+        print(failure.note(), file=sys.stderr)
+    if summary:
+        print(f"results: {summary}, {os.path.join(config.out, 'results.db')}, plots in {config.out}")
+    return 1 if outcome.failures or not outcome.runs else 0
 
 
 def main_simulate(config: sim_incast.SimConfig) -> int:
@@ -573,6 +716,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return main_shell(args, command)
     if args.command == "calibrate":
         return main_calibrate(with_command(calibration_config_from_args(args, parser), command))
+    if args.command == "simulate" and args.workload == "workload":
+        return main_simulate_workload(with_command(simulate_workload_config_from_args(args, parser), command))
     if args.command == "simulate":
         return main_simulate(with_command(simulate_config_from_args(args, parser), command))
     if args.command == "fairness":
