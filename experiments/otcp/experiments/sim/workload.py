@@ -40,7 +40,7 @@ from otcp.experiments.runner.progress import Progress
 from otcp.experiments.sim import fabric as fabric_module
 from otcp.experiments.sim import mapping, scenario
 from otcp.experiments.sim.fabric import Placement, SimFabric
-from otcp.experiments.sim.incast import HOST_QUEUE_PACKETS, PPP_HEADER_BYTES, SEGMENT_OVERHEAD_BYTES, measure_ceiling
+from otcp.experiments.sim.incast import PPP_HEADER_BYTES, SEGMENT_OVERHEAD_BYTES, measure_ceiling
 from otcp.experiments.sim.loop import ClosedLoop
 from otcp.experiments.sim.schemes import SimScheme, catalogue
 from otcp.experiments.traffic import arrivals
@@ -51,6 +51,13 @@ FRAMING = fct.Framing(formulas.DEFAULT_MSS_BYTES, SEGMENT_OVERHEAD_BYTES + PPP_H
 #: A ping's IP packet (84 B) on a point-to-point link: what the base round trip carries, as the
 #: Mininet workload measures it with ping.
 PING_FRAME_BYTES = 84 + PPP_HEADER_BYTES
+#: A host's own IPv4 queue: more than its sockets' send buffers ever hold, so a host never drops its own
+#: packets. Linux's TCP small queues keep a long flow's window in its socket while the NIC's queue is
+#: full; ns-3 has none, and a flow in slow start (DCTCP's, which has no HyStart) would overflow a
+#: 1000-packet queue at once and spend the run recovering. The window waits in the queue instead: a
+#: host's short flows queue behind its own long ones (with TSQ they would queue behind up to
+#: tcp_limit_output_bytes of each).
+HOST_QUEUE_PACKETS = 100_000
 #: Progress reports per run.
 PROGRESS_STEPS = 100
 #: The warm-up's stream (the Mininet workload's first warm-up stream).
