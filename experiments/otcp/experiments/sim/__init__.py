@@ -1,4 +1,4 @@
-"""``otcp-experiment simulate``: OTCP's incast on an ns-3 fabric at data-center rates and fan-in.
+"""``otcp-experiment simulate``: OTCP's incast and workloads on an ns-3 fabric at data-center rates and fan-in.
 
 - ``src/``: the C++ scenario program (ns-3 3.44, Linux-like TCP: ``linux_tcp.h``), compiled at set-up;
 - ``build``: compiles it into ``build/sim/`` (``python -m otcp.experiments.sim build``);
@@ -8,5 +8,6 @@
 - ``mapping``: the planner's route parameters as the scenario's per-connection settings;
 - ``loop``: the closed loop: the controller's flow counting and the real planner at every poll;
 - ``scenario``: one run of the program (scenario in, JSON lines out);
-- ``incast``: the sweep and its summary.json, in the incast runner's format.
+- ``incast``: the sweep and its summary.json, in the incast runner's format;
+- ``workload``: the workload command's mixes, queries and background flows, in its summary format.
 """
