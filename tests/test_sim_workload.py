@@ -157,6 +157,8 @@ def test_a_small_workload_adds_up(tmp_path, monkeypatch):
         for key, size in sizes.items():
             record = connections.connections[key]
             assert record["bytes"] == size if record["error"] is None else record["bytes"] < size
+        # Every timeout a measured flow saw at either end is among the run's, counted from its start.
+        assert sum(record["rto"] for record in connections.connections.values()) <= run["timeouts"]
         # The long-lived flow's goodput is what the aggregator's link carried at most.
         assert 0 < run["background_mbps"] <= 1000
     by_scheme = {run["scheme"]: run for run in document["runs"]}

@@ -252,7 +252,7 @@ def add_simulate_arguments(commands: Any) -> None:
 #: simulate workload's defaults: the workload's (WORKLOAD) at a simulated data-center rate, the
 #: published flow sizes, and simulated seconds that a 10 Gb/s fabric fills with many flows.
 SIM_WORKLOAD: dict[str, Any] = {"topo": "star,16", "size_scale": 1.0, "load": 0.5, "seconds": 0.05,
-                                "warmup_seconds": 0.01, "drain_seconds": 1.0, "poll_interval_ms": 10.0}
+                                "warmup_seconds": 0.01, "drain_seconds": 5.0, "poll_interval_ms": 10.0}
 
 
 def add_simulate_workload_arguments(run: argparse.ArgumentParser) -> None:
@@ -278,7 +278,7 @@ def add_simulate_workload_arguments(run: argparse.ArgumentParser) -> None:
                      help=f"the warm-up's simulated seconds (default {SIM_WORKLOAD['warmup_seconds']:g})")
     run.add_argument("--drain-seconds", type=float, default=SIM_WORKLOAD["drain_seconds"],
                      help=f"how long flows may still finish after the measured seconds (default "
-                          f"{SIM_WORKLOAD['drain_seconds']:g}: a 200 ms RTO and its back-offs)")
+                          f"{SIM_WORKLOAD['drain_seconds']:g}: a SYN's 1 s timeout and its back-off, twice)")
     run.add_argument("--seed", type=int, default=WORKLOAD["seed"],
                      help=f"the arrivals' seed (default {WORKLOAD['seed']})")
     run.add_argument("--schemes", default=SIM_DEFAULT_SCHEMES, help=f"comma-separated, from "

@@ -337,7 +337,8 @@ class LinuxTcpSocket : public TcpSocketBase
           m_follow(other.m_follow),
           m_clampOps(nullptr),
           m_jiffyUs(other.m_jiffyUs),
-          m_counters(other.m_counters)
+          m_counters(other.m_counters),
+          m_timeoutSink(other.m_timeoutSink)
     {
         m_clampOps = DynamicCast<ClampOps>(m_congestionControl);
     }
@@ -397,8 +398,12 @@ class LinuxTcpSocket : public TcpSocketBase
     uint32_t SegmentBytes() const { return m_tcb->m_segmentSize; }
 
     //! Also count this connection's retransmission timeouts into timeouts (a workload's flow, whose two
-    //! ends both count into it); a forked socket starts without one.
+    //! ends both count into it).
     void CountTimeoutsInto(uint32_t* timeouts) { m_connectionTimeouts = timeouts; }
+
+    //! Where a listening socket's connections count their timeouts, by the peer's address: from the SYN
+    //! on, so that a SYN-ACK's retransmission is the flow's too.
+    void SetTimeoutSink(std::function<uint32_t*(const Address&)> sink) { m_timeoutSink = std::move(sink); }
 
   protected:
     Ptr<TcpSocketBase> Fork() override { return CopyObject<LinuxTcpSocket>(this); }
@@ -406,6 +411,10 @@ class LinuxTcpSocket : public TcpSocketBase
     void CompleteFork(Ptr<Packet> p, const TcpHeader& h, const Address& from, const Address& to) override
     {
         m_peer = InetSocketAddress::ConvertFrom(from).GetIpv4();
+        if (m_timeoutSink)
+        {
+            m_connectionTimeouts = m_timeoutSink(from);
+        }
         if (m_lookup)
         {
             Apply(m_lookup(m_peer));
@@ -743,6 +752,7 @@ class LinuxTcpSocket : public TcpSocketBase
     int64_t m_jiffyUs{4000};
     uint64_t* m_counters{nullptr};
     uint32_t* m_connectionTimeouts{nullptr};
+    std::function<uint32_t*(const Address&)> m_timeoutSink;
     Time m_lastDataSent;
     Time m_lastDataReceived;
     uint32_t m_quickAcks{0};

@@ -71,6 +71,13 @@ struct HostTable
     }
 };
 
+//! A workload flow's client as its server sees it: the client's address and port.
+uint64_t
+ClientKey(Ipv4Address address, uint16_t port)
+{
+    return (uint64_t(address.Get()) << 16) | port;
+}
+
 ConnSettings
 ParseSettings(const json& j, const ConnSettings& base)
 {
@@ -596,6 +603,15 @@ Scenario::Serve(uint32_t sender)
                              ConnSettings s = table->Get(peer);
                              return std::make_pair(table->generation, FollowedSettings{s.clampSegments, s.pacingBps});
                          });
+    listener->SetTimeoutSink([this](const Address& from) -> uint32_t* {
+        if (m_work.empty())
+        {
+            return nullptr;
+        }
+        InetSocketAddress client = InetSocketAddress::ConvertFrom(from);
+        auto found = m_workByClient.find(ClientKey(client.GetIpv4(), client.GetPort()));
+        return found == m_workByClient.end() ? nullptr : &m_work[found->second].timeouts;
+    });
     listener->Bind(InetSocketAddress(Ipv4Address::GetAny(), kWorkloadPort));
     listener->Listen();
     listener->SetAcceptCallback(MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
@@ -610,7 +626,7 @@ Scenario::OnAccept(Ptr<Socket> s, const Address& from)
     if (!m_work.empty())
     {
         InetSocketAddress client = InetSocketAddress::ConvertFrom(from);
-        auto found = m_workByClient.find((uint64_t(client.GetIpv4().Get()) << 16) | client.GetPort());
+        auto found = m_workByClient.find(ClientKey(client.GetIpv4(), client.GetPort()));
         if (found == m_workByClient.end())
         {
             Fail("a connection from no flow of the workload was accepted");
@@ -618,7 +634,6 @@ Scenario::OnAccept(Ptr<Socket> s, const Address& from)
         WorkFlow& flow = m_work[found->second];
         // A long-lived flow's server always has more to send than the measured time can carry.
         serving.perRequest = flow.bytes ? flow.bytes : UINT64_MAX / 4;
-        DynamicCast<LinuxTcpSocket>(s)->CountTimeoutsInto(&flow.timeouts);
     }
     m_serving[PeekPointer(s)] = serving;
     m_segmentBytes = std::max(m_segmentBytes, DynamicCast<LinuxTcpSocket>(s)->SegmentBytes());
@@ -911,7 +926,7 @@ Scenario::StartWorkFlow(uint32_t index)
     socket->GetSockName(local);
     uint16_t port = InetSocketAddress::ConvertFrom(local).GetPort();
     // The server knows the flow by its client's address and port: what it asks for is the flow's bytes.
-    m_workByClient[(uint64_t(m_hostAddress[flow.dst].Get()) << 16) | port] = index;
+    m_workByClient[ClientKey(m_hostAddress[flow.dst], port)] = index;
     m_workBySocket[PeekPointer(socket)] = index;
     socket->SetRecvCallback(MakeCallback(&Scenario::OnWorkRecv, this));
     socket->SetConnectCallback(MakeBoundCallback(+[](Ptr<Socket> s) { s->Send(Create<Packet>(kRequestBytes)); }),
