@@ -13,6 +13,7 @@ from otcp.experiments.runner.progress import Progress
 from otcp.experiments.sim import workload as sim_workload
 from otcp.experiments.sim.schemes import catalogue
 from otcp.experiments.traffic import arrivals
+from tests.test_sim_report import a_sim_run, write
 
 
 def config(tmp_path, **settings):
@@ -167,6 +168,11 @@ def test_a_small_workload_adds_up(tmp_path, monkeypatch):
     # The report reads it as the Mininet workload's.
     text = report.text([str(tmp_path)])
     assert "**FCT slowdown per flow size" in text and "star,4 in ns-3, 1 Gb/s hosts" in text
+    # Beside an incast of another fabric, a page leaves the trade-off out when asked to.
+    incast = write(tmp_path / "incast", [a_sim_run()], "otcp-experiment simulate incast")
+    assert "## What each scheme pays" in report.page([incast, str(tmp_path)], "T", str(tmp_path))
+    assert "## What each scheme pays" not in report.page([incast, str(tmp_path)], "T", str(tmp_path),
+                                                         with_tradeoff=False)
 
 
 @pytest.mark.parametrize(("argv", "message"), [

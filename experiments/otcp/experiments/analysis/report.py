@@ -36,7 +36,8 @@ A workload summary (``otcp-experiment workload``) gets its own tables
 counters per point, and the regime search's table; given incast and
 workload summaries together, the report starts with the trade-off per
 scheme (goodput on synchronized reads beside the p99 short-flow slowdown
-and the drops), and --tradeoff-plot FILE draws it.
+and the drops), and --tradeoff-plot FILE draws it; a page made with
+--no-tradeoff leaves it out (incast and workload runs of different fabrics).
 
 With --markdown it writes a results page instead: a title, the same tables
 each followed by the exact command that produced its runs (as the summary
@@ -382,7 +383,8 @@ def tradeoff(incast_runs: Sequence[Run], workload_runs: Sequence[Run], heading: 
 
 
 def page(directories: Sequence[str], title: str, relative_to: str, each: bool = False,
-         validations: Sequence[tuple[str, str]] = (), plots: bool = True, tradeoff_plot: str | None = None) -> str:
+         validations: Sequence[tuple[str, str]] = (), plots: bool = True, tradeoff_plot: str | None = None,
+         with_tradeoff: bool = True) -> str:
     """The results page of the sweeps in directories (see the module docstring)."""
     sweeps = [Sweep.load(directory) for directory in directories]
     incast = [sweep for sweep in sweeps if not sweep.workload]
@@ -408,7 +410,9 @@ def page(directories: Sequence[str], title: str, relative_to: str, each: bool = 
     work_runs = [run for run, _ in work_pairs]
     work_origins = {id(run): sweep for run, sweep in work_pairs}
     every_origin = {**incast_origins, **work_origins}
-    parts.insert(2, tradeoff(incast_runs, work_runs, "## ", tradeoff_plot, relative_to, commands_line(every_origin)))
+    if with_tradeoff:
+        parts.insert(2, tradeoff(incast_runs, work_runs, "## ", tradeoff_plot, relative_to,
+                                 commands_line(every_origin)))
     parts += [workload_report.sections(work_runs, commands_line(work_origins), heading="## "),
               failed_runs(work, work_runs), plot_links(work, relative_to) if plots else ""]
     parts.append(static_values(sweeps))
@@ -652,6 +656,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                                                          "instead of printing")
     parser.add_argument("--tradeoff", action="store_true", help="only the trade-off (an incast and a workload "
                                                                 "directory given)")
+    parser.add_argument("--no-tradeoff", action="store_true",
+                        help="leave the trade-off out of a page (with --markdown: its incast and workload runs are "
+                             "of different fabrics)")
     parser.add_argument("--tradeoff-plot", metavar="FILE", help="draw the trade-off (an incast and a workload "
                                                                 "directory given) to FILE, a PNG")
     return parser
@@ -666,7 +673,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--validate: expected MININET_DIR=SIM_DIR")
         written = (page(args.directories, args.title, relative_to, args.each,
                         [(emulated, simulation) for emulated, simulation in validations], not args.no_plots,
-                        args.tradeoff_plot)
+                        args.tradeoff_plot, not args.no_tradeoff)
                    if args.markdown else text(args.directories, args.tradeoff_plot, args.tradeoff))
     except (OSError, ValueError, KeyError) as exc:
         print(f"report: {exc}", file=sys.stderr)
