@@ -431,11 +431,7 @@ def main_simulate_workload(config: sim_workload.SimWorkloadConfig) -> int:
     progress.close()
     if outcome.runs or outcome.failures:
         print(workload.summary_table(outcome.runs, outcome.failures))
-    for failure in outcome.failures:
-        print(failure.note(), file=sys.stderr)
-    if summary:
-        print(f"results: {summary}, {os.path.join(config.out, 'results.db')}, plots in {config.out}")
-    return 1 if outcome.failures or not outcome.runs else 0
+    return report_failures_and_results(outcome, summary, config.out)
 
 
 def main_simulate(config: sim_incast.SimConfig) -> int:
