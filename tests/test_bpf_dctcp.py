@@ -13,8 +13,9 @@ import pytest
 from otcp import bpf as otcp_bpf
 from otcp.bpf.dctcp import available_congestion_controls, unregister_leftover
 from otcp.bpf.objects import PIN_ROOT
-from otcp.experiments.kernel.testbed import Testbed, finish
+from otcp.experiments.kernel.testbed import finish
 from support.privileges import needs_root
+from support.testbeds import deleted_after
 
 pytestmark = pytest.mark.root
 
@@ -39,11 +40,8 @@ def cc():
 @pytest.fixture
 @needs_root
 def testbed():
-    bed = Testbed(RATE_MBIT, BUFFER)
-    yield bed
-    bed.delete()
-    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    assert bed.sender not in names and bed.receiver not in names
+    with deleted_after(RATE_MBIT, BUFFER) as bed:
+        yield bed
 
 
 def connection_line(ss_output, peer):

@@ -3,7 +3,6 @@ synthetic packets, and the otcp_bpf package's loading, layout and errors.
 Needs root and the BPF toolchain (scripts/bootstrap.sh); runs for real."""
 
 import itertools
-import json
 import os
 import signal
 import struct
@@ -18,6 +17,7 @@ from otcp import bpf as otcp_bpf
 from otcp.bpf.build import object_path
 from otcp.bpf.marker import CONFIG, QUEUE, Marker, MarkerConfig, MarkerCounters
 from otcp.bpf.objects import BPF_F_LOCK, PIN_ROOT, load_pinned, unpin_stale
+from support.btf import btf_struct
 from support.privileges import needs_root
 
 ETH = b"\x02" * 6 + b"\x04" * 6
@@ -189,15 +189,6 @@ def test_reset_empties_the_queue(marker):
     marker.reset()
     assert marker.counters() == MarkerCounters.unpack(bytes(QUEUE.size))
     assert ecn_of(marker.test_run(ipv4(ECT0))[1]) == ECT0
-
-
-def btf_struct(obj, name):
-    dumped = json.loads(subprocess.run(["bpftool", "-j", "btf", "dump", "file", str(obj)], capture_output=True,
-                                       text=True, check=True).stdout)
-    for entry in dumped["types"]:
-        if entry.get("kind") == "STRUCT" and entry.get("name") == name:
-            return entry
-    raise AssertionError(f"{name} not in {obj}")
 
 
 def test_python_layouts_match_the_programs_btf(built):

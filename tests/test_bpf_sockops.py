@@ -37,14 +37,15 @@ from otcp.bpf.sockops import (
     netns_cookie,
 )
 from otcp.experiments.kernel.firstconn import PORT, PREFIX, one_connection, receiver_set, sender_set, ss_sample
-from otcp.experiments.kernel.testbed import Testbed
 from otcp.wire import framing, messages
 from otcp.wire.paramset import RouteParams
 from support.agents import RacedRouteTable
+from support.btf import btf_struct
 from support.channel import AgentProcess, Controller, wait_for
 from support.fresh_machine import mounts, run_fresh
 from support.privileges import needs_root
 from support.routes import route
+from support.testbeds import deleted_after
 
 RATE_MBIT = 20
 BUFFER = 85000
@@ -111,15 +112,6 @@ def test_a_route_becomes_what_the_program_sets():
     assert enforced_for(made("10.0.0.2/32", initcwnd=10, cwnd_clamp=None)) == Enforced(0, 10, 14_000, 0)
     # A pacing rate (bytes/s) where the set carries one.
     assert enforced_for(made("10.0.0.2/32", pacing_rate=3_000_000)).pacing_rate == 3_000_000
-
-
-def btf_struct(obj, name):
-    dumped = json.loads(subprocess.run(["bpftool", "-j", "btf", "dump", "file", str(obj)], capture_output=True,
-                                       text=True, check=True).stdout)
-    for entry in dumped["types"]:
-        if entry.get("kind") == "STRUCT" and entry.get("name") == name:
-            return entry
-    raise AssertionError(f"{name} not in {obj}")
 
 
 def test_python_layouts_match_the_programs_btf(built):
@@ -383,11 +375,8 @@ def test_a_killed_user_is_pruned_with_its_entries(host):
 @pytest.fixture
 @needs_root
 def bed():
-    testbed = Testbed(RATE_MBIT, BUFFER, prefix=PREFIX)
-    yield testbed
-    testbed.delete()
-    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    assert testbed.sender not in names and testbed.receiver not in names
+    with deleted_after(RATE_MBIT, BUFFER, prefix=PREFIX) as testbed:
+        yield testbed
 
 
 def agents(bed, tmp_path, mode):
@@ -499,11 +488,8 @@ PACING_RATE = 2_000_000  # bytes/s: 16 Mb/s on a 100 Mb/s bottleneck
 @pytest.fixture
 @needs_root
 def fast_bed():
-    testbed = Testbed(PACED_RATE_MBIT, BUFFER, prefix=PREFIX)
-    yield testbed
-    testbed.delete()
-    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    assert testbed.sender not in names and testbed.receiver not in names
+    with deleted_after(PACED_RATE_MBIT, BUFFER, prefix=PREFIX) as testbed:
+        yield testbed
 
 
 def paced_set(bed, generation, pacing_rate):

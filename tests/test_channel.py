@@ -31,7 +31,7 @@ from os_ken.lib import hub
 
 from otcp.wire import framing, limits, messages
 from support.agents import otcp_agent
-from support.channel import AgentProcess, Controller, GreenPeer, wait_for
+from support.channel import AgentProcess, Controller, GreenPeer, agent_under_controller, wait_for
 from support.namespaces import expected
 from support.routes import route, set_for
 
@@ -43,11 +43,7 @@ ROUTES_ONLY = {"mode": "routes", "reason": None}
 
 @pytest.mark.root
 def test_push_apply_ack(ns, tmp_path, cleanup):
-    controller = Controller(netns=ns.name)
-    cleanup.append(controller)
-    controller.publish("10.77.0.1", set_for(1, "10.77.0.2/32", "10.88.0.5/32"))
-    agent = AgentProcess(ns, controller.port, tmp_path)
-    cleanup.append(agent)
+    controller, agent = agent_under_controller(ns, tmp_path, cleanup, set_for(1, "10.77.0.2/32", "10.88.0.5/32"))
     wait_for(lambda: controller.acked(1), "the ack of generation 1")
     host_ip, generation, results = controller.acks[0]
     assert (host_ip, generation) == ("10.77.0.1", 1)
@@ -73,11 +69,8 @@ def test_push_apply_ack(ns, tmp_path, cleanup):
 
 @pytest.mark.root
 def test_the_real_agent_applies_a_delta_against_its_acked_generation(ns, tmp_path, cleanup):
-    controller = Controller(netns=ns.name)
-    cleanup.append(controller)
-    controller.publish("10.77.0.1", set_for(1, "10.77.0.2/32", "10.77.0.3/32", "10.88.0.5/32"))
-    agent = AgentProcess(ns, controller.port, tmp_path)
-    cleanup.append(agent)
+    controller, agent = agent_under_controller(ns, tmp_path, cleanup,
+                                               set_for(1, "10.77.0.2/32", "10.77.0.3/32", "10.88.0.5/32"))
     wait_for(lambda: controller.acked(1), "the ack of generation 1")
     changed = set_for(2, "10.77.0.2/32", "10.88.0.5/32")
     changed["routes"].append(route("10.77.0.3/32", initcwnd=4, cwnd_clamp=None))
@@ -101,11 +94,8 @@ def test_publish_validates_before_anything_is_sent(cleanup):
 
 @pytest.mark.root
 def test_wrong_secret_is_refused(ns, tmp_path, cleanup):
-    controller = Controller(netns=ns.name)
-    cleanup.append(controller)
-    controller.publish("10.77.0.1", set_for(1, "10.77.0.2/32"))
-    agent = AgentProcess(ns, controller.port, tmp_path, secret=b"not-the-secret-at-all")
-    cleanup.append(agent)
+    controller, agent = agent_under_controller(ns, tmp_path, cleanup,
+                                               set_for(1, "10.77.0.2/32"), secret=b"not-the-secret-at-all")
     wait_for(lambda: sum("authentication failed: wrong secret" in line for line in controller.log.lines) >= 2,
              "two refused attempts (the agent retries)")
     assert controller.acks == [] and controller.agents == []
@@ -135,11 +125,7 @@ def test_agent_reconnects_and_keeps_its_routes_meanwhile(ns, tmp_path, cleanup):
 
 @pytest.mark.root
 def test_restarted_agent_reapplies_its_state_before_the_controller_answers(ns, tmp_path, cleanup):
-    controller = Controller(netns=ns.name)
-    cleanup.append(controller)
-    controller.publish("10.77.0.1", set_for(4, "10.77.0.2/32", "10.77.0.3/32"))
-    agent = AgentProcess(ns, controller.port, tmp_path)
-    cleanup.append(agent)
+    controller, agent = agent_under_controller(ns, tmp_path, cleanup, set_for(4, "10.77.0.2/32", "10.77.0.3/32"))
     wait_for(lambda: controller.acked(4), "the ack of generation 4")
     applied = ns.otcp_routes()
     assert agent.stop() == 0
@@ -162,11 +148,9 @@ def scrape(ns, port):
 
 @pytest.mark.root
 def test_agent_metrics_follow_the_channel(ns, tmp_path, cleanup):
-    controller = Controller(netns=ns.name)
-    cleanup.append(controller)
-    controller.publish("10.77.0.1", set_for(4, "10.77.0.2/32", "10.77.0.3/32"))
-    agent = AgentProcess(ns, controller.port, tmp_path, extra=["--metrics", "127.0.0.1:9464"])
-    cleanup.append(agent)
+    controller, agent = agent_under_controller(ns, tmp_path, cleanup,
+                                               set_for(4, "10.77.0.2/32", "10.77.0.3/32"),
+                                               extra=["--metrics", "127.0.0.1:9464"])
     wait_for(lambda: controller.acked(4), "the ack of generation 4")
     wait_for(lambda: "otcp_agent_connected 1.0" in scrape(ns, 9464), "the agent's metrics")
     page = scrape(ns, 9464)
@@ -257,11 +241,8 @@ def test_a_set_whose_lease_runs_out_lapses_to_its_safe_state_and_a_new_set_resto
 @pytest.mark.root
 def test_agent_reports_round_trips_to_its_destinations(ns, tmp_path, cleanup):
     ns.ip("addr", "add", "10.77.0.2/32", "dev", "v1")  # answers the agent's probe with a RST
-    controller = Controller(netns=ns.name)
-    cleanup.append(controller)
-    controller.publish("10.77.0.1", set_for(4, "10.77.0.2/32"))
-    agent = AgentProcess(ns, controller.port, tmp_path, extra=["--rtt-interval", "0.3"])
-    cleanup.append(agent)
+    controller, agent = agent_under_controller(ns, tmp_path, cleanup,
+                                               set_for(4, "10.77.0.2/32"), extra=["--rtt-interval", "0.3"])
     wait_for(lambda: controller.rtts, "a round-trip report")
     _, host_ip, round_trips = controller.rtts[0]  # seconds, as the controller holds them
     assert host_ip == "10.77.0.1"

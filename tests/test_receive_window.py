@@ -19,8 +19,9 @@ import time
 
 import pytest
 
-from otcp.experiments.kernel.testbed import IFB, Testbed
+from otcp.experiments.kernel.testbed import IFB
 from support.privileges import needs_root
+from support.testbeds import deleted_after
 
 pytestmark = pytest.mark.root
 
@@ -49,16 +50,13 @@ while left:
 @pytest.fixture
 @needs_root
 def bed():
-    testbed = Testbed(RATE_MBIT, BUFFER, prefix="otcpw")
-    server = subprocess.Popen(["nsenter", f"--net=/run/netns/{testbed.sender}", sys.executable, "-m",
-                               "otcp.experiments.hostprogs.flow_server", "--port", str(PORT), "--cc", "cubic"],
-                              stdout=subprocess.PIPE, text=True)
-    testbed.processes.append(server)
-    assert server.stdout.readline().strip() == f"listening {PORT}"
-    yield testbed
-    testbed.delete()
-    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    assert testbed.sender not in names and testbed.receiver not in names
+    with deleted_after(RATE_MBIT, BUFFER, prefix="otcpw") as testbed:
+        server = subprocess.Popen(["nsenter", f"--net=/run/netns/{testbed.sender}", sys.executable, "-m",
+                                   "otcp.experiments.hostprogs.flow_server", "--port", str(PORT), "--cc", "cubic"],
+                                  stdout=subprocess.PIPE, text=True)
+        testbed.processes.append(server)
+        assert server.stdout.readline().strip() == f"listening {PORT}"
+        yield testbed
 
 
 def backlog_while(bed, argv):

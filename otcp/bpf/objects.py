@@ -66,7 +66,8 @@ def pin_dir(name: str) -> Path:
     return pin_root() / f"{name}-pid{os.getpid()}"
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one this process may not signal counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -86,7 +87,7 @@ def unpin_stale() -> list[Path]:
     removed = []
     for path in sorted(root.iterdir()):
         found = re.fullmatch(r".+-pid(\d+)", path.name)
-        if path.is_dir() and found and not _alive(int(found.group(1))):
+        if path.is_dir() and found and not process_alive(int(found.group(1))):
             unpin(path)
             removed.append(path)
     return removed

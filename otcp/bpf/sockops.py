@@ -51,7 +51,7 @@ from typing import Any, TextIO
 from otcp.bpf.build import build, object_path
 from otcp.bpf.errors import BpfUnavailable, run
 from otcp.bpf.machine import bpffs, cgroup2_root, outer
-from otcp.bpf.objects import PIN_ROOT, PinnedMap, close_at_exit, closed, load_pinned_at, unpin
+from otcp.bpf.objects import PIN_ROOT, PinnedMap, close_at_exit, closed, load_pinned_at, process_alive, unpin
 from otcp.wire.paramset import RouteParams
 
 OBJECT = "otcp_sockops"
@@ -453,13 +453,7 @@ def _users_dir() -> Path:
 
 def _alive(user: str) -> bool:
     """Whether the process of a registry name (PID-N) lives."""
-    try:
-        os.kill(int(user.split("-")[0]), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return process_alive(int(user.split("-")[0]))
 
 
 def _user_cookies(user: str) -> list[int]:

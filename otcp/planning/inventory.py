@@ -140,10 +140,7 @@ class Inventory:
 def load(path: str) -> Inventory:
     """Read and validate the inventory at path; raise InventoryError."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            document = validation.load_yaml(handle.read(), path)
-    except FileNotFoundError:
-        raise InventoryError(f"{path}: no such file") from None
+        document = validation.load_yaml_file(path)
     except OSError as exc:
         raise InventoryError(f"{path}: cannot read: {exc.strerror}") from None
     except validation.ValidationError as error:

@@ -220,6 +220,17 @@ def load_yaml(text: str, where: str = "input", max_depth: int = MAX_JSON_DEPTH) 
         raise ValidationError(where, f"YAML syntax error{at}: {problem}") from None
 
 
+def load_yaml_file(path: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Read and parse the YAML file at path (load_yaml); a missing file is a ValidationError
+    naming it. Other OSErrors (the file cannot be read) propagate."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        raise ValidationError(path, "no such file") from None
+    return load_yaml(text, path, max_depth)
+
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed")
 

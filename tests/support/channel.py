@@ -123,6 +123,18 @@ class AgentProcess:
         return self.process.returncode
 
 
+def agent_under_controller(ns, tmp_path, cleanup, param_set, **agent_options):
+    """(controller, agent): a Controller listening in the namespace ns that has published param_set
+    for the namespace's address (support.namespaces: 10.77.0.1), and the real agent started there
+    with agent_options (AgentProcess's); cleanup stops both."""
+    controller = Controller(netns=ns.name)
+    cleanup.append(controller)
+    controller.publish("10.77.0.1", param_set)
+    agent = AgentProcess(ns, controller.port, tmp_path, **agent_options)
+    cleanup.append(agent)
+    return controller, agent
+
+
 class GreenPeer:
     """A hand-driven agent connection on a green thread, cooperative with the hub: it speaks the
     real protocol, or misbehaves as its caller makes it. source: the loopback address it connects from."""

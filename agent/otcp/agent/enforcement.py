@@ -22,10 +22,12 @@ import json
 import logging
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from otcp.agent.routes import ApplyError
 from otcp.bpf.errors import BpfUnavailable
+from otcp.bpf.objects import process_alive
 from otcp.bpf.sockops import Enforced, SockOpsEnforcer, enforced_for, netns_cookie
 from otcp.wire import messages
 from otcp.wire.messages import RouteResult
@@ -45,20 +47,22 @@ class EnforcementError(Exception):
     """The program's map refused the new set; its previous set is live."""
 
 
+@dataclass(eq=False)
 class Enforcement:
     """One agent's enforcement: the mode, the reason for routes alone, and
-    the host's entries in the machine's sock_ops program."""
+    the host's entries in the machine's sock_ops program. cookie: the network
+    namespace's cookie, which keys its entries in the program's map
+    (NO_COOKIE with routes alone). Made, it writes its status for ``show``
+    (where status_path is given)."""
 
-    def __init__(self, mode: Mode, reason: str | None, enforcer: SockOpsEnforcer | None = None,
-                 cookie: int = NO_COOKIE, netns: str | None = None, status_path: str | None = None) -> None:
-        """cookie: the network namespace's cookie, which keys its entries in the program's map
-        (NO_COOKIE with routes alone)."""
-        self.mode = mode
-        self.reason = reason
-        self.enforcer = enforcer
-        self.cookie = cookie
-        self.netns = netns
-        self.status_path = status_path
+    mode: Mode
+    reason: str | None
+    enforcer: SockOpsEnforcer | None = None
+    cookie: int = NO_COOKIE
+    netns: str | None = None
+    status_path: str | None = None
+
+    def __post_init__(self) -> None:
         self._write_status()
 
     @classmethod
@@ -183,7 +187,7 @@ def shown_enforcement(state_path: str, netns: str | None = None) -> dict[str, An
     report: dict[str, Any]
     if status is None:
         report = {"mode": "routes", "reason": "no otcp-agent run is enforcing in this namespace"}
-    elif not _alive(status.get("pid")):
+    elif not isinstance(status.get("pid"), int) or not process_alive(status["pid"]):
         report = {"mode": "routes",
                   "reason": f"the otcp-agent run that enforced (pid {status.get('pid')}) is gone; "
                             "otcp-agent revert or python -m otcp.bpf cleanup removes what it left"}
@@ -213,18 +217,6 @@ def _entry(prefix: str, enforced: Enforced, applied: int) -> dict[str, Any]:
     return {"dst": prefix, "cwnd_clamp": enforced.cwnd_clamp or None, "initcwnd": enforced.initcwnd or None,
             "rto_min_us": enforced.rto_min_us or None, "pacing_rate": enforced.pacing_rate or None,
             "connections": applied}
-
-
-def _alive(pid: object) -> bool:
-    if not isinstance(pid, int):
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _nothing() -> None:

@@ -431,11 +431,7 @@ def main_simulate_workload(config: sim_workload.SimWorkloadConfig) -> int:
     progress.close()
     if outcome.runs or outcome.failures:
         print(workload.summary_table(outcome.runs, outcome.failures))
-    for failure in outcome.failures:
-        print(failure.note(), file=sys.stderr)
-    if summary:
-        print(f"results: {summary}, {os.path.join(config.out, 'results.db')}, plots in {config.out}")
-    return 1 if outcome.failures or not outcome.runs else 0
+    return report_failures_and_results(outcome, summary, config.out)
 
 
 def main_simulate(config: sim_incast.SimConfig) -> int:
@@ -463,11 +459,17 @@ def main_simulate(config: sim_incast.SimConfig) -> int:
     progress.close()
     if sweep.runs or sweep.failures:
         print(sim_incast.summary_table(sweep.runs, sweep.failures))
-    for failure in sweep.failures:
+    return report_failures_and_results(sweep, summary, config.out)
+
+
+def report_failures_and_results(outcome: results.Outcome, summary: str | None, out: str) -> int:
+    """Print each failed run's note (stderr) and where the results are; return the exit status:
+    1 if any run failed or none ran, else 0."""
+    for failure in outcome.failures:
         print(failure.note(), file=sys.stderr)
     if summary:
-        print(f"results: {summary}, {os.path.join(config.out, 'results.db')}, plots in {config.out}")
-    return 1 if sweep.failures or not sweep.runs else 0
+        print(f"results: {summary}, {os.path.join(out, 'results.db')}, plots in {out}")
+    return 1 if outcome.failures or not outcome.runs else 0
 
 
 def first_line(text: str | None) -> str:
@@ -761,11 +763,7 @@ def main_incast(config: incast.IncastConfig) -> int:
         print(f"unexplained losses in {len(flagged)} run(s): "
               + ", ".join(f"{f['scheme']} n={f['senders']} buf={f['buffer_bytes']}: {f['unexplained']}"
                           for f in flagged), file=sys.stderr)
-    for failure in sweep.failures:
-        print(failure.note(), file=sys.stderr)
-    if summary:
-        print(f"results: {summary}, {os.path.join(config.out, 'results.db')}, plots in {config.out}")
-    return 1 if sweep.failures or not sweep.runs else 0
+    return report_failures_and_results(sweep, summary, config.out)
 
 
 def main_shell(args: argparse.Namespace, command: list[str]) -> int:
@@ -828,11 +826,7 @@ def main_workload(config: workload.WorkloadConfig) -> int:
     summary, outcome = ran
     if outcome.runs or outcome.failures:
         print(workload.summary_table(outcome.runs, outcome.failures))
-    for failure in outcome.failures:
-        print(failure.note(), file=sys.stderr)
-    if summary:
-        print(f"results: {summary}, {os.path.join(config.out, 'results.db')}, plots in {config.out}")
-    return 1 if outcome.failures or not outcome.runs else 0
+    return report_failures_and_results(outcome, summary, config.out)
 
 
 def main_calibrate(config: calibrate.CalibrationConfig) -> int:

@@ -91,13 +91,10 @@ def run_fairness(config: FairnessConfig, progress: Progress) -> dict[str, Any]:
     """Run every scheme; write OUT/fairness.json and the plots; return the document."""
     os.makedirs(config.out, exist_ok=True)
     code = results.code_version()
-    catalogue = schemes.catalogue(config.fine_rto_ms)
     registered = contextlib.ExitStack()
     outcome = Outcome()
     try:
-        runnable, outcome.unavailable = schemes.plan(config.schemes, config.forwarding, catalogue, registered)
-        for entry in outcome.unavailable:
-            progress.message(f"scheme {entry.scheme} unavailable: {entry.reason}")
+        runnable = schemes.plan_experiment(config, outcome, progress, registered)
         progress.total = len(runnable)
         run_network(config, progress, runnable, outcome)
     finally:

@@ -98,14 +98,12 @@ def run_sweep(config: IncastConfig, progress: Progress) -> tuple[str | None, Swe
     """Run the whole sweep; return (summary path or None, SweepResult)."""
     os.makedirs(config.out, exist_ok=True)
     code = results.code_version()
-    catalogue = schemes.catalogue(config.fine_rto_ms)
     registered = contextlib.ExitStack()
     sweep = SweepResult()
-    runnable, sweep.unavailable = schemes.plan(config.schemes, config.forwarding, catalogue, registered)
+    runnable = schemes.plan_experiment(config, sweep, progress, registered)
     store = results.ResultStore(os.path.join(config.out, "results.db"), dataclasses.asdict(config))
     for entry in sweep.unavailable:
         store.add_unavailable(entry)
-        progress.message(f"scheme {entry.scheme} unavailable: {entry.reason}")
     progress.total = len(config.buffers) * len(config.senders) * len(runnable)
     try:
         for buffer_bytes in config.buffers:
@@ -114,10 +112,7 @@ def run_sweep(config: IncastConfig, progress: Progress) -> tuple[str | None, Swe
     finally:
         registered.close()
         store.close()
-        summary = None
-        if sweep.ceilings:
-            summary = results.write_summary(config.out, sweep, code, config.command)
-            draw_plots(config.out, sweep)
+        summary = results.write_summary_and_plots(config.out, sweep, code, config.command, draw_plots)
     return summary, sweep
 
 

@@ -538,13 +538,10 @@ def run_workload(config: WorkloadConfig, progress: Progress) -> tuple[str | None
     """Run every buffer's fabric, point and scheme; return (summary path or None, outcome)."""
     os.makedirs(config.out, exist_ok=True)
     code = results.code_version()
-    catalogue = schemes.catalogue(config.fine_rto_ms)
     registered = contextlib.ExitStack()
     outcome = WorkloadOutcome()
-    runnable, outcome.unavailable = schemes.plan(config.schemes, config.forwarding, catalogue, registered)
+    runnable = schemes.plan_experiment(config, outcome, progress, registered)
     store = Store(os.path.join(config.out, "results.db"), dataclasses.asdict(config))
-    for entry in outcome.unavailable:
-        progress.message(f"scheme {entry.scheme} unavailable: {entry.reason}")
     progress.total = len(config.buffers) * len(config.points()) * len(runnable)
     try:
         for buffer_bytes in config.buffers:

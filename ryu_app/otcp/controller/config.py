@@ -238,10 +238,7 @@ class ConfigError(ValueError):
 def load(path: str) -> ControllerConfig:
     """Read the configuration at path, fill in defaults and validate it."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            document = validation.load_yaml(handle.read(), path)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
+        document = validation.load_yaml_file(path)
     except validation.ValidationError as error:
         raise ConfigError(str(error)) from None
     return validate(document or {}, path)

@@ -59,7 +59,7 @@ import sqlite3
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from otcp.experiments.analysis import stats
 
@@ -512,6 +512,21 @@ def write_summary(out_dir: str, outcome: Outcome, code_at_start: dict[str, Any],
                 **provenance(code_at_start, command)}
     check_summary(document, fields)
     return write_json(os.path.join(out_dir, "summary.json"), document)
+
+
+OutcomeT = TypeVar("OutcomeT", bound=Outcome)
+
+
+def write_summary_and_plots(out_dir: str, outcome: OutcomeT, code_at_start: dict[str, Any], command: Sequence[str],
+                            draw_plots: Callable[[str, OutcomeT], None],
+                            fields: Mapping[str, Any] | None = None) -> str | None:
+    """Where anything was measured (a ceiling sample): write_summary, then draw_plots(out_dir,
+    outcome); return the summary's path, else None."""
+    if not outcome.ceilings:
+        return None
+    summary = write_summary(out_dir, outcome, code_at_start, command, fields)
+    draw_plots(out_dir, outcome)
+    return summary
 
 
 def write_routes(out_dir: str, scheme: str, host: str, heading: str, text: str) -> str:

@@ -21,15 +21,13 @@ It prints "listening <port>" once ready, then runs until killed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import socket
 import struct
 import sys
 import threading
 
-from otcp.experiments.hostprogs.common import set_congestion_control
-from otcp.experiments.hostprogs.incast_server import read_exactly
+from otcp.experiments.hostprogs.common import listen_and_serve, read_exactly, set_congestion_control
 
 REQUEST = struct.Struct("!QQ")
 #: The size that asks for a stream until the client closes.
@@ -93,28 +91,9 @@ def serve(conn: socket.socket, cc: str, payload: memoryview, reporter: Reporter)
 
 def main(argv: list[str] | None = None) -> int:
     """Listen and serve every connection in a thread of its own."""
-    parser = argparse.ArgumentParser(prog="flow_server", description=__doc__.split("\n")[0])
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--bind", default="0.0.0.0")
-    parser.add_argument("--cc", default="cubic", help="congestion control for every socket")
-    args = parser.parse_args(argv)
-    if not 1 <= args.port <= 65535:
-        parser.error(f"--port: {args.port} is not a TCP port")
     payload = memoryview(b"\x5a" * SEND_CHUNK)
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        set_congestion_control(listener, args.cc)
-    except OSError as exc:
-        print(f"flow_server: cannot use congestion control {args.cc!r}: {exc}", file=sys.stderr)
-        return 2
-    listener.bind((args.bind, args.port))
-    listener.listen(4096)
     reporter = Reporter()
-    print(f"listening {args.port}", flush=True)
-    while True:
-        conn, _ = listener.accept()
-        threading.Thread(target=serve, args=(conn, args.cc, payload, reporter), daemon=True).start()
+    return listen_and_serve("flow_server", __doc__, 4096, lambda conn, cc: serve(conn, cc, payload, reporter), argv)
 
 
 if __name__ == "__main__":

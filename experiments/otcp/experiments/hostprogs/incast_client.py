@@ -58,13 +58,20 @@ class Flow:
         self.duration: float | None = None
 
 
-def open_connection(address: str, port: int, cc: str, window: int | None = None) -> socket.socket:
-    """A non-blocking socket with connect() under way to address:port (its receive window held to
-    window bytes, if given)."""
+def client_socket(cc: str, window: int | None) -> socket.socket:
+    """An unconnected TCP socket with congestion control cc (its receive window held to window
+    bytes, if given)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     set_congestion_control(sock, cc)
     if window is not None:
         hold_receive_window(sock, window)
+    return sock
+
+
+def open_connection(address: str, port: int, cc: str, window: int | None = None) -> socket.socket:
+    """A non-blocking socket with connect() under way to address:port (its receive window held to
+    window bytes, if given)."""
+    sock = client_socket(cc, window)
     sock.setblocking(False)
     sock.connect_ex((address, port))
     return sock
@@ -173,10 +180,7 @@ def connect_persistent(servers: list[str], port: int, cc: str, timeout: float,
     """One connected, non-blocking socket per server (each receive window held to window bytes, if given)."""
     sockets = []
     for address in servers:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        set_congestion_control(sock, cc)
-        if window is not None:
-            hold_receive_window(sock, window)
+        sock = client_socket(cc, window)
         sock.settimeout(timeout)
         sock.connect((address, port))
         sock.setblocking(False)

@@ -17,29 +17,15 @@ killed.
 
 from __future__ import annotations
 
-import argparse
 import socket
 import struct
 import sys
-import threading
 
-from otcp.experiments.hostprogs.common import set_congestion_control
+from otcp.experiments.hostprogs.common import listen_and_serve, read_exactly, set_congestion_control
 
 REQUEST = struct.Struct("!Q")
 MAX_BLOCK_BYTES = 1 << 30
 SEND_CHUNK = 1 << 20
-
-
-def read_exactly(sock: socket.socket, size: int) -> bytes:
-    """size bytes from sock, or b'' if the peer closed first."""
-    parts, remaining = [], size
-    while remaining:
-        chunk = sock.recv(remaining)
-        if not chunk:
-            return b""
-        parts.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(parts)
 
 
 def serve_connection(conn: socket.socket, cc: str, payload: memoryview) -> None:
@@ -63,27 +49,9 @@ def serve_connection(conn: socket.socket, cc: str, payload: memoryview) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Listen and serve every connection in a thread of its own."""
-    parser = argparse.ArgumentParser(prog="incast_server", description=__doc__.split("\n")[0])
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--bind", default="0.0.0.0")
-    parser.add_argument("--cc", default="cubic", help="congestion control for every socket")
-    args = parser.parse_args(argv)
-    if not 1 <= args.port <= 65535:
-        parser.error(f"--port: {args.port} is not a TCP port")
     payload = memoryview(b"\x5a" * SEND_CHUNK)
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        set_congestion_control(listener, args.cc)
-    except OSError as exc:
-        print(f"incast_server: cannot use congestion control {args.cc!r}: {exc}", file=sys.stderr)
-        return 2
-    listener.bind((args.bind, args.port))
-    listener.listen(1024)
-    print(f"listening {args.port}", flush=True)
-    while True:
-        conn, _ = listener.accept()
-        threading.Thread(target=serve_connection_safely, args=(conn, args.cc, payload), daemon=True).start()
+    return listen_and_serve("incast_server", __doc__, 1024,
+                            lambda conn, cc: serve_connection_safely(conn, cc, payload), argv)
 
 
 def serve_connection_safely(conn: socket.socket, cc: str, payload: memoryview) -> None:

@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from typing import TYPE_CHECKING
 
 from otcp import bpf as otcp_bpf
 from otcp.bpf import CC_NAME as DCTCP_CC
-from otcp.experiments.analysis.results import Unavailable
+from otcp.experiments.analysis.results import Outcome, Unavailable
 from otcp.experiments.runner.agents import agent_unavailable_reason
+
+if TYPE_CHECKING:  # runner.config imports this module
+    from otcp.experiments.runner.config import ExperimentConfig
+    from otcp.experiments.runner.progress import Progress
 
 # Ge et al. compare 750 B packets against 1500 B ones.
 SMALL_PACKET_MTU = 750
@@ -135,3 +140,14 @@ def plan(names: list[str], forwarding: str, catalogue: dict[str, Scheme],
         else:
             runnable.append(scheme)
     return runnable, unavailable
+
+
+def plan_experiment(config: ExperimentConfig, outcome: Outcome, progress: Progress,
+                    registered: contextlib.ExitStack) -> list[Scheme]:
+    """The config's schemes that can run here (plan, from the catalogue at its fine_rto_ms); those
+    that cannot go to outcome.unavailable, each said to progress."""
+    runnable, outcome.unavailable = plan(config.schemes, config.forwarding, catalogue(config.fine_rto_ms),
+                                         registered)
+    for entry in outcome.unavailable:
+        progress.message(f"scheme {entry.scheme} unavailable: {entry.reason}")
+    return runnable

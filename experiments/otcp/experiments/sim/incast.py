@@ -243,10 +243,7 @@ def run_sweep(config: SimConfig, progress: Progress) -> tuple[str | None, SweepR
                 run_fabric(config, store, progress, sweep, buffer_bytes, senders, chosen)
     finally:
         store.close()
-        summary = None
-        if sweep.ceilings:
-            summary = results.write_summary(config.out, sweep, code, config.command, SIM_FIELDS)
-            draw_plots(config.out, sweep)
+        summary = results.write_summary_and_plots(config.out, sweep, code, config.command, draw_plots, SIM_FIELDS)
     return summary, sweep
 
 

@@ -22,8 +22,6 @@ import ipaddress
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from otcp.planning import formulas
 from otcp.wire.paramset import RouteParams
 
@@ -84,9 +82,7 @@ def static(rto_min_ms: int, rcv_window_bytes: int = 0) -> ConnSettings:
 
 def static_rwnd_bytes(rate_bps: float, rtt_s: float, buffer_bytes: float, senders: int,
                       mss_bytes: int = formulas.DEFAULT_MSS_BYTES) -> int:
-    """IMC 2024's static receive window: the fair share of the bottleneck's BDP plus its buffer,
-    (C x RTT + B) / N, in whole segments, at least one (formulas.max_window_bytes for one link)."""
+    """IMC 2024's static receive window (formulas.static_rwnd_bytes) for a bottleneck of rate_bps:
+    the fair share of its BDP plus its buffer, (C x RTT + B) / N, in whole segments, at least one."""
     capacity = formulas.capacity_bytes_per_s(rate_bps / 1e6)
-    share = float(formulas.max_window_bytes(np.array([capacity / senders]), np.array([buffer_bytes / senders]),
-                                            rtt_s))
-    return max(1, int(share // mss_bytes)) * mss_bytes
+    return int(formulas.static_rwnd_bytes(capacity, rtt_s, buffer_bytes, senders, mss_bytes))
