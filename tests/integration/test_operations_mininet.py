@@ -14,7 +14,9 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from otcp.controller import config as controller_config
 from otcp.experiments.runner.controller import wait_for
+from otcp.service import admin
 from support.emulations import AGENT_METRICS_PORT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -177,6 +179,7 @@ def test_a_reload_follows_the_inventory_without_reconnecting_and_a_bad_one_chang
         # controller gets the same line back in its status, and the running configuration stays.
         config_path = controller.config_path
         good_config = open(config_path).read()
+        socket_path = controller_config.load(config_path).admin.socket  # status --config reads the file
         with open(config_path, "a") as config:
             config.write("delay_window: -1\n")
         try:
@@ -184,7 +187,8 @@ def test_a_reload_follows_the_inventory_without_reconnecting_and_a_bad_one_chang
             assert refused.returncode == 2 and "delay_window" in refused.stderr and refused.stdout == ""
             pid = int(open(controller.database + ".lock").read())
             os.kill(pid, signal.SIGHUP)
-            live = wait_for(lambda: (s := status(controller))["reload"]["refused"] and s, 10, what="the refusal")
+            live = wait_for(lambda: (s := admin.read_status(socket_path))["reload"]["refused"] and s, 10,
+                            what="the refusal")
             assert "delay_window" in live["reload"]["refused"] and live["paths_generation"] == after["paths_generation"]
         finally:
             with open(config_path, "w") as config:
