@@ -109,13 +109,13 @@ class Sweep:
 
 
 def published_command(command: str) -> str:
-    """command with every absolute path into a results/ directory shown from results/ on, as a user
+    """command with every absolute path into a results/ directory shown from its last results/ on, as a user
     runs it from the checkout: where the machine that ran it kept its results is nobody else's concern."""
 
     def portable(word: str) -> str:
         flag, equals, value = word.rpartition("=") if word.startswith("--") else ("", "", word)
         if value.startswith("/") and "/results/" in value:
-            value = value[value.index("/results/") + 1:]
+            value = value[value.rindex("/results/") + 1:]
         return flag + equals + value
 
     return shlex.join(portable(word) for word in shlex.split(command))
