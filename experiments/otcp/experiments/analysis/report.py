@@ -73,6 +73,7 @@ from typing import Any
 from otcp.experiments.analysis import plots, workload_report
 from otcp.experiments.runner.schemes import DEFAULT_FINE_RTO_MS, catalogue
 from otcp.experiments.sim.schemes import catalogue as sim_catalogue
+from otcp.planning.formulas import Lossless
 
 Run = dict[str, Any]
 #: The plots a sweep may have drawn, in the order a page shows them, with what each shows.
@@ -229,14 +230,16 @@ def dctcp_findings(runs: Sequence[Run]) -> str:
 LOSSLESS_P99_TARGET = 1.2
 
 
-def lossless_targets(runs: Sequence[Run]) -> str:
+def lossless_targets(runs: Sequence[Run], queue_target_fraction: float = Lossless.queue_target_fraction) -> str:
     """Whether otcp-lossless's simulated runs met their targets at every sender count: 0 timeouts,
-    0 drops, p99 round completion within LOSSLESS_P99_TARGET of the ideal round ("" without such runs)."""
+    0 drops, p99 round completion within LOSSLESS_P99_TARGET of the ideal round ("" without such runs).
+    A miss carries the measured evidence of its reason: the spurious retransmissions (duplicate
+    segments at the receivers) beside the RTOs and drops, and the queue's peak and mean against the plan's queue target
+    (queue_target_fraction of the buffer)."""
     mine = sorted((r for r in runs if r["scheme"] == "otcp-lossless" and simulated(r)), key=lambda r: r["senders"])
     if not mine:
         return ""
-    missed = [f"{r['senders']} senders ({r['timeouts']} RTOs, {r['duplicate_segments']} duplicate segments at the "
-              f"receivers, {r['drops']} drops, p99 {r['fct_p99_ms'] / r['ideal_ms']:.2f}x)" for r in mine
+    missed = [lossless_miss(r, queue_target_fraction) for r in mine
               if r["timeouts"] or r["drops"] or r["fct_p99_ms"] > LOSSLESS_P99_TARGET * r["ideal_ms"]]
     worst = max(r["fct_p99_ms"] / r["ideal_ms"] for r in mine)
     if missed:
@@ -244,6 +247,17 @@ def lossless_targets(runs: Sequence[Run]) -> str:
                f"at {'; '.join(missed)}"
     return f"- otcp-lossless met its targets at every sender count ({', '.join(str(r['senders']) for r in mine)}): " \
            f"0 RTOs, 0 drops, p99 at most {worst:.2f}x the ideal"
+
+
+def lossless_miss(run: Run, queue_target_fraction: float) -> str:
+    """One missed sender count with its evidence: RTOs, duplicate segments at the receivers, drops, p99,
+    and the queue's peak and mean against the plan's queue target."""
+    target = run["buffer_bytes"] * queue_target_fraction
+    return (f"{run['senders']} senders ({run['timeouts']} RTOs, {run['duplicate_segments']} duplicate segments at "
+            f"the receivers (spurious retransmissions of segments that had arrived), {run['drops']} drops, "
+            f"p99 {run['fct_p99_ms'] / run['ideal_ms']:.2f}x; queue peak {run['peak_backlog_bytes']:,} B and mean "
+            f"{run['queue_mean_bytes']:,.0f} B against the plan's target {target:,.0f} B "
+            f"({queue_target_fraction:g} of the {run['buffer_bytes']:,} B buffer))")
 
 
 def cpu_use(run: Run) -> str:
