@@ -126,9 +126,20 @@ def test_otcp_losslesss_targets_are_judged_per_sender_count():
     assert "otcp-lossless met its targets at every sender count (100, 500): 0 RTOs, 0 drops, p99 at most 1.10x" \
         in report.lossless_targets(met)
     missed = met + [a_sim_run(scheme="otcp-lossless", senders=1000, timeouts=0, drops=3, fct_p99_ms=130.0)]
-    assert "missed its targets (0 RTOs, 0 drops, p99 within 1.2x the ideal) at 1000 senders (0 RTOs, 7 duplicate " \
-        "segments at the receivers, 3 drops, p99 1.30x)" in report.lossless_targets(missed)
+    assert "missed its targets (0 RTOs, 0 drops, p99 within 1.2x the ideal) at 1000 senders (0 RTOs, 7 spurious " \
+        "retransmissions (duplicate segments at the receivers), 3 drops, p99 1.30x; queue peak 84,000 B, mean " \
+        "20,500 B, the plan's target 21,250 B: 0.25 of the buffer)" in report.lossless_targets(missed)
+    assert "the plan's target 42,500 B: 0.5 of the buffer)" in report.lossless_targets(missed, lambda run: 0.5)
     assert report.lossless_targets([a_run(scheme="otcp-lossless")]) == ""
+
+
+def test_the_queue_target_is_the_commands_or_the_default():
+    def sweep(command):
+        return report.Sweep("d", {"command": command} if command else {})
+    assert sweep("otcp-experiment simulate incast --queue-target-fraction 0.5 --rounds 2").queue_target_fraction == 0.5
+    assert sweep("otcp-experiment simulate incast --queue-target-fraction=0.1").queue_target_fraction == 0.1
+    assert sweep("otcp-experiment simulate incast --rounds 2").queue_target_fraction == 0.25
+    assert sweep(None).queue_target_fraction == 0.25
 
 
 def test_a_fixed_block_per_round_is_one_table_across_sender_counts():

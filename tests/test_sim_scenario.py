@@ -106,3 +106,15 @@ def test_the_closed_loop_plans_a_lossless_run(tmp_path):
     # The plan's segment (the receiver's advmss) is what the senders sent: below 1448 B at 8 senders.
     assert run["packet_bytes"] < 1500
     assert run["peak_backlog_bytes"] <= 85000 * 0.25 + 8 * run["packet_bytes"]
+
+
+def test_established_receivers_take_the_quickack_of_a_new_plan(tmp_path):
+    # Persistent connections made under the idle fabric's plan (a window of several segments, delayed
+    # ACKs), then the poll's plan of 8 flows into a 20 000 B buffer: one segment per sender and quickack
+    # at the receiver. A receiver that kept delaying its ACKs would hold each one-segment window past
+    # the sender's RTO, whose retransmission arrives as a duplicate segment.
+    document, _ = sweep(tmp_path, schemes=["otcp-lossless"], senders=[8], sru_bytes=65536, bw_gbps=1.0,
+                        buffers=[20000], rounds=3, warmup_rounds=1, persistent=True, poll_interval_s=0.05)
+    (run,) = document["runs"]
+    assert run["duplicate_segments"] == 0
+    assert run["retransmissions"] <= run["drops"] + run["drops_other_buffers"] + run["sender_queue_drops"]

@@ -73,6 +73,7 @@ from typing import Any
 from otcp.experiments.analysis import plots, workload_report
 from otcp.experiments.runner.schemes import DEFAULT_FINE_RTO_MS, catalogue
 from otcp.experiments.sim.schemes import catalogue as sim_catalogue
+from otcp.planning.formulas import Lossless
 
 Run = dict[str, Any]
 #: The plots a sweep may have drawn, in the order a page shows them, with what each shows.
@@ -106,6 +107,17 @@ class Sweep:
         was recorded)."""
         recorded = self.document.get("command")
         return published_command(recorded) if recorded else None
+
+    @property
+    def queue_target_fraction(self) -> float:
+        """The otcp-lossless queue target its command gave (--queue-target-fraction), else the default."""
+        words = shlex.split(self.document.get("command") or "")
+        for index, word in enumerate(words):
+            if word == "--queue-target-fraction" and index + 1 < len(words):
+                return float(words[index + 1])
+            if word.startswith("--queue-target-fraction="):
+                return float(word.split("=", 1)[1])
+        return Lossless.queue_target_fraction
 
 
 def published_command(command: str) -> str:
@@ -229,14 +241,27 @@ def dctcp_findings(runs: Sequence[Run]) -> str:
 LOSSLESS_P99_TARGET = 1.2
 
 
-def lossless_targets(runs: Sequence[Run]) -> str:
+def default_queue_target(run: Run) -> float:
+    """The queue target of a run whose command is not at hand: the formulas' default fraction of the buffer."""
+    return Lossless.queue_target_fraction
+
+
+def queue_targets(origins: Mapping[int, Sweep]) -> Callable[[Run], float]:
+    """Each run's otcp-lossless queue target, from the command of its sweep (origins: by run id)."""
+    return lambda run: origins[id(run)].queue_target_fraction
+
+
+def lossless_targets(runs: Sequence[Run], queue_target_fraction: Callable[[Run], float] = default_queue_target
+                     ) -> str:
     """Whether otcp-lossless's simulated runs met their targets at every sender count: 0 timeouts,
-    0 drops, p99 round completion within LOSSLESS_P99_TARGET of the ideal round ("" without such runs)."""
+    0 drops, p99 round completion within LOSSLESS_P99_TARGET of the ideal round ("" without such runs).
+    A miss carries the measured evidence of its reason: the spurious retransmissions (duplicate
+    segments at the receivers) beside the RTOs and drops, and the queue's peak and mean against the plan's queue target
+    (queue_target_fraction(run) of the buffer: its command's)."""
     mine = sorted((r for r in runs if r["scheme"] == "otcp-lossless" and simulated(r)), key=lambda r: r["senders"])
     if not mine:
         return ""
-    missed = [f"{r['senders']} senders ({r['timeouts']} RTOs, {r['duplicate_segments']} duplicate segments at the "
-              f"receivers, {r['drops']} drops, p99 {r['fct_p99_ms'] / r['ideal_ms']:.2f}x)" for r in mine
+    missed = [lossless_miss(r, queue_target_fraction(r)) for r in mine
               if r["timeouts"] or r["drops"] or r["fct_p99_ms"] > LOSSLESS_P99_TARGET * r["ideal_ms"]]
     worst = max(r["fct_p99_ms"] / r["ideal_ms"] for r in mine)
     if missed:
@@ -244,6 +269,17 @@ def lossless_targets(runs: Sequence[Run]) -> str:
                f"at {'; '.join(missed)}"
     return f"- otcp-lossless met its targets at every sender count ({', '.join(str(r['senders']) for r in mine)}): " \
            f"0 RTOs, 0 drops, p99 at most {worst:.2f}x the ideal"
+
+
+def lossless_miss(run: Run, queue_target_fraction: float) -> str:
+    """One missed sender count with its evidence: RTOs, duplicate segments at the receivers, drops, p99,
+    and the queue's peak and mean against the plan's queue target."""
+    target = run["buffer_bytes"] * queue_target_fraction
+    return (f"{run['senders']} senders ({run['timeouts']} RTOs, {run['duplicate_segments']} spurious retransmissions "
+            f"(duplicate segments at the receivers), {run['drops']} drops, "
+            f"p99 {run['fct_p99_ms'] / run['ideal_ms']:.2f}x; queue peak {run['peak_backlog_bytes']:,} B, mean "
+            f"{run['queue_mean_bytes']:,.0f} B, the plan's target {target:,.0f} B: {queue_target_fraction:g} of the "
+            f"buffer)")
 
 
 def cpu_use(run: Run) -> str:
@@ -308,9 +344,11 @@ def workload_title(key: tuple[int, int]) -> str:
     return f"{size // 1024} KB per server" if kind == 0 else f"{size / 1e6:g} MB per round over the servers"
 
 
-def report(runs: Sequence[Run], made_by: MadeBy | None = None, heading: str = "") -> str:
+def report(runs: Sequence[Run], made_by: MadeBy | None = None, heading: str = "",
+           queue_target_fraction: Callable[[Run], float] = default_queue_target) -> str:
     """Every table and finding, per workload (each one's under heading + its size when heading
-    is given, as a page's sections); made_by: what follows each table (see table)."""
+    is given, as a page's sections); made_by: what follows each table (see table);
+    queue_target_fraction: each run's otcp-lossless queue target (see lossless_targets)."""
     parts = []
     for key in sorted({workload(r) for r in runs}):
         these = sorted((r for r in runs if workload(r) == key), key=lambda r: r["senders"])
@@ -319,7 +357,7 @@ def report(runs: Sequence[Run], made_by: MadeBy | None = None, heading: str = ""
             parts.append(f"{heading}{kb}")
         parts += [table([r for r in these if shown(r)], cell, f"{kb}: {title}", made_by)
                   for shown, cell, title in TABLES]
-        parts += [dctcp_findings(these), lossless_targets(these)]
+        parts += [dctcp_findings(these), lossless_targets(these, queue_target_fraction)]
     return "\n\n".join(p for p in parts if p)
 
 
@@ -404,7 +442,7 @@ def page(directories: Sequence[str], title: str, relative_to: str, each: bool = 
         if each:
             parts.append(f"## {os.path.basename(os.path.normpath(group[0].directory))}")
             heading = "### "
-        parts += [report(runs, commands_line(origins), heading=heading), failed_runs(group, runs),
+        parts += [report(runs, commands_line(origins), heading, queue_targets(origins)), failed_runs(group, runs),
                   plot_links(group, relative_to) if plots else ""]
     work_pairs = workload_report.merged_runs([(sweep.document, sweep) for sweep in work])
     work_runs = [run for run, _ in work_pairs]

@@ -9,7 +9,8 @@
 //   LinuxTcpSocket  per-connection settings as a Linux host takes them from its route toward the peer
 //                   (at connection set-up, as route metrics and the agent's BPF do), established
 //                   connections following a new clamp and pacing rate at their next RTT sample (as the
-//                   agent's BPF does at BPF_SOCK_OPS_RTT_CB), delayed ACKs with Linux's quick-ACK mode
+//                   agent's BPF does at BPF_SOCK_OPS_RTT_CB), the route's quickack read at every
+//                   segment received (as Linux reads it), delayed ACKs with Linux's quick-ACK mode
 //                   (at the start, after idleness, at a first CE mark, at a CWR), the restart of an idle
 //                   connection's window (tcp_slow_start_after_idle), and Linux's tail loss probe (TLP),
 //                   which with a duplicate-ACK threshold of one (RACK in a network that never reorders,
@@ -377,6 +378,9 @@ class LinuxTcpSocket : public TcpSocketBase
         m_follow = std::move(follow);
     }
 
+    //! How a connecting socket reads its route toward the peer after set-up (the route's quickack).
+    void SetRouteLookup(Lookup lookup) { m_lookup = std::move(lookup); }
+
     //! Take settings toward a peer: before Connect() (active) or when a connection is accepted.
     void Apply(const ConnSettings& s)
     {
@@ -522,6 +526,12 @@ class LinuxTcpSocket : public TcpSocketBase
         // "a retransmit ... force an immediate ack", then quick-ACK mode) are acknowledged at once, up
         // to half the receive window in segments, at most 16. After a spurious RTO the sender's window
         // is one segment, which a delayed ACK would otherwise hold past its next RTO, again and again.
+        if (m_lookup)
+        {
+            // Linux reads the route's quickack at every ACK it may delay (tcp_in_quickack_mode reads
+            // dst_metric(RTAX_QUICKACK)), so an established connection follows a changed route.
+            m_delAckMaxCount = m_lookup(m_peer).quickack ? 1 : 2;
+        }
         SequenceNumber32 end = header.GetSequenceNumber() + SequenceNumber32(p->GetSize());
         bool duplicate = p->GetSize() > 0 && end <= m_tcb->m_rxBuffer->NextRxSequence();
         m_counters[kDuplicateSegments] += duplicate ? 1 : 0;

@@ -699,7 +699,9 @@ Ptr<LinuxTcpSocket>
 Scenario::Client(uint32_t sender)
 {
     Ptr<LinuxTcpSocket> socket = LinuxTcpSocket::Make(m_nodes.Get(m_receiver), m_cc, m_ecn, m_jiffyUs, m_counters);
-    socket->Apply(m_tables[m_receiver].Get(m_hostAddress[sender]));
+    HostTable* table = &m_tables[m_receiver];
+    socket->Apply(table->Get(m_hostAddress[sender]));
+    socket->SetRouteLookup([table](Ipv4Address peer) { return table->Get(peer); });
     socket->Bind();
     socket->SetRecvCallback(MakeCallback(&Scenario::OnClientRecv, this));
     return socket;
@@ -916,7 +918,9 @@ Scenario::StartWorkFlow(uint32_t index)
 {
     WorkFlow& flow = m_work[index];
     Ptr<LinuxTcpSocket> socket = LinuxTcpSocket::Make(m_nodes.Get(flow.dst), m_cc, m_ecn, m_jiffyUs, m_counters);
-    socket->Apply(m_tables[flow.dst].Get(m_hostAddress[flow.src]));
+    HostTable* table = &m_tables[flow.dst];
+    socket->Apply(table->Get(m_hostAddress[flow.src]));
+    socket->SetRouteLookup([table](Ipv4Address peer) { return table->Get(peer); });
     socket->CountTimeoutsInto(&flow.timeouts);
     if (socket->Bind() != 0)
     {
