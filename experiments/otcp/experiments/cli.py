@@ -414,6 +414,22 @@ def simulate_workload_config_from_args(args: argparse.Namespace, parser: argpars
     return config
 
 
+def simulated(run: Callable[[Progress], T], out: str) -> tuple[int | None, T | None]:
+    """run(progress) under a progress bar; return (status, result): status None when it ran, 130 when
+    interrupted, 1 when the simulator failed, each said on stderr."""
+    progress = Progress(total=1)
+    try:
+        return None, run(progress)
+    except KeyboardInterrupt:
+        print(f"otcp-experiment: interrupted; completed runs are in {out}", file=sys.stderr)
+        return 130, None
+    except SimulationError as exc:
+        print(f"otcp-experiment: {exc}", file=sys.stderr)
+        return 1, None
+    finally:
+        progress.close()
+
+
 def main_simulate_workload(config: sim_workload.SimWorkloadConfig) -> int:
     """otcp-experiment simulate workload: 0 when every run finished, 1 if any failed, 2 no simulator."""
     try:
@@ -421,14 +437,10 @@ def main_simulate_workload(config: sim_workload.SimWorkloadConfig) -> int:
     except sim_build.SimulatorUnavailable as exc:
         print(f"otcp-experiment: {exc}", file=sys.stderr)
         return 2
-    progress = Progress(total=1)
-    try:
-        summary, outcome = sim_workload.run_workload(config, progress)
-    except KeyboardInterrupt:
-        progress.close()
-        print(f"otcp-experiment: interrupted; completed runs are in {config.out}", file=sys.stderr)
-        return 130
-    progress.close()
+    status, result = simulated(lambda progress: sim_workload.run_workload(config, progress), config.out)
+    if status is not None or result is None:
+        return 1 if status is None else status
+    summary, outcome = result
     if outcome.runs or outcome.failures:
         print(workload.summary_table(outcome.runs, outcome.failures))
     return report_failures_and_results(outcome, summary, config.out)
@@ -445,18 +457,10 @@ def main_simulate(config: sim_incast.SimConfig) -> int:
     except (sim_build.SimulatorUnavailable, ValueError) as exc:
         print(f"otcp-experiment: {exc}", file=sys.stderr)
         return 2
-    progress = Progress(total=1)
-    try:
-        summary, sweep = sim_incast.run_sweep(config, progress)
-    except KeyboardInterrupt:
-        progress.close()
-        print(f"otcp-experiment: interrupted; completed runs are in {config.out}", file=sys.stderr)
-        return 130
-    except SimulationError as exc:
-        progress.close()
-        print(f"otcp-experiment: {exc}", file=sys.stderr)
-        return 1
-    progress.close()
+    status, result = simulated(lambda progress: sim_incast.run_sweep(config, progress), config.out)
+    if status is not None or result is None:
+        return 1 if status is None else status
+    summary, sweep = result
     if sweep.runs or sweep.failures:
         print(sim_incast.summary_table(sweep.runs, sweep.failures))
     return report_failures_and_results(sweep, summary, config.out)
