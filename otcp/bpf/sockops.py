@@ -331,18 +331,21 @@ class SockOpsEnforcer:
     def entries(self, netns_cookie: int) -> dict[str, tuple[Enforced, int]]:
         """The host's live set read back from the kernel: prefix -> (what is
         enforced, connections it was applied to since it was written)."""
-        slot = self.live_slot(netns_cookie)
-        if slot is None:
-            return {}
-        shown = {}
+        return self.entries_of([netns_cookie])[netns_cookie]
+
+    def entries_of(self, netns_cookies: Iterable[int]) -> dict[int, dict[str, tuple[Enforced, int]]]:
+        """`entries` of several hosts with one pass over the map (a watcher of many hosts):
+        cookie -> prefix -> (what is enforced, connections it was applied to)."""
+        slots = {cookie: self.live_slot(cookie) for cookie in netns_cookies}
+        shown: dict[int, dict[str, tuple[Enforced, int]]] = {cookie: {} for cookie in slots}
         for raw in self.params_map.keys():
             cookie, found, prefix = decode_key(raw)
-            if cookie == netns_cookie and found == slot:
+            if cookie in slots and found == slots[cookie]:
                 try:
-                    shown[prefix] = Enforced.unpack(self.params_map.lookup(raw))
+                    shown[cookie][prefix] = Enforced.unpack(self.params_map.lookup(raw))
                 except BpfUnavailable:
                     continue
-        return dict(sorted(shown.items()))
+        return {cookie: dict(sorted(entries.items())) for cookie, entries in shown.items()}
 
     def update(self, netns_cookie: int, routes: Iterable[RouteParams] | Mapping[str, Enforced]) -> Undo:
         """Make the host's set exactly ``routes`` (parameter-set routes, or

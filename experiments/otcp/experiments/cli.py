@@ -8,6 +8,7 @@
     otcp-experiment fairness --flows 4 --stagger-seconds 5 --out DIR
     otcp-experiment workload --topo star,16 --distribution websearch --load 0.5 --query-senders 8 \\
         --query-bytes 2000 --query-rate 10 --seconds 30 --bw-mbps 25 --seed 1 --out DIR
+    otcp-experiment lease --senders 32 --lease-s 15 --out DIR    # the controller killed mid-incast: the safe state
     otcp-experiment report DIR... [--markdown] [--output FILE]        # results pages from summaries
     otcp-experiment simulate incast --topo leafspine,26,4,40 --senders 100,500,1000 --total-bytes 18750000 \\
         --bw-gbps 10 --uplink-gbps 100 --buffer-bytes 2000000 --ecn-k-bytes 97500 --rounds 10 \\
@@ -31,7 +32,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from otcp.experiments import calibrate, fairness, incast, shell, workload
+from otcp.experiments import calibrate, fairness, incast, lease, shell, workload
 from otcp.experiments.analysis import report, results
 from otcp.experiments.runner import schemes
 from otcp.experiments.runner.config import ExperimentConfig
@@ -48,6 +49,7 @@ from otcp.experiments.traffic import distributions
 from otcp.planning.formulas import Lossless
 from otcp.topo import fabrics
 from otcp.topo.fabrics import MAX_BW_MBPS
+from otcp.wire import limits
 
 C = TypeVar("C", bound=ExperimentConfig)
 T = TypeVar("T")
@@ -185,6 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
     fair.add_argument("--ceiling-seconds", type=int, default=3)
     fair.add_argument("--ceiling-repeats", type=int, default=3)
     fair.add_argument("--out", default="results/fairness")
+    add_lease_arguments(commands.add_parser(
+        "lease", help="the controller killed during an incast: every host's safe state, a lone flow, the return",
+        description=first_line(lease.__doc__)))
     add_simulate_arguments(commands)
     add_workload_arguments(commands.add_parser(
         "workload", help="flow-size mixes, partition-aggregate queries and background flows: FCT slowdown per "
@@ -193,6 +198,62 @@ def build_parser() -> argparse.ArgumentParser:
                                              "summaries of experiments' output directories",
                                              description=first_line(report.__doc__)))
     return parser
+
+
+# The lease experiment's defaults: the quick incast's network and workload (25 Mb/s, 16 KB per server,
+# where the emulated switch is not the bottleneck at 32 senders) with a lease short enough to wait out.
+LEASE: dict[str, Any] = {"senders": 32, "buffer_bytes": 85000, "sru_bytes": 16384, "bw_mbps": 25.0,
+                         "warmup_seconds": 2.0, "lease_s": 15.0, "kill_after_s": 3.0, "poll_s": 0.2,
+                         "ceiling_seconds": 3, "ceiling_repeats": 2, "out": "results/lease"}
+
+
+def add_lease_arguments(run: argparse.ArgumentParser) -> None:
+    """The lease experiment's options."""
+    run.add_argument("--senders", type=int, default=LEASE["senders"],
+                     help=f"senders in the incast (default {LEASE['senders']})")
+    run.add_argument("--buffer-bytes", type=int, default=LEASE["buffer_bytes"],
+                     help=f"switch egress buffer in bytes (default {LEASE['buffer_bytes']})")
+    run.add_argument("--sru-bytes", type=int, default=LEASE["sru_bytes"],
+                     help=f"bytes each server sends per round (default {LEASE['sru_bytes']})")
+    run.add_argument("--bw-mbps", type=float, default=LEASE["bw_mbps"],
+                     help=f"every link's rate in Mb/s (default {LEASE['bw_mbps']:g})")
+    run.add_argument("--warmup-seconds", type=float, default=LEASE["warmup_seconds"],
+                     help="unmeasured incast before the agents' plan is waited for "
+                          f"(default {LEASE['warmup_seconds']:g})")
+    run.add_argument("--lease-s", type=float, default=LEASE["lease_s"],
+                     help=f"the controller's agents.lease_s (default {LEASE['lease_s']:g})")
+    run.add_argument("--kill-after-s", type=float, default=LEASE["kill_after_s"],
+                     help=f"seconds of incast before the controller is killed (default {LEASE['kill_after_s']:g})")
+    run.add_argument("--poll-s", type=float, default=LEASE["poll_s"],
+                     help=f"seconds between two readings of every host (default {LEASE['poll_s']:g})")
+    run.add_argument("--no-restart", action="store_true",
+                     help="do not start the controller again at the end (no restoration measured)")
+    run.add_argument("--ceiling-seconds", type=int, default=LEASE["ceiling_seconds"],
+                     help=f"seconds of each single flow, and of each ceiling sample (default "
+                          f"{LEASE['ceiling_seconds']})")
+    run.add_argument("--ceiling-repeats", type=int, default=LEASE["ceiling_repeats"],
+                     help=f"ceiling samples (default {LEASE['ceiling_repeats']})")
+    run.add_argument("--out", default=LEASE["out"], help=f"output directory (default {LEASE['out']})")
+
+
+def lease_config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> lease.LeaseConfig:
+    """Validate the lease arguments; parser.error (exit 2) names the bad option."""
+    check_ranges([("--senders", args.senders, 2, MAX_SENDERS), ("--buffer-bytes", args.buffer_bytes, 1600,
+                                                                  MAX_BUFFER_BYTES),
+                  ("--sru-bytes", args.sru_bytes, 1, 1 << 30), ("--bw-mbps", args.bw_mbps, 0.001, MAX_BW_MBPS),
+                  ("--warmup-seconds", args.warmup_seconds, 0, 600),
+                  ("--lease-s", args.lease_s, limits.LEASE_S[0], 600),
+                  ("--kill-after-s", args.kill_after_s, 0.5, 600), ("--poll-s", args.poll_s, 0.05, 10),
+                  ("--ceiling-seconds", args.ceiling_seconds, 1, 600),
+                  ("--ceiling-repeats", args.ceiling_repeats, 1, 50)], parser)
+    out = os.path.abspath(args.out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        parser.error(f"--out: {out} exists and is not a directory")
+    return lease.LeaseConfig(
+        out=out, senders=[args.senders], buffers=[args.buffer_bytes], schemes=[lease.SCHEME],
+        sru_bytes=args.sru_bytes, bw_mbps=args.bw_mbps, warmup_seconds=args.warmup_seconds, lease_s=args.lease_s,
+        kill_after_s=args.kill_after_s, poll_s=args.poll_s, restart=not args.no_restart,
+        ceiling_seconds=args.ceiling_seconds, ceiling_repeats=args.ceiling_repeats)
 
 
 SIM_SCHEME_NAMES = list(sim_schemes.catalogue())
@@ -726,6 +787,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return main_simulate_workload(with_command(simulate_workload_config_from_args(args, parser), command))
     if args.command == "simulate":
         return main_simulate(with_command(simulate_config_from_args(args, parser), command))
+    if args.command == "lease":
+        return main_lease(with_command(lease_config_from_args(args, parser), command))
     if args.command == "fairness":
         return main_fairness(with_command(fairness_config_from_args(args, parser), command))
     if args.command == "workload":
@@ -820,6 +883,17 @@ def main_fairness(config: fairness.FairnessConfig) -> int:
         print(f"failed: {failure['scheme']}: {failure['error']}", file=sys.stderr)
     print(f"results: {os.path.join(config.out, 'fairness.json')}, plots in {config.out}")
     return 1 if document["failures"] or not document["runs"] else 0
+
+
+def main_lease(config: lease.LeaseConfig) -> int:
+    """otcp-experiment lease: 0 when both targets are met, 1 when one is missed or the run failed, 2 bad input
+    or environment."""
+    status, document = run_experiment(lease.run_lease, config)
+    if status is not None or document is None:
+        return 1 if status is None else status
+    print(lease.summary_text(document))
+    print(f"results: {os.path.join(config.out, 'lease.json')}, {os.path.join(config.out, 'lease.png')}")
+    return 0 if all(target["met"] for target in document["targets"].values()) else 1
 
 
 def main_workload(config: workload.WorkloadConfig) -> int:

@@ -11,6 +11,8 @@
 - ``slowdown-POINT.png`` (the workload experiment): p50 and p99 slowdown
   against flow size, one colour per scheme (the figure of pFabric, Homa,
   HPCC and Swift); ``qct-POINT.png``: the query completion times' CDFs;
+- ``lease.png`` (the lease experiment): every host's routes and sock_ops entries over time, the
+  plan or its safe state, from the controller's kill to its return;
 - ``tradeoff.png`` (``otcp-experiment report`` over an incast and a
   workload directory): per scheme, goodput on synchronized reads beside
   the p99 short-flow slowdown and the drops.
@@ -308,5 +310,50 @@ def tradeoff_plot(path: str, rows: Sequence[Tradeoff]) -> str:
     for axes in (goodput, slowdown, drops):
         axes.grid(True, axis="x", alpha=0.3)
     figure.suptitle("What each scheme pays for what it gets")
+    figure.tight_layout()
+    return _save(figure, path)
+
+
+#: The colour of each state a host's reading may be in (otcp.experiments.lease.HostReading.state).
+LEASE_STATE_COLOURS = {"planned": "tab:orange", "safe": "tab:green", "both": "tab:olive", "other": "tab:red",
+                       "none": "lightgrey"}
+
+
+def lease_plot(path: str, document: Mapping[str, Any]) -> str | None:
+    """The lease experiment's timeline (otcp.experiments.lease's document): every host's state as the
+    polls read it, against seconds since the controller was killed, with the deadline, the flows and
+    the events marked; None when the run ended before the kill."""
+    if "readings" not in document:
+        return None
+    hosts = [h["host"] for h in document["hosts"]]
+    rows = {host: index for index, host in enumerate(hosts)}
+    figure, axes = plt.subplots(figsize=(10, max(3.0, 0.18 * len(hosts) + 1.5)))
+    by_host: dict[str, list[tuple[float, str]]] = {host: [] for host in hosts}
+    for host, t, state in document["readings"]:
+        by_host[host].append((t, state))
+    for host, points in by_host.items():
+        for (t, state), (t_next, _) in zip(points, points[1:]):
+            axes.barh(rows[host], t_next - t, left=t, height=0.8, color=LEASE_STATE_COLOURS[state], linewidth=0)
+    deadline = document["deadline_s"]
+    axes.axvline(0, color="black", linewidth=1)
+    axes.axvline(deadline, color="black", linestyle="--", linewidth=1)
+    for flow in document["flows"].values():
+        axes.axvspan(flow["start"], flow["end"], color="tab:blue", alpha=0.15)
+        axes.text((flow["start"] + flow["end"]) / 2, 0.99, f"one flow:\n{flow['mbps']:.1f} Mb/s", ha="center",
+                  va="top", fontsize=7, transform=axes.get_xaxis_transform(),
+                  bbox={"facecolor": "white", "alpha": 0.8, "linewidth": 0})
+    for event in document["events"]:
+        if event["event"].startswith("controller started"):
+            axes.axvline(event["t"], color="tab:purple", linewidth=1)
+    handles: list[Any] = [plt.Rectangle((0, 0), 1, 1, color=colour) for colour in LEASE_STATE_COLOURS.values()]
+    handles += [plt.Line2D([], [], color="black"), plt.Line2D([], [], color="black", linestyle="--"),
+                plt.Line2D([], [], color="tab:purple")]
+    labels = [*LEASE_STATE_COLOURS, "controller killed", f"lease + poll ({deadline:g} s)", "controller back"]
+    axes.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes.set_yticks(range(len(hosts)), hosts, fontsize=6)
+    axes.set_xlabel("seconds since the controller was killed")
+    axes.set_title(f"every host's routes and sock_ops entries: the plan, or its safe state "
+                   f"(ceiling {document['ceiling_mbps']:.1f} Mb/s)")
+    axes.grid(True, axis="x", alpha=0.3)
     figure.tight_layout()
     return _save(figure, path)

@@ -113,6 +113,13 @@ class ControllerProcess:
             self.process.kill()
             self.process.wait()
 
+    def kill(self) -> None:
+        """SIGKILL the process this object started, as a crash would end it, and reap it."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.kill()
+        self.process.wait()
+
     def log(self) -> str:
         """The controller's log so far."""
         with open(self.log_path, encoding="utf-8", errors="replace") as handle:
@@ -146,8 +153,10 @@ class Controller:
     """
 
     def __init__(self, workdir: str, inventory_path: str, with_agents: bool,
-                 intervals: dict[str, float] | None = None, parameters: dict[str, Any] | None = None) -> None:
+                 intervals: dict[str, float] | None = None, parameters: dict[str, Any] | None = None,
+                 lease_s: float | None = None) -> None:
         self.workdir = workdir
+        self.lease_s = lease_s
         self.parameters: dict[str, Any] = {"formulas": "published", **(parameters or {})}
         self.inventory_path = inventory_path
         self.with_agents = with_agents
@@ -178,6 +187,8 @@ class Controller:
                 raise ValueError("the agent channel needs the management network")
             secret = write_secret(os.path.join(self.workdir, "agent-secret"))
             settings["agents"] = {"host": management_ip, "port": free_port(), "secret_file": secret}
+            if self.lease_s is not None:
+                settings["agents"]["lease_s"] = self.lease_s
         # The admin socket's path must fit a unix socket (107 bytes): a short
         # directory of its own, not the output directory, which may be deep.
         admin_dir = tempfile.mkdtemp(prefix="otcp-admin-")

@@ -145,20 +145,21 @@ class Network(Generic[C]):
 @contextlib.contextmanager
 def start_network(config: C, topo: Any, workdir: str, with_agents: bool = False,
                   intervals: dict[str, float] | None = None, log_level: str = "warning",
-                  raise_ovs_buffers: bool = True) -> Iterator[Network[C]]:
+                  raise_ovs_buffers: bool = True, lease_s: float | None = None) -> Iterator[Network[C]]:
     """Run topo for an experiment (see the module docstring); tear it all down on exit.
 
     with_agents: a management network and the controller's agent channel, for
     the OTCP schemes' agents; intervals: the controller's measurement
     intervals, where an experiment needs others than its defaults;
-    raise_ovs_buffers: emulate's (False only to show what happens without).
+    raise_ovs_buffers: emulate's (False only to show what happens without);
+    lease_s: the agents' lease (the controller's ``agents.lease_s``; its default unless given).
     """
     os.makedirs(workdir, exist_ok=True)
     inventory = topo.write_inventory(os.path.join(workdir, "inventory.yaml"))
     controller = None
     if config.forwarding == "controller":
         controller = Controller(workdir, inventory, with_agents, intervals=intervals,
-                                parameters={"queue_target_fraction": config.queue_target_fraction})
+                                parameters={"queue_target_fraction": config.queue_target_fraction}, lease_s=lease_s)
     with emulate(topo, controller=controller, management=with_agents, log_level=log_level,
                  raise_ovs_buffers=raise_ovs_buffers) as emulation:
         enforced, delay_note = delay_report(topo)
