@@ -203,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
 # The lease experiment's defaults: the quick incast's network and workload (25 Mb/s, 16 KB per server,
 # where the emulated switch is not the bottleneck at 32 senders) with a lease short enough to wait out.
 LEASE: dict[str, Any] = {"senders": 32, "buffer_bytes": 85000, "sru_bytes": 16384, "bw_mbps": 25.0,
-                         "warmup_seconds": 2.0, "lease_s": 15.0, "kill_after_s": 3.0, "poll_s": 0.2,
+                         "warmup_seconds": 2.0, "lease_s": 15.0, "kill_after_s": 3.0, "poll_s": 0.1,
                          "ceiling_seconds": 3, "ceiling_repeats": 2, "out": "results/lease"}
 
 
