@@ -145,7 +145,7 @@ class HostWatch:
     program, all in one pass over its map."""
 
     def __init__(self, network: Network[Any], agents: Agents, poll_s: float, bpf: bool) -> None:
-        self.network, self.agents, self.poll_s = network, agents, poll_s
+        self.agents, self.poll_s = agents, poll_s
         self.readings: list[HostReading] = []
         self.latest: dict[str, HostReading] = {}
         self.error: BaseException | None = None
@@ -166,14 +166,15 @@ class HostWatch:
             entries = self.program.entries_of(self.cookies.values())
         found = []
         for host, table in self.tables.items():
-            applied, _ = stored_applied(self.agents.state_path(host))
+            stored, _ = stored_applied(self.agents.state_path(host))
+            active = stored if stored is not None and stored.active else None
             routes = {route.dst: route_values(route) for route in table.owned()}
             enforced = ({dst: e for dst, (e, _) in entries[self.cookies[host]].items()}
                         if self.program is not None else None)
-            lease = applied.lease if applied is not None and applied.active else None
-            found.append(reading(host, time.time(), applied.param_set if applied is not None and applied.active
-                                 else None, None if lease is None else lease.lapsed,
-                                 None if lease is None else lease.expires_at, routes, enforced))
+            lease = None if active is None else active.lease
+            found.append(reading(host, time.time(), None if active is None else active.param_set,
+                                 None if lease is None else lease.lapsed, None if lease is None else lease.expires_at,
+                                 routes, enforced))
         self.readings += found
         self.latest.update((r.host, r) for r in found)
         return found
