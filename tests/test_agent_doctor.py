@@ -61,6 +61,16 @@ def test_missing_mounts_are_notes_and_the_untried_sockops_check_is_short():
     assert short_checks(facts) == ["sockops"]
 
 
+def test_a_mount_table_it_may_not_read_is_said_and_leaves_the_sockops_check_untried():
+    # As doctor without CAP_SYS_ADMIN in a namespace with a mount namespace of its own finds it.
+    why = "reading the machine's mount table failed (exit 1): nsenter: Operation not permitted"
+    facts = healthy(cgroup2=None, mounts_unreadable=why, sockops=Probe("untried", why))
+    cgroup2 = [f for f in doctor.findings(facts) if f.check == "cgroup2"][0]
+    assert cgroup2.status == "note" and cgroup2.summary == f"the cgroup-v2 root not looked for: {why}"
+    assert "CAP_SYS_ADMIN" in cgroup2.detail
+    assert short_checks(facts) == ["sockops"]
+
+
 def test_struct_ops_is_never_short_the_agent_does_not_use_it():
     facts = healthy(struct_ops=Probe("fails", "the verifier refused"))
     assert ("struct_ops", "note") in statuses(facts) and short_checks(facts) == []

@@ -145,6 +145,7 @@ class Facts:
     foreign_routes: tuple[ForeignRoute, ...]
     destinations: tuple[str, ...] = ()  # the set's destinations the plan was made for
     skipped: tuple[SkippedDestination, ...] = ()
+    mounts_unreadable: str | None = None  # why the machine's mount table could not be read (cgroup2 unknown)
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,7 @@ def findings(facts: Facts) -> list[Finding]:
         btf_finding(facts.btf),
         mount_finding("bpffs", facts.bpffs, "the BPF filesystem", f"otcp-agent run mounts it at {BPFFS}"),
         mount_finding("cgroup2", facts.cgroup2, "the cgroup-v2 root",
-                      "otcp-agent run mounts the hierarchy under /run/otcp-bpf"),
+                      "otcp-agent run mounts the hierarchy under /run/otcp-bpf", facts.mounts_unreadable),
         sockops_finding(facts.sockops),
         struct_ops_finding(facts.struct_ops),
         *route_metric_findings(facts.routes),
@@ -205,11 +206,16 @@ def btf_finding(present: bool) -> Finding:
                    "the agent enforces with routes alone (no pacing, the first connection unclamped)")
 
 
-def mount_finding(check: str, where: str | None, what: str, remedy: str) -> Finding:
-    """A mount the sock_ops program needs: where it is, or that it is missing (not short by itself:
-    the agent mounts it; the sock_ops check then says what was not tried)."""
+def mount_finding(check: str, where: str | None, what: str, remedy: str, unreadable: str | None = None) -> Finding:
+    """A mount the sock_ops program needs: where it is, that it is missing, or that the machine's mount
+    table could not be read (unreadable: why) (not short by itself: the agent mounts it; the sock_ops
+    check then says what was not tried)."""
     if where is not None:
         return Finding(check, "ok", f"{what} mounted at {where}")
+    if unreadable is not None:
+        return Finding(check, "note", f"{what} not looked for: {unreadable}",
+                       "doctor reads the machine's mount table from its mount namespace, which needs root "
+                       "(CAP_SYS_ADMIN)")
     return Finding(check, "note", f"{what} is not mounted", f"{remedy}; doctor mounts nothing")
 
 
@@ -375,11 +381,15 @@ def gather(destinations: Sequence[RouteParams] = (), sysctl_root: Path = SYSCTL_
     """The facts of this host, in this process's network namespace. ``destinations``: a set's
     routes to plan for, as apply would; ``sysctl_root``: where the sysctls are read (a test's tree)."""
     bpffs_where = BPFFS if fs_type(outer(BPFFS)) == BPF_FS_MAGIC else None
-    cgroup2 = cgroup2_mounted()
-    other = list_root_programs(cgroup2) if cgroup2 is not None else Probe("untried", "no cgroup-v2 root mounted")
+    try:
+        cgroup2, unreadable = cgroup2_mounted(), None
+    except BpfUnavailable as error:
+        cgroup2, unreadable = None, str(error)
+    other = list_root_programs(cgroup2) if cgroup2 is not None else \
+        Probe("untried", unreadable or "no cgroup-v2 root mounted")
     btf = BTF_PATH.exists()
     sockops_probe = (probe_sockops() if btf and bpffs_where and cgroup2
-                     else Probe("untried", _missing(btf, bpffs_where, cgroup2)))
+                     else Probe("untried", unreadable or _missing(btf, bpffs_where, cgroup2)))
     routes: tuple[RouteReadback, ...] | Probe
     try:
         scratch = ScratchNamespace()
@@ -399,7 +409,7 @@ def gather(destinations: Sequence[RouteParams] = (), sysctl_root: Path = SYSCTL_
         rto_min_us=read_sysctl("net.ipv4.tcp_rto_min_us", sysctl_root),
         no_metrics_save=read_sysctl("net.ipv4.tcp_no_metrics_save", sysctl_root),
         other_sockops=other, foreign_routes=foreign, destinations=tuple(r.dst for r in destinations),
-        skipped=skipped,
+        skipped=skipped, mounts_unreadable=unreadable,
     )
 
 
