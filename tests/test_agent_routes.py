@@ -224,6 +224,18 @@ def test_existing_non_otcp_route_is_left_alone_and_reported(ns, agent):
     assert ns.other_routes() == before
 
 
+def test_a_destination_behind_a_nexthop_object_is_skipped(ns, agent):
+    """pyroute2 does not decode RTA_NH_ID; the agent reads the kernel's attribute itself."""
+    ns.ip("nexthop", "add", "id", "5", "via", "10.77.0.254", "dev", "v0")
+    ns.ip("route", "add", "10.44.0.0/16", "nhid", "5")
+    before = ns.other_routes()
+    _, results = agent.apply({"generation": 1, "routes": [route("10.44.0.1/32"), route("10.77.0.2/32")]}, "test")
+    assert results[0].status == "skipped" and "uses nexthop object 5" in results[0].reason, results[0]
+    assert results[1].status == "applied"
+    assert ns.otcp_routes() == {"10.77.0.2/32": expected()}
+    assert ns.other_routes() == before
+
+
 def test_local_unreachable_destinations_are_skipped(ns, agent):
     _, results = agent.apply({"generation": 1, "routes": [
         route("10.77.0.1/32"), route("10.66.0.1/32"), route("10.77.0.2/32")]}, "test")

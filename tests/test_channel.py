@@ -29,7 +29,9 @@ import pytest
 from eventlet.green import socket as green_socket
 from os_ken.lib import hub
 
+from otcp.controller.publication import Publications
 from otcp.wire import framing, limits, messages
+from otcp.wire.paramset import ParamSet, RouteParams
 from support.agents import otcp_agent
 from support.channel import AgentProcess, Controller, GreenPeer, agent_under_controller, wait_for
 from support.namespaces import expected
@@ -90,6 +92,43 @@ def test_publish_validates_before_anything_is_sent(cleanup):
         controller.publish("10.77.0.1", set_for(1, "10.77.0.2/32", initcwnd=0))
     with pytest.raises(ValueError, match="host_ip: 'h1' is not an IPv4 or IPv6 address"):
         controller.publish("h1", set_for(1, "10.77.0.2/32"))
+
+
+def host_routes(count, **params):
+    """count host routes in 10.0.0.0/8, validated as the planner makes them."""
+    return [RouteParams(**route(f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}/32", advmss=1448,
+                                pacing_rate=125_000_000, **params)) for i in range(count)]
+
+
+def test_a_set_over_the_frame_limit_is_not_published_and_the_host_keeps_its_previous_set():
+    publications = Publications()
+    publications.peers = ["10.9.0.1", "10.9.0.2"]
+    assert publications.publish(1, {"10.9.0.1": host_routes(3)}) == {}
+    big = host_routes(100_000)
+    refused = publications.publish(2, {"10.9.0.1": big, "10.9.0.2": host_routes(5)})
+    assert list(refused) == ["10.9.0.1"] and refused["10.9.0.1"].message_bytes > limits.MAX_FRAME_BYTES
+    assert publications.latest("10.9.0.1").generation == 1 and publications.latest("10.9.0.2").generation == 2
+    assert not publications.changed("10.9.0.1", big)  # refused once, not again at every plan
+    assert publications.changed("10.9.0.1", host_routes(4))
+    assert refused["10.9.0.1"].describe("10.9.0.1").startswith(
+        "10.9.0.1: generation 2 not published: its 100000 routes make a ")
+    # What a set that is published must never make: a message over the frame limit.
+    fits = host_routes(60_000)
+    assert publications.publish(3, {"10.9.0.1": fits}) == {}
+    assert len(publications.latest("10.9.0.1").model_dump_json()) < limits.MAX_FRAME_BYTES
+    assert "10.9.0.1" not in publications.too_large
+
+
+def test_a_writer_that_cannot_send_closes_the_connection(controller, good_agent):
+    peer = GreenPeer(controller.port)
+    assert peer.authenticate(addresses=("10.9.0.12",))
+    wait_for(lambda: "10.9.0.12" in controller.server.connected_hosts(), "the peer to register")
+    # A set that bypassed publishing's size check: the writer cannot frame it.
+    controller.publications._sets["10.9.0.12"] = ParamSet(generation=1, routes=host_routes(80_000))
+    controller.server.deliver("10.9.0.12")
+    assert peer.read_until_closed() == []  # closed, so that the agent reconnects
+    assert controller.log.has("cannot send to it: ProtocolError: message of"), controller.log.lines
+    assert "10.9.0.12" not in controller.server.connected_hosts()
 
 
 @pytest.mark.root

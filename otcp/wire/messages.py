@@ -21,9 +21,20 @@ from typing import Annotated, Any, Literal, TypeVar, overload
 from pydantic import AfterValidator, Field, model_validator
 
 from otcp.wire import validation
-from otcp.wire.framing import ProtocolError
-from otcp.wire.limits import GENERATION, LEASE_S, VERSION
-from otcp.wire.paramset import ParamSet
+from otcp.wire.framing import ProtocolError, encode_json
+from otcp.wire.limits import (
+    ADVMSS,
+    CWND_CLAMP,
+    GENERATION,
+    INITCWND,
+    LEASE_S,
+    MAC_BYTES,
+    MAX_FRAME_BYTES,
+    PACING_RATE,
+    RTO_MIN_MS,
+    VERSION,
+)
+from otcp.wire.paramset import ParamSet, RouteParams
 from otcp.wire.session import agent_mac, controller_mac, new_nonce
 from otcp.wire.validation import Strict, int_range
 
@@ -277,6 +288,22 @@ def params_message(param_set: ParamSet | dict, peers: Sequence[str] | None = (),
     if peers is not None:
         message["peers"] = list(peers)
     return message
+
+
+#: The longest route a parameter set can carry, as JSON with its separator (an IPv6 /128, every field at its widest).
+_WIDEST_ROUTE_BYTES = len(encode_json(RouteParams(
+    dst="ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128", rto_min_ms=RTO_MIN_MS[1], initcwnd=INITCWND[1],
+    cwnd_clamp=CWND_CLAMP[1], advmss=ADVMSS[1], pacing_rate=PACING_RATE[1], quickack=False))) + 1
+
+
+def whole_set_bytes(param_set: ParamSet, peers: Sequence[str], limit: int = MAX_FRAME_BYTES) -> int:
+    """The size of the frame body that carries param_set whole with peers (its MAC, the
+    message with the longest lease): the most any params message for the set takes.
+    Counted exactly only when a bound on it could exceed limit (a set of routes can be large)."""
+    bound = MAC_BYTES + 128 + len(param_set.routes) * _WIDEST_ROUTE_BYTES + sum(len(peer) + 3 for peer in peers)
+    if bound <= limit:
+        return bound
+    return MAC_BYTES + len(encode_json(params_message(param_set, peers, lease_s=float(LEASE_S[1]))))
 
 
 def delta_message(delta: dict, peers: Sequence[str] | None = None, *, lease_s: float) -> dict:

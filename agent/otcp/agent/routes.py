@@ -30,6 +30,7 @@ import ipaddress
 import logging
 import os
 import socket
+import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -413,7 +414,34 @@ def kernel_route_from_message(msg: NetlinkMessage) -> KernelRoute:
     return KernelRoute(family=route.family, table=route.table, dst=route.dst, proto=msg["proto"], type=msg["type"],
                        priority=route.priority, oif=route.oif, gateway=route.gateway, prefsrc=route.prefsrc,
                        onlink=route.onlink, multipath=bool(multipath) and len(multipath) > 1,
-                       nexthop_id=msg.get_attr("RTA_NH_ID"))
+                       nexthop_id=nexthop_id(msg))
+
+
+#: The kernel's RTA_NH_ID (include/uapi/linux/rtnetlink.h): the route uses a nexthop object.
+RTA_NH_ID = 30
+_RTATTR = struct.Struct("=HH")
+_RTMSG_START = 16 + 12  # nlmsghdr, then rtmsg: the route's attributes follow
+
+
+def nexthop_id(msg: NetlinkMessage) -> int | None:
+    """The id of the nexthop object a route message uses (``ip route ... nhid N``), or None.
+
+    Read from the kernel's own attribute in the raw message when pyroute2 does not decode
+    it (0.9.7 reports RTA_NH_ID as an unknown attribute with no value)."""
+    known = msg.get_attr("RTA_NH_ID")
+    if known is not None:
+        return int(known)
+    start = getattr(msg, "offset", 0) or 0
+    data = bytes(msg.data[start : start + msg["header"]["length"]])
+    offset = _RTMSG_START
+    while offset + _RTATTR.size <= len(data):
+        length, kind = _RTATTR.unpack_from(data, offset)
+        if length < _RTATTR.size:
+            break
+        if kind & 0x3FFF == RTA_NH_ID and length >= _RTATTR.size + 4:
+            return int(struct.unpack_from("=I", data, offset + _RTATTR.size)[0])
+        offset += (length + 3) & ~3
+    return None
 
 
 def lookup_from_message(msg: NetlinkMessage) -> Lookup:

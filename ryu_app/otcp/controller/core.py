@@ -644,9 +644,13 @@ class ControllerCore:
         if not changed:
             return None, []
         number = self.generation + 1
-        self.publications.publish(number, changed)
+        too_large = self.publications.publish(number, changed)
         self.generation = number
-        self.log.info("generation %d: new parameters for %d host(s)", number, len(changed))
+        for host_ip, refused in sorted(too_large.items()):
+            self.log.error("%s", refused.describe(host_ip))
+        self.log.info("generation %d: new parameters for %d host(s)%s", number, len(changed) - len(too_large),
+                      f" ({len(too_large)} more over the frame limit)" if too_large else "")
+        changed = {ip: host_routes for ip, host_routes in changed.items() if ip not in too_large}
         name = plan.fabric.name
         flows = {(name(src), name(dst)): count for (src, dst), count in plan.fabric.flows.items()}
         return Generation(number, PlanRecords(plan), link_rows, flows), sorted(changed)

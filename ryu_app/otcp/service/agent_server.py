@@ -370,6 +370,9 @@ class AgentServer:
                     return
         except OSError as error:
             self._close(connection, f"connection error while sending: {error}", level=logging.INFO)
+        except Exception as error:  # a writer that cannot go on must not leave the agent waiting
+            # Closing makes the agent reconnect and ask again, instead of holding a connection that sends nothing.
+            self._close(connection, f"cannot send to it: {type(error).__name__}: {error}", level=logging.ERROR)
 
     def _renew(self, connection: "_Connection") -> bool:
         """Renew the lease of the set the agent acknowledged on this connection (none before it

@@ -157,7 +157,12 @@ def command_show(args: argparse.Namespace) -> int:
     state = store.Store(args.database, readonly=True)
     latest = state.latest_generation()
     if latest is None:
-        print(f"{args.database}: no parameters computed yet")
+        if args.json:
+            json.dump({"generation": None, "computed_at": None, "generations_in_the_minute_before": 0, "paths": [],
+                       "links": [], "acked_generations": state.acks(), "agents": state.agents()}, sys.stdout, indent=1)
+            sys.stdout.write("\n")
+        else:
+            print(f"{args.database}: no parameters computed yet")
         return 0
     generation, computed_at, rows = latest
     links, _ = state.generation_inputs(generation)
@@ -239,9 +244,16 @@ def command_status(args: argparse.Namespace) -> int:
     print("\nagents:" if status["agents"] else "\nagents: none")
     for agent in status["agents"]:
         where = f"connected from {agent['peer']}" if agent["connected"] else "not connected"
+        if agent["host_ip"] is None:
+            print(f"  unknown host ({agent['hostname'] or '?'}): {where}, reports "
+                  f"{', '.join(agent['addresses']) or 'no address'}, none of them a host with parameters; "
+                  "it gets no set")
+            continue
         print(f"  {agent['host_ip']} ({agent['hostname'] or '?'}): {where}, acknowledged generation "
               f"{_dash(agent['acknowledged_generation'])}, published {_dash(agent['published_generation'])}, "
               f"lag {_dash(agent['lag_generations'])}")
+    for line in status.get("sets_too_large", []):
+        print(f"  {line}")
     return 0
 
 

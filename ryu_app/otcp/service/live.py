@@ -120,5 +120,7 @@ class LiveView:
             "paths_generation": self.paths_generation,
             "paths": list(self.paths),
             "agents": self.agents(),
+            "sets_too_large": [refused.describe(host_ip)
+                               for host_ip, refused in sorted(self.core.publications.too_large.items())],
             "reload": self.reload,
         }

@@ -78,6 +78,8 @@ class ControllerCollector(Collector):
         yield from self._links()
         yield from self._paths()
         yield from self._agents()
+        yield _gauge("otcp_controller_sets_too_large", "Hosts whose newest set is over the agent channel's frame "
+                     "limit, so not published (they keep their previous set)", len(live.core.publications.too_large))
         yield _gauge("otcp_controller_database_bytes", "Size of the SQLite database with its write-ahead log",
                      sum(os.path.getsize(path) for path in (self.database, self.database + "-wal")
                          if os.path.exists(path)))
