@@ -255,6 +255,124 @@ def test_run_moves_a_corrupt_state_aside_and_still_dials(ns, tmp_path, kind):
     assert [name for name in os.listdir(tmp_path) if ".corrupt-" in name]
 
 
+# -- a state file that cannot be written ----------------------------------------------------------
+
+
+@pytest.fixture
+def immutable(tmp_path):
+    """state.db after generation 1 was applied to the namespace; the test makes it immutable
+    (`chattr +i`), and the fixture takes the attribute off again."""
+    made = []
+
+    def make(path):
+        subprocess.run(["chattr", "+i", path], check=True)
+        made.append(path)
+
+    yield make
+    for path in made:
+        subprocess.run(["chattr", "-i", path], check=False)
+
+
+def _one_line(done, *texts):
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    for text in texts:
+        assert text in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("command", ["apply", "revert", "run"])
+def test_an_immutable_state_stops_every_command_before_it_touches_a_route(ns, tmp_path, immutable, command):
+    state = str(tmp_path / "state.db")
+    done = otcp_agent(ns, "apply", write_set(tmp_path / "g1.json", 1, [route("10.77.0.2/32")]), "--state", state)
+    assert done.returncode == 0, done.stderr
+    before = ns.otcp_routes()
+    immutable(state)
+    arguments = {"apply": ["apply", write_set(tmp_path / "g2.json", 2, [route("10.77.0.3/32")])],
+                 "revert": ["revert"],
+                 "run": ["run", "--controller", "127.0.0.1:9", "--secret-file", _secret(tmp_path)]}[command]
+    done = otcp_agent(ns, *arguments, "--state", state)
+    assert done.returncode == 1
+    _one_line(done, f"{state}: cannot write the state: the file is read-only")
+    assert ns.otcp_routes() == before
+    with Agent(state, netns=ns.name) as agent:
+        shown = agent.show()
+        assert shown["generation"] == 1 and shown["active"] is True
+
+
+@pytest.mark.root
+def test_a_state_locked_by_another_process_is_reported_and_nothing_changes(ns, tmp_path):
+    state = str(tmp_path / "state.db")
+    assert otcp_agent(ns, "apply", write_set(tmp_path / "g1.json", 1, [route("10.77.0.2/32")]),
+                      "--state", state).returncode == 0
+    before = ns.otcp_routes()
+    holder = subprocess.Popen([sys.executable, "-c", "import sqlite3, sys\n"
+                               "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+                               "db.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); sys.stdin.read()", state],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        done = otcp_agent(ns, "apply", write_set(tmp_path / "g2.json", 2, [route("10.77.0.3/32")]), "--state", state)
+    finally:
+        holder.communicate("")
+    assert done.returncode == 1
+    _one_line(done, "cannot write the state: another process has held its write lock for more than 5 s")
+    assert ns.otcp_routes() == before
+
+
+@pytest.mark.root
+def test_a_second_run_on_the_same_state_file_is_refused(ns, tmp_path):
+    state = str(tmp_path / "state.db")
+    listener = _listener_in(ns)
+    listener.settimeout(30)
+    command = [sys.executable, "-m", "otcp.agent.cli", "--netns", ns.name, "run", "--controller",
+               f"127.0.0.1:{listener.getsockname()[1]}", "--secret-file", _secret(tmp_path), "--state", state]
+    first = subprocess.Popen(command, cwd=REPOSITORY, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        conn, _ = listener.accept()  # the first one runs
+        second = subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True, timeout=30)
+        conn.close()
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=20)
+        listener.close()
+    assert second.returncode == 1
+    _one_line(second, f"{state}: another otcp-agent run (pid {first.pid}) uses this state file")
+
+
+@pytest.mark.root
+def test_sigint_during_apply_says_what_was_applied(ns, tmp_path):
+    routes = [route(f"10.88.{i // 256}.{i % 256}/32") for i in range(10_000)]
+    path = write_set(tmp_path / "big.json", 1, routes)
+    outcomes = set()
+    for delay in (0.0, 0.5):  # from when the agent opened its state: at the apply's start, and into it
+        state = str(tmp_path / f"state-{delay}.db")
+        apply = subprocess.Popen([sys.executable, "-m", "otcp.agent.cli", "--netns", ns.name, "apply", path,
+                                  "--state", state], cwd=REPOSITORY, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(state) and apply.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        time.sleep(delay)
+        apply.send_signal(signal.SIGINT)
+        out, err = apply.communicate(timeout=120)
+        count = len(ns.otcp_routes())
+        if apply.returncode == 0:  # it finished before the signal came
+            outcomes.add("finished")
+        else:
+            assert apply.returncode == 130 and "Traceback" not in err, err
+            line = err.strip().splitlines()[-1]
+            if count:
+                assert count == 10_000 and "generation 1 was applied whole" in line, line
+                outcomes.add("whole")
+            else:
+                assert "no route changed" in line, line
+                outcomes.add("nothing")
+        assert otcp_agent(ns, "revert", "--state", state).returncode == 0
+    assert outcomes & {"whole", "nothing"}
+
+
 def _listener_in(ns):
     """A TCP listener on the namespace's loopback, where an agent run with --netns dials."""
     own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)

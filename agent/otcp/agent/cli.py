@@ -34,12 +34,15 @@ from otcp.agent.enforcement import MODES, Enforcement, status_path
 from otcp.agent.lease import SAFE_INITCWND
 from otcp.agent.metrics import AgentMetrics
 from otcp.agent.routes import OTCP_PROTO, ApplyError, table_name
-from otcp.agent.state import CorruptState
+from otcp.agent.state import CorruptState, RunLock, State, StateUnwritable
 from otcp.wire import limits, paramset, session
+from otcp.wire.messages import RouteResult
 from otcp.wire.paramset import ParamSet, RouteParams
 from otcp.wire.validation import ValidationError
 
 STATE_DIRECTORY = "/var/lib/otcp-agent"
+#: The exit status of a command stopped by SIGINT (128 + the signal), as shells report it.
+EXIT_INTERRUPTED = 130
 LOG = logging.getLogger("otcp.agent")
 
 
@@ -62,8 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         args.state = default_state_path(args.netns)
     try:
         return args.command(args)
+    except StateUnwritable as error:
+        print(f"otcp-agent: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
-        return 0
+        print(f"otcp-agent {args.subcommand}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def default_state_path(netns: str | None) -> str:
@@ -157,6 +164,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("otcp-agent: --rtt-interval: must be above 0 and below 3600", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _stop)
+    running = RunLock(args.state)
+    running.acquire()  # StateUnwritable (one line, exit 1) while another agent runs on this state
+    try:
+        return _run(args, host, port, secret, metrics_address, tls)
+    finally:
+        running.release()
+
+
+def _run(args: argparse.Namespace, host: str, port: int, secret: bytes, metrics_address: tuple[str, int] | None,
+         tls: ssl.SSLContext | None) -> int:
+    """`run` once its arguments are checked and it holds the state file."""
+    _check_writable(args.state)  # an agent that cannot record what it applies must not apply, nor load BPF
     enforcing = Enforcement.start(args.enforce, status_path=status_path(args.state))
     with Agent(args.state, recover=True, enforcement=enforcing) as agent:
         _restore(agent)
@@ -177,6 +196,19 @@ def cmd_run(args: argparse.Namespace) -> int:
             LOG.info("stopping; the applied routes stay%s",
                      "; the BPF enforcement goes" if enforcing.mode == "bpf" else "")
     return 0
+
+
+def _check_writable(path: str) -> None:
+    """StateUnwritable unless the state file can be written now; a corrupt one passes (the agent
+    moves it aside and starts afresh)."""
+    try:
+        state = State(path)
+    except CorruptState:
+        return
+    try:
+        state.check_writable()
+    finally:
+        state.close()
 
 
 def _restore(agent: Agent) -> None:
@@ -202,12 +234,17 @@ def _restore(agent: Agent) -> None:
 
 def cmd_apply(args: argparse.Namespace) -> int:
     """Apply a parameter set from a file (or stdin) once, or with --dry-run show what that would change."""
-    param_set = _param_set_file(args.file)
-    if param_set is None:
-        return 2
-    if args.dry_run:
-        return _dry_run(args, param_set)
-    with Agent(args.state, recover=True) as agent:
+    try:
+        param_set = _param_set_file(args.file)
+        if param_set is None:
+            return 2
+        if args.dry_run:
+            return _dry_run(args, param_set)
+        agent = Agent(args.state, recover=True)
+    except KeyboardInterrupt:
+        print(f"otcp-agent apply: interrupted before it applied {args.file}; no route changed", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    with agent:
         try:
             validated, results = agent.apply(param_set, f"file {args.file}")
         except ValidationError as error:
@@ -216,10 +253,19 @@ def cmd_apply(args: argparse.Namespace) -> int:
         except ApplyError as error:
             print(f"otcp-agent: {args.file}: {error}", file=sys.stderr)
             return 1
-    if args.json:
+        except KeyboardInterrupt:
+            print(f"otcp-agent apply: interrupted; {_what_was_applied(agent, param_set)}", file=sys.stderr)
+            return EXIT_INTERRUPTED
+    _print_applied(validated, results, args.json)
+    return 0
+
+
+def _print_applied(validated: ParamSet, results: list[RouteResult], as_json: bool) -> None:
+    """What ``apply`` did, per route: as JSON, or the count and every route skipped or not fully enforced."""
+    if as_json:
         print(json.dumps({"generation": validated.generation,
                           "results": [r.model_dump(exclude_unset=True) for r in results]}, indent=2))
-        return 0
+        return
     applied = [r for r in results if r.status == "applied"]
     print(f"generation {validated.generation}: {len(applied)} route(s) applied, "
           f"{len(results) - len(applied)} skipped")
@@ -228,7 +274,17 @@ def cmd_apply(args: argparse.Namespace) -> int:
             print(f"  skipped {result.dst}: {result.reason}")
         elif result.reason:
             print(f"  applied {result.dst}, but {result.reason}")
-    return 0
+
+
+def _what_was_applied(agent: Agent, param_set: ParamSet) -> str:
+    """What an apply stopped by SIGINT did: all of the set or none of it (signals wait while
+    routes and state change, so never a part)."""
+    applied = agent.state.applied()
+    if applied is not None and applied.active and applied.param_set == param_set and agent.state.intent() is None:
+        return (f"generation {param_set.generation} was applied whole before it stopped "
+                f"({len(param_set.routes)} route(s); otcp-agent show lists them)")
+    held = "no generation" if applied is None else f"generation {applied.generation}"
+    return f"generation {param_set.generation} was not applied; no route changed ({held} stays)"
 
 
 def _param_set_file(path: str) -> ParamSet | None:

@@ -24,6 +24,7 @@ from otcp.agent.lease import SAFE_INITCWND
 from otcp.agent.metrics import AgentMetrics
 from otcp.agent.routes import ApplyError
 from otcp.agent.rtt import INTERVAL_S, RttMeter
+from otcp.agent.state import StateUnwritable
 from otcp.wire import framing, limits, messages, paramset, session
 from otcp.wire.framing import ProtocolError
 from otcp.wire.session import AuthenticationError
@@ -110,7 +111,7 @@ class ControllerClient:
         lease = self.agent.lease
         try:
             results = self.agent.keep_lease()
-        except ApplyError as error:
+        except (ApplyError, StateUnwritable) as error:
             self.log.error("the lease of generation %s ran out, and its safe state could not be applied: %s",
                            lease.generation if lease else None, error)
             return
@@ -203,7 +204,7 @@ class ControllerClient:
         the safe state gets the planned values back."""
         try:
             decision = self.agent.renew(renew.generation, renew.lease_s)
-        except ApplyError as error:
+        except (ApplyError, StateUnwritable) as error:
             self.log.error("could not restore generation %d on its renewal: %s", renew.generation, error)
             return
         if decision == "restore":
@@ -235,6 +236,10 @@ class ControllerClient:
             self.metrics.rejected("kernel")
             self.log.error("could not apply generation %s: %s", generation, error)
             return messages.reject_message(generation, str(error))
+        except StateUnwritable as error:
+            self.metrics.rejected("state")
+            self.log.error("could not apply generation %s: %s; no route changed", generation, error)
+            return messages.reject_message(generation, f"{error}; no route changed")
         self.metrics.applied(validated.generation, results, time.monotonic() - started)
         skipped = sum(1 for r in results if r.status == "skipped")
         self.log.info("applied generation %d: %d route(s), %d skipped", validated.generation,

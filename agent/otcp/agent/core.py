@@ -25,7 +25,7 @@ from otcp.agent import facts
 from otcp.agent.enforcement import Enforcement, EnforcementError, shown_enforcement
 from otcp.agent.lease import Lease, Renewal, lapsed, renewal, safe_state, shown_lease
 from otcp.agent.routes import ApplyError, Route, RouteTable
-from otcp.agent.state import Applied, CorruptState, State, StateLock, move_aside
+from otcp.agent.state import Applied, CorruptState, State, StateLock, StateUnwritable, move_aside
 from otcp.wire.messages import Hello, RouteResult
 from otcp.wire.paramset import (
     ParamSet,
@@ -68,15 +68,24 @@ class Agent:
         self.enforcement = enforcement or Enforcement.one_shot(netns)
         self.moved_aside: str | None = None
         try:
-            self.state = State(state_path)
+            self.state = self._open_state(recover)
+        except BaseException:
+            self.enforcement.close()  # the agent owns it from here: nothing stays loaded if it cannot start
+            raise
+        self.routes = RouteTable(netns)
+        self.lease: Lease | None = None  # the active set's lease in this process; None: held until replaced
+
+    def _open_state(self, recover: bool) -> State:
+        """The state file; one that cannot be used is moved aside with recover (else CorruptState).
+        One that cannot be written now raises StateUnwritable: it is not corrupt."""
+        try:
+            return State(self.state_path)
         except CorruptState as error:
             if not recover:
                 raise
-            self.moved_aside = move_aside(state_path)
+            self.moved_aside = move_aside(self.state_path)
             LOG.warning("%s; moved it to %s and starting with an empty state", error, self.moved_aside)
-            self.state = State(state_path)
-        self.routes = RouteTable(netns)
-        self.lease: Lease | None = None  # the active set's lease in this process; None: held until replaced
+            return State(self.state_path)
 
     def close(self) -> None:
         """Release the enforcement (its BPF entries go), close the route socket and the state file."""
@@ -97,7 +106,8 @@ class Agent:
 
         Returns the validated set and the per-route results. Raises
         ValidationError (nothing touched) or ApplyError (previous routes
-        restored). Both are journaled.
+        restored), both journaled, or StateUnwritable (nothing touched: the
+        state is written before the kernel).
         """
         with StateLock(self.state_path), _signals_deferred():
             applied = self.state.applied()
@@ -150,7 +160,7 @@ class Agent:
         try:
             stored = None if lease is None else lease.stored(time.monotonic(), time.time())
             self.state.save_applied(validated, results, source, stored)
-        except sqlite3.Error as error:
+        except (sqlite3.Error, StateUnwritable) as error:
             undo_enforcement()
             problems = self.routes.undo_last()
             detail = f"; rollback incomplete: {'; '.join(problems)}" if problems else "; routes rolled back"
@@ -188,6 +198,7 @@ class Agent:
             if applied is None or not applied.active or applied.generation != self.lease.generation:
                 self.lease = None  # reverted or replaced by hand meanwhile: not this lease's set
                 return []
+            self.state.check_writable()
             results, _ = self._write_kernel(safe_state(applied.param_set))
             self.lease = lapsed(self.lease)
             self.state.mark_lapsed(self.lease.stored(time.monotonic(), time.time()),
@@ -257,6 +268,7 @@ class Agent:
     def revert(self) -> list[Route]:
         """Remove every OTCP route; the generation is kept (older sets stay refused)."""
         with StateLock(self.state_path), _signals_deferred():
+            self.state.check_writable()  # a revert the state could not record would be undone at the next start
             removed = self.routes.revert()
             self.enforcement.remove()
             self.state.end()

@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from otcp.agent.lease import Lease
 from otcp.wire.messages import RouteResult
 
-#: Why a set was refused: its fields, its generation, or the kernel.
-REJECT_REASONS = ("validation", "generation", "kernel")
+#: Why a set was refused: its fields, its generation, the kernel, or a state file that cannot be written.
+REJECT_REASONS = ("validation", "generation", "kernel", "state")
 
 
 class AgentMetrics:

@@ -19,17 +19,24 @@ A state file that cannot be read (truncated, garbage, another schema, bad
 JSON, a directory) raises `CorruptState` with one line saying why;
 `move_aside` puts it out of the way so the agent can start afresh.
 
+A state file that cannot be written (read-only, immutable, locked by another
+process) raises `StateUnwritable` with one line saying why; every command
+that changes routes writes the state first (the intent, or `check_writable`),
+so such a file stops it before the kernel is touched.
+
 `StateLock` serialises every command that changes routes (a running agent,
-``apply``, ``revert``) on one host through an flock next to the database.
+``apply``, ``revert``) on one host through an flock next to the database;
+`RunLock` lets one ``otcp-agent run`` use a state file at a time.
 """
 
+import contextlib
 import fcntl
 import json
 import math
 import os
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -80,8 +87,35 @@ JOURNAL_ROWS = 1000
 DETAIL_BYTES = 2048
 
 
+#: How long a write waits for another process that holds the database's write lock. Agent
+#: commands take turns through `StateLock`, so only an outsider holds it longer than a write.
+BUSY_TIMEOUT_S = 5.0
+
+
 class CorruptState(Exception):
     """The state file cannot be used; the message says why, in one line."""
+
+
+class StateUnwritable(Exception):
+    """The state file cannot be written now (read-only, immutable, locked); the message says why,
+    in one line. Nothing was changed in the kernel because of the write that failed."""
+
+
+def _unwritable(path: str, error: sqlite3.Error) -> StateUnwritable:
+    """The one line for a write the database refused."""
+    text = str(error)
+    if "readonly" in text or "read-only" in text:
+        why = "the file is read-only (its permissions, an immutable attribute, or a read-only mount)"
+    elif "locked" in text or "busy" in text:
+        why = f"another process has held its write lock for more than {BUSY_TIMEOUT_S:g} s"
+    else:
+        why = text
+    return StateUnwritable(f"{path}: cannot write the state: {why}")
+
+
+def _is_unwritable(error: sqlite3.Error) -> bool:
+    text = str(error)
+    return any(word in text for word in ("readonly", "read-only", "locked", "busy"))
 
 
 @dataclass(frozen=True)
@@ -104,7 +138,7 @@ class State:
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)
         try:
-            self.db = sqlite3.connect(path, timeout=30)
+            self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
         except sqlite3.Error as error:
             raise CorruptState(f"{path}: cannot open the state: {error}") from None
         try:
@@ -115,6 +149,8 @@ class State:
             self.db.close()
             if isinstance(error, CorruptState):
                 raise
+            if isinstance(error, sqlite3.OperationalError) and _is_unwritable(error):
+                raise _unwritable(path, error) from None  # a good file that cannot be written now: not corrupt
             raise CorruptState(f"{path}: not a usable state database: {error}") from None
 
     def _check(self) -> None:
@@ -131,6 +167,23 @@ class State:
     def close(self) -> None:
         """Close the state database."""
         self.db.close()
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One write transaction; a database that refuses it raises StateUnwritable."""
+        try:
+            with self.db:
+                yield
+        except sqlite3.OperationalError as error:
+            if _is_unwritable(error):
+                raise _unwritable(self.path, error) from None
+            raise
+
+    def check_writable(self) -> None:
+        """Raise StateUnwritable unless the state can be written now (takes the write lock and
+        changes nothing): what a command checks before it touches the kernel."""
+        with self._writing():
+            self.db.execute("UPDATE applied SET id = id WHERE 0")
 
     def applied(self) -> Applied | None:
         """The last applied generation, or None if nothing was ever applied."""
@@ -177,7 +230,7 @@ class State:
         """Record a set as applied, with its per-route results and its lease (None: held until
         replaced); the intent is done."""
         stored_results = [result.model_dump(exclude_unset=True) for result in results]
-        with self.db:
+        with self._writing():
             self.db.execute(
                 "INSERT OR REPLACE INTO applied VALUES (1, ?, ?, ?, ?, 1)",
                 (param_set.generation, framing.encode_json(param_set).decode(), json.dumps(stored_results),
@@ -189,12 +242,12 @@ class State:
 
     def save_lease(self, lease: StoredLease) -> None:
         """Record the applied set's lease as renewed (not journaled: it comes every few seconds)."""
-        with self.db:
+        with self._writing():
             self._write_lease(lease)
 
     def mark_lapsed(self, lease: StoredLease, detail: str) -> None:
         """Record that the applied set's lease lapsed and the kernel holds its safe state."""
-        with self.db:
+        with self._writing():
             self._write_lease(lease)
             self._journal(self.applied_generation(), "lease", "lapsed", detail)
 
@@ -207,13 +260,13 @@ class State:
 
     def begin(self, generation: int, destinations: Sequence[str]) -> None:
         """Record, durably and before the kernel is touched, what an apply is about to write."""
-        with self.db:
+        with self._writing():
             self.db.execute("INSERT OR REPLACE INTO intent VALUES (1, ?, ?, ?)",
                             (generation, json.dumps(sorted(destinations)), time.time()))
 
     def end(self) -> None:
         """Forget the intent of an apply that ended without a new generation (refused, rolled back)."""
-        with self.db:
+        with self._writing():
             self.db.execute("DELETE FROM intent")
 
     def intent(self) -> tuple[int, list[str]] | None:
@@ -231,14 +284,14 @@ class State:
 
     def mark_reverted(self, removed: int) -> None:
         """Record that every OTCP route was removed."""
-        with self.db:
+        with self._writing():
             self.db.execute("UPDATE applied SET active = 0 WHERE id = 1")
             self.db.execute("DELETE FROM lease")
             self._journal(self.applied_generation(), "revert", "reverted", f"{removed} route(s) removed")
 
     def record(self, generation: int | None, source: str, outcome: str, detail: str) -> None:
         """Journal an event that changed nothing (a rejection, a failed apply)."""
-        with self.db:
+        with self._writing():
             self._journal(generation, source, outcome, detail)
 
     def journal(self, limit: int = 20) -> list[tuple[Any, ...]]:
@@ -284,3 +337,39 @@ class StateLock:
         fcntl.flock(self._handle, fcntl.LOCK_UN)
         self._handle.close()
         self._handle = None
+
+
+class RunLock:
+    """An exclusive flock on ``<state>.run``, held while ``otcp-agent run`` runs: two agents on one
+    state file would each undo the other's routes, and the controller would swap between them.
+
+    `acquire` raises StateUnwritable naming the process that holds it."""
+
+    def __init__(self, state_path: str) -> None:
+        self.path = os.path.abspath(state_path) + ".run"
+        self._handle: IO[str] | None = None
+
+    def acquire(self) -> None:
+        """Take the lock and write this process's id into the file, or raise StateUnwritable."""
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        handle = open(self.path, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            handle.close()
+            raise StateUnwritable(f"{self.path[:-len('.run')]}: another otcp-agent run (pid {holder}) uses this "
+                                  "state file; one agent runs per state file") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._handle = handle
+
+    def release(self) -> None:
+        """Let the next agent run (the file stays; its lock is what counts)."""
+        if self._handle is not None:
+            fcntl.flock(self._handle, fcntl.LOCK_UN)
+            self._handle.close()
+            self._handle = None
