@@ -6,14 +6,25 @@ a hostile controller cannot blow up the label space.
 """
 
 import math
+import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
+from http.server import ThreadingHTTPServer
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import MetricsHandler
 
 from otcp.agent.lease import Lease
 from otcp.wire.messages import RouteResult
 
+#: Scrapes served at once; more are closed at once. Each holds a thread and a descriptor, so an
+#: unbounded number would let slow clients take the agent's descriptors from its controller connection.
+MAX_SCRAPES = 8
+#: Longest wait for a scrape's next bytes, and the longest a whole scrape may take.
+SCRAPE_TIMEOUT_S = 5.0
+SCRAPE_DEADLINE_S = 10.0
 #: Why a set was refused: its fields, its generation, the kernel, or a state file that cannot be written.
 REJECT_REASONS = ("validation", "generation", "kernel", "state")
 
@@ -52,9 +63,12 @@ class AgentMetrics:
         self.lease_expired.set_function(lambda: lease_expired(lease()))
         self.lease_remaining.set_function(lambda: lease_remaining_s(lease(), time.monotonic()))
 
-    def serve(self, host: str, port: int) -> None:
-        """Answer /metrics on host:port in a background thread."""
-        start_http_server(port, addr=host, registry=self.registry)
+    def serve(self, host: str, port: int, max_scrapes: int = MAX_SCRAPES) -> "MetricsServer":
+        """Answer /metrics on host:port in a background thread, at most max_scrapes at once,
+        each within SCRAPE_DEADLINE_S; returns the server (its address: `server_address`)."""
+        server = MetricsServer((host, port), self.registry, max_scrapes)
+        threading.Thread(target=server.serve_forever, name="otcp-agent-metrics", daemon=True).start()
+        return server
 
     def applied(self, generation: int, results: Sequence[RouteResult], seconds: float) -> None:
         """Record a set that was applied."""
@@ -77,3 +91,65 @@ def lease_expired(lease: Lease | None) -> float:
 def lease_remaining_s(lease: Lease | None, now: float) -> float:
     """otcp_agent_lease_remaining_seconds of a lease at now (monotonic): NaN without one."""
     return math.nan if lease is None else lease.remaining_s(now)
+
+
+class MetricsServer(ThreadingHTTPServer):
+    """The agent's /metrics server: a thread per scrape, at most `max_scrapes` at once (a
+    connection beyond them is closed unanswered and counted in `refused`), each cut off when its
+    client is silent for SCRAPE_TIMEOUT_S or the scrape takes SCRAPE_DEADLINE_S."""
+
+    daemon_threads = True
+    request_queue_size = 64  # waiting connections cost the kernel, not the agent's descriptors
+
+    def __init__(self, address: tuple[str, int], registry: CollectorRegistry, max_scrapes: int) -> None:
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.slots = threading.BoundedSemaphore(max_scrapes)
+        self.refused = 0
+        handler = type("ScrapeHandler", (_ScrapeHandler,), {"registry": registry})
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve the connection on its own thread if a slot is free, else close it."""
+        if not self.slots.acquire(blocking=False):
+            self.refused += 1
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        """Serve one scrape, then give its slot back."""
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+class _ScrapeHandler(MetricsHandler):
+    """prometheus_client's handler with a timeout on every read and a deadline on the whole scrape."""
+
+    timeout = SCRAPE_TIMEOUT_S
+
+    def setup(self) -> None:
+        """Start the scrape's deadline."""
+        super().setup()
+        self._deadline = threading.Timer(SCRAPE_DEADLINE_S, self._cut_off)
+        self._deadline.daemon = True
+        self._deadline.start()
+
+    def finish(self) -> None:
+        """The scrape ended in time: its deadline is off."""
+        self._deadline.cancel()
+        super().finish()
+
+    def _cut_off(self) -> None:
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes are not logged."""

@@ -152,10 +152,22 @@ def registry_for(live: LiveView, database: str) -> CollectorRegistry:
     return registry
 
 
+#: Scrapes served at once (more wait in the listen backlog, holding no descriptor), and the longest
+#: wait for a scrape's next bytes: slow clients cannot take the controller's descriptors or green threads.
+MAX_SCRAPES = 8
+SCRAPE_TIMEOUT_S = 5.0
+
+
 def serve(host: str, port: int, registry: CollectorRegistry) -> Any:
     """Answer /metrics on host:port from a green thread of os-ken's hub; returns the thread."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return serve_on(hub.listen((host, port), family=family), registry)
+
+
+def serve_on(listener: Any, registry: CollectorRegistry) -> Any:
+    """Answer /metrics on a listening socket of the hub, MAX_SCRAPES at a time, each connection
+    closed after one scrape or SCRAPE_TIMEOUT_S of silence; returns the thread."""
     import eventlet.wsgi
 
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = hub.listen((host, port), family=family)
-    return hub.spawn(eventlet.wsgi.server, listener, make_wsgi_app(registry), log_output=False)
+    return hub.spawn(eventlet.wsgi.server, listener, make_wsgi_app(registry), log_output=False,
+                     max_size=MAX_SCRAPES, socket_timeout=SCRAPE_TIMEOUT_S, keepalive=False)
