@@ -160,10 +160,34 @@ def test_truncated_json_is_refused_with_its_position():
 
 
 def test_non_json_constants_and_bad_utf8_are_refused():
-    with pytest.raises(ValidationError, match="NaN is not allowed"):
+    with pytest.raises(ValidationError, match=r"^parameter set: generation: NaN is not valid JSON \(numbers must be finite\)$"):
         paramset.parse_param_set(b'{"generation": NaN, "routes": []}')
     with pytest.raises(ValidationError, match="not UTF-8"):
         paramset.parse_param_set(b'{"generation": 1, "routes": ["\xff"]}')
+
+
+@pytest.mark.parametrize("number, named", [("NaN", "NaN is not valid JSON"), ("Infinity", "Infinity is not valid JSON"),
+                                           ("-Infinity", "-Infinity is not valid JSON"),
+                                           ("1e999", "1e999 is beyond the largest number")])
+def test_nan_and_infinity_errors_name_the_field(number, named):
+    body = ('{"generation": 1, "routes": [' + json.dumps(route()) + ", "
+            + json.dumps(route(dst="10.0.0.3")).replace('"initcwnd": 1', f'"initcwnd": {number}') + "]}").encode()
+    with pytest.raises(ValidationError) as refused:
+        paramset.parse_param_set(body, where="set.json")
+    assert str(refused.value) == f"set.json: routes[1].initcwnd: {named} (numbers must be finite)"
+
+
+def test_a_huge_number_is_cut_in_the_error():
+    with pytest.raises(ValidationError) as refused:
+        paramset.parse_param_set(b'{"generation": ' + b"9" * 4000 + b', "routes": []}')
+    assert str(refused.value).startswith("generation: 999") and len(str(refused.value)) < 120
+
+
+@pytest.mark.parametrize("dst", ["10.0.0.1/032", "10.0.0.0/255.0.0.0", "2001:db8::/064", "10.0.0.0/08"])
+def test_a_prefix_length_is_written_canonically(dst):
+    with pytest.raises(ValidationError, match=r"^routes\[0\]\.dst: .*the prefix length must be a number of bits "
+                                              "without leading zeros"):
+        paramset.validate_param_set(param_set(route(dst=dst)))
 
 
 def test_oversized_set_is_refused_before_parsing():

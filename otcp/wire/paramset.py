@@ -40,6 +40,10 @@ def canonical_prefix(value: str) -> str:
     and ipaddress takes 15 us a prefix."""
     if "%" in value:
         raise ValueError(f"{validation.show(value)} has a zone id; OTCP routes are global prefixes")
+    length = value.rpartition("/")[2] if "/" in value else None
+    if length is not None and not (length.isascii() and length.isdigit() and str(int(length)) == length):
+        raise ValueError(f"{validation.show(value)}: the prefix length must be a number of bits without "
+                         "leading zeros (not a netmask)")
     try:
         return str(ipaddress.ip_network(value, strict=True))
     except ValueError as error:

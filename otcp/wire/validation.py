@@ -15,6 +15,7 @@ nested document is refused instead of exhausting the parser's stack.
 """
 
 import json
+import math
 import re
 from typing import Any, TypeVar
 
@@ -91,7 +92,7 @@ def int_range(low: int, high: int) -> AfterValidator:
 
     def within(value: int) -> int:
         if not low <= value <= high:
-            raise ValueError(f"{value} is out of range {low}..{high}")
+            raise ValueError(f"{show(value)} is out of range {low}..{high}")
         return value
 
     return AfterValidator(within)
@@ -172,12 +173,43 @@ def load_json(body: bytes, where: str = "input", max_depth: int = MAX_JSON_DEPTH
     depth = nesting_depth(text)
     if depth > max_depth:
         raise JSONError(f"{where}: nested {depth} levels deep, more than the limit of {max_depth}")
+    infinite: list[str] = []  # the spellings of the non-finite numbers met, if any
+
+    def number(spelling: str) -> float:
+        value = float(spelling)
+        if not math.isfinite(value):
+            infinite.append(spelling)
+        return value
+
     try:
-        return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_duplicates)
+        document = json.loads(text, parse_constant=number, parse_float=number, object_pairs_hook=_refuse_duplicates)
     except json.JSONDecodeError as error:
         raise JSONError(f"{where}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}") from None
     except ValueError as error:
         raise JSONError(f"{where}: invalid JSON ({error})") from None
+    if infinite:
+        spelling = infinite[0]
+        what = (f"{spelling} is not valid JSON" if spelling in ("NaN", "Infinity", "-Infinity")
+                else f"{_shortened(spelling)} is beyond the largest number")
+        raise JSONError(f"{where}: {_first_non_finite(document) or 'the document'}: {what} (numbers must be finite)")
+    return document
+
+
+def _first_non_finite(document: Any, path: str = "") -> str | None:
+    """The path (``routes[3].initcwnd``) of the first NaN or infinity in a parsed document, or None."""
+    if isinstance(document, float):
+        return None if math.isfinite(document) else path
+    items: Any = ()
+    if isinstance(document, dict):
+        items = ((f"{path}.{_shortened(str(key))}" if path else _shortened(str(key)), value)
+                 for key, value in document.items())
+    elif isinstance(document, list):
+        items = ((f"{path}[{i}]", value) for i, value in enumerate(document))
+    for where, value in items:
+        found = _first_non_finite(value, where)
+        if found is not None:
+            return found
+    return None
 
 
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -229,10 +261,6 @@ def load_yaml_file(path: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
     except FileNotFoundError:
         raise ValidationError(path, "no such file") from None
     return load_yaml(text, path, max_depth)
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not allowed")
 
 
 def _refuse_duplicates(pairs: list) -> dict:
