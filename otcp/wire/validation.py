@@ -228,28 +228,81 @@ def nesting_depth(text: str) -> int:
     return deepest
 
 
-def load_yaml(text: str, where: str = "input", max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """Parse YAML from outside (safe loader), nesting at most max_depth.
+#: The most values a YAML document may hold once its aliases are expanded: far above the largest
+#: inventory (a k=16 fat-tree is about 30 000), far below what a "billion laughs" of aliases makes.
+MAX_YAML_NODES = 1_000_000
 
-    The depth is counted on the parser's events, which are produced without
-    recursion, before the recursive composer builds the document.
+
+def load_yaml(text: str, where: str = "input", max_depth: int = MAX_JSON_DEPTH,
+              max_nodes: int = MAX_YAML_NODES) -> Any:
+    """Parse YAML from outside (safe loader), nesting at most max_depth, at most max_nodes values
+    with its aliases expanded, and no mapping key given twice.
+
+    Depth and size are counted on the parser's events, which are produced
+    without recursion, before the recursive composer builds the document: an
+    alias bomb is refused after reading its few lines, never expanded.
     """
     try:
-        depth = deepest = 0
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-                depth += 1
-                deepest = max(deepest, depth)
-                if deepest > max_depth:
-                    raise ValidationError(where, f"nested more than {max_depth} levels deep")
-            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-                depth -= 1
-        return yaml.safe_load(text)
+        _check_events(yaml.parse(text, Loader=yaml.SafeLoader), where, max_depth, max_nodes)
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
+    except _DuplicateKey as duplicate:
+        raise ValidationError(where, str(duplicate)) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error)
         raise ValidationError(where, f"YAML syntax error{at}: {problem}") from None
+
+
+def _check_events(events: Any, where: str, max_depth: int, max_nodes: int) -> None:
+    """Refuse a YAML event stream nested deeper than max_depth, or holding more than max_nodes
+    values once every alias is counted as the node it names (an alias of an alias multiplies)."""
+    sizes: dict[str, int] = {}  # anchor -> values in its node, expanded
+    open_nodes: list[list[Any]] = [[None, 0]]  # [anchor, values so far] of the document and each open collection
+    for event in events:
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            open_nodes.append([event.anchor, 1])
+            if len(open_nodes) > max_depth + 1:
+                raise ValidationError(where, f"nested more than {max_depth} levels deep")
+            continue
+        if isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            anchor, size = open_nodes.pop()
+        elif isinstance(event, yaml.ScalarEvent):
+            anchor, size = event.anchor, 1
+        elif isinstance(event, yaml.AliasEvent):
+            anchor, size = None, sizes.get(event.anchor or "", 1)
+        else:
+            continue
+        if anchor is not None:
+            sizes[anchor] = size
+        open_nodes[-1][1] += size
+        if open_nodes[-1][1] > max_nodes:
+            raise ValidationError(where, f"line {event.start_mark.line + 1}: more than {max_nodes} values once "
+                                         "its aliases are expanded; refused unexpanded")
+
+
+class _DuplicateKey(Exception):
+    """A mapping gives a key twice; the message names the key and both lines."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that gives a key twice (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """The mapping, once every key of it is known to be given once."""
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    raise _DuplicateKey(f"line {line}: key {show(key)} is given twice (first at line {seen[key]})")
+                seen[key] = line
+            except TypeError:
+                continue  # an unhashable key: the base loader refuses it with its position
+        return super().construct_mapping(node, deep)
 
 
 def load_yaml_file(path: str, max_depth: int = MAX_JSON_DEPTH) -> Any:

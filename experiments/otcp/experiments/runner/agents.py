@@ -24,11 +24,10 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-import yaml
-
 from otcp.agent import rtt
 from otcp.agent.enforcement import status_path
 from otcp.agent.routes import OTCP_PROTO
+from otcp.wire import validation
 
 if TYPE_CHECKING:
     from otcp.experiments.runner.emulation import Emulation
@@ -56,8 +55,7 @@ def first_probes_s(hosts: int) -> float:
 
 def agent_endpoint(controller_config: str) -> tuple[str, int, str]:
     """(host, port, secret_file) of the agent channel from a controller.yaml."""
-    with open(controller_config, encoding="utf-8") as handle:
-        agents = yaml.safe_load(handle)["agents"]
+    agents = validation.load_yaml_file(controller_config)["agents"]
     return agents["host"], agents["port"], agents["secret_file"]
 
 
