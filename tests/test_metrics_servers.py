@@ -3,6 +3,7 @@ bounded number of scrapes at once, each cut off when its client goes silent (and
 agent, when the scrape takes too long), so that scrapers can never take the descriptors a
 service needs for its real work. Loopback only; the timeouts are shortened for the test."""
 
+import platform
 import socket
 import threading
 import time
@@ -15,6 +16,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from otcp.agent import metrics as agent_metrics
 from otcp.agent.metrics import AgentMetrics
 from otcp.service import metrics as controller_metrics
+from otcp.wire import limits
 
 SLOW_CLIENTS = 40
 
@@ -66,6 +68,7 @@ def test_the_agent_serves_a_bounded_number_of_scrapes_and_cuts_off_slow_clients(
     assert with_deadline and time.monotonic() - started < 4
     page = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     assert "otcp_agent_applied_generation 7.0" in page
+    assert f'otcp_build_info{{protocol="{limits.VERSION}",python="{platform.python_version()}",version="' in page
     for sock in slow + [trickler]:
         sock.close()
     server.shutdown()

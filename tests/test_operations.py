@@ -17,6 +17,8 @@ from os_ken.lib.packet import arp as arp_packet
 from otcp.controller import config
 from otcp.experiments.runner.controller import free_port
 from otcp.service import app, metrics
+from otcp.wire import build
+from support.channel import GreenPeer, wait_for
 from support.controller_fakes import H1, H2, H3, PORTS, FakeDatapath, arp_frame, port_infos
 
 ROOT = __file__.rsplit("/tests/", 1)[0]
@@ -118,6 +120,8 @@ def test_metrics_follow_the_plan_and_a_lost_link(tmp_path, clock):
     registry = metrics.registry_for(controller.live, controller.config.database)
     before = scrape(registry)
     assert before[("otcp_controller_generation", ())] == 0 and before[("otcp_controller_paths", ())] == 0
+    assert before[key("otcp_build_info", **build.build_labels())] == 1
+    assert before[("otcp_controller_sets_too_large", ())] == 0
     assert not any(name == "otcp_controller_link_delay_seconds" for name, _ in before)
     clock.now += 5.0  # discovery has settled
     h3_sends(controller, 1)
@@ -188,6 +192,16 @@ def test_status_reads_the_live_view_from_the_admin_socket(tmp_path, clock):
         assert out.startswith("generation 1 (1 in the last minute), planned ")
         assert "  s1 -> s2: delay 10.0 us (default, 0 samples), 100 Mb/s, buffer 131072 B, 0 active flows" in out
         assert "parameters (generation 1):" in out and "agents: none" in out
+        # An agent whose addresses match no host is connected, and gets nothing: status says so.
+        stranger = GreenPeer(controller.agent_server.address[1])
+        assert stranger.authenticate(secret=(tmp_path / "secret").read_bytes(), addresses=("10.99.0.2",))
+        wait_for(lambda: controller.agent_server.agents(), "the stranger's hello")
+        code, out, err = finished(status_command("--socket", socket_path))
+        assert code == 0, err
+        assert (f"  unknown host (green): connected from 127.0.0.1:{stranger.sock.getsockname()[1]}, reports "
+                "10.99.0.2, none of them a host with parameters; it gets no set") in out.splitlines()
+        assert "None" not in out
+        stranger.close()
     finally:
         for thread in controller.threads:
             hub.kill(thread)

@@ -175,6 +175,19 @@ def test_show_without_database_exits_2(tmp_path, capsys):
     assert "none.db: no such database" in capsys.readouterr().err
 
 
+def test_show_json_on_a_database_without_parameters_is_json(tmp_path, capsys):
+    from otcp.controller import store
+
+    path = str(tmp_path / "controller.db")
+    store.Store(path).close()
+    assert cli.main(["show", "--database", path, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"generation": None, "computed_at": None,
+                                                   "generations_in_the_minute_before": 0, "paths": [], "links": [],
+                                                   "acked_generations": {}, "agents": {}}
+    assert cli.main(["show", "--database", path]) == 0
+    assert capsys.readouterr().out == f"{path}: no parameters computed yet\n"
+
+
 def test_plan_shows_the_lossless_fields(tmp_path, capsys):
     path = write_inventory(tmp_path, star(16))
     status, out, _ = run_plan(capsys, path, "--lossless", "--json")

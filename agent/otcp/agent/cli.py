@@ -35,7 +35,7 @@ from otcp.agent.lease import SAFE_INITCWND
 from otcp.agent.metrics import AgentMetrics
 from otcp.agent.routes import OTCP_PROTO, ApplyError, table_name
 from otcp.agent.state import CorruptState, RunLock, State, StateUnwritable
-from otcp.wire import limits, paramset, session
+from otcp.wire import build, limits, paramset, session
 from otcp.wire.messages import RouteResult
 from otcp.wire.paramset import ParamSet, RouteParams
 from otcp.wire.validation import ValidationError
@@ -86,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="otcp-agent", description="Apply OTCP's per-destination TCP parameters as route attributes "
         f"(routes tagged proto {OTCP_PROTO})."
     )
+    parser.add_argument("--version", action="version", version=build.version_line("otcp-agent"))
     parser.add_argument("--netns", metavar="NAME", help="run in this named network namespace")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     commands = parser.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import MetricsHandler
 
 from otcp.agent.lease import Lease
+from otcp.wire import build
 from otcp.wire.messages import RouteResult
 
 #: Scrapes served at once; more are closed at once. Each holds a thread and a descriptor, so an
@@ -53,6 +54,9 @@ class AgentMetrics:
                                    "because no controller renewed its lease", registry=self.registry)
         self.lease_remaining = Gauge("otcp_agent_lease_remaining_seconds", "Seconds left of the applied set's "
                                      "lease (NaN: no lease, the set holds until replaced)", registry=self.registry)
+        labels = build.build_labels()
+        Gauge("otcp_build_info", "The running OTCP: package version, agent channel protocol and Python (always 1)",
+              list(labels), registry=self.registry).labels(**labels).set(1)
         for status in ("applied", "skipped"):
             self.routes.labels(status)
         for reason in REJECT_REASONS:

@@ -49,7 +49,7 @@ from otcp.experiments.traffic import distributions
 from otcp.planning.formulas import Lossless
 from otcp.topo import fabrics
 from otcp.topo.fabrics import MAX_BW_MBPS
-from otcp.wire import limits
+from otcp.wire import build, limits
 
 C = TypeVar("C", bound=ExperimentConfig)
 T = TypeVar("T")
@@ -112,6 +112,7 @@ def positive_int_list(text: str, what: str, high: int | None = None) -> list[int
 def build_parser() -> argparse.ArgumentParser:
     """The otcp-experiment argument parser: incast, calibrate, shell, fairness, simulate and report."""
     parser = argparse.ArgumentParser(prog="otcp-experiment", description="OTCP's Mininet experiments.")
+    parser.add_argument("--version", action="version", version=build.version_line("otcp-experiment"))
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("incast", help="TCP incast under each scheme (synchronized reads on a star)",
                               description=first_line(incast.__doc__))

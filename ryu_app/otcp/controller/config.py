@@ -20,6 +20,7 @@
                 flow_hold_s: 5.0, min_flow_packets: 3}
     measurement: {max_link_delay_us: 100, host_rtt_max_age_s: 60, host_rtt_min_samples: 3}
     log_level: info
+    log_file:  null                               # also log here (stderr always), e.g. /var/log/otcp/controller.log
     metrics:   null                               # {host: 127.0.0.1, port: 9640}: Prometheus
     admin:     {socket: otcp-controller.sock}     # `otcp-controller status` asks here
     retention: {measurements_s: 3600, generations: 100, prune_interval_s: 60}
@@ -226,6 +227,7 @@ class ControllerConfig(Strict):
     stability: StabilitySection = StabilitySection()
     measurement: MeasurementSection = MeasurementSection()
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_file: str | None = None  # the log goes here as well as to stderr
     metrics: MetricsSection | None = None
     admin: AdminSection = AdminSection()
     retention: RetentionSection = RetentionSection()
@@ -278,7 +280,7 @@ def _absolute(config: ControllerConfig, base: str) -> ControllerConfig:
     if tls is not None:
         tls = tls.model_copy(update={"cert_file": at(tls.cert_file), "key_file": at(tls.key_file)})
     return config.model_copy(update={
-        "inventory": at(config.inventory), "database": at(config.database),
+        "inventory": at(config.inventory), "database": at(config.database), "log_file": at(config.log_file),
         "admin": config.admin.model_copy(update={"socket": at(config.admin.socket)}),
         "agents": config.agents.model_copy(update={"secret_file": at(config.agents.secret_file), "tls": tls}),
     })

@@ -20,7 +20,7 @@ from otcp.controller.core import Actions, ControllerCore, PortInfo
 from otcp.planning import inventory
 from otcp.service.agent_server import AgentServer
 from otcp.service.live import LiveView
-from otcp.service.services import start_services
+from otcp.service.services import Services, start_services
 from otcp.wire.messages import Hello
 
 RESTART_BACKOFF_S = 1.0  # a loop whose step raised waits this long before running again
@@ -50,13 +50,15 @@ class OTCPController(app_manager.OSKenApp):
         self.datapaths: dict[int, Any] = {}  # dpid -> connected os-ken Datapath
         self.replan = hub.Event()
         self.agent_server: AgentServer | None = None
+        self.services: Services | None = None  # started by start()
         latest = self.store.latest_generation()
         self.live = LiveView(self.core, *((latest[2], latest[0]) if latest else ()))
 
     def start(self) -> None:
         """os-ken's start hook: the agent channel, the admin socket, the metrics and the four loops."""
         super().start()
-        services = start_services(self.config, self.core, self.store, self.live, self.logger, self._agent_arrived)
+        services = self.services = start_services(self.config, self.core, self.store, self.live, self.logger,
+                                                  self._agent_arrived)
         self.agent_server = services.agent_server
         self.threads.extend(services.threads)
         # The waits read the configuration at every turn: a reload changes them.
@@ -67,6 +69,17 @@ class OTCPController(app_manager.OSKenApp):
                            (self._reload, lambda: hub.sleep(RELOAD_POLL_S))):
             self.threads.append(hub.spawn(self._supervised, step, wait))
         signal.signal(signal.SIGHUP, self._hangup)
+
+    def stop(self) -> None:
+        """os-ken's stop hook (SIGTERM, SIGINT): say so, let the agents go, remove the admin socket."""
+        self.logger.info("stopping: generation %d is the last; agents keep their sets until their leases run out",
+                         self.core.generation)
+        if self.services is not None:
+            self.services.stop()
+        for thread in self.threads:  # the loops run for ever: os-ken's stop would wait on them
+            hub.kill(thread)
+        self.threads.clear()
+        super().stop()
 
     def _hangup(self, signum: int, frame: Any) -> None:
         """SIGHUP: reload the configuration at the reload loop's next turn."""

@@ -13,6 +13,8 @@ import warnings
 from collections.abc import Iterable
 from typing import Any, TextIO
 
+from otcp.wire import build
+
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 DEFAULT_CONFIG = "/etc/otcp/controller.yaml"  # where scripts/install.sh puts it
@@ -266,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="otcp-controller", description="OTCP controller: per-path TCP parameters from fabric measurements"
     )
+    parser.add_argument("--version", action="version", version=build.version_line("otcp-controller"))
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the os-ken controller with the OTCP app")
     run.add_argument("--config", required=True, help="controller configuration (YAML)")

@@ -10,10 +10,14 @@ refuses to start and names the first.
 import errno
 import fcntl
 import logging
+import logging.handlers
 import os
 import resource
+import signal
 import socket
+import sys
 import warnings
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported at run time only after os-ken patched the process
@@ -37,26 +41,72 @@ def run(config_path: str) -> int:
 
     config = controller_config.load(config_path)
     lock = claim(config)  # held (open) for as long as the process runs
+    level = getattr(logging, config.log_level.upper())
+    configure_logging(level, config.log_file)
     raise_descriptor_limit()
-    logging.getLogger().setLevel(getattr(logging, config.log_level.upper()))
     from os_ken.cmd import manager
 
     from otcp.service import app
 
     app.CONFIG, app.CONFIG_PATH = config, os.path.abspath(config_path)
     openflow = config.openflow
+    # SIGTERM (systemd's stop) and SIGINT end the controller as Ctrl-C does in os-ken: os-ken
+    # closes every app, and the app logs it and removes its admin socket.
+    for stop_signal in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop_signal, _interrupt_main())
+    log = logging.getLogger("otcp.controller")
     try:
         manager.main(
             args=[
                 "--ofp-listen-host", openflow.host,
                 "--ofp-tcp-listen-port", str(openflow.port),
+                "--nouse-stderr", "--default-log-level", str(level),  # our handlers, with timestamps
                 "otcp.service.app",
             ],
             prog="otcp-controller",
         )
+    except KeyboardInterrupt:  # a stop before os-ken's own handling of it begins
+        log.info("stopped while starting")
     finally:
         lock.close()
+    log.info("stopped (pid %d)", os.getpid())
     return 0
+
+
+#: Every line of the controller's log: when, which logger, how severe, what.
+LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
+
+
+def configure_logging(level: int, log_file: str | None) -> None:
+    """Log at level to stderr and, when log_file names one, to that file too (reopened when
+    logrotate moves it), each line with its time."""
+    formatter = logging.Formatter(LOG_FORMAT)
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file is not None:
+        handlers.append(logging.handlers.WatchedFileHandler(log_file))
+    root = logging.getLogger()
+    for handler in handlers:
+        handler.setFormatter(formatter)
+        root.addHandler(handler)
+    root.setLevel(level)
+
+
+def _interrupt_main() -> Callable[[int, object], None]:
+    """A signal handler that stops the controller: KeyboardInterrupt in the main green thread, the
+    one calling this (where os-ken waits for its apps and closes them on it), never in whichever
+    green thread the signal happened to interrupt. Called after os-ken patched the process."""
+    import eventlet.hubs
+    from eventlet import greenthread
+
+    main = greenthread.getcurrent()
+
+    def interrupt(signum: int, frame: object) -> None:
+        logging.getLogger("otcp.controller").info("%s received: stopping", signal.Signals(signum).name)
+        if greenthread.getcurrent() is main:
+            raise KeyboardInterrupt
+        eventlet.hubs.get_hub().schedule_call_global(0, main.throw, KeyboardInterrupt())
+
+    return interrupt
 
 
 def claim(config: "ControllerConfig") -> IO[str]:

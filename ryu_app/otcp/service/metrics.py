@@ -27,6 +27,7 @@ from prometheus_client.registry import Collector
 
 from otcp.service.agent_server import REFUSAL_REASONS
 from otcp.service.live import LiveView
+from otcp.wire import build
 
 #: The quantiles every per-path parameter is summarised at (0 is the minimum, 1 the maximum).
 QUANTILES = (0.0, 0.5, 0.9, 0.99, 1.0)
@@ -63,6 +64,11 @@ class ControllerCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         """All families, built from the state of this moment."""
         live, now = self.live, self.clock()
+        labels = build.build_labels()
+        info = GaugeMetricFamily("otcp_build_info", "The running OTCP: package version, agent channel protocol and "
+                                 "Python (always 1)", labels=list(labels))
+        info.add_metric(list(labels.values()), 1)
+        yield info
         yield _gauge("otcp_controller_generation", "Number of the newest parameter generation", live.core.generation)
         yield from live.generations_made.collect()
         yield _gauge("otcp_controller_generations_last_minute", "Generations made in the last 60 s",

@@ -19,7 +19,15 @@ class Services:
     """The running side services: the agent server (None when the channel is off) and their green threads."""
 
     agent_server: AgentServer | None = None
+    admin: AdminServer | None = None
     threads: list = field(default_factory=list)
+
+    def stop(self) -> None:
+        """Disconnect the agents and stop listening for them; remove the admin socket."""
+        if self.agent_server is not None:
+            self.agent_server.stop()
+        if self.admin is not None:
+            self.admin.stop()
 
 
 def start_services(config: ControllerConfig, core: ControllerCore, store: Store, live: LiveView, logger: Any,
@@ -37,7 +45,8 @@ def start_services(config: ControllerConfig, core: ControllerCore, store: Store,
             on_rtt=core.rtt_report, lease_s=agents.lease_s)
         services.agent_server.start()
         live.agent_server = services.agent_server
-    services.threads.append(AdminServer(config.admin.socket, live.status, logger).start())
+    services.admin = AdminServer(config.admin.socket, live.status, logger)
+    services.threads.append(services.admin.start())
     if config.metrics is not None:
         address = config.metrics.host, config.metrics.port
         services.threads.append(metrics.serve(*address, metrics.registry_for(live, config.database)))
