@@ -6,6 +6,7 @@ loopback only."""
 
 import json
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -253,6 +254,18 @@ def test_run_moves_a_corrupt_state_aside_and_still_dials(ns, tmp_path, kind):
         listener.close()
     assert "moved it to" in err and "Traceback" not in err
     assert [name for name in os.listdir(tmp_path) if ".corrupt-" in name]
+
+
+@pytest.mark.root
+def test_the_log_file_gets_the_lines_with_their_time(ns, tmp_path):
+    state = str(tmp_path / "state.db")
+    _corrupt("garbage", state)
+    log = tmp_path / "agent.log"
+    done = otcp_agent(ns, "--log-file", str(log), "revert", "--state", state)
+    assert done.returncode == 0, done.stderr
+    lines = log.read_text().splitlines()
+    assert lines and re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} otcp-agent WARNING .*moved it to", lines[0])
+    assert lines == done.stderr.splitlines()
 
 
 # -- a state file that cannot be written ----------------------------------------------------------

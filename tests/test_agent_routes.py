@@ -364,6 +364,29 @@ def test_cli_apply_show_revert(ns, tmp_path):
     assert "10.77.5.5 dev v0 proto static scope link" in ns.other_routes()
 
 
+def test_routes_removed_that_the_state_did_not_know_are_reported(ns, tmp_path):
+    state = str(tmp_path / "state.db")
+    ns.ip("route", "add", "10.66.1.0/24", "dev", "v0", "table", "100", "proto", str(OTCP_PROTO))
+    first = tmp_path / "g1.json"
+    first.write_text(json.dumps({"generation": 1, "routes": [route("10.77.0.2/32")]}))
+    done = otcp_agent(ns, "apply", str(first), "--state", state)
+    assert done.returncode == 0, done.stderr
+    assert "removed 1 OTCP route(s) the state did not know: 10.66.1.0/24 (table 100)" in done.stdout
+    assert "removed 1 OTCP route(s) its state did not know: 10.66.1.0/24 (table 100)" in done.stderr
+    # Its own routes of the previous generation are not reported; a stray one met at revert is.
+    second = tmp_path / "g2.json"
+    second.write_text(json.dumps({"generation": 2, "routes": [route("10.77.0.3/32")]}))
+    done = otcp_agent(ns, "apply", str(second), "--state", state, "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["removed_unknown"] == []
+    ns.ip("route", "add", "10.66.2.0/24", "dev", "v0", "proto", str(OTCP_PROTO))
+    reverted = otcp_agent(ns, "revert", "--state", state)
+    assert reverted.returncode == 0, reverted.stderr
+    assert reverted.stdout.splitlines() == ["removed 2 OTCP route(s)",
+                                            "  of which 1 the state did not know: 10.66.2.0/24 (table main)"]
+    with Agent(state, netns=ns.name) as agent:
+        assert [entry[3] for entry in agent.state.journal()][:2] == ["removed unknown routes", "reverted"]
+
+
 def test_cli_applies_a_hand_written_set_that_leaves_out_what_it_does_not_set(ns, tmp_path):
     """A set written by hand names only what it sets: no clamp, MSS or pacing rate here."""
     short = tmp_path / "short.json"

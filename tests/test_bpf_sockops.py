@@ -449,7 +449,8 @@ def test_show_reads_the_entries_back_from_the_kernel(bed, tmp_path):
         shown = show(bed.sender, state)
         assert "enforcement: bpf\n" in shown
         assert [f"{bed.receiver_ip}/32", "3", "3", "10000us", "-", "0"] in [line.split() for line in shown.splitlines()]
-        assert "otcp_sockops on this machine: " in shown
+        assert "otcp_sockops counters of the whole machine (every namespace and host on it together, " in shown
+        assert agent.show()["enforcement"]["counters_scope"] == "machine"
         assert agent.show()["enforcement"]["entries"] == [
             {"dst": f"{bed.receiver_ip}/32", "cwnd_clamp": 3, "initcwnd": 3, "rto_min_us": 10_000,
              "pacing_rate": None, "connections": 0}]

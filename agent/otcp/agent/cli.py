@@ -7,19 +7,23 @@
     otcp-agent doctor [--json] [--set FILE.json] [--state FILE] [--sysctl-root DIR]
 
 Options before the subcommand: ``--netns NAME`` runs the whole command in
-the named network namespace (as ``ip netns exec NAME`` would), and
-``--log-level``. Logs go to stderr; results of one-shot commands to stdout.
+the named network namespace (as ``ip netns exec NAME`` would), ``--log-level``,
+``--log-file FILE`` and ``--version``. Logs go to stderr (and the file), each
+line with its time; results of one-shot commands to stdout.
 
 Exit status: 0 done; 1 the kernel refused a change (the previous routes
-were restored) or the channel could not start, and for ``doctor``, this host
-would enforce less than the controller plans; 2 bad input (the message names
-the file and the field).
+were restored), the state file cannot be written (nothing changed), another
+``run`` uses the state file, or the channel could not start, and for
+``doctor``, this host would enforce less than the controller plans; 2 bad
+input (the message names the file and the field); 130 stopped by SIGINT
+(the message says whether the set was applied).
 """
 
 import argparse
 import datetime
 import json
 import logging
+import logging.handlers
 import os
 import signal
 import ssl
@@ -33,7 +37,7 @@ from otcp.agent.core import Agent
 from otcp.agent.enforcement import MODES, Enforcement, status_path
 from otcp.agent.lease import SAFE_INITCWND
 from otcp.agent.metrics import AgentMetrics
-from otcp.agent.routes import OTCP_PROTO, ApplyError, table_name
+from otcp.agent.routes import OTCP_PROTO, ApplyError, Route, describe_routes, table_name
 from otcp.agent.state import CorruptState, RunLock, State, StateUnwritable
 from otcp.wire import build, limits, paramset, session
 from otcp.wire.messages import RouteResult
@@ -50,10 +54,15 @@ def main(argv: list[str] | None = None) -> int:
     """Run one otcp-agent command; returns the exit status (0 ok, 1 failed, 2 bad input)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        stream=sys.stderr, level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s otcp-agent %(levelname)s %(message)s",
-    )
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if args.log_file:
+        try:
+            handlers.append(logging.handlers.WatchedFileHandler(args.log_file))  # reopened after logrotate
+        except OSError as error:
+            print(f"otcp-agent: --log-file {args.log_file}: {error.strerror or error}", file=sys.stderr)
+            return 2
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()), handlers=handlers,
+                        format="%(asctime)s otcp-agent %(levelname)s %(message)s")
     logging.getLogger("pyroute2").setLevel(logging.WARNING)  # its debug lines are every netlink message
     if args.netns:
         try:
@@ -89,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=build.version_line("otcp-agent"))
     parser.add_argument("--netns", metavar="NAME", help="run in this named network namespace")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-file", metavar="FILE", help="log here as well as to stderr")
     commands = parser.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
 
     def state_option(sub: argparse.ArgumentParser) -> None:
@@ -257,16 +267,20 @@ def cmd_apply(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             print(f"otcp-agent apply: interrupted; {_what_was_applied(agent, param_set)}", file=sys.stderr)
             return EXIT_INTERRUPTED
-    _print_applied(validated, results, args.json)
+    _print_applied(validated, results, agent.unknown_removed, args.json)
     return 0
 
 
-def _print_applied(validated: ParamSet, results: list[RouteResult], as_json: bool) -> None:
-    """What ``apply`` did, per route: as JSON, or the count and every route skipped or not fully enforced."""
+def _print_applied(validated: ParamSet, results: list[RouteResult], unknown: list[Route], as_json: bool) -> None:
+    """What ``apply`` did, per route: as JSON, or the count and every route skipped or not fully
+    enforced; and the OTCP routes it removed that the state did not know."""
     if as_json:
         print(json.dumps({"generation": validated.generation,
-                          "results": [r.model_dump(exclude_unset=True) for r in results]}, indent=2))
+                          "results": [r.model_dump(exclude_unset=True) for r in results],
+                          "removed_unknown": [{"dst": r.dst, "table": r.table} for r in unknown]}, indent=2))
         return
+    if unknown:
+        print(f"removed {len(unknown)} OTCP route(s) the state did not know: {describe_routes(unknown)}")
     applied = [r for r in results if r.status == "applied"]
     print(f"generation {validated.generation}: {len(applied)} route(s) applied, "
           f"{len(results) - len(applied)} skipped")
@@ -410,7 +424,8 @@ def _print_enforcement(enforcement: dict[str, Any]) -> None:
             print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
     if enforcement["counters"] is not None:
         counts = ", ".join(f"{name} {value}" for name, value in enforcement["counters"].items() if value)
-        print(f"otcp_sockops on this machine: {counts or 'no connection seen yet'}")
+        print(f"otcp_sockops counters of the whole machine (every namespace and host on it together, not this "
+              f"one's alone): {counts or 'no connection seen yet'}")
 
 
 def cmd_revert(args: argparse.Namespace) -> int:
@@ -422,6 +437,9 @@ def cmd_revert(args: argparse.Namespace) -> int:
             print(f"otcp-agent: revert: {error}", file=sys.stderr)
             return 1
     print(f"removed {len(removed)} OTCP route(s)")
+    if agent.unknown_removed:
+        print(f"  of which {len(agent.unknown_removed)} the state did not know: "
+              f"{describe_routes(agent.unknown_removed)}")
     return 0
 
 

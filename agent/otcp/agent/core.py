@@ -18,13 +18,13 @@ import logging
 import signal
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from otcp.agent import facts
 from otcp.agent.enforcement import Enforcement, EnforcementError, shown_enforcement
 from otcp.agent.lease import Lease, Renewal, lapsed, renewal, safe_state, shown_lease
-from otcp.agent.routes import ApplyError, Route, RouteTable
+from otcp.agent.routes import ApplyError, Route, RouteTable, describe_routes
 from otcp.agent.state import Applied, CorruptState, State, StateLock, StateUnwritable, move_aside
 from otcp.wire.messages import Hello, RouteResult
 from otcp.wire.paramset import (
@@ -74,6 +74,7 @@ class Agent:
             raise
         self.routes = RouteTable(netns)
         self.lease: Lease | None = None  # the active set's lease in this process; None: held until replaced
+        self.unknown_removed: list[Route] = []  # OTCP routes the last apply or revert removed unknown to the state
 
     def _open_state(self, recover: bool) -> State:
         """The state file; one that cannot be used is moved aside with recover (else CorruptState).
@@ -150,6 +151,7 @@ class Agent:
         except ValidationError as error:
             self.state.record(validated.generation, source, "rejected", str(error))
             raise
+        known = self._known_routes(applied)
         self.state.begin(validated.generation, [route.dst for route in validated.routes])
         try:
             results, undo_enforcement = self._write_kernel(validated)
@@ -166,7 +168,24 @@ class Agent:
             detail = f"; rollback incomplete: {'; '.join(problems)}" if problems else "; routes rolled back"
             raise ApplyError(f"could not save the state ({error}){detail}", rolled_back=not problems) from None
         self.lease = lease
+        self._report_unknown(self.routes.last_removed, known, source)
         return validated, results
+
+    def _known_routes(self, applied: Applied | None) -> set[tuple[str, int | None]]:
+        """(destination, table) of every route the state says the active set put in the kernel."""
+        if applied is None or not applied.active:
+            return set()
+        return {(result.dst, result.table) for result in self.state.applied_results() if result.status == "applied"}
+
+    def _report_unknown(self, removed: Sequence[Route], known: set[tuple[str, int | None]], source: str) -> None:
+        """Log and journal the OTCP routes just removed that the state did not know (left by another
+        agent, or by hand, with proto 79), and keep them in `unknown_removed` for the command to print."""
+        self.unknown_removed = [route for route in removed if (route.dst, route.table) not in known]
+        if self.unknown_removed:
+            detail = (f"removed {len(self.unknown_removed)} OTCP route(s) its state did not know: "
+                      f"{describe_routes(self.unknown_removed)}")
+            LOG.warning("%s", detail)
+            self.state.record(self.state.applied_generation(), source, "removed unknown routes", detail)
 
     def _write_kernel(self, param_set: ParamSet) -> tuple[list[RouteResult], Callable[[], object]]:
         """Make the routes and the BPF entries those of a set, as a whole; returns the per-route
@@ -269,10 +288,12 @@ class Agent:
         """Remove every OTCP route; the generation is kept (older sets stay refused)."""
         with StateLock(self.state_path), _signals_deferred():
             self.state.check_writable()  # a revert the state could not record would be undone at the next start
+            known = self._known_routes(self.state.applied())
             removed = self.routes.revert()
             self.enforcement.remove()
             self.state.end()
             self.state.mark_reverted(len(removed))
+            self._report_unknown(removed, known, "revert")
             return removed
 
     def show(self) -> dict[str, Any]:

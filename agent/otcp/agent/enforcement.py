@@ -195,6 +195,8 @@ def shown_enforcement(state_path: str, netns: str | None = None) -> dict[str, An
         report = {"mode": status.get("mode"), "reason": status.get("reason")}
     report["entries"] = []
     report["counters"] = None
+    # One program at the cgroup-v2 root sees every socket of the machine: its counters are not per namespace.
+    report["counters_scope"] = "machine"
     try:
         visitor = SockOpsEnforcer.open_pinned()
     except BpfUnavailable as error:

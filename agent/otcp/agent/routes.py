@@ -205,6 +205,12 @@ def route_from_message(msg: NetlinkMessage) -> Route:
     )
 
 
+def describe_routes(routes: Sequence[Route], most: int = 20) -> str:
+    """Routes as one line for a log or a message: "10.1.0.0/16 (table 100), ...", at most `most` named."""
+    named = ", ".join(f"{route.dst} (table {table_name(route.table)})" for route in routes[:most])
+    return named + (f" and {len(routes) - most} more" if len(routes) > most else "")
+
+
 def proto_name(proto: int) -> str:
     """A route protocol's name as `ip route` shows it (kernel, static...)."""
     return _PROTO_NAMES.get(proto, str(proto))
@@ -223,6 +229,7 @@ class RouteTable:
         self.netlink = RouteSocket(netns)
         self._tcp_metrics: TcpMetrics | None = None
         self.last_undo: list[Undo] = []  # what reverses the last apply, in the order it changed
+        self.last_removed: list[Route] = []  # the OTCP routes the last apply removed (no longer wanted)
 
     def close(self) -> None:
         """Close the netlink sockets."""
@@ -269,9 +276,10 @@ class RouteTable:
         plan = self.plan(param_set.routes)
         writes = [(op, new, old) for op, new, old in plan.writes if op != "keep"]
         undo: list[Undo] = []
+        self.last_removed = []
         try:
             self._write(writes, undo)
-            self._remove_stale(plan.stale, undo)
+            self.last_removed = self._remove_stale(plan.stale, undo)
         except _Refused as error:
             problems = self._undo(undo)
             if problems:
@@ -295,18 +303,21 @@ class RouteTable:
         if refused is not None:
             raise _Refused(refused)
 
-    def _remove_stale(self, stale: list[Route], undo: list[Undo]) -> None:
+    def _remove_stale(self, stale: list[Route], undo: list[Undo]) -> list[Route]:
         """Delete OTCP routes no longer wanted (one already gone is fine); undo gains what puts
-        each back. _Refused names the first the kernel refused to remove."""
+        each back. Returns those removed; _Refused names the first the kernel refused to remove."""
         codes = self.netlink.execute([(RTM_DELROUTE, 0, old.delete_fields()) for old in stale])
         refused = None
+        removed = []
         for old, code in zip(stale, codes):
             if code == 0:
                 undo.append((RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, old))
+                removed.append(old)
             elif code not in (errno.ENOENT, errno.ESRCH) and refused is None:
                 refused = f"{old.dst}: the kernel refused to remove the old route ({_strerror(code)})"
         if refused is not None:
             raise _Refused(refused)
+        return removed
 
     def forget_tcp_metrics(self, prefixes: Sequence[str]) -> int:
         """Drop the kernel's cached TCP metrics for destinations whose route
