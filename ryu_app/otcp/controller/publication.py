@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from otcp.wire.limits import MAX_FRAME_BYTES
-from otcp.wire.messages import whole_set_bytes
+from otcp.wire.messages import peers_bytes, whole_set_bytes
 from otcp.wire.paramset import ParamSet, RouteParams, validate_param_set
 
 
@@ -66,8 +66,9 @@ class Publications:
         sets = {host_address(address): validate_param_set({"generation": generation, "routes": list(host_routes)})
                 for address, host_routes in routes.items()}
         refused: dict[str, TooLarge] = {}
+        peers_size = peers_bytes(self.peers)
         for address, param_set in sets.items():
-            size = whole_set_bytes(param_set, self.peers, self.frame_bytes)
+            size = whole_set_bytes(param_set, self.peers, self.frame_bytes, peers_size)
             if size > self.frame_bytes:
                 refused[address] = TooLarge(generation, tuple(param_set.routes), size)
             else:
