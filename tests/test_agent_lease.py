@@ -106,6 +106,7 @@ class RecordingTable:
     """Stands in for the kernel's route table: keeps the routes of the set it last applied."""
 
     netns = None
+    last_removed = []  # it never holds a route the set does not list
 
     def __init__(self):
         self.routes = {}
