@@ -51,7 +51,7 @@ LOG = logging.getLogger("otcp.agent")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one otcp-agent command; returns the exit status (0 ok, 1 failed, 2 bad input)."""
+    """Run one otcp-agent command; returns the exit status (0 ok, 1 failed, 2 bad input, 130 interrupted)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
