@@ -235,6 +235,9 @@ def test_entries_pack_and_refuse_what_the_map_cannot_hold():
     entry = ScalableEntry(increase=7, initial_ssthresh=431, griddt=True)
     assert ScalableEntry.unpack(entry.pack(applied=3)) == (ScalableEntry(7.0, 431, True), 3)
     assert ScalableEntry.unpack(ScalableEntry(increase=2.5).pack())[0].increase == 2.5
+    # Steps of 1/256, as the map holds A: what is read back equals what was written.
+    third = ScalableEntry(increase=1 / 3)
+    assert third.increase == 85 / 256 and ScalableEntry.unpack(third.pack())[0] == third
     for bad in (0, 1 / 512, 256, -1, float("nan"), float("inf"), True, "4"):
         with pytest.raises(ValueError, match="increase"):
             ScalableEntry(increase=bad)

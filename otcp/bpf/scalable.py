@@ -90,6 +90,8 @@ class ScalableEntry:
         if isinstance(increase, bool) or not isinstance(increase, int | float) or not math.isfinite(increase) \
                 or not 1 <= round(increase * INCREASE_ONE) <= 0xFFFF:
             raise ValueError(f"increase {increase!r} is not a number of segments per round trip in 1/256..255")
+        # Held as the map holds it (steps of 1/256), so an entry read back equals the one written.
+        object.__setattr__(self, "increase", round(increase * INCREASE_ONE) / INCREASE_ONE)
         ssthresh = self.initial_ssthresh
         if isinstance(ssthresh, bool) or not isinstance(ssthresh, int) \
                 or not (ssthresh == 0 or 2 <= ssthresh <= MAX_SSTHRESH):
