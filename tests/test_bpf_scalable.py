@@ -474,9 +474,18 @@ def growth(samples, regime):
 
 
 def cuts(samples):
-    """(cwnd before, ssthresh after) at each loss episode entered from Open or Disorder."""
+    """(cwnd before, ssthresh after) at each episode of CWR, Recovery or Loss entered from Open or
+    Disorder (the threshold may stay the same: 14 -> 7 again and again), where the two readings
+    are at most 3 segments delivered apart (on a busy machine the sampler may sleep through
+    ACKs, and then the window read before is not the one cut)."""
     return [(before.cwnd, after.ssthresh) for before, after in zip(samples, samples[1:], strict=False)
-            if before.ca_state <= 1 and after.ca_state >= 2 and after.ssthresh != before.ssthresh]
+            if before.ca_state <= 1 and after.ca_state >= 2 and after.delivered - before.delivered <= 3]
+
+
+def unlike_the_rule(seen, cut):
+    """The cuts in ``seen`` that ``cut(cwnd)`` does not give from the window read before them
+    or one or two segments above it (that reading may still be an ACK or two old)."""
+    return [(before, after) for before, after in seen if after not in {cut(before + k) for k in range(3)}]
 
 
 def reduced(cwnd):
@@ -487,7 +496,7 @@ def reduced(cwnd):
 def test_scalable_grows_a_hundredth_per_segment_and_cuts_an_eighth(cc, testbed):
     # 20 Mb/s, 150 000 B of buffer: the window fills the pipe and the buffer near 100 segments.
     bed = testbed(20, 150_000)
-    samples, used, ss_line = traced_transfer(bed, 5301, seconds=6)
+    samples, used, ss_line = traced_transfer(bed, 5301, seconds=8)
     counters = cc.counters()
 
     assert used == scalable.CC_NAME and scalable.CC_NAME in ss_line.split(), ss_line
@@ -498,8 +507,7 @@ def test_scalable_grows_a_hundredth_per_segment_and_cuts_an_eighth(cc, testbed):
     assert grew / acked == pytest.approx(scalable.A, rel=0.12), (grew, acked)
     # Each window with a loss cuts cwnd by b = 1/8 (the sample before may be an ACK or two behind).
     seen = [(before, after) for before, after in cuts(samples) if before > scalable.LWND]
-    assert len(seen) >= 3, cuts(samples)
-    assert all(after in {reduced(before + k) for k in range(3)} for before, after in seen), seen
+    assert len(seen) >= 3 and not unlike_the_rule(seen, reduced), seen
     # The algorithm's own counters say the same.
     assert counters["connections"] == 1 and counters["matched"] == 0
     assert counters["scalable_increase"] / counters["scalable_acked"] == pytest.approx(scalable.A, rel=0.12)
@@ -525,7 +533,7 @@ def test_griddt_increase_from_the_map_below_lwnd_and_the_initial_ssthresh(cc, te
         measured[increase] = grew / rounds
         ((entry, applied),) = cc.table.entries(cookie).values()
         assert entry.increase == increase and applied == 1
-        assert all(after in {reduced(before + k) for k in range(3)} for before, after in cuts(samples))
+        assert cuts(samples) and not unlike_the_rule(cuts(samples), reduced), cuts(samples)
     assert measured[4] == pytest.approx(4, rel=0.15), measured
     assert measured[1] == pytest.approx(1, rel=0.15), measured
     counters = cc.counters()
@@ -544,7 +552,7 @@ def test_griddt_mode_adds_a_per_round_trip_above_lwnd_and_halves(cc, testbed):
     assert grew >= 50, (grew, acked, rounds)
     assert grew / rounds == pytest.approx(4, rel=0.12), (grew, rounds)
     seen = cuts(samples)
-    assert seen and all(after in {max((before + k) // 2, 2) for k in range(3)} for before, after in seen), seen
+    assert seen and not unlike_the_rule(seen, lambda cwnd: max(cwnd // 2, 2)), seen
     counters = cc.counters()
     assert counters["scalable_acked"] == 0 and counters["scalable_cuts"] == 0 and counters["halvings"] >= len(seen)
     print(f"\nGridDT mode: measured A {grew / rounds:.2f} segments per round trip above lwnd; halvings {seen}")
