@@ -22,6 +22,24 @@ from otcp.bpf.sockops import PIN as SOCKOPS_PIN
 from otcp.bpf.sockops import cleanup_leftover as cleanup_sockops
 
 
+def _cleanup() -> None:
+    """Release what OTCP processes that are gone left behind, saying each thing released."""
+    for path in unpin_stale():
+        print(f"unpinned {path}")
+    for map_id in unregister_leftover():
+        print(f"unregistered {CC_NAME} (struct_ops id {map_id})")
+    pinned = outer(SCALABLE_PIN).exists()
+    for map_id in cleanup_scalable():
+        print(f"unregistered {SCALABLE_NAME} (struct_ops id {map_id})")
+    if pinned and not outer(SCALABLE_PIN).exists():
+        print(f"unpinned {SCALABLE_PIN}")
+    pinned = outer(SOCKOPS_PIN).exists()
+    for user in cleanup_sockops():
+        print(f"removed the sock_ops entries of agent {user} (gone)")
+    if pinned and not outer(SOCKOPS_PIN).exists():
+        print(f"detached otcp_sockops and unpinned {SOCKOPS_PIN}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and build; exit 1 with the reason when refused."""
     parser = argparse.ArgumentParser(prog="python -m otcp.bpf", description=__doc__)
@@ -34,20 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "cleanup":
         try:
-            for path in unpin_stale():
-                print(f"unpinned {path}")
-            for map_id in unregister_leftover():
-                print(f"unregistered {CC_NAME} (struct_ops id {map_id})")
-            pinned = outer(SCALABLE_PIN).exists()
-            for map_id in cleanup_scalable():
-                print(f"unregistered {SCALABLE_NAME} (struct_ops id {map_id})")
-            if pinned and not outer(SCALABLE_PIN).exists():
-                print(f"unpinned {SCALABLE_PIN}")
-            pinned = outer(SOCKOPS_PIN).exists()
-            for user in cleanup_sockops():
-                print(f"removed the sock_ops entries of agent {user} (gone)")
-            if pinned and not outer(SOCKOPS_PIN).exists():
-                print(f"detached otcp_sockops and unpinned {SOCKOPS_PIN}")
+            _cleanup()
         except BpfUnavailable as error:
             print(f"otcp.bpf: {error}", file=sys.stderr)
             return 1

@@ -24,7 +24,7 @@
  * /sys/fs/bpf/otcp/scalable/ and fills and clears entries.
  *
  * The window is set in cong_control, on every ACK, as otcp_dctcp does, and
- * for the same reason (docs/dctcp.md, "A kernel fault"): on this kernel a
+ * for the same reason (docs/bpf.md, "DCTCP"): on this kernel a
  * value-returning struct_ops hook (ssthresh, undo_cwnd) now and then hands
  * the kernel a garbage value without our program having run. So ssthresh()
  * records the cut, cong_control holds the kernel's threshold and window to
