@@ -454,3 +454,38 @@ def test_long_path_formulas_refuse_bad_windows_and_shares(bad):
 def test_scalable_recovery_needs_a_cut_below_the_whole_window():
     with pytest.raises(ValueError, match=r"\bb\b"):
         formulas.scalable_recovery_rtts(0.01, 1.0)
+
+
+def test_long_path_settings_by_hand():
+    """Three paths with MSS 1448 and the default setting (threshold 1 250 000 B, GridDT's A =
+    2 x (rtt / 100 ms)^2 when on):
+    - 100 Mb/s x 120 ms = 1 500 000 B > threshold: long; alone, ssthresh = floor(1 500 000 / 1448)
+      = 1035; A = 2 x 1.2^2 = 2.88 -> 3;
+    - 100 Gb/s x 100 us = 1 250 000 B, not above: short, nothing set;
+    - 1 Gb/s x 181 ms shared by two = 62.5 MB/s x 0.181 s = 11 312 500 B -> 7812 segments;
+      A = 2 x 1.81^2 = 6.55 -> 7 (and 117 ms: 2 x 1.17^2 = 2.74 -> 3, the paper's pair)."""
+    bottleneck = np.array([12.5e6, 12.5e9, 125e6, 125e6])
+    share = np.array([12.5e6, 12.5e9, 62.5e6, 62.5e6])
+    rtt = np.array([0.12, 100e-6, 0.181, 0.117])
+    long, ssthresh, increase = formulas.long_path_settings(bottleneck, share, rtt, formulas.LongPaths(griddt=True),
+                                                           1448)
+    assert long.tolist() == [True, False, True, True]
+    assert ssthresh.tolist() == [1035, 0, 7812, 5050]
+    assert increase.tolist() == [3, 0, 7, 3]
+    _, _, without = formulas.long_path_settings(bottleneck, share, rtt, formulas.LongPaths(), 1448)
+    assert without.tolist() == [0, 0, 0, 0]  # Scalable TCP proper: no GridDT increase
+
+
+def test_long_path_settings_with_no_delay_or_an_infinite_link_are_short():
+    long, ssthresh, increase = formulas.long_path_settings(np.array([np.inf, 1e9]), np.array([1e9, 1e9]),
+                                                           np.array([0.1, 0.0]), formulas.LongPaths(griddt=True))
+    assert long.tolist() == [False, False] and ssthresh.tolist() == [0, 0] and increase.tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("bad", [dict(bdp_threshold_bytes=0), dict(bdp_threshold_bytes=math.nan),
+                                 dict(bdp_threshold_bytes=True), dict(reference_rtt_s=-1),
+                                 dict(reference_increase=math.inf), dict(congctl="Scalable"),
+                                 dict(congctl="x" * 16), dict(griddt=1)])
+def test_long_paths_setting_refuses_bad_values_by_name(bad):
+    with pytest.raises(ValueError, match="long paths: " + next(iter(bad))):
+        formulas.LongPaths(**bad)

@@ -5,13 +5,14 @@ planner evaluates a million host pairs at once with the same code the live
 controller uses for a handful. Units: seconds, bytes and bytes per second.
 """
 
+import re
 from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from otcp.wire.limits import PACING_RATE
+from otcp.wire.limits import CONGCTL_PATTERN, PACING_RATE, SSTHRESH
 
 Value = TypeVar("Value", float, np.ndarray)  # a number, or an array of them: the same comes back
 
@@ -84,6 +85,35 @@ class Pacing:
         if isinstance(self.headroom, bool) or not isinstance(self.headroom, int | float) \
                 or not 0 <= self.headroom <= 1:
             raise ValueError(f"pacing headroom must be a number in [0, 1], got {self.headroom!r}")
+
+
+@dataclass(frozen=True)
+class LongPaths:
+    """The long-fat-path settings (docs/design.md, "Long fat paths").
+
+    A path whose bandwidth-delay product (its bottleneck's capacity x its
+    round trip) exceeds bdp_threshold_bytes gets congctl, an initial ssthresh
+    from its fair share of the BDP, and with griddt GridDT's additive increase
+    A = reference_increase x (rtt / reference_rtt_s)^2 at every window; other
+    paths get none of them (null: as without this setting).
+    """
+
+    bdp_threshold_bytes: float = 1_250_000
+    congctl: str = "otcp_scalable"
+    griddt: bool = False
+    reference_rtt_s: float = 0.1
+    reference_increase: float = 2.0
+
+    def __post_init__(self) -> None:
+        for name in ("bdp_threshold_bytes", "reference_rtt_s", "reference_increase"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+                raise ValueError(f"long paths: {name} must be a finite number above 0, got {value!r}")
+        if not isinstance(self.congctl, str) or not re.fullmatch(CONGCTL_PATTERN, self.congctl):
+            raise ValueError(f"long paths: congctl {self.congctl!r} is not a congestion control's name "
+                             f"({CONGCTL_PATTERN})")
+        if not isinstance(self.griddt, bool):
+            raise ValueError(f"long paths: griddt must be true or false, got {self.griddt!r}")
 
 
 def capacity_bytes_per_s(capacity_mbps: Value) -> Value:
@@ -263,11 +293,11 @@ SCALABLE_B = 0.125
 SCALABLE_LWND_SEGMENTS = 16
 #: The initial ssthresh otcp_scalable accepts from its map (segments): the
 #: kernel's floor of 2, and below the program's sane-window bound of 2^20.
-SSTHRESH_SEGMENTS = (2, 2**20 - 1)
+SSTHRESH_SEGMENTS = SSTHRESH
 #: The largest GridDT additive increase A the formulas give (segments per
 #: round trip): a flow 8 times the reference's round trip; otcp_scalable's
 #: map holds up to 255.
-GRIDDT_INCREASE_HIGH = 64
+GRIDDT_INCREASE_HIGH = 64  # within the wire's INCREASE
 
 
 def _positive(name: str, value: object) -> np.ndarray:
@@ -377,3 +407,22 @@ def scalable_recovery_seconds(rtt_s: ArrayLike, a: ArrayLike = SCALABLE_A, b: Ar
     :func:`scalable_recovery_rtts` (2.7 s at 200 ms; "3 s" in Kelly, Ravot
     and Martin-Flatin)."""
     return _positive("rtt_s", rtt_s) * scalable_recovery_rtts(a, b)
+
+
+def long_path_settings(bottleneck_bytes_per_s: ArrayLike, fair_share_bytes_per_s: ArrayLike, rtt_s: ArrayLike,
+                       long_paths: LongPaths, mss_bytes: int = DEFAULT_MSS_BYTES
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per path: (long: its BDP, bottleneck capacity x rtt, exceeds the threshold; the initial
+    ssthresh in segments, 0 where not long; GridDT's A, 0 where not long or without griddt).
+
+    The planner's and the controller's one rule (docs/design.md, "Long fat paths"): a path
+    that is not long gets nothing, so its route is what it was without the setting."""
+    bdp = np.asarray(bottleneck_bytes_per_s, dtype=float) * np.asarray(rtt_s, dtype=float)
+    long = is_long_fat_path(np.where(np.isfinite(bdp), bdp, 0.0), long_paths.bdp_threshold_bytes)
+    # Evaluated on every path with harmless stand-ins where not long (a zero round trip or share).
+    rtt = np.where(long, rtt_s, 1.0)
+    share = np.where(long, fair_share_bytes_per_s, 1.0)
+    ssthresh = np.where(long, initial_ssthresh_segments(share, rtt, mss_bytes), 0)
+    increase = (np.where(long, griddt_increase(rtt, long_paths.reference_rtt_s, long_paths.reference_increase), 0)
+                if long_paths.griddt else np.zeros(np.shape(long), dtype=np.int64))
+    return long, ssthresh.astype(np.int64), increase.astype(np.int64)

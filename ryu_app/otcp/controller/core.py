@@ -232,6 +232,7 @@ class ControllerCore:
         self.bounds = config.bounds.limits()
         self.lossless = config.parameters.lossless()
         self.pacing = config.parameters.paced()
+        self.long_paths = config.long_paths.settings()
 
     def reconfigure(self, now: float, config: ControllerConfig, inventory: Inventory | None) -> Actions:
         """A reload's configuration and inventory: plan with them from scratch, now (no measurement,
@@ -532,7 +533,7 @@ class ControllerCore:
         fabric, delay_sources = self.topology.fabric(self._link_delays, flows, self.defaults, self.delays.spreads(),
                                                      self._stable_host_rtts(now))
         self._last_plan = Plan(fabric, self.bounds, self.lossless, self.pacing, previous=self._last_plan,
-                               switch_paths=self._switch_paths(fabric))
+                               switch_paths=self._switch_paths(fabric), long_paths=self.long_paths)
         return self._last_plan, delay_sources
 
     def _switch_paths(self, fabric: Fabric) -> SwitchPaths:

@@ -29,6 +29,9 @@ _TABLE_COLUMNS = (
     ("cwnd_clamp", "cwnd_clamp"),
     ("segment_bytes", "segment_B"),
     ("pacing_rate", "pacing_Bps"),
+    ("congctl", "congctl"),
+    ("ssthresh", "ssthresh"),
+    ("increase", "increase"),
     ("rtt_prop_us", "RTTprop_us"),
     ("rtt_source", "rtt_from"),
 )
@@ -62,7 +65,15 @@ def command_plan(args: argparse.Namespace) -> int:
     pacing = None
     if args.pacing:
         pacing = formulas.Pacing() if args.pacing_headroom is None else formulas.Pacing(args.pacing_headroom)
-    plan = planner.Plan(inv.fabric(), formulas.Bounds(mss_bytes=inv.mss_bytes), lossless, pacing)
+    long_paths = None
+    if not args.no_long_paths:
+        chosen = {"bdp_threshold_bytes": args.bdp_threshold, "griddt": args.griddt or None,
+                  "reference_rtt_s": None if args.reference_rtt_ms is None else args.reference_rtt_ms * 1e-3}
+        long_paths = formulas.LongPaths(**{key: value for key, value in chosen.items() if value is not None})
+    elif args.bdp_threshold is not None or args.griddt or args.reference_rtt_ms is not None:
+        raise ValueError("--bdp-threshold, --griddt and --reference-rtt-ms need long paths (no --no-long-paths)")
+    plan = planner.Plan(inv.fabric(), formulas.Bounds(mss_bytes=inv.mss_bytes), lossless, pacing,
+                        long_paths=long_paths)
     for src, dst in plan.unreachable:
         print(f"otcp-controller plan: no path from {plan.fabric.name(src)} to {plan.fabric.name(dst)}; pair left out",
               file=sys.stderr)
@@ -293,6 +304,14 @@ def build_parser() -> argparse.ArgumentParser:
                       help="otcp-paced: each pair also gets a pacing rate, its fair share at the bottleneck")
     plan.add_argument("--pacing-headroom", type=float, metavar="H",
                       help="otcp-paced: the rate is the fair share x (1 + H), 0 <= H <= 1 (default 0.05)")
+    plan.add_argument("--no-long-paths", action="store_true",
+                      help="no path gets the long-fat-path settings (congctl, ssthresh, increase)")
+    plan.add_argument("--bdp-threshold", type=float, metavar="BYTES",
+                      help="long fat paths: a BDP above this (default 1250000) gets congctl and ssthresh")
+    plan.add_argument("--griddt", action="store_true",
+                      help="long fat paths also get GridDT's increase A = 2 x (RTT / reference RTT)^2")
+    plan.add_argument("--reference-rtt-ms", type=float, metavar="MS",
+                      help="GridDT's reference round trip (default 100 ms)")
     plan.set_defaults(handler=command_plan)
     show = commands.add_parser("show", help="print the last parameters a controller stored")
     show.add_argument("--database", required=True, help="the controller's SQLite file")
