@@ -386,10 +386,11 @@ def _enter(ns):
         os.close(fd)
 
 
-def traced_transfer(bed, port, seconds):
-    """Send for ``seconds`` from the sender namespace with otcp_scalable, reading
-    TCP_INFO every millisecond and ``ss -tin`` once mid-way; returns
-    (samples, the algorithm the socket used, the ss line of the connection)."""
+def traced_transfer(bed, port, seconds, choose=True):
+    """Send for ``seconds`` from the sender namespace with otcp_scalable (chosen by the socket, or
+    with ``choose`` False by whatever the route says), reading TCP_INFO every millisecond and
+    ``ss -tin`` once mid-way; returns (samples, the algorithm the socket used, the ss line of the
+    connection)."""
     sink = bed.sink(port, "cubic", flows=1)  # the receiver's algorithm plays no part
     result = {}
 
@@ -397,7 +398,8 @@ def traced_transfer(bed, port, seconds):
         try:
             _enter(bed.sender)
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, scalable.CC_NAME.encode())
+            if choose:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, scalable.CC_NAME.encode())
             sock.connect((bed.receiver_ip, port))
             samples = [_sample(sock)]
             sending = threading.Event()
@@ -556,3 +558,45 @@ def test_griddt_mode_adds_a_per_round_trip_above_lwnd_and_halves(cc, testbed):
     counters = cc.counters()
     assert counters["scalable_acked"] == 0 and counters["scalable_cuts"] == 0 and counters["halvings"] >= len(seen)
     print(f"\nGridDT mode: measured A {grew / rounds:.2f} segments per round trip above lwnd; halvings {seen}")
+
+
+def test_a_planned_route_gives_a_connection_the_algorithm_its_ssthresh_and_increase_from_the_first_packet(
+        cc, testbed, tmp_path):
+    """The whole mechanism: the planner's values for a long fat path (the worked example of
+    docs/design.md: 1 Gb/s, 120.04 ms, GridDT on: otcp_scalable, ssthresh 10362, A = 3), applied
+    by an agent to the sender's route toward the receiver. A connection that chooses nothing
+    runs otcp_scalable with ssthresh 10362 from its first packet (TCP_INFO, ss -tin), the map's
+    entry counts it, and its window grows by the planned A per round trip above lwnd."""
+    from otcp.agent.core import Agent
+    from otcp.agent.enforcement import Enforcement
+    from otcp.planning import inventory
+    from otcp.planning.planner import Plan
+
+    host = {"capacity_mbps": 1000, "delay_us": 10, "buffer_bytes": 131072}
+    long_fabric = inventory.parse({
+        "switches": ["s1", "s2"], "hosts": {"h1": {"ip": "10.0.0.1"}, "h3": {"ip": "10.0.1.1"}},
+        "links": [{"a": "h1", "b": "s1", **host}, {"a": "h3", "b": "s2", **host},
+                  {"a": "s1", "b": "s2", "capacity_mbps": 1000, "delay_us": 60000, "buffer_bytes": 10**6}]}).fabric()
+    (planned,) = Plan(long_fabric, long_paths=formulas.LongPaths(griddt=True)).routes_for("10.0.0.1")
+    assert (planned.congctl, planned.ssthresh, planned.increase) == ("otcp_scalable", 10362, 3)
+    bed = testbed(20, 150_000)
+    route = planned.model_copy(update={"dst": f"{bed.receiver_ip}/32", "cwnd_clamp": None, "initcwnd": 10})
+    enforcing = Enforcement.start("bpf", netns=bed.sender)
+    assert enforcing.mode == "bpf", enforcing.reason
+    with Agent(str(tmp_path / "state.db"), netns=bed.sender, enforcement=enforcing) as agent:
+        _, results = agent.apply({"generation": 1, "routes": [route.model_dump()]}, "test")
+        assert results[0].status == "applied" and results[0].reason is None, results
+        shown = subprocess.run(["ip", "-n", bed.sender, "route", "show", "proto", "79"], capture_output=True,
+                               text=True, check=True).stdout
+        assert "congctl otcp_scalable" in shown and "ssthresh lock 10362" in shown, shown
+        samples, used, ss_line = traced_transfer(bed, 5305, seconds=4, choose=False)
+        ((entry, applied),) = enforcing.scalable.entries(netns_cookie(bed.sender)).values()
+        agent.revert()
+    assert used == scalable.CC_NAME and scalable.CC_NAME in ss_line.split(), ss_line
+    assert samples[0].ssthresh == 10362, samples[0]
+    assert (entry, applied) == (ScalableEntry(increase=3, initial_ssthresh=10362, griddt=True), 1)
+    grew, acked, rounds = growth(samples, lambda cwnd: cwnd > scalable.LWND)
+    assert grew >= 30, (grew, acked, rounds)
+    assert grew / rounds == pytest.approx(3, rel=0.15), (grew, rounds)
+    print(f"\nplanned route: {ss_line.split()[:1]} ssthresh {samples[0].ssthresh} at the first reading; "
+          f"measured A {grew / rounds:.2f} segments per round trip (planned 3); ss: {ss_line.strip()[:200]}")

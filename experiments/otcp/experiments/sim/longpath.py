@@ -3,9 +3,10 @@
 
 - **Responsiveness.** One bulk flow through a bottleneck of rate C and round trip RTT, its
   buffer one BDP; every flow starts with the planned initial ssthresh (the BDP in segments,
-  ``formulas.long_path_settings``), so slow start ends at full rate; two round trips later one
-  data packet is dropped. Measured: the time from the drop to the first round trip in which the
-  bottleneck sends at 95 % of C. Beside it, the formulas: AIMD's from half the window to 95 %
+  ``formulas.initial_ssthresh_segments``), so slow start ends at full rate; two round trips
+  after the first round trip in which the bottleneck sends at full rate, one data packet is
+  dropped. Measured: the time from the drop to the first round trip in which the bottleneck
+  sends at 95 % of C. Beside it, the formulas: AIMD's from half the window to 95 %
   (0.9 x ``responsiveness_seconds``, which counts to 100 %) and Scalable TCP's from 7/8 to 95 %
   (ln(0.95 / 0.875) / ln(1.01) round trips). An AIMD case whose predicted simulated time is
   above ``max_aimd_sim_s`` is not simulated (its cost is said): the formula stands alone.
@@ -43,9 +44,9 @@ FAIRNESS_RTTS_S = (0.181, 0.117)
 
 
 def bdp_segments(rate_bps: float, rtt_s: float) -> int:
-    """The path's BDP in whole segments (what the planner's ssthresh is for a flow alone)."""
-    _, ssthresh, _ = formulas.long_path_settings(rate_bps / 8, rate_bps / 8, rtt_s, formulas.LongPaths(), MSS_BYTES)
-    return int(ssthresh)
+    """The path's BDP in whole segments: the planner's initial ssthresh for a flow alone on a long
+    path (``formulas.initial_ssthresh_segments``, whatever the threshold)."""
+    return int(formulas.initial_ssthresh_segments(rate_bps / 8, rtt_s, MSS_BYTES))
 
 
 def formula_seconds(cc: str, rate_bps: float, rtt_s: float) -> float | None:
@@ -67,8 +68,7 @@ def responsiveness_scenario(cc: str, rate_bps: float, rtt_s: float, max_sim_s: f
             "bin_s": rtt_s, "duration_s": max_sim_s, "buffer_bytes": int(bdp_bytes),
             "snd_buf_bytes": buffers, "rcv_buf_bytes": buffers,
             "flows": [{"rtt_s": rtt_s, "cc": cc, "ssthresh_segments": segments}],
-            "drop": {"flow": 0, "after_full_s": 2 * rtt_s, "full_cwnd_bytes": segments * MSS_BYTES,
-                     "recover_fraction": RECOVER_FRACTION}}
+            "drop": {"flow": 0, "after_full_s": 2 * rtt_s, "recover_fraction": RECOVER_FRACTION}}
 
 
 def fairness_scenario(griddt: bool, seconds: float, buffer_bytes: int) -> dict[str, Any]:
@@ -204,7 +204,7 @@ def _responsiveness_lines(rows: list[dict[str, Any]]) -> list[str]:
     cases = sorted({(row["rtt_s"], row["rate_bps"]) for row in rows})
     by = {(row["rtt_s"], row["rate_bps"], row["cc"]): row for row in rows}
     for rtt, rate in cases:
-        reno, cubic, scal = (by.get((rtt, rate, cc), {}) for cc in RESPONSIVENESS_CCS)
+        cubic, reno, scal = (by.get((rtt, rate, cc), {}) for cc in RESPONSIVENESS_CCS)
 
         def simulated(row: dict[str, Any]) -> str:
             if not row:

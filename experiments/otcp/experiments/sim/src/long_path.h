@@ -8,7 +8,9 @@
 //   OneDrop          an error model that drops the next data packet once armed: "one loss".
 //   LongPathRun      senders, each behind an access link of its own delay, into one bottleneck of
 //                    the given rate and drop-tail buffer toward the receiver; per flow the bytes the
-//                    receiver read in every bin, and the bytes the bottleneck sent; with a drop, the
+//                    receiver read in every bin, and the bytes the bottleneck sent; with a drop, one
+//                    data packet is dropped after_full_s after the first bin the bottleneck sends at
+//                    full rate, and the
 //                    first bin after it in which the bottleneck sends at the recovery fraction of its
 //                    capacity ends the run (the receiver's reads jump when the retransmission fills
 //                    the hole: the link's rate is what the sender's window allows).
@@ -106,6 +108,89 @@ class OtcpScalableOps : public TcpNewReno
 };
 
 NS_OBJECT_ENSURE_REGISTERED(OtcpScalableOps);
+
+/**
+ * An initial ssthresh around any ns-3 algorithm, as otcp_scalable's map gives it: set at the first
+ * ACK where the connection holds none yet (still unbounded). ns-3 3.44 sets a connection's
+ * ssthresh to the unbounded value when it is established, whatever InitialSlowStartThreshold says.
+ */
+class InitialSsthreshOps : public TcpCongestionOps
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid =
+            TypeId("otcp::InitialSsthreshOps").SetParent<TcpCongestionOps>().AddConstructor<InitialSsthreshOps>();
+        return tid;
+    }
+
+    InitialSsthreshOps() = default;
+
+    InitialSsthreshOps(const InitialSsthreshOps& other)
+        : TcpCongestionOps(other),
+          m_bytes(other.m_bytes),
+          m_inner(other.m_inner ? other.m_inner->Fork() : nullptr)
+    {
+    }
+
+    static Ptr<InitialSsthreshOps> Wrap(Ptr<TcpCongestionOps> inner, uint32_t bytes)
+    {
+        Ptr<InitialSsthreshOps> ops = CreateObject<InitialSsthreshOps>();
+        ops->m_inner = inner;
+        ops->m_bytes = bytes;
+        return ops;
+    }
+
+    std::string GetName() const override { return m_inner->GetName(); }
+
+    void Init(Ptr<TcpSocketState> tcb) override { m_inner->Init(tcb); }
+
+    uint32_t GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlight) override
+    {
+        return m_inner->GetSsThresh(tcb, bytesInFlight);
+    }
+
+    void IncreaseWindow(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked) override
+    {
+        if (m_bytes > 0 && tcb->m_ssThresh.Get() == UINT32_MAX)
+        {
+            tcb->m_ssThresh = m_bytes;
+        }
+        m_inner->IncreaseWindow(tcb, segmentsAcked);
+    }
+
+    void PktsAcked(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked, const Time& rtt) override
+    {
+        m_inner->PktsAcked(tcb, segmentsAcked, rtt);
+    }
+
+    void CongestionStateSet(Ptr<TcpSocketState> tcb, const TcpSocketState::TcpCongState_t state) override
+    {
+        m_inner->CongestionStateSet(tcb, state);
+    }
+
+    void CwndEvent(Ptr<TcpSocketState> tcb, const TcpSocketState::TcpCAEvent_t event) override
+    {
+        m_inner->CwndEvent(tcb, event);
+    }
+
+    bool HasCongControl() const override { return m_inner->HasCongControl(); }
+
+    void CongControl(Ptr<TcpSocketState> tcb,
+                     const TcpRateOps::TcpRateConnection& rc,
+                     const TcpRateOps::TcpRateSample& rs) override
+    {
+        m_inner->CongControl(tcb, rc, rs);
+    }
+
+    Ptr<TcpCongestionOps> Fork() override { return CopyObject<InitialSsthreshOps>(this); }
+
+  private:
+    uint32_t m_bytes{0};
+    Ptr<TcpCongestionOps> m_inner;
+};
+
+NS_OBJECT_ENSURE_REGISTERED(InitialSsthreshOps);
 
 //! Drops the next packet longer than a pure ACK once armed, then none.
 class OneDrop : public ErrorModel
@@ -233,7 +318,6 @@ class LongPathRun
             core.Get(1)->SetAttribute("ReceiveErrorModel", PointerValue(drop));
             m_dropFlow = d.at("drop").at("flow").get<uint32_t>();
             m_dropAfterFullS = d.at("drop").at("after_full_s").get<double>();
-            m_fullBytes = d.at("drop").at("full_cwnd_bytes").get<uint64_t>();
             m_recoverFraction = d.at("drop").at("recover_fraction").get<double>();
             m_drop = drop;
         }
@@ -269,25 +353,17 @@ class LongPathRun
             {
                 throw std::runtime_error("unknown cc " + cc);
             }
-            tcp->SetCongestionControlAlgorithm(ops);
-            uint32_t ssthresh = f.value("ssthresh_segments", 0u);
-            if (ssthresh > 0)
-            {
-                s->SetAttribute("InitialSlowStartThreshold", UintegerValue(uint64_t(ssthresh) * mss));
-            }
+            uint32_t ssthresh = f.value("ssthresh_segments", 0u); // 0: unbounded, as the kernel's
+            tcp->SetCongestionControlAlgorithm(InitialSsthreshOps::Wrap(ops, ssthresh * mss));
             s->Bind();
             m_senders.push_back(s);
+
             Simulator::Schedule(Seconds(f.value("start_s", 0.0)), [this, s, sinkAddress]() {
                 s->Connect(InetSocketAddress(sinkAddress, kPort));
             });
             s->SetConnectCallback(MakeCallback(&LongPathRun::OnConnected, this),
                                   MakeNullCallback<void, Ptr<Socket>>());
             s->SetSendCallback(MakeCallback(&LongPathRun::Fill, this));
-            if (i == m_dropFlow && drop)
-            {
-                tcp->TraceConnectWithoutContext("CongestionWindow",
-                                                MakeCallback(&LongPathRun::OnCwnd, this));
-            }
             // Which sender a connection at the receiver belongs to: by its source address.
             m_senderAddress.push_back(links[i].Get(0)->GetNode()->GetObject<Ipv4>()->GetAddress(1, 0).GetLocal());
         }
@@ -309,6 +385,7 @@ class LongPathRun
             result["drop_s"] = drop->droppedAtS >= 0 ? json(drop->droppedAtS) : json(nullptr);
             result["recovered_s"] = m_recoveredS >= 0 ? json(m_recoveredS) : json(nullptr);
             result["rate_before_bps"] = m_rateBefore;
+
         }
         return result;
     }
@@ -316,6 +393,8 @@ class LongPathRun
   private:
     static constexpr uint16_t kPort = 5001;
     static constexpr int64_t kCoreOneWayUs = 500;
+    //! A bin at this share of the capacity is full rate (PPP framing aside, the link's bytes are the wire's).
+    static constexpr double kFullShare = 0.99;
 
     void OnLinkTx(Ptr<const Packet> p)
     {
@@ -366,17 +445,6 @@ class LongPathRun
         }
     }
 
-    void OnCwnd(uint32_t, uint32_t cwnd)
-    {
-        if (!m_fullSeen && cwnd >= m_fullBytes)
-        {
-            m_fullSeen = true;
-            Simulator::Schedule(Seconds(m_dropAfterFullS), [this]() {
-                m_drop->Arm();
-                m_armedBin = m_linkBins.size();
-            });
-        }
-    }
 
     void Bin()
     {
@@ -388,6 +456,15 @@ class LongPathRun
         }
         m_linkBins.push_back(m_linkCurrent);
         m_linkCurrent = 0;
+        if (m_drop && !m_fullSeen && m_linkBins.back() * 8.0 / m_binS >= kFullShare * m_capacityBps)
+        {
+            // At full rate: the drop is armed after_full_s later.
+            m_fullSeen = true;
+            Simulator::Schedule(Seconds(m_dropAfterFullS), [this]() {
+                m_drop->Arm();
+                m_armedBin = m_linkBins.size();
+            });
+        }
         if (m_drop && m_armedBin > 0 && m_recoveredS < 0 && m_drop->droppedAtS >= 0)
         {
             const auto& bins = m_linkBins;
@@ -414,11 +491,11 @@ class LongPathRun
     std::vector<std::vector<uint64_t>> m_bins;
     std::vector<uint64_t> m_linkBins;
     uint64_t m_linkCurrent{0};
+
     uint64_t m_bottleneckDrops{0};
     Ptr<OneDrop> m_drop;
     uint32_t m_dropFlow{UINT32_MAX};
     double m_dropAfterFullS{0};
-    uint64_t m_fullBytes{0};
     double m_recoverFraction{0.95};
     bool m_fullSeen{false};
     size_t m_armedBin{0};
