@@ -82,3 +82,11 @@ def test_the_page_shows_formula_and_simulation_side_by_side():
     assert "| 120 ms | 0.1 Gb/s | 62.15 s | 55.94 s | 52.40 s | - | - | - |" in page
     assert "| 200 ms | 2.5 Gb/s | 1.19 h | 1.07 h | not simulated |" in page
     assert "| GridDT, planned A | 7 / 3 | 20-120 s | 450 Mb/s | 500 Mb/s | 0.997 |" in page
+
+
+def test_the_no_harm_section_compares_each_scheme_of_the_two_runs():
+    run = {"scheme": "otcp", "goodput_mbps": 900.5, "fct_p99_ms": 9.1, "drops": 0, "timeouts": 0}
+    lines = longpath.no_harm_lines({"runs": [run, {**run, "scheme": "default", "drops": 5}]},
+                                   {"runs": [run, {**run, "scheme": "default", "drops": 7}]})
+    assert "| otcp | 900.5 / 900.5 | 9.1 / 9.1 | 0 / 0 | 0 / 0 | yes |" in lines
+    assert "| default | 900.5 / 900.5 | 9.1 / 9.1 | 5 / 7 | 0 / 0 | no |" in lines
