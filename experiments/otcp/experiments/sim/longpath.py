@@ -206,7 +206,11 @@ def page(summaries: list[dict[str, Any]], command: str,
     lines = ["# Long fat paths (ns-3)", "",
              "Made by the program from its run summaries (`summary.json` of each run directory, copied beside "
              "this page), with:", "", f"    {command}", "",
-             "How the runs go, and what the simulator leaves out: [../longpaths.md](../longpaths.md).", ""]
+             "How the runs go, and what the simulator leaves out: "
+             "[../longpaths.md](../longpaths.md#measured-in-ns-3), which names the commands that made them.", ""]
+    commands = [s["command"] for s in summaries if s.get("command")]
+    if commands:
+        lines += ["The runs:", "", *(f"    {command}" for command in commands), ""]
     responsiveness = [row for s in summaries for row in s.get("responsiveness", [])]
     fairness = [row for s in summaries for row in s.get("fairness", [])]
     if responsiveness:
@@ -317,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
         summary: dict[str, Any] = {"responsiveness": run_responsiveness(out, args.max_aimd_sim_s, args.max_sim_s)}
     else:
         summary = {"fairness": run_fairness(out, args.seconds, args.measure_from_s, args.buffer_bytes)}
+    summary["command"] = " ".join(["python -m otcp.experiments.sim.longpath", *(sys.argv[1:] if argv is None
+                                                                                  else argv)])
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return 0
 
