@@ -193,9 +193,10 @@ def no_harm_lines(with_long: dict[str, Any], without: dict[str, Any]) -> list[st
     """The section comparing the racks' incast with a long path beside them and without one: per
     scheme the incast figures of both runs, and whether they are the same."""
     lines = ["", "## No harm to the racks: their incast with and without a long path", "",
-             "The same simulated incast in the receiver's rack of a leaf-spine, once with one rack's uplink "
-             "60 ms long (every path between the racks long fat: otcp_scalable, ssthresh and all) and once "
-             "with 10 us uplinks; the racks' paths are short in both.", "",
+             "The same simulated incast in the receiver's rack of a leaf-spine, once with the other rack's "
+             "uplink 60 ms long (every path between the racks long fat: otcp_scalable, ssthresh and all) and "
+             "once with 10 us uplinks; the racks' own paths are short in both. The runs:", "",
+             *(f"    {summary['command']}" for summary in (with_long, without) if summary.get("command")), "",
              "| scheme | goodput (Mb/s) with / without | p99 round (ms) | drops | RTOs | the same |",
              "|---|---|---|---|---|---|"]
     before = {run["scheme"]: run for run in without["runs"]}
@@ -279,7 +280,10 @@ def _fairness_lines(rows: list[dict[str, Any]]) -> list[str]:
     lines = ["", "## RTT fairness: two flows, 181 and 117 ms, through 1 Gb/s", "",
               "Each flow's mean rate over the measured time and Jain's index; both flows start together "
               "with the planned ssthresh of their share. Kelly, Ravot and Martin-Flatin measured "
-              "202 / 514 Mb/s with standard TCP and 330 / 388 Mb/s with GridDT (A = 7 and 3).", "",
+              "202 / 514 Mb/s with standard TCP and 330 / 388 Mb/s with GridDT (A = 7 and 3). An AIMD sawtooth "
+                 "at 1 Gb/s over these round trips lasts minutes (W / 2 round trips: about 700 s for the 181 ms "
+                 "flow at its half share), so the simulated seconds cover the first cycles from equal starts, "
+                 "not the steady state.", "",
               "| run | A (181 / 117 ms) | measured | 181 ms flow | 117 ms flow | Jain | the paper's |",
               "|---|---|---|---|---|---|---|"]
     for row in rows:
