@@ -598,5 +598,5 @@ def test_a_planned_route_gives_a_connection_the_algorithm_its_ssthresh_and_incre
     grew, acked, rounds = growth(samples, lambda cwnd: cwnd > scalable.LWND)
     assert grew >= 30, (grew, acked, rounds)
     assert grew / rounds == pytest.approx(3, rel=0.15), (grew, rounds)
-    print(f"\nplanned route: {ss_line.split()[:1]} ssthresh {samples[0].ssthresh} at the first reading; "
+    print(f"\nplanned route: {used}, ssthresh {samples[0].ssthresh} at the first reading; "
           f"measured A {grew / rounds:.2f} segments per round trip (planned 3); ss: {ss_line.strip()[:200]}")
