@@ -242,8 +242,7 @@ def _responsiveness_lines(rows: list[dict[str, Any]]) -> list[str]:
               "ln(0.95 / 0.875) / ln(1.01) round trips). *AIMD to 100 %* is the paper's measure, "
               "C x RTT^2 / (2 MSS), MSS 1448 B. The window at the loss is above the BDP by what it grew in "
               "the round trips before it (a queue), so the rate falls less than the cut (the lowest rate after "
-              "the loss, below): after otcp_scalable's cut of 1/8 the link still sends 94 %, and its time back "
-              "is shorter than the formula's from 7/8.", "",
+              "the loss, below)" + _scalable_floor(rows) + ".", "",
               "| RTT | capacity | AIMD to 100 % (formula) | Reno-AIMD to 95 %: formula | simulated | "
               "Cubic (ns-3 TcpCubic): simulated | OTCP (otcp_scalable): formula | simulated |",
               "|---|---|---|---|---|---|---|---|"]
@@ -276,6 +275,15 @@ def _responsiveness_lines(rows: list[dict[str, Any]]) -> list[str]:
                          f"{row['max_rss_mb']:.0f} | {row['bottleneck_drops']} | "
                          f"{'-' if lowest is None else f'{lowest:.0%}'} |")
     return lines
+
+
+def _scalable_floor(rows: list[dict[str, Any]]) -> str:
+    """What the page says of otcp_scalable's lowest rates after the loss, from the rows."""
+    lowest = [row["lowest_after_loss"] for row in rows if row["cc"] == "scalable" and row.get("lowest_after_loss")]
+    if not lowest:
+        return ""
+    return (f": after otcp_scalable's cut of 1/8 the link still sends {min(lowest):.0%} to {max(lowest):.0%}, "
+            "and its time back is shorter than the formula's from 7/8")
 
 
 def _fairness_lines(rows: list[dict[str, Any]]) -> list[str]:
