@@ -282,7 +282,8 @@ def _scalable_floor(rows: list[dict[str, Any]]) -> str:
     lowest = [row["lowest_after_loss"] for row in rows if row["cc"] == "scalable" and row.get("lowest_after_loss")]
     if not lowest:
         return ""
-    return (f": after otcp_scalable's cut of 1/8 the link still sends {min(lowest):.0%} to {max(lowest):.0%}, "
+    low, high = f"{min(lowest):.0%}", f"{max(lowest):.0%}"
+    return (f": after otcp_scalable's cut of 1/8 the link still sends {low if low == high else f'{low} to {high}'}, "
             "and its time back is shorter than the formula's from 7/8")
 
 
