@@ -34,7 +34,7 @@ setup(
     python_requires=">=3.11",
     packages=packages,
     package_dir=package_dir,
-    package_data={"otcp.bpf": ["src/*.bpf.c"], "otcp.experiments.sim": ["src/*.cc", "src/*.h"],
+    package_data={"otcp.bpf": ["src/*.bpf.c", "src/*.h"], "otcp.experiments.sim": ["src/*.cc", "src/*.h"],
                   "otcp.experiments.traffic": ["cdfs/*.cdf"]},
     install_requires=[
         "os-ken==3.1.1",

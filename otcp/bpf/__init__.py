@@ -1,7 +1,7 @@
 """The one place that builds and loads OTCP's BPF programs (sources in ``src/``).
 
 - :func:`build` compiles every ``otcp/bpf/src/*.bpf.c`` with clang against the running
-  kernel's BTF into ``build/bpf/``;
+  kernel's BTF into a writable build directory (`otcp.bpf.build.build_dir`);
 - :mod:`otcp.bpf.dctcp` registers and unregisters the ``otcp_dctcp``
   congestion control (struct_ops) and says which sysctls ECN needs;
 - :mod:`otcp.bpf.scalable` registers the ``otcp_scalable`` congestion

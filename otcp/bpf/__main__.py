@@ -1,5 +1,6 @@
 """``python -m otcp.bpf build [--force]``: compile the project's BPF programs
-into build/bpf/ (what scripts/bootstrap.sh runs at set-up).
+into the build directory (build/bpf/ of a checkout: what scripts/bootstrap.sh runs at
+set-up; /var/lib/otcp-agent/bpf for an installed package; $OTCP_BPF_BUILD_DIR if set).
 ``python -m otcp.bpf cleanup``: unpin what killed OTCP processes left under
 /sys/fs/bpf/otcp/, unregister an otcp_dctcp or otcp_scalable that no OTCP
 process holds (with otcp_scalable's pinned maps), and remove the sock_ops

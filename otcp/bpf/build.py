@@ -1,4 +1,11 @@
-"""Compile ``otcp/bpf/src/*.bpf.c`` against the running kernel's BTF into ``build/bpf/``.
+"""Compile ``otcp/bpf/src/*.bpf.c`` against the running kernel's BTF into a build directory.
+
+The build directory (:func:`build_dir`) is ``$OTCP_BPF_BUILD_DIR`` when set;
+else ``build/bpf/`` of the source checkout the package runs from (an
+editable install); else, for an installed package, ``/var/lib/otcp-agent/bpf``
+(the agent's state directory: writable by the service, while the package's
+own directory is read-only under the unit's ``ProtectSystem=strict``).
+Nothing is ever written next to the installed package.
 
 ``vmlinux.h`` is generated from ``/sys/kernel/btf/vmlinux`` with bpftool at
 build time (never committed) and regenerated when the kernel's BTF changes
@@ -18,14 +25,26 @@ from otcp.bpf.errors import BpfUnavailable, run
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE_DIR = Path(__file__).resolve().parent / "src"
-BUILD_DIR = ROOT / "build" / "bpf"
+#: Where an installed package builds (the agent's StateDirectory, see packaging/systemd).
+INSTALLED_BUILD_DIR = Path("/var/lib/otcp-agent/bpf")
+BUILD_DIR_VARIABLE = "OTCP_BPF_BUILD_DIR"
 KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
 CFLAGS = ["-O2", "-g", "-Wall", "-target", "bpf", "-D__TARGET_ARCH_x86"]
 
 
+def build_dir() -> Path:
+    """Where objects and ``vmlinux.h`` are built (see the module)."""
+    given = os.environ.get(BUILD_DIR_VARIABLE)
+    if given:
+        return Path(given)
+    if (ROOT / "setup.py").is_file() and (ROOT / "otcp" / "bpf" / "src").is_dir():
+        return ROOT / "build" / "bpf"
+    return INSTALLED_BUILD_DIR
+
+
 def object_path(name: str) -> Path:
     """Where the object built from ``otcp/bpf/src/NAME.bpf.c`` lands."""
-    return BUILD_DIR / f"{name}.bpf.o"
+    return build_dir() / f"{name}.bpf.o"
 
 
 def sources() -> list[Path]:
@@ -46,8 +65,8 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def _vmlinux_header() -> Path:
-    header = BUILD_DIR / "vmlinux.h"
-    stamp = BUILD_DIR / "vmlinux.h.sha256"
+    header = build_dir() / "vmlinux.h"
+    stamp = build_dir() / "vmlinux.h.sha256"
     digest = _btf_digest()
     if header.exists() and stamp.exists() and stamp.read_text().strip() == digest:
         return header
@@ -70,8 +89,14 @@ def build(force: bool = False) -> list[Path]:
     Raises :class:`BpfUnavailable` when the kernel has no BTF, a tool is
     missing, or clang refuses a source (with clang's messages).
     """
-    BUILD_DIR.mkdir(parents=True, exist_ok=True)
-    with open(BUILD_DIR / ".lock", "w") as lock:
+    where = build_dir()
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        lock = open(where / ".lock", "w")
+    except OSError as error:
+        raise BpfUnavailable(f"the BPF build directory {where} is not writable ({error.strerror}); "
+                             f"set {BUILD_DIR_VARIABLE} to a writable one") from None
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         header = _vmlinux_header()
         headers = sorted(SOURCE_DIR.glob("*.h")) + [header]
@@ -80,7 +105,7 @@ def build(force: bool = False) -> list[Path]:
             target = object_path(source.name.removesuffix(".bpf.c"))
             if force or _stale(target, [source, *headers]):
                 tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-                run(["clang", *CFLAGS, "-I", str(BUILD_DIR), "-I", str(SOURCE_DIR), "-c", str(source), "-o", str(tmp)],
+                run(["clang", *CFLAGS, "-I", str(where), "-I", str(SOURCE_DIR), "-c", str(source), "-o", str(tmp)],
                     f"compiling {source.name}")
                 os.replace(tmp, target)
             built.append(target)

@@ -31,7 +31,8 @@ def run(argv: Sequence[str], what: str, timeout: float = 120.0) -> subprocess.Co
     try:
         result = subprocess.run(list(argv), capture_output=True, text=True, check=False, timeout=timeout)
     except FileNotFoundError as error:
-        raise BpfUnavailable(f"{what}: {argv[0]} is not installed (scripts/bootstrap.sh installs it)") from error
+        raise BpfUnavailable(f"{what}: {argv[0]} is not installed "
+                             "(scripts/bootstrap.sh, or scripts/install.sh on a server, installs it)") from error
     except subprocess.TimeoutExpired as error:
         raise BpfUnavailable(f"{what}: {argv[0]} did not finish in {timeout:.0f} s") from error
     if result.returncode != 0:

@@ -191,6 +191,7 @@ def _run(args: argparse.Namespace, host: str, port: int, secret: bytes, metrics_
     with Agent(args.state, recover=True, enforcement=enforcing) as agent:
         _restore(agent)
         metrics = AgentMetrics()
+        metrics.enforcing(enforcing.mode)
         metrics.applied_generation.set(agent.state.applied_generation() or 0)
         if metrics_address is not None:
             try:

@@ -16,6 +16,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import MetricsHandler
 
+from otcp.agent.enforcement import MODES, Mode
 from otcp.agent.lease import Lease
 from otcp.wire import build
 from otcp.wire.messages import RouteResult
@@ -57,10 +58,19 @@ class AgentMetrics:
         labels = build.build_labels()
         Gauge("otcp_build_info", "The running OTCP: package version, agent channel protocol and Python (always 1)",
               list(labels), registry=self.registry).labels(**labels).set(1)
+        self.enforcement = Gauge("otcp_agent_enforcement", "1 for the mode the agent enforces with: bpf (the "
+                                 "sock_ops program alongside the routes) or routes (route attributes alone: BPF "
+                                 "turned off or unavailable, the reason in the log and in otcp-agent show)",
+                                 ["mode"], registry=self.registry)
         for status in ("applied", "skipped"):
             self.routes.labels(status)
         for reason in REJECT_REASONS:
             self.rejects.labels(reason)
+
+    def enforcing(self, mode: Mode) -> None:
+        """Record the enforcement mode: 1 for ``mode``, 0 for the other."""
+        for each in MODES:
+            self.enforcement.labels(each).set(1 if each == mode else 0)
 
     def follow_lease(self, lease: Callable[[], Lease | None]) -> None:
         """Read the lease gauges from lease() (the running agent's) at every scrape."""
