@@ -5,12 +5,16 @@
 #   bash scripts/install.sh render-units BINDIR CONFDIR OUTDIR
 #                                           only write the two units, for these paths
 #
-# Puts a virtualenv at $PREFIX (Debian's /usr/bin/python3, --system-site-packages)
-# with this project in it, links the console scripts into $BINDIR, renders the
-# systemd units into $UNITDIR, and creates the `otcp` system user, a default
-# $CONFDIR/controller.yaml, $CONFDIR/agent.env and a random $CONFDIR/agent.secret.
-# Safe to run again: a configuration, environment or secret file that exists
-# is never overwritten. It does not enable or start anything.
+# Installs with apt what the agent needs on a server and nothing more (python3-venv,
+# and clang, bpftool and libbpf-dev to build its BPF program against the running
+# kernel: no Mininet, Open vSwitch or matplotlib; experiments are the package's
+# `experiments` extra, scripts/bootstrap.sh sets them up). Puts a virtualenv at
+# $PREFIX (Debian's /usr/bin/python3, --system-site-packages) with this project in
+# it, builds the BPF programs into the agent's state directory, links the console
+# scripts into $BINDIR, renders the systemd units into $UNITDIR, and creates the
+# `otcp` system user, a default $CONFDIR/controller.yaml, $CONFDIR/agent.env and a
+# random $CONFDIR/agent.secret. Safe to run again: a configuration, environment or
+# secret file that exists is never overwritten. It does not enable or start anything.
 set -euo pipefail
 
 PREFIX=${PREFIX:-/opt/otcp}
@@ -21,6 +25,9 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 SERVICE_USER=otcp
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SCRIPTS=(otcp-controller otcp-agent otcp-experiment)
+# What the agent needs on a server: a virtualenv, and the BPF toolchain (otcp.bpf.build).
+APT_PACKAGES=(python3-venv clang bpftool libbpf-dev)
+AGENT_STATE=${AGENT_STATE:-/var/lib/otcp-agent}  # the unit's StateDirectory=
 
 say() { printf 'install: %s\n' "$*"; }
 
@@ -79,9 +86,37 @@ OTCP_AGENT_OPTIONS=
 EOF
 }
 
+# install_packages: the Debian packages of APT_PACKAGES that are missing.
+install_packages() {
+    local pkg missing=()
+    for pkg in "${APT_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+    if [[ ${#missing[@]} == 0 ]]; then
+        say "Debian packages present: ${APT_PACKAGES[*]}"
+        return
+    fi
+    say "installing Debian packages: ${missing[*]}"
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# build_bpf: the agent's BPF programs, built where its unit builds them (a refusal is said, not fatal:
+# the agent then enforces with routes alone and says why).
+build_bpf() {
+    install -d -m 0750 -o "$SERVICE_USER" -g "$SERVICE_USER" "$AGENT_STATE"
+    if OTCP_BPF_BUILD_DIR=$AGENT_STATE/bpf "$PREFIX/bin/python" -m otcp.bpf build >/dev/null; then
+        chown -R "$SERVICE_USER:$SERVICE_USER" "$AGENT_STATE/bpf"
+        say "built the BPF programs into $AGENT_STATE/bpf"
+    else
+        say "the BPF programs do not build here (above); the agent will enforce with routes alone"
+    fi
+}
+
 install_all() {
     [[ $(id -u) == 0 ]] || { echo "install: run as root" >&2; exit 2; }
-    [[ -x $PYTHON ]] || { echo "install: $PYTHON: not found (apt-get install python3-venv)" >&2; exit 2; }
+    install_packages
+    [[ -x $PYTHON ]] || { echo "install: $PYTHON: not found" >&2; exit 2; }
     if ! id -u "$SERVICE_USER" >/dev/null 2>&1; then
         useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
             "$SERVICE_USER"
@@ -93,6 +128,7 @@ install_all() {
     fi
     "$PREFIX/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "$REPO"
     say "installed $(cd "$REPO" && git describe --always --dirty 2>/dev/null || echo otcp) into $PREFIX"
+    build_bpf
     mkdir -p "$BINDIR"
     local script
     for script in "${SCRIPTS[@]}"; do

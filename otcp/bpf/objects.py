@@ -176,10 +176,44 @@ def _libbpf() -> ctypes.CDLL:
     lib.bpf_map_update_elem.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64]
     lib.bpf_map_delete_elem.argtypes = [ctypes.c_int, ctypes.c_void_p]
     lib.bpf_map_get_next_key.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    lib.bpf_prog_query.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p,
+                                   ctypes.c_void_p]
     return lib
 
 
 _LIB: ctypes.CDLL | None = None
+
+
+def libbpf() -> ctypes.CDLL:
+    """libbpf, loaded once per process."""
+    global _LIB
+    if _LIB is None:
+        _LIB = _libbpf()
+    return _LIB
+
+
+def cgroup_program_ids(cgroup: Path, attach_type: int) -> list[int]:
+    """Ids of the programs attached to ``cgroup`` at ``attach_type`` (enum
+    bpf_attach_type), asked of the kernel with BPF_PROG_QUERY (CAP_NET_ADMIN).
+    Unlike ``bpftool cgroup show``, it opens no program by id, which takes
+    CAP_SYS_ADMIN: an agent that holds CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN
+    alone can ask."""
+    lib = libbpf()
+    fd = os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        size = 64
+        while True:
+            ids = (ctypes.c_uint32 * size)()
+            count = ctypes.c_uint32(size)
+            flags = ctypes.c_uint32(0)
+            if lib.bpf_prog_query(fd, attach_type, 0, ctypes.byref(flags), ids, ctypes.byref(count)) == 0:
+                return list(ids[:count.value])
+            error = ctypes.get_errno()
+            if error != errno.ENOSPC:
+                raise BpfUnavailable(f"asking the kernel what is attached to {cgroup}", os.strerror(error))
+            size *= 4
+    finally:
+        os.close(fd)
 
 
 class PinnedMap:
@@ -188,10 +222,7 @@ class PinnedMap:
     address, as the map's key struct lays them out)."""
 
     def __init__(self, path: Path, value_size: int, key_size: int = 4) -> None:
-        global _LIB
-        if _LIB is None:
-            _LIB = _libbpf()
-        self.lib = _LIB
+        self.lib = libbpf()
         self.path = path
         self.value_size = value_size
         self.key_size = key_size

@@ -51,7 +51,16 @@ from typing import Any, TextIO
 from otcp.bpf.build import build, object_path
 from otcp.bpf.errors import BpfUnavailable, run
 from otcp.bpf.machine import bpffs, cgroup2_root, outer
-from otcp.bpf.objects import PIN_ROOT, PinnedMap, close_at_exit, closed, load_pinned_at, process_alive, unpin
+from otcp.bpf.objects import (
+    PIN_ROOT,
+    PinnedMap,
+    cgroup_program_ids,
+    close_at_exit,
+    closed,
+    load_pinned_at,
+    process_alive,
+    unpin,
+)
 from otcp.wire.paramset import RouteParams
 
 OBJECT = "otcp_sockops"
@@ -61,6 +70,7 @@ STATE_DIR = Path("/run/otcp-bpf/sockops")
 LOCK_PATH = Path("/run/otcp-bpf/sockops.lock")
 SO_NETNS_COOKIE = 71  # include/uapi/asm-generic/socket.h
 CLONE_NEWNET = 0x40000000
+BPF_CGROUP_SOCK_OPS = 3  # enum bpf_attach_type
 
 #: struct otcp_so_key (packed): prefix length, netns cookie, slot, address (IPv6 or ::ffff:IPv4).
 KEY = struct.Struct("<IQI16s")
@@ -242,7 +252,7 @@ class SockOpsEnforcer:
                 STATE_DIR.mkdir(parents=True, exist_ok=True)
                 stamp.write_text(digest + "\n")
             elif not _attached_ids():
-                _attach(_program_id())
+                _attach()
             user = f"{os.getpid()}-{next(_instances)}"
             _register(user, [])
             try:
@@ -522,32 +532,36 @@ def _program_id() -> int:
 def _attached_ids() -> list[int]:
     """Ids of our pinned program where it is attached on the root cgroup (empty if not)."""
     ours = _program_id()
-    shown = run(["bpftool", "-j", "cgroup", "show", str(cgroup2_root())], "listing the root cgroup's programs")
-    return [entry["id"] for entry in json.loads(shown.stdout.strip() or "[]")
-            if entry.get("id") == ours and entry.get("attach_type") in ("sock_ops", "cgroup_sock_ops")]
+    return [found for found in cgroup_program_ids(cgroup2_root(), BPF_CGROUP_SOCK_OPS) if found == ours]
 
 
-def _attach(prog_id: int) -> None:
+def _pinned_program() -> str:
+    return str(outer(PIN) / "progs" / PROGRAM)
+
+
+def _attach() -> None:
+    """Attach the pinned program to the root cgroup (named by its pin: opening a program by id takes
+    CAP_SYS_ADMIN, which the agent's unit does not grant)."""
     root = cgroup2_root()
-    run(["bpftool", "cgroup", "attach", str(root), "sock_ops", "id", str(prog_id), "multi"],
+    run(["bpftool", "cgroup", "attach", str(root), "sock_ops", "pinned", _pinned_program(), "multi"],
         f"attaching {PROGRAM} to the cgroup-v2 root {root}")
 
 
 def _load_and_attach() -> None:
     loaded = load_pinned_at(object_path(OBJECT), outer(PIN), "sockops")
     try:
-        _attach(loaded.program_id(PROGRAM))
+        _attach()
     except BaseException:
         loaded.unpin()
         raise
 
 
 def _detach_and_unpin() -> None:
-    """Detach our program (by id) from the root cgroup and unpin it."""
+    """Detach our program (by its pin) from the root cgroup, where it is attached, and unpin it."""
     if (outer(PIN) / "progs" / PROGRAM).exists():
         root = cgroup2_root()
-        for prog_id in _attached_ids():
-            run(["bpftool", "cgroup", "detach", str(root), "sock_ops", "id", str(prog_id)],
+        if _attached_ids():
+            run(["bpftool", "cgroup", "detach", str(root), "sock_ops", "pinned", _pinned_program()],
                 f"detaching {PROGRAM} from {root}")
     unpin(outer(PIN))
     (STATE_DIR / "object.sha256").unlink(missing_ok=True)
