@@ -81,7 +81,7 @@ default_agent_env() {
 # The controller's agent channel, HOST:PORT.
 OTCP_CONTROLLER=127.0.0.1:6700
 # More options of `otcp-agent run`, for example:
-#   --metrics 127.0.0.1:9641 --tls-ca /etc/otcp/ca.crt --tls-server-name otcp-controller --log-level info
+#   --metrics 127.0.0.1:9641 --tls-ca /etc/otcp/ca.crt --tls-server-name otcp-controller
 OTCP_AGENT_OPTIONS=
 EOF
 }

@@ -131,7 +131,7 @@ def unit_for(installed, ns, port, tmp_path, edit=None):
     there), its controller at 127.0.0.1:port, edited by edit(text) when given."""
     (installed.confdir / "agent.env").write_text(
         f"OTCP_CONTROLLER=127.0.0.1:{port}\n"
-        f"OTCP_AGENT_OPTIONS=--metrics 127.0.0.1:{METRICS_PORT} --backoff-max 1 --log-level debug\n")
+        f"OTCP_AGENT_OPTIONS=--metrics 127.0.0.1:{METRICS_PORT} --backoff-max 1\n")
     text = (installed.units / "otcp-agent.service").read_text()
     if edit is not None:
         edited = edit(text)
@@ -190,9 +190,10 @@ def test_the_installed_package_ships_the_bpf_sources_and_builds_outside_itself(i
     shipped = sorted(path.name for path in (site / "otcp" / "bpf" / "src").glob("*.bpf.c"))
     assert shipped == sorted(path.name for path in (ROOT / "otcp" / "bpf" / "src").glob("*.bpf.c"))
     where = subprocess.run([str(installed.prefix / "bin" / "python"), "-c",
-                            "from otcp.bpf.build import build_dir; print(build_dir())"],
-                           capture_output=True, text=True, check=True, env={"PATH": os.environ["PATH"]}).stdout
-    assert where.strip() == "/var/lib/otcp-agent/bpf"
+                            "import otcp.bpf; from otcp.bpf.build import build_dir; print(otcp.bpf.__file__, build_dir())"],
+                           capture_output=True, text=True, check=True, env={"PATH": os.environ["PATH"]}, cwd="/").stdout
+    module, built = where.split()
+    assert module.startswith(str(site)) and built == "/var/lib/otcp-agent/bpf"
 
 
 def test_the_unit_enforces_with_bpf_under_its_own_restrictions(installed, ns, tmp_path, cleanup, machine_dirs):
@@ -226,9 +227,13 @@ def _without_syscall(text):
 
 def _without(capability):
     def edit(text):
-        return "\n".join(" ".join(word for word in line.split(" ") if word != capability)
-                         if line.startswith(("CapabilityBoundingSet=", "AmbientCapabilities=")) else line
-                         for line in text.split("\n"))
+        lines = []
+        for line in text.split("\n"):
+            key, _, value = line.partition("=")
+            if key in ("CapabilityBoundingSet", "AmbientCapabilities"):
+                line = f"{key}={' '.join(word for word in value.split() if word != capability)}"
+            lines.append(line)
+        return "\n".join(lines)
     return edit
 
 
