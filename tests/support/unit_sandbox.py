@@ -23,7 +23,7 @@ manager). What is applied is read from the unit file, never typed again here:
   and the system calls ``ProtectClock=``, ``ProtectKernelModules=``, ``ProtectKernelLogs=``,
   ``ProtectHostname=`` and ``PrivateDevices=`` take away;
 - ``Environment=``, ``EnvironmentFile=``, ``UMask=``, ``WorkingDirectory=``, ``LimitNOFILE=``,
-  and the specifiers ``%u %g %S %t %%``.
+  and the specifiers ``%u %g %S %t %%`` (of the system manager: ``%u`` is root, not ``User=``).
 
 A directive it does not know is refused (:class:`UnitError`), so that a new
 restriction in a unit cannot go untested. What it cannot do is said:
@@ -472,9 +472,9 @@ def load_seccomp(filters: list[dict]) -> None:
 # -- the command line ------------------------------------------------------------------
 
 
-def specifiers(text: str, user: pwd.struct_passwd, group: str) -> str:
-    """systemd's %-specifiers that the units use."""
-    table = {"u": user.pw_name, "g": group, "S": "/var/lib", "t": "/run", "%": "%"}
+def specifiers(text: str) -> str:
+    """systemd's %-specifiers of the system manager (%u and %g name the manager's user, root: not User=)."""
+    table = {"u": "root", "g": "root", "S": "/var/lib", "t": "/run", "%": "%"}
 
     def one(found: re.Match[str]) -> str:
         if found.group(1) not in table:
@@ -517,9 +517,9 @@ def start(unit_path: Path, state_root: Path) -> None:
     user = pwd.getpwnam(unit.one("User", "root") or "root")
     group = unit.one("Group", user.pw_name) or user.pw_name
     environment = _environment(unit, user, group)
-    _exec_start_pre(unit, user, group, environment)
+    _exec_start_pre(unit, environment)
     environment.update(_exec_directories(unit, state_root, user, group))
-    argv = command_line(specifiers(unit.one("ExecStart", "") or "", user, group), environment)
+    argv = command_line(specifiers(unit.one("ExecStart", "") or ""), environment)
     bounding, ambient = capabilities(unit)
     filters = seccomp_filters(unit)
     plan = mount_plan(unit, state_root)
@@ -555,21 +555,21 @@ def _environment(unit: Unit, user: pwd.struct_passwd, group: str) -> dict[str, s
     environment = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8", "HOME": user.pw_dir, "USER": user.pw_name,
                    "LOGNAME": user.pw_name, "SHELL": user.pw_shell}
     for path in unit.service.get("EnvironmentFile", []):
-        environment.update(read_environment_file(specifiers(path, user, group)))
+        environment.update(read_environment_file(specifiers(path)))
     for assignment in unit.service.get("Environment", []):
-        for word in shlex.split(specifiers(assignment, user, group)):
+        for word in shlex.split(specifiers(assignment)):
             key, _, value = word.partition("=")
             environment[key] = value
     return environment
 
 
-def _exec_start_pre(unit: Unit, user: pwd.struct_passwd, group: str, environment: dict[str, str]) -> None:
+def _exec_start_pre(unit: Unit, environment: dict[str, str]) -> None:
     """ExecStartPre= lines: privileged ones (+) run as root outside the sandbox, as systemd runs them."""
     for line in unit.service.get("ExecStartPre", []):
         prefix = re.match(r"[-+@:!]*", line).group(0)  # type: ignore[union-attr]
         if "+" not in prefix:
             raise UnitError(f"ExecStartPre={line}: only privileged (+) lines are applied by this sandbox")
-        done = subprocess.run(command_line(specifiers(line[len(prefix):], user, group), environment), check=False)
+        done = subprocess.run(command_line(specifiers(line[len(prefix):]), environment), check=False)
         if done.returncode != 0 and "-" not in prefix:
             raise UnitError(f"ExecStartPre={line} failed (exit {done.returncode}): the unit does not start")
 
