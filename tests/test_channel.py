@@ -22,8 +22,6 @@ import os
 import resource
 import socket
 import struct
-import subprocess
-import sys
 
 import pytest
 from eventlet.green import socket as green_socket
@@ -33,7 +31,7 @@ from otcp.controller.publication import Publications
 from otcp.wire import framing, limits, messages
 from otcp.wire.paramset import ParamSet, RouteParams
 from support.agents import otcp_agent
-from support.channel import AgentProcess, Controller, GreenPeer, agent_under_controller, wait_for
+from support.channel import AgentProcess, Controller, GreenPeer, agent_under_controller, metric, scrape, wait_for
 from support.namespaces import expected
 from support.routes import route, set_for
 
@@ -177,14 +175,6 @@ def test_restarted_agent_reapplies_its_state_before_the_controller_answers(ns, t
     wait_for(lambda: "re-applied stored generation 4" in agent.log(), "the agent to log the re-apply")
 
 
-def scrape(ns, port):
-    """The agent's /metrics page, fetched from inside its namespace ("" while it does not answer)."""
-    fetch = ("import sys, urllib.request\n"
-             f"sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:{port}/metrics', timeout=5).read().decode())")
-    done = subprocess.run(["ip", "netns", "exec", ns.name, sys.executable, "-c", fetch], capture_output=True, text=True)
-    return done.stdout if done.returncode == 0 else ""
-
-
 @pytest.mark.root
 def test_agent_metrics_follow_the_channel(ns, tmp_path, cleanup):
     controller, agent = agent_under_controller(ns, tmp_path, cleanup,
@@ -199,14 +189,6 @@ def test_agent_metrics_follow_the_channel(ns, tmp_path, cleanup):
     controller.stop()
     wait_for(lambda: "otcp_agent_connected 0.0" in scrape(ns, 9464), "the metrics to show the lost controller")
     wait_for(lambda: metric(scrape(ns, 9464), "otcp_agent_reconnects_total") >= 1, "a reconnection attempt")
-
-
-def metric(page, name):
-    """The value of one unlabelled sample on a metrics page (0 if absent)."""
-    for line in page.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return 0.0
 
 
 LEASE_S = 2.0

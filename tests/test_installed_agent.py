@@ -24,9 +24,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from test_channel import metric, scrape
 
-from support.channel import SECRET, Controller, wait_for
+from support.channel import SECRET, Controller, metric, scrape, wait_for
 from support.routes import set_for
 
 pytestmark = pytest.mark.root

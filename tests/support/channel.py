@@ -192,3 +192,19 @@ class GreenPeer:
 
     def close(self):
         self.sock.close()
+
+
+def scrape(ns, port):
+    """The agent's /metrics page, fetched from inside its namespace ("" while it does not answer)."""
+    fetch = ("import sys, urllib.request\n"
+             f"sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:{port}/metrics', timeout=5).read().decode())")
+    done = subprocess.run(["ip", "netns", "exec", ns.name, sys.executable, "-c", fetch], capture_output=True, text=True)
+    return done.stdout if done.returncode == 0 else ""
+
+
+def metric(page, name):
+    """The value of one unlabelled sample on a metrics page (0 if absent)."""
+    for line in page.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
