@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import yaml
 
-from otcp.bpf.errors import BpfUnavailable
+from otcp.bpf.errors import BpfUnavailable, run
 from otcp.controller import config
 from support import unit_sandbox
 
@@ -99,3 +99,8 @@ def test_the_sandbox_refuses_a_directive_it_does_not_apply(tmp_path):
     unit.write_text("[Service]\nExecStart=/bin/true\nPrivateNetwork=yes\n")
     with pytest.raises(unit_sandbox.UnitError, match="PrivateNetwork= is not applied by this sandbox"):
         unit_sandbox.parse_unit(unit)
+
+
+def test_a_tool_killed_by_a_seccomp_filter_is_named_as_such():
+    with pytest.raises(BpfUnavailable, match=r"probing failed \(killed by SIGSYS: a seccomp filter refused"):
+        run(["sh", "-c", "kill -SYS $$"], "probing")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from collections.abc import Sequence
 
@@ -36,5 +37,16 @@ def run(argv: Sequence[str], what: str, timeout: float = 120.0) -> subprocess.Co
     except subprocess.TimeoutExpired as error:
         raise BpfUnavailable(f"{what}: {argv[0]} did not finish in {timeout:.0f} s") from error
     if result.returncode != 0:
-        raise BpfUnavailable(f"{what} failed (exit {result.returncode})", result.stderr + result.stdout)
+        raise BpfUnavailable(f"{what} failed ({_ended(result.returncode)})", result.stderr + result.stdout)
     return result
+
+
+def _ended(returncode: int) -> str:
+    """How a tool ended: its exit status, or the signal that killed it (SIGSYS: a seccomp filter, such as a
+    unit's SystemCallFilter=, refused a system call)."""
+    if returncode > 0:
+        return f"exit {returncode}"
+    name = signal.Signals(-returncode).name
+    if name == "SIGSYS":
+        return "killed by SIGSYS: a seccomp filter refused one of its system calls (SystemCallFilter= of a unit?)"
+    return f"killed by {name}"
