@@ -18,7 +18,7 @@ import numpy as np
 from otcp.planning import formulas
 from otcp.planning.aggregate import Aggregation, PrefixTrie
 from otcp.planning.fabric import Fabric
-from otcp.planning.paths import UNREACHABLE, SwitchPaths
+from otcp.planning.paths import UNREACHABLE, HostPaths, SwitchPaths
 from otcp.wire.paramset import PARAMETER_KEYS, RouteParams
 
 #: Where a pair's RTT_prop came from, least trusted last among the link
@@ -28,7 +28,7 @@ DELAY_SOURCES = ("inventory", "measured", "default", "host")
 HOST = DELAY_SOURCES.index("host")
 KNOWN = DELAY_SOURCES.index("measured")  # this and lower: a link delay that is not a guess
 
-Terms = dict[str, np.ndarray]  # named arrays of per-entity terms (Plan._terms_of_edge_pairs, _terms_of_hosts)
+Terms = dict[str, np.ndarray]  # named arrays of per-entity terms (Plan._terms_of_switch_paths, _terms_of_hosts)
 # Pairs evaluated at once: their temporary arrays (half a MB each) stay in the processor's caches.
 _CHUNK_PAIRS = 1 << 16
 # The per-pair arrays of a Plan: src and dst, then what _evaluate_pairs returns, in its order.
@@ -87,7 +87,7 @@ _LINE_PADDING = {"slope": 0.0, "offset": np.inf}
 
 def _changed_terms(new: Terms, old: Terms, names: Sequence[str] | None = None) -> np.ndarray:
     """Per entity (the last axis: edge-switch pair or host), whether any of its terms (of names,
-    if given) differ between two plans' (Plan._terms_of_edge_pairs, Plan._terms_of_hosts)."""
+    if given) differ between two plans' (Plan._terms_of_switch_paths, Plan._terms_of_hosts)."""
     changed = np.zeros(next(iter(new.values())).shape[-1], dtype=bool)
     for name in names or new:
         values, before = new[name], old[name]
@@ -402,7 +402,8 @@ class Plan:
     def __init__(self, fabric: Fabric, bounds: formulas.Bounds = formulas.Bounds(),
                  lossless: formulas.Lossless | None = None,
                  pacing: formulas.Pacing | None = None, previous: "Plan | None" = None,
-                 coarse_before: frozenset[str] | None = None, switch_paths: SwitchPaths | None = None):
+                 coarse_before: frozenset[str] | None = None, switch_paths: SwitchPaths | None = None,
+                 host_paths: HostPaths | None = None, multipath: bool = True):
         """Plan every pair; with lossless, by the otcp-lossless formulas, else the published ones;
         with pacing, each pair also gets its fair-share pacing rate (otcp-paced).
 
@@ -417,8 +418,12 @@ class Plan:
 
         coarse_before: the hosts whose sets were on the safe side before
         (route_sets); previous's (Plan.coarse_hosts) when not given.
-        switch_paths: the fabric's switch paths where the caller has them
-        already (the controller routes before it plans).
+        switch_paths, host_paths: the fabric's switch paths and the forwarding
+        toward each host over them where the caller has them already (the
+        controller routes before it plans); else made here, with multipath
+        (equal-cost paths spread over the destinations, HostPaths) or not.
+        Every pair's parameters follow its data path (its destination's tree)
+        and its ACK path (its source's).
         """
         self.fabric = fabric
         self.bounds = bounds
@@ -434,12 +439,16 @@ class Plan:
             previous.switch_paths if previous is not None and previous._switch_links == self._switch_links
             and previous.switch_paths.switches == sorted(fabric.switches)
             else SwitchPaths(fabric.switches, self._switch_links, previous=previous.switch_paths if previous else None))
+        self.host_paths: HostPaths = host_paths if host_paths is not None else (
+            previous.host_paths if previous is not None and previous.host_paths.switch_paths is self.switch_paths
+            and previous.host_paths.attachment == self.attachment and previous.host_paths.multipath == multipath
+            else HostPaths(self.switch_paths, self.attachment, multipath))
         self._links = _LinkTable.build(fabric)
         self._build_host_link_tables()
         self._host_rtts()
         self._count_flows()
         self._receiver_rtt = self._smallest_active_round_trips()
-        self._edge_terms, self._host_terms = self._terms_of_edge_pairs(previous), self._terms_of_hosts()
+        self._edge_terms, self._host_terms = self._terms_of_switch_paths(previous), self._terms_of_hosts()
         self._edge_line_rows = self._line_rows(previous)
         self._route_sets: dict[str, list[RouteParams]] | None = None
         self._previous_sets: dict[str, list[RouteParams]] = {}  # route sets still right, by host
@@ -462,20 +471,20 @@ class Plan:
         self._downlink = np.array([links[(self.attachment[h], h)] for h in self.hosts], dtype=np.int64)
         # The switches hosts hang off (edge switches), and each host's among them.
         self._edges, self._host_edge = np.unique(self._attach, return_inverse=True)
-        # Edge-switch-pair link matrix: [a, b, c] is the link between the c-th and (c+1)-th
-        # switch of the path from the a-th edge switch to the b-th, padding beyond its end.
+        # Edge-switch-to-host link matrix: [a, d, c] is the link between the c-th and (c+1)-th
+        # switch of the path from the a-th edge switch toward host d, padding beyond its end.
         lookup = np.full((len(sp.switches), len(sp.switches)), self._links.padding)
         for (u, v), i in links.items():
             if u in sp.index and v in sp.index:
                 lookup[sp.index[u], sp.index[v]] = i
-        nodes = sp.node_matrix[np.ix_(self._edges, self._edges)]
+        nodes = self._edge_nodes = self.host_paths.node_matrix(self._edges)
         tails, heads = nodes[:, :, :-1], nodes[:, :, 1:]
         valid = (tails != UNREACHABLE) & (heads != UNREACHABLE)
         self._segment_links = np.where(valid, lookup[np.maximum(tails, 0), np.maximum(heads, 0)], self._links.padding)
 
     def _path_links(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Forward link indices (..., links) for host index arrays src, dst."""
-        between = self._segment_links[self._host_edge[src], self._host_edge[dst]]
+        between = self._segment_links[self._host_edge[src], dst]
         return np.concatenate([self._uplink[src][..., None], between, self._downlink[dst][..., None]], axis=-1)
 
     def _host_rtts(self) -> None:
@@ -515,12 +524,13 @@ class Plan:
 
     # -- formulas ------------------------------------------------------------
     #
-    # A pair's data path is its source's uplink, the switch path between the
-    # two hosts' edge switches and its destination's downlink; its ACK path
-    # the same backwards. So every sum and minimum the formulas take over a
-    # round trip is a term of the pair of edge switches combined with a term
-    # of each host, and the terms are computed once per edge-switch pair and
-    # once per host (_terms_of_edge_pairs, _terms_of_hosts). Per host pair
+    # A pair's data path is its source's uplink, the switch path from the
+    # source's edge switch toward the destination (its tree, HostPaths) and
+    # the destination's downlink; its ACK path the same from the destination
+    # toward the source. So every sum and minimum the formulas take over a
+    # round trip is a term of those two switch paths combined with a term of
+    # each host, and the terms are computed once per (edge switch, host) path
+    # and once per host (_terms_of_switch_paths, _terms_of_hosts). Per host pair
     # only their combination remains, and a pair whose terms did not change
     # keeps its parameters. The terms that count flows come twice, along
     # their first axis: [0] for a pair that is not itself a flow
@@ -546,19 +556,18 @@ class Plan:
         return np.stack(shares), np.stack(slopes), np.stack(offsets)
 
     def _round_trip_sums(self, round_trip: np.ndarray) -> Terms:
-        """Sums (maximum for the delay source) over round-trip links (..., columns)."""
+        """Sums (maximum for the delay source) over links (..., columns)."""
         t = self._links
         return {"delay": t.delay[round_trip].sum(axis=-1), "spread": t.spread[round_trip].sum(axis=-1),
                 "source": t.source[round_trip].max(axis=-1, initial=0),
                 "queueing": (t.buffer / t.capacity)[round_trip].sum(axis=-1)}
 
-    def _terms_of_edge_pairs(self, previous: "Plan | None") -> Terms:
-        """The switch paths' terms, per ordered pair of edge switches a * len(edges) + b."""
-        edges = len(self._edges)
-        between = self._segment_links  # the links from a to b
-        forward = between.reshape(edges * edges, between.shape[-1])
-        terms = self._round_trip_sums(np.concatenate([forward, between.transpose(1, 0, 2).reshape(forward.shape)],
-                                                     axis=-1))
+    def _terms_of_switch_paths(self, previous: "Plan | None") -> Terms:
+        """The switch paths' terms, per path from an edge switch a toward a host d, a * len(hosts) + d:
+        the sums along it (a round trip adds those of its two ways), and what the data path takes."""
+        between = self._segment_links  # the links from a toward d
+        forward = between.reshape(between.shape[0] * between.shape[1], between.shape[-1])
+        terms = self._round_trip_sums(forward)
         terms["share"], slope, offset = self._forward_terms(forward)
         self._edge_lines = slope, offset
         terms["slope"], terms["offset"] = self._undominated_edge_lines(slope, offset, previous)
@@ -613,15 +622,19 @@ class Plan:
         return terms
 
     def _pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every reachable ordered pair (src, dst, index of their edge-switch pair), in pair order."""
+        """Every reachable ordered pair (src, dst, index of its data path's switch path), in pair order."""
         n = len(self.hosts)
         src, dst = np.divmod(np.arange(n * n, dtype=np.int64), n)
         keep = (src != dst) & (self.switch_paths.hops[self._attach[src], self._attach[dst]] != UNREACHABLE)
         src, dst = src[keep], dst[keep]
-        return src, dst, self._host_edge[src] * len(self._edges) + self._host_edge[dst]
+        return src, dst, self._host_edge[src] * n + dst
+
+    def _backward(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """The index of the switch path pairs src[i] -> dst[i] take back (their ACKs): dst's edge switch toward src."""
+        return self._host_edge[dst] * len(self.hosts) + src
 
     def _evaluate(self) -> None:
-        self.src, self.dst, self._edge_pair = self._pairs()
+        self.src, self.dst, self._forward = self._pairs()
         self._evaluate_every_pair()
         self._finish()
 
@@ -634,7 +647,7 @@ class Plan:
         for start in range(0, count, _CHUNK_PAIRS):
             end = start + _CHUNK_PAIRS
             *values, window = self._evaluate_pairs(self.src[start:end], self.dst[start:end],
-                                                   self._edge_pair[start:end])
+                                                   self._forward[start:end])
             columns = columns or [np.empty(count, dtype=np.asarray(v).dtype) for v in values]
             for column, chunk in zip(columns, values):
                 column[start:end] = chunk
@@ -679,7 +692,7 @@ class Plan:
         if previous is None or not self._comparable(previous):
             return False
         redo, delays_kept = self._pairs_to_redo(previous)
-        self.src, self.dst, self._edge_pair = previous.src, previous.dst, previous._edge_pair
+        self.src, self.dst, self._forward = previous.src, previous.dst, previous._forward
         if 2 * redo.sum() > len(redo):  # evaluating every pair in order is cheaper than gathering most of them
             self._evaluate_every_pair()
             self._finish()
@@ -705,11 +718,11 @@ class Plan:
         """Per pair of previous, whether its inputs changed since (its edge switches' or either
         host's terms, its flow, its measured round trip, the round trip into its destination);
         and whether no delay moved at all (then what follows from delays alone is kept)."""
-        src, dst, edge_pair = previous.src, previous.dst, previous._edge_pair
+        src, dst, forward = previous.src, previous.dst, previous._forward
         redo = np.zeros(len(src), dtype=bool)
         edges_changed = _changed_terms(self._edge_terms, previous._edge_terms)
         if edges_changed.any():
-            redo |= edges_changed[edge_pair]
+            redo |= edges_changed[forward] | edges_changed[self._backward(src, dst)]
         hosts_changed = _changed_terms(self._host_terms, previous._host_terms)
         if hosts_changed.any():
             redo |= hosts_changed[src] | hosts_changed[dst]
@@ -763,7 +776,7 @@ class Plan:
         windows = []
         for start in range(0, len(chosen), _CHUNK_PAIRS):
             k = chosen[start:start + _CHUNK_PAIRS]
-            *values, window = self._evaluate_pairs(self.src[k], self.dst[k], self._edge_pair[k],
+            *values, window = self._evaluate_pairs(self.src[k], self.dst[k], self._forward[k],
                                                    previous.rtt_prop_s[k] if delays_kept else None)
             chunks.append(values)
             windows.append(window)
@@ -819,20 +832,21 @@ class Plan:
                        != formulas.lossless_quickack(previous.cwnd_clamp[pairs]))
         return differ
 
-    def _evaluate_pairs(self, src: np.ndarray, dst: np.ndarray, edge_pair: np.ndarray,
+    def _evaluate_pairs(self, src: np.ndarray, dst: np.ndarray, forward: np.ndarray,
                         window_rtt: np.ndarray | None = None) -> tuple[np.ndarray | None, ...]:
-        """The formulas for the pairs src[i] -> dst[i] whose edge switches are pair edge_pair[i]:
+        """The formulas for the pairs src[i] -> dst[i] whose data path's switch path is forward[i]:
         the arrays of _PAIR_ARRAYS after src and dst. With window_rtt (the pairs' round trips for
         the windows, as a plan before had them, where no delay moved since), only the columns
         that do not follow from delays alone: the others (_DELAY_ARRAYS) are None."""
         e, h = self._edge_terms, self._host_terms
-        n, edge_pairs = len(self.hosts), e["share"].shape[-1]
+        n, ways = len(self.hosts), e["share"].shape[-1]
         # Flat indices into the [sharing, ...] terms: one gather each.
         sharing = self._active.reshape(-1)[src * n + dst].astype(np.int64)
-        line, up, down = sharing * edge_pairs + edge_pair, sharing * n + src, sharing * n + dst
+        line, up, down = sharing * ways + forward, sharing * n + src, sharing * n + dst
         if window_rtt is None:
-            rtt, spread, source, rtt_for_rto = self._round_trips(src, dst, edge_pair)
-            queueing = e["queueing"][edge_pair] + h["queueing"][src] + h["queueing"][dst]
+            rtt, spread, source, rtt_for_rto = self._round_trips(src, dst, forward)
+            queueing = (e["queueing"][forward] + e["queueing"][self._backward(src, dst)]
+                        + h["queueing"][src] + h["queueing"][dst])
             min_rto = formulas.min_rto_seconds(rtt_for_rto, queueing)
             rto_min_ms = formulas.rto_min_ms(min_rto, self.bounds)
         else:
@@ -909,7 +923,7 @@ class Plan:
         return chosen, columns
 
     def _round_trips(self, src: np.ndarray, dst: np.ndarray,
-                     edge_pair: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                     forward: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """RTT_prop for the windows, its spread and source, and the RTT for minRTO, per pair.
 
         The safe side of an estimate differs by parameter: windows grow
@@ -927,9 +941,11 @@ class Plan:
         measurement of the host's downlink beats a guess.
         """
         e, h = self._edge_terms, self._host_terms
-        rtt = e["delay"][edge_pair] + h["delay"][src] + h["delay"][dst]
-        spread = e["spread"][edge_pair] + h["spread"][src] + h["spread"][dst]
-        source = np.maximum(e["source"][edge_pair], np.maximum(h["source"][src], h["source"][dst]))
+        backward = self._backward(src, dst)
+        rtt = e["delay"][forward] + e["delay"][backward] + h["delay"][src] + h["delay"][dst]
+        spread = e["spread"][forward] + e["spread"][backward] + h["spread"][src] + h["spread"][dst]
+        source = np.maximum(np.maximum(e["source"][forward], e["source"][backward]),
+                            np.maximum(h["source"][src], h["source"][dst]))
         if self._rtt_low is None or self._rtt_high is None:
             return rtt, spread, source, rtt + spread
         low, high = self._rtt_low[src, dst], self._rtt_high[src, dst]
@@ -957,12 +973,17 @@ class Plan:
     def __len__(self) -> int:
         return len(self.src)
 
+    def switch_path(self, src: int, dst: int) -> list[str]:
+        """The switches along the data path from host src to host dst (indices; a pair of the plan)."""
+        nodes = self._edge_nodes[self._host_edge[src], dst]
+        switches = self.switch_paths.switches
+        return [switches[k] for k in nodes.tolist() if k != UNREACHABLE]
+
     def hops(self, k: int) -> list[str]:
         """The names of the nodes along pair k's data path (display)."""
-        src, dst = self.hosts[self.src[k]], self.hosts[self.dst[k]]
-        middle = self.switch_paths.path(self.attachment[src], self.attachment[dst])
-        assert middle is not None  # a pair of the plan has a path
-        return [self.fabric.name(src), *middle, self.fabric.name(dst)]
+        src, dst = int(self.src[k]), int(self.dst[k])
+        names = self.fabric.name
+        return [names(self.hosts[src]), *self.switch_path(src, dst), names(self.hosts[dst])]
 
     def _quickacks(self, pairs: np.ndarray | slice) -> np.ndarray:
         """Per pair (indices), whether its source's route toward its destination carries quickack
@@ -976,21 +997,18 @@ class Plan:
         set"), in pair order, built from whole columns (a million pairs in about a second).
         Records are for people: hosts by name, times in microseconds."""
         ips, names = self.hosts, self.fabric.hosts
-        middles: dict[tuple[int, int], list[str]] = {}  # switch paths, shared by the pairs between two switches
-        attach = self._attach.tolist()
+        middles: dict[int, list[str]] = {}  # switch paths, shared by the pairs from one switch to one host
+        forward = self._forward.tolist()
         columns = zip(self.src.tolist(), self.dst.tolist(), np.round(self.min_rto_s * 1e6, 3).tolist(),
                       self.rto_min_ms.tolist(), self.initcwnd.tolist(), self.cwnd_clamp.tolist(),
                       self.segment.tolist(), self.pacing_rate.tolist(), np.round(self.rtt_prop_s * 1e6, 3).tolist(),
                       np.round(self.rtt_spread_s * 1e6, 3).tolist(), self.rtt_source.tolist(),
                       self._quickacks(slice(None)).tolist())
-        for (s, d, min_rto_us, rto_min_ms, initcwnd, clamp, segment, pacing, rtt_us, spread_us, source,
-             quickack) in columns:
-            key = (attach[s], attach[d])
-            middle = middles.get(key)
+        for k, (s, d, min_rto_us, rto_min_ms, initcwnd, clamp, segment, pacing, rtt_us, spread_us, source,
+                quickack) in enumerate(columns):
+            middle = middles.get(forward[k])
             if middle is None:
-                found = self.switch_paths.path(self.attachment[ips[s]], self.attachment[ips[d]])
-                assert found is not None  # a pair of the plan has a path
-                middle = middles[key] = found
+                middle = middles[forward[k]] = self.switch_path(s, d)
             src, dst = names[ips[s]], names[ips[d]]
             yield {"src": src, "dst": dst, "dst_ip": ips[d], "hops": [src, *middle, dst],
                    "min_rto_us": min_rto_us, "rto_min_ms": rto_min_ms, "initcwnd": initcwnd,
@@ -1005,17 +1023,16 @@ class Plan:
         pacing_rate), in pair order, straight from the columns: no dict per pair."""
         ips = np.array(self.hosts, dtype=object)
         names = np.array([self.fabric.hosts[ip] for ip in self.hosts], dtype=object)
-        switches = self.switch_paths.switches
-        # One JSON hops list per (source, destination) host pair of switches: the middle is per switch pair.
-        middles: dict[tuple[int, int], str] = {}
+        # One JSON hops list per pair: the middle is per (source's switch, destination) path.
+        middles: dict[int, str] = {}
         sources, destinations = names[self.src].tolist(), names[self.dst].tolist()
         quoted = np.array([json.dumps(name) for name in names.tolist()], dtype=object)
         hops = []
-        for s, d, a, b in zip(quoted[self.src].tolist(), quoted[self.dst].tolist(),
-                              self._attach[self.src].tolist(), self._attach[self.dst].tolist()):
-            middle = middles.get((a, b))
+        for s, d, way, src, dst in zip(quoted[self.src].tolist(), quoted[self.dst].tolist(), self._forward.tolist(),
+                                       self.src.tolist(), self.dst.tolist()):
+            middle = middles.get(way)
             if middle is None:
-                middle = middles[(a, b)] = json.dumps(self.switch_paths.path(switches[a], switches[b]))[1:-1]
+                middle = middles[way] = json.dumps(self.switch_path(src, dst))[1:-1]
             hops.append(f"[{s}, {middle}, {d}]")
         clamp = self.cwnd_clamp.astype(object)
         clamp[self.cwnd_clamp == 0] = None

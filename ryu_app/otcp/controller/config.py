@@ -16,6 +16,7 @@
                                                   # or formulas: lossless (otcp-lossless);
                                                   # pacing: true adds each pair's fair-share
                                                   # pacing rate (otcp-paced)
+    forwarding: {multipath: true}                 # spread destinations over equal-cost paths
     stability: {delay_step_us: 20, delay_tolerance: 0.5, refresh_s: 60,
                 flow_hold_s: 5.0, min_flow_packets: 3}
     measurement: {max_link_delay_us: 100, host_rtt_max_age_s: 60, host_rtt_min_samples: 3}
@@ -184,6 +185,13 @@ class ParametersSection(Strict):
         return Pacing(self.pacing_headroom) if self.pacing else None
 
 
+class ForwardingSection(Strict):
+    """How switches forward: multipath spreads the destinations over the equal-cost paths
+    (ECMP-like, per destination host; otcp.planning.paths.HostPaths), else one path per switch pair."""
+
+    multipath: bool = True
+
+
 class StabilitySection(Strict):
     """How the measured inputs are held still (docs/design.md, "Measurement")."""
 
@@ -224,6 +232,7 @@ class ControllerConfig(Strict):
     defaults: DefaultsSection = DefaultsSection()
     bounds: BoundsSection = BoundsSection()
     parameters: ParametersSection = ParametersSection()
+    forwarding: ForwardingSection = ForwardingSection()
     stability: StabilitySection = StabilitySection()
     measurement: MeasurementSection = MeasurementSection()
     log_level: Literal["debug", "info", "warning", "error"] = "info"
