@@ -17,6 +17,7 @@ import numpy as np
 
 from otcp.planning import formulas
 from otcp.planning.aggregate import Aggregation, PrefixTrie
+from otcp.planning.explain import Clamp, LinkTerm, PathExplanation, SegmentTerms
 from otcp.planning.fabric import Fabric
 from otcp.planning.paths import UNREACHABLE, HostPaths, SwitchPaths
 from otcp.wire.paramset import PARAMETER_KEYS, RouteParams
@@ -27,6 +28,10 @@ from otcp.wire.paramset import PARAMETER_KEYS, RouteParams
 DELAY_SOURCES = ("inventory", "measured", "default", "host")
 HOST = DELAY_SOURCES.index("host")
 KNOWN = DELAY_SOURCES.index("measured")  # this and lower: a link delay that is not a guess
+
+#: What an explanation says of an input whose origin the fabric does not record (a live fabric's
+#: capacities and buffers), and of a host's egress buffer, which the formulas leave out.
+NOT_RECORDED, HOST_QUEUE = "not recorded", "host queue, not counted"
 
 Terms = dict[str, np.ndarray]  # named arrays of per-entity terms (Plan._terms_of_switch_paths, _terms_of_hosts)
 # Pairs evaluated at once: their temporary arrays (half a MB each) stay in the processor's caches.
@@ -970,6 +975,16 @@ class Plan:
         names = {i: link for link, i in self._links.index.items()}
         return {names[i]: int(n) for i, n in enumerate(self._links.flows[:-1]) if n}
 
+    def pairs_per_link(self) -> dict[tuple[str, str], int]:
+        """{(u, v): the pairs of the plan whose data path crosses the directed link}, for links some
+        pair crosses: how the forwarding spreads an all-to-all load (every pair one flow)."""
+        through = np.zeros(len(self._links.capacity), dtype=np.int64)
+        for start in range(0, len(self.src), _CHUNK_PAIRS):
+            links = self._path_links(self.src[start:start + _CHUNK_PAIRS], self.dst[start:start + _CHUNK_PAIRS])
+            through += np.bincount(links.reshape(-1), minlength=len(through))
+        names = list(self._links.index)  # the table's links in their order
+        return {names[i]: int(n) for i, n in enumerate(through[:-1].tolist()) if n}
+
     def __len__(self) -> int:
         return len(self.src)
 
@@ -984,6 +999,107 @@ class Plan:
         src, dst = int(self.src[k]), int(self.dst[k])
         names = self.fabric.name
         return [names(self.hosts[src]), *self.switch_path(src, dst), names(self.hosts[dst])]
+
+    def pair_index(self, src: str, dst: str) -> int | None:
+        """The index of the pair from host address src to dst, or None where the plan has no such pair."""
+        if src not in self.host_index or dst not in self.host_index:
+            return None
+        n, key = len(self.hosts), self.host_index[src] * len(self.hosts) + self.host_index[dst]
+        keys = self.src * n + self.dst  # in order: pairs go by source, then destination
+        at = int(np.searchsorted(keys, key))
+        return at if at < len(keys) and keys[at] == key else None
+
+    def explain(self, k: int, mss_origin: str = NOT_RECORDED) -> PathExplanation:
+        """Why pair k's parameters are what they are: its links and the terms of its formulas
+        (otcp.planning.explain), from the same link table and formulas as the plan; mss_origin
+        says where the plan's MSS came from."""
+        s, d = int(self.src[k]), int(self.dst[k])
+        t = self._links
+        active, rtt = bool(self._active[s, d]), float(self.rtt_prop_s[k])
+
+        def links(a: int, b: int) -> list[int]:
+            return [i for i in self._path_links(np.array([a]), np.array([b]))[0].tolist() if i != t.padding]
+
+        data = [self._link_term(i, active, rtt) for i in links(s, d)]
+        ack = [self._link_term(i, None, rtt) for i in links(d, s)]
+        round_trip = links(s, d) + links(d, s)
+        bottleneck = min(data, key=lambda link: link.capacity_bytes_per_s / (link.sharing or 1))
+        fair_share = bottleneck.capacity_bytes_per_s / (bottleneck.sharing or 1)
+        windows = [link for link in data if link.window_bytes is not None]
+        window_link = min(windows, key=lambda link: link.window_bytes or 0.0) if windows else None
+        window = window_link.window_bytes if window_link is not None else None
+        rtt_for_rto = float(self._round_trips(np.array([s]), np.array([d]), self._forward[k:k + 1])[3][0])
+        initial_window = float(formulas.initial_window_bytes(fair_share, rtt))
+        clamps, segment_terms = self._clamps(k, initial_window, window, fair_share)
+        return PathExplanation(
+            src=self.fabric.name(self.hosts[s]), dst=self.fabric.name(self.hosts[d]), dst_ip=self.hosts[d],
+            pair_is_flow=active, data_path=tuple(data), ack_path=tuple(ack), bottleneck=bottleneck,
+            fair_share_bytes_per_s=fair_share, window_link=window_link, window_bytes=window,
+            link_delay_sum_s=float(t.delay[round_trip].sum()), rtt_prop_s=rtt,
+            rtt_origin=DELAY_SOURCES[int(self.rtt_source[k])], rtt_for_rto_s=rtt_for_rto,
+            queueing_s=float((t.buffer / t.capacity)[round_trip].sum()), min_rto_s=float(self.min_rto_s[k]),
+            mss_bytes=self.bounds.mss_bytes, mss_origin=mss_origin, initial_window_bytes=initial_window,
+            rto_min_ms=int(self.rto_min_ms[k]), initcwnd=int(self.initcwnd[k]),
+            cwnd_clamp=int(self.cwnd_clamp[k]) or None, segment_bytes=int(self.segment[k]),
+            pacing_rate=int(self.pacing_rate[k]) or None, clamps=clamps, segment=segment_terms)
+
+    def _link_term(self, i: int, active: bool | None, rtt: float) -> LinkTerm:
+        """Link i (of the link table) in an explanation: on a data path whose pair is a flow or
+        not (active), or on an ACK path (active None); rtt, the pair's RTT_prop."""
+        t = self._links
+        u, v = list(t.index)[i]  # the table's links in their order
+        facts, origins = self.fabric.links[(u, v)], self.fabric.origins.get((u, v))
+        sharing = max(int(formulas.flows_sharing(int(t.flows[i]), active)), 1) if active is not None else None
+        window = None
+        if sharing is not None and t.switch_egress[i]:
+            queue = (t.buffer[i] if self.lossless is None
+                     else float(formulas.queue_target_bytes(t.buffer[i], self.lossless)))
+            window = float(formulas.max_window_bytes(np.array([[t.capacity[i] / sharing]]),
+                                                     np.array([[queue / sharing]]), rtt)[0])
+        return LinkTerm(self.fabric.name(u), self.fabric.name(v), float(t.capacity[i]),
+                        origins.capacity if origins else NOT_RECORDED, float(t.buffer[i]),
+                        HOST_QUEUE if u in self.fabric.hosts else origins.buffer if origins else NOT_RECORDED,
+                        float(t.delay[i]), origins.delay if origins else facts.delay_source, int(t.flows[i]),
+                        sharing, window)
+
+    def _clamps(self, k: int, initial_window: float, window: float | None,
+                fair_share: float) -> tuple[tuple[Clamp, ...], SegmentTerms | None]:
+        """The bounds that changed pair k's values (what each formula gave before them), and with
+        otcp-lossless how its segment was chosen; initial_window, window (None: unbounded) and
+        fair_share as the explanation has them."""
+        bounds = self.bounds
+        clamps: list[Clamp] = []
+
+        def bounded(parameter: str, formula: float, low: tuple[str, int], high: tuple[str, int]) -> None:
+            clamps.extend(Clamp(parameter, formula, name, bound)
+                          for (name, bound), beyond in ((low, formula < low[1]), (high, formula > high[1])) if beyond)
+
+        bounded("rto_min_ms", int(formulas.whole_ms_above(self.min_rto_s[k])),
+                ("bounds.rto_min_ms[0]", bounds.rto_min_ms_low), ("bounds.rto_min_ms[1]", bounds.rto_min_ms_high))
+        initcwnd_bounds = (("bounds.initcwnd[0]", bounds.initcwnd_low), ("bounds.initcwnd[1]", bounds.initcwnd_high))
+        cwnd_bounds = (("bounds.cwnd[0]", bounds.cwnd_low), ("bounds.cwnd[1]", bounds.cwnd_high))
+        segment_terms = None
+        if self.lossless is None or window is None:
+            bounded("initcwnd", float(formulas.whole_segments(initial_window, bounds.mss_bytes)), *initcwnd_bounds)
+            if window is not None:
+                bounded("cwnd_clamp", float(formulas.whole_segments(window, bounds.mss_bytes)), *cwnd_bounds)
+        else:
+            assert self._window is not None and self._own_segment is not None and self._receiver_segment is not None
+            wire, segment = float(self._window[k]), int(self.segment[k])
+            fitting = int(formulas.fitting_segment_bytes(wire, bounds))
+            segment_terms = SegmentTerms(wire, formulas.FRAME_OVERHEAD_BYTES, int(formulas.window_frames(wire, bounds)),
+                                         fitting, self.lossless.mss_floor_bytes, int(self._own_segment[k]),
+                                         int(self._receiver_segment[self.dst[k]]), segment)
+            bounded("segment_bytes", fitting, ("parameters.mss_floor_bytes", self.lossless.mss_floor_bytes),
+                    ("bounds.mss_bytes", bounds.mss_bytes))
+            bounded("cwnd_clamp", float(formulas.whole_segments(wire, segment + formulas.FRAME_OVERHEAD_BYTES)),
+                    *cwnd_bounds)
+            bounded("initcwnd", int(self.cwnd_clamp[k]), *initcwnd_bounds)  # the whole window at once
+        if self.pacing is not None:
+            bounded("pacing_rate", float(formulas.paced_share(fair_share, self.pacing)),
+                    ("the smallest pacing rate", formulas.PACING_RATE_LOW_BYTES_PER_S),
+                    ("the largest pacing rate", formulas.MAX_PACING_RATE_BYTES_PER_S))
+        return tuple(clamps), segment_terms
 
     def _quickacks(self, pairs: np.ndarray | slice) -> np.ndarray:
         """Per pair (indices), whether its source's route toward its destination carries quickack
