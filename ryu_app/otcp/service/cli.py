@@ -63,7 +63,7 @@ def command_plan(args: argparse.Namespace) -> int:
         print(f"otcp-controller plan: no path from {plan.fabric.name(src)} to {plan.fabric.name(dst)}; pair left out",
               file=sys.stderr)
     source = _chosen_host(plan, args.host) if args.host is not None else None
-    if args.set:
+    if source is not None and args.set:  # _plan_inputs refused --set without --host
         return _print_set(plan, source, args.generation)
     pairs = [k for k in range(len(plan)) if source is None or plan.src[k] == plan.host_index[source]]
     records = list(plan.records()) if source is None else [record for record in plan.records()
