@@ -77,8 +77,7 @@ def test_paths_are_shortest_trees_and_deterministic(seed):
     fabric = random_fabric(rng, hosts=rng.randint(2, 30), switches=rng.randint(1, 12))
     paths = host_paths(fabric)
     sp = paths.switch_paths
-    for d, host in enumerate(paths.hosts):
-        target = paths.attach[d]
+    for d, target in enumerate(paths.attach):
         for i in range(len(sp.switches)):
             hop = paths.next_hop[d, i]
             if sp.hops[i, target] in (UNREACHABLE, 0):
