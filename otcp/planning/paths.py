@@ -1,19 +1,18 @@
 """Forwarding paths: one shortest path per switch pair, the same both ways,
-and the paths toward any one switch forming a tree.
+and the paths toward any one switch forming a tree (SwitchPaths); and from
+them, the forwarding toward each host (HostPaths), which spreads the hosts
+over the equal-cost paths (multipath) or gives each its switch's path.
 
-The controller installs these paths and the planner evaluates the formulas
-over them, so both must agree. Two properties make them installable as one
-entry per destination on each switch (docs/design.md, "Architecture"):
-
-- the path from b to a is the reverse of the path from a to b, so ACKs
-  retrace the data path;
-- a path's tail is the path from where it is: every switch forwards toward
-  a destination the same way whoever sent the packet.
-
-Both hold because each path is the unique cheapest among the fewest-hop
+The controller installs the hosts' paths and the planner evaluates the formulas
+over them, so both must agree. What makes them installable as one entry per
+destination on each switch (docs/design.md, "Architecture"): a path's tail is
+the path from where it is, so every switch forwards toward a destination the
+same way whoever sent the packet. A switch pair's paths have it, and are the
+same both ways, because each is the unique cheapest among the fewest-hop
 paths, under a tie-breaking weight per link taken from a hash of its two
-switch names (so it does not change when other links come and go, and
-equal-cost multipath fabrics spread destinations over their cores).
+switch names (so it does not change when other links come and go). A host's
+tree has it by construction (HostPaths); with multipath a pair's ACKs follow
+its source's tree, not the reverse of its data path.
 """
 
 import hashlib
@@ -175,8 +174,8 @@ def _padded(nodes: np.ndarray, longest: int) -> np.ndarray:
     return np.pad(nodes, ((0, 0), (0, 0), (0, longest - nodes.shape[-1])), constant_values=UNREACHABLE)
 
 
-#: The largest number of distinct choices counted below a switch (HostPaths): past it, every
-#: host's key is smaller than the count and takes the first choice there (sums stay exact).
+#: The most ways into a switch HostPaths counts: past it, every host's key is smaller than the
+#: count and takes the first choice there (products stay exact in int64).
 _MOST_CHOICES = 1 << 40
 
 
