@@ -2,9 +2,10 @@
 
 Used by `otcp-controller plan` on an inventory and by the live controller on
 its measured fabric. The sums and minima over a pair's round trip are taken
-once per pair of edge switches and once per host, then combined per host
-pair with numpy, so a fabric of a thousand hosts (a million pairs) plans in
-a fraction of a second.
+once per switch path (from an edge switch toward a host, along the host's
+forwarding tree) and once per host, then combined per host pair with numpy,
+so a fabric of a thousand hosts (a million pairs) plans in a fraction of a
+second.
 """
 
 import itertools
@@ -91,8 +92,9 @@ _LINE_PADDING = {"slope": 0.0, "offset": np.inf}
 
 
 def _changed_terms(new: Terms, old: Terms, names: Sequence[str] | None = None) -> np.ndarray:
-    """Per entity (the last axis: edge-switch pair or host), whether any of its terms (of names,
-    if given) differ between two plans' (Plan._terms_of_switch_paths, Plan._terms_of_hosts)."""
+    """Per entity (the last axis: switch path from an edge switch toward a host, or host), whether
+    any of its terms (of names, if given) differ between two plans' (Plan._terms_of_switch_paths,
+    Plan._terms_of_hosts)."""
     changed = np.zeros(next(iter(new.values())).shape[-1], dtype=bool)
     for name in names or new:
         values, before = new[name], old[name]
@@ -414,7 +416,7 @@ class Plan:
 
         With previous (the plan of the same fabric a moment ago), only the
         pairs whose inputs changed are evaluated again: the terms of their
-        edge switches' paths (a moved path, a link on it with other facts or
+        switch paths (a moved path, a link on it with other facts or
         flow count) or of either host's links, the pair's own flow or
         measured round trip. The rest is taken from
         previous, and so are the route sets of the hosts none of whose
@@ -579,8 +581,8 @@ class Plan:
         return terms
 
     def _line_rows(self, previous: "Plan | None") -> tuple[np.ndarray, np.ndarray]:
-        """The edge-switch pairs' window lines (slope, offset) as rows [sharing x edge-switch pairs +
-        pair, column], so that a host pair's lines are one contiguous row; previous's where its
+        """The switch paths' window lines (slope, offset) as rows [sharing x switch paths +
+        path, column], so that a host pair's lines are one contiguous row; previous's where its
         lines are the same objects."""
         slope, offset = self._edge_terms["slope"], self._edge_terms["offset"]
         if previous is not None and previous._edge_terms["slope"] is slope and previous._edge_terms["offset"] is offset:
@@ -591,7 +593,7 @@ class Plan:
 
     def _undominated_edge_lines(self, slope: np.ndarray, offset: np.ndarray,
                                 previous: "Plan | None") -> tuple[np.ndarray, np.ndarray]:
-        """_undominated(slope, offset), computed again only for the edge-switch pairs whose
+        """_undominated(slope, offset), computed again only for the switch paths whose
         lines differ from previous's (the same edge switches); a pair's lines past the
         ones it keeps never win the minimum, so it may have more of them than before."""
         if (previous is None or previous.switch_paths.switches != self.switch_paths.switches
