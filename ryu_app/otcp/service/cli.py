@@ -214,6 +214,11 @@ def render_explanation(e: Any) -> str:
                      + (f"; the smallest of the active paths into {e.dst} is {g.receiver_bytes} B, which every "
                         f"path into it takes" if g.receiver_bytes else "")
                      + f" -> segment {g.segment_bytes} B")
+    if e.segment is not None:
+        lines.append(f"  initcwnd = cwnd_clamp: otcp-lossless sends the whole window at once -> initcwnd {e.initcwnd}")
+    if e.pacing_rate:
+        lines.append(f"  pacing: the fair share {e.fair_share_bytes_per_s:.0f} B/s plus the headroom -> "
+                     f"{e.pacing_rate} B/s")
     for clamp in e.clamps:
         lines.append(f"  clamped: {clamp.parameter} {clamp.formula:g} -> {clamp.value} ({clamp.bound})")
     return "\n".join(lines)
