@@ -16,8 +16,8 @@ with multipath (the default), both:
 
 The two flows are chosen from the multipath plan: the first host of the first edge
 switch to the first host of the last, and the first pair between another two edge
-switches whose planned path crosses another top-tier switch; both modes run the
-same two. It writes summary.json and multipath.md (the results page, with this
+switches, of two other hosts, whose planned path crosses another top-tier switch;
+both modes run the same two. It writes summary.json and multipath.md (the results page, with this
 command) into --out.
 """
 
@@ -90,9 +90,12 @@ def chosen_flows(plan: Plan, top: list[str]) -> list[tuple[str, str]]:
     first = (by_edge[edges[0]][0], by_edge[edges[-1]][0])
     via = planned_via(plan, *first, top)
     candidates = [(s, d) for s in hosts for d in hosts
-                  if attachment[s] != attachment[d] and (attachment[s], attachment[d]) != (edges[0], edges[-1])]
-    other = next((pair for pair in candidates if planned_via(plan, *pair, top) != via), candidates[0])
-    return [first, other]
+                  if attachment[s] != attachment[d] and (attachment[s], attachment[d]) != (edges[0], edges[-1])
+                  and planned_via(plan, s, d, top) != "-"]
+    # Best: hosts of its own (no link shared with the first flow's hosts), over another top-tier switch.
+    ranked = sorted(candidates, key=lambda pair: (bool(set(pair) & set(first)),
+                                                  planned_via(plan, pair[0], pair[1], top) == via))
+    return [first, ranked[0]]
 
 
 def planned_via(plan: Plan, src: str, dst: str, top: list[str]) -> str:
