@@ -165,7 +165,7 @@ def _started(controller: ControllerProcess, management_ip: str | None) -> Iterat
 
 def run_topology(topo: Any, spec: str, out: str) -> dict[str, Any]:
     """Both modes on one topology (see the module docstring)."""
-    workdir = os.path.join(out, spec.replace(",", "-"))
+    workdir = os.path.abspath(os.path.join(out, spec.replace(",", "-")))  # the controller's files name it
     os.makedirs(workdir, exist_ok=True)
     inventory_path = topo.write_inventory(os.path.join(workdir, "inventory.yaml"))
     fabric = inventory.load(inventory_path).fabric()
