@@ -487,7 +487,10 @@ class Plan:
         nodes = self._edge_nodes = self.host_paths.node_matrix(self._edges)
         tails, heads = nodes[:, :, :-1], nodes[:, :, 1:]
         valid = (tails != UNREACHABLE) & (heads != UNREACHABLE)
-        self._segment_links = np.where(valid, lookup[np.maximum(tails, 0), np.maximum(heads, 0)], self._links.padding)
+        # Only as many columns as the longest path from an edge switch (switches elsewhere may be farther).
+        longest = int(valid.any(axis=(0, 1)).sum())
+        self._segment_links = np.where(valid, lookup[np.maximum(tails, 0), np.maximum(heads, 0)],
+                                       self._links.padding)[:, :, :longest]
 
     def _path_links(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Forward link indices (..., links) for host index arrays src, dst."""
@@ -571,14 +574,70 @@ class Plan:
 
     def _terms_of_switch_paths(self, previous: "Plan | None") -> Terms:
         """The switch paths' terms, per path from an edge switch a toward a host d, a * len(hosts) + d:
-        the sums along it (a round trip adds those of its two ways), and what the data path takes."""
+        the sums along it (a round trip adds those of its two ways), and what the data path takes.
+        Computed again only for the paths whose links or whose links' facts (flow counts too)
+        changed since previous; the others keep previous's (_paths_changed_since)."""
         between = self._segment_links  # the links from a toward d
         forward = between.reshape(between.shape[0] * between.shape[1], between.shape[-1])
-        terms = self._round_trip_sums(forward)
-        terms["share"], slope, offset = self._forward_terms(forward)
-        self._edge_lines = slope, offset
-        terms["slope"], terms["offset"] = self._undominated_edge_lines(slope, offset, previous)
-        return terms
+        changed = self._paths_changed_since(previous)
+        if changed is None:
+            terms = self._round_trip_sums(forward)
+            terms["share"], slope, offset = self._forward_terms(forward)
+            self._edge_lines = slope, offset
+            terms["slope"], terms["offset"] = _undominated(slope, offset)
+            return terms
+        assert previous is not None
+        kept = previous._edge_terms
+        if not changed.any():
+            self._edge_lines = previous._edge_lines
+            return kept
+        redone = forward[changed]
+        terms = self._round_trip_sums(redone)
+        terms["share"], slope, offset = self._forward_terms(redone)
+        merged = {}
+        for name, values in terms.items():
+            merged[name] = kept[name].copy()
+            merged[name][..., changed] = values
+        lines = []
+        for before, values in zip(previous._edge_lines, (slope, offset)):
+            lines.append(before.copy())
+            lines[-1][..., changed] = values
+        self._edge_lines = lines[0], lines[1]
+        new_slope, new_offset = _undominated(slope, offset)
+        # A path's lines past the ones it keeps never win the minimum, so it may have more of them than before.
+        columns = max(kept["slope"].shape[1], new_slope.shape[1])
+        for name, new in (("slope", new_slope), ("offset", new_offset)):
+            padding = _LINE_PADDING[name]
+            values = np.pad(kept[name], ((0, 0), (0, columns - kept[name].shape[1]), (0, 0)), constant_values=padding)
+            values[..., changed] = np.pad(new, ((0, 0), (0, columns - new.shape[1]), (0, 0)), constant_values=padding)
+            merged[name] = values
+        return merged
+
+    def _paths_changed_since(self, previous: "Plan | None") -> np.ndarray | None:
+        """Per switch path (as _terms_of_switch_paths numbers them), whether its links or any of
+        their facts or flow counts differ from previous's; None where previous's terms cannot be
+        taken at all (other hosts, edge switches, path lengths or lossless settings)."""
+        if (previous is None or previous.hosts != self.hosts or previous.lossless != self.lossless
+                or not np.array_equal(previous._edges, self._edges)
+                or previous._segment_links.shape != self._segment_links.shape):
+            return None
+        now, before = self._links, previous._links
+        # Each of previous's link indices as this plan numbers the same link; a link gone is -1.
+        renumbered = np.full(before.padding + 1, -1, dtype=np.int64)
+        renumbered[before.padding] = now.padding
+        for link, i in before.index.items():
+            renumbered[i] = now.index.get(link, -1)
+        still = renumbered >= 0
+        old, new = np.nonzero(still)[0], renumbered[still]
+        facts_moved = np.ones(now.padding + 1, dtype=bool)
+        facts_moved[new] = ((now.capacity[new] != before.capacity[old]) | (now.delay[new] != before.delay[old])
+                            | (now.buffer[new] != before.buffer[old]) | (now.flows[new] != before.flows[old])
+                            | (now.switch_egress[new] != before.switch_egress[old])
+                            | (now.spread[new] != before.spread[old]) | (now.source[new] != before.source[old]))
+        edges, hosts, columns = self._segment_links.shape
+        links = self._segment_links.reshape(edges * hosts, columns)
+        moved = (renumbered[previous._segment_links.reshape(links.shape)] != links) | facts_moved[links]
+        return moved.any(axis=-1)
 
     def _line_rows(self, previous: "Plan | None") -> tuple[np.ndarray, np.ndarray]:
         """The switch paths' window lines (slope, offset) as rows [sharing x switch paths +
@@ -590,34 +649,6 @@ class Plan:
         sharing, columns, pairs = slope.shape
         return (np.ascontiguousarray(slope.transpose(0, 2, 1)).reshape(sharing * pairs, columns),
                 np.ascontiguousarray(offset.transpose(0, 2, 1)).reshape(sharing * pairs, columns))
-
-    def _undominated_edge_lines(self, slope: np.ndarray, offset: np.ndarray,
-                                previous: "Plan | None") -> tuple[np.ndarray, np.ndarray]:
-        """_undominated(slope, offset), computed again only for the switch paths whose
-        lines differ from previous's (the same edge switches); a pair's lines past the
-        ones it keeps never win the minimum, so it may have more of them than before."""
-        if (previous is None or previous.switch_paths.switches != self.switch_paths.switches
-                or not np.array_equal(previous._edges, self._edges)):
-            return _undominated(slope, offset)
-        # Paths longer or shorter than before: compared with padding columns (lines that never win).
-        columns = max(slope.shape[1], previous._edge_lines[0].shape[1])
-        now, before = ([np.pad(lines, ((0, 0), (0, columns - lines.shape[1]), (0, 0)), constant_values=padding)
-                        for lines, padding in ((slope, 0.0), (offset, np.inf))]
-                       for slope, offset in ((slope, offset), previous._edge_lines))
-        changed = ((now[0] != before[0]) | (now[1] != before[1])).any(axis=(0, 1))
-        kept_slope, kept_offset = previous._edge_terms["slope"], previous._edge_terms["offset"]
-        if not changed.any():
-            return kept_slope, kept_offset
-        new_slope, new_offset = _undominated(slope[..., changed], offset[..., changed])
-        columns = max(kept_slope.shape[1], new_slope.shape[1])
-        merged = []
-        for name, kept, new in (("slope", kept_slope, new_slope), ("offset", kept_offset, new_offset)):
-            padding = ((0, 0), (0, columns - kept.shape[1]), (0, 0))
-            values = np.pad(kept, padding, constant_values=_LINE_PADDING[name])
-            values[..., changed] = np.pad(new, ((0, 0), (0, columns - new.shape[1]), (0, 0)),
-                                          constant_values=_LINE_PADDING[name])
-            merged.append(values)
-        return merged[0], merged[1]
 
     def _terms_of_hosts(self) -> Terms:
         """Each host's terms: its two links on the round trip; on the data path, its uplink's
