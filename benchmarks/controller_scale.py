@@ -325,7 +325,8 @@ def parts_only(k: int, flows_per_host: int) -> None:
     switch_paths = timed("busiest failed: moved paths",
                          lambda: SwitchPaths(fabric.switches, fabric.switch_links(), previous=replan.switch_paths))
     timed("  all paths afresh", lambda: SwitchPaths(fabric.switches, fabric.switch_links()))
-    paths = timed("  forwarding toward each host", lambda: HostPaths(switch_paths, fabric.attachments()))
+    paths = timed("  forwarding toward each host",
+                  lambda: HostPaths(switch_paths, fabric.attachments(), previous=replan.host_paths))
     timed("busiest failed: their entries",
           lambda: forwarding.entries_after_links_went(
               fabric, paths, forwarding.MadeEntries(replan.host_paths, fabric.hosts, egress, entries)))

@@ -121,3 +121,32 @@ def test_the_plan_follows_the_data_and_ack_paths_packets_take(multipath):
     # Cross-leaf round trips: both ways on spine1, both on spine2, or one each (multipath only).
     cross = rtts - {40}
     assert cross == ({80, 1060, 2040} if multipath else {80} if 80 in cross else {2040})
+
+
+@pytest.mark.parametrize("topo", [FatTreeTopo(k=4), FatTreeTopo(k=6),
+                                  LeafSpineTopo(leaves=4, spines=4, hosts_per_leaf=4)],
+                         ids=lambda topo: f"{type(topo).__name__}-{len(topo.hosts())}")
+def test_after_a_link_fails_only_the_trees_that_crossed_it_move(topo):
+    """With the forwarding before, a failure moves only the destinations whose tree crossed the
+    failed link; the trees are still of fewest-hop paths; when the link comes back, all is the
+    rule's again (balanced)."""
+    fabric = topo_fabric(topo)
+    before = host_paths(fabric)
+    sp = before.switch_paths
+    for failed in sorted({tuple(sorted(link)) for link in fabric.switch_links()}):
+        links = [link for link in fabric.switch_links() if tuple(sorted(link)) != failed]
+        after = HostPaths(SwitchPaths(fabric.switches, links, previous=sp), fabric.attachments(), previous=before)
+        a, b = sp.index[failed[0]], sp.index[failed[1]]
+        # crossed[d, i]: switch i forwarded toward host d over the failed link.
+        crossed = ((np.arange(len(sp.switches))[None, :] == a) & (before.next_hop == b)
+                   | (np.arange(len(sp.switches))[None, :] == b) & (before.next_hop == a))
+        moved = (after.next_hop != before.next_hop).any(axis=1)
+        assert moved.any() and not (moved & ~crossed.any(axis=1)).any(), failed
+        for d, target in enumerate(after.attach):
+            for i in range(len(sp.switches)):
+                hop = after.next_hop[d, i]
+                if after.switch_paths.hops[i, target] > 0:
+                    assert after.switch_paths.hops[hop, target] == after.switch_paths.hops[i, target] - 1
+                    assert tuple(sorted((sp.switches[i], sp.switches[hop]))) != failed
+        back = HostPaths(SwitchPaths(fabric.switches, fabric.switch_links()), fabric.attachments(), previous=after)
+        assert np.array_equal(back.next_hop, before.next_hop)

@@ -198,6 +198,14 @@ class HostPaths:
       links (and arrive over different last links), and consecutive switches' hosts
       (a pod's) take the paths left, through every core.
 
+    With previous (the forwarding of the same hosts a moment ago) and only links taken
+    away since, a destination keeps its next hop at every switch whose distance to the
+    destination's switch did not change and where that hop is still a link one hop
+    closer; elsewhere it takes the rule's. So a failure moves only the trees that
+    crossed the failed link (or whose distance grew), not every tree at the switches
+    whose number of choices changed. What is kept then depends on the forwarding before;
+    when links come (back), everything takes the rule's again, which is balanced.
+
     Without multipath, each host takes its switch's path (SwitchPaths: one per switch
     pair). A pair's data path follows the destination's tree and its ACKs the
     source's: the two need not cross the same switches.
@@ -207,7 +215,8 @@ class HostPaths:
     with no path.
     """
 
-    def __init__(self, switch_paths: SwitchPaths, attachment: dict[str, str], multipath: bool = True) -> None:
+    def __init__(self, switch_paths: SwitchPaths, attachment: dict[str, str], multipath: bool = True,
+                 previous: "HostPaths | None" = None) -> None:
         self.switch_paths = switch_paths
         self.multipath = multipath
         self.attachment = dict(attachment)
@@ -216,6 +225,8 @@ class HostPaths:
         self.attach = np.array([switch_paths.index[attachment[h]] for h in self.hosts], dtype=np.int64)
         if multipath and self.hosts:
             self.next_hop = self._spread(self.keys())
+            if previous is not None:
+                self.next_hop = self._kept_from(previous, self.next_hop)
         else:
             self.next_hop = np.ascontiguousarray(switch_paths.next_hops()[:, self.attach].T)
 
@@ -265,6 +276,25 @@ class HostPaths:
         # Per host d and switch i: the closer neighbour numbered (key // above) mod choices.
         pick = (keys[:, None] // above[:, target_of].T) % np.maximum(choices[:, target_of].T, 1)  # (host, switch)
         return np.ascontiguousarray(nth[np.arange(count)[None, :], target_of[:, None], pick])
+
+    def _kept_from(self, previous: "HostPaths", spread: np.ndarray) -> np.ndarray:
+        """next_hop with previous's next hops kept where they still hold (see the class): spread
+        (the rule's) elsewhere, and everywhere unless only links went since previous."""
+        sp, before = self.switch_paths, previous.switch_paths
+        if not (previous.multipath and previous.hosts == self.hosts and previous.attachment == self.attachment
+                and before.switches == sp.switches and sp.links <= before.links):
+            return spread
+        count = len(sp.switches)
+        linked = np.zeros((count + 1, count + 1), dtype=bool)  # the last row and column: UNREACHABLE
+        for a, b in sp.links:
+            linked[sp.index[a], sp.index[b]] = linked[sp.index[b], sp.index[a]] = True
+        distance = sp.hops[:, self.attach].T  # (host, switch)
+        hop = previous.next_hop
+        host = np.arange(len(self.hosts))[:, None]
+        holds = ((distance > 0) & (distance == before.hops[:, self.attach].T) & (hop != UNREACHABLE)
+                 & linked[np.arange(count)[None, :], hop]
+                 & (sp.hops[hop, self.attach[host]] == distance - 1))
+        return np.where(holds, hop, spread)
 
     def node_matrix(self, sources: np.ndarray) -> np.ndarray:
         """(sources, hosts, switches on the way) : the switch indices from each of sources (switch

@@ -548,12 +548,13 @@ class ControllerCore:
 
     def _host_paths(self, fabric: Fabric) -> HostPaths:
         """The forwarding toward each of the fabric's hosts over its switch paths: the last one while
-        those paths, the hosts' places and the multipath setting are the same."""
+        those paths, the hosts' places and the multipath setting are the same; after links went, the
+        last one's next hops where they still hold (HostPaths: only the trees that crossed them move)."""
         paths, attachment = self._switch_paths(fabric), fabric.attachments()
         made = self._host_paths_made
         if made is None or made.switch_paths is not paths or made.attachment != attachment \
                 or made.multipath != self.multipath:
-            made = self._host_paths_made = HostPaths(paths, attachment, self.multipath)
+            made = self._host_paths_made = HostPaths(paths, attachment, self.multipath, previous=made)
         return made
 
     def rtt_report(self, now: float, host_ip: str, round_trips: Iterable[RoundTrip]) -> Actions:
