@@ -580,7 +580,7 @@ class Plan:
         between = self._segment_links  # the links from a toward d
         forward = between.reshape(between.shape[0] * between.shape[1], between.shape[-1])
         changed = self._paths_changed_since(previous)
-        if changed is None:
+        if changed is None or 2 * changed.sum() > len(changed):  # gathering most paths costs more than all in order
             terms = self._round_trip_sums(forward)
             terms["share"], slope, offset = self._forward_terms(forward)
             self._edge_lines = slope, offset
