@@ -59,7 +59,17 @@ def never_less_safe(chosen, wanted):
     MSS or pacing rate."""
     return chosen.rto_min_ms >= wanted.rto_min_ms and chosen.quickack >= wanted.quickack and all(
         unbounded(getattr(chosen, name)) <= unbounded(getattr(wanted, name))
-        for name in ("initcwnd", "cwnd_clamp", "advmss", "pacing_rate"))
+        for name in ("initcwnd", "cwnd_clamp", "advmss", "pacing_rate")) and long_path_side(chosen, wanted)
+
+
+def long_path_side(chosen, wanted):
+    """The long-path fields go all together: none, or the destination's congestion control with
+    an ssthresh and increase no larger than its own."""
+    if chosen.congctl is None:
+        return chosen.ssthresh is None and chosen.increase is None
+    return chosen.congctl == wanted.congctl and all(
+        getattr(wanted, name) is not None and getattr(chosen, name) <= getattr(wanted, name)
+        for name in ("ssthresh",) + (("increase",) if chosen.increase is not None else ()))
 
 
 def exact_route_count(plan, wanted, family_hosts):
@@ -139,6 +149,15 @@ def test_islands_and_unreachable_destinations_keep_the_property(seed):
         assert_safe_within_budget(Plan(fabric, formulas.Bounds(), lossless, pacing))
 
 
+@pytest.mark.parametrize("seed", range(25))
+def test_long_paths_keep_the_property(seed):
+    """Wide-area delays on some links: routes with and without the long-path fields, GridDT's
+    increase on and off; a route over several destinations carries them only where all have them."""
+    fabric = inventory.parse(random_inventory(seed, long_delays=True)).fabric()
+    assert_safe_within_budget(Plan(fabric, long_paths=formulas.LongPaths(bdp_threshold_bytes=12_500,
+                                                                         griddt=seed % 2 == 0)))
+
+
 def test_a_set_on_the_safe_side_stays_there_until_its_exact_set_fits_in_three_quarters_of_the_budget():
     """The hysteresis: every host on the safe side before, on a fat-tree whose exact sets
     range from a handful of routes to over the budget. Those whose exact sets fit in 3/4
@@ -201,7 +220,8 @@ def test_addresses_by_edge_switch_give_each_edge_switch_its_own_safe_route():
             rack = [route for peer, route in wanted.items() if rack_of[peer] == rack_of[address]]
             safe = {"rto_min_ms": max(r.rto_min_ms for r in rack), "quickack": True,
                     **{name: min(unbounded(getattr(r, name)) for r in rack)
-                       for name in ("initcwnd", "cwnd_clamp", "advmss", "pacing_rate")}}
+                       for name in ("initcwnd", "cwnd_clamp", "advmss", "pacing_rate")},
+                    "congctl": math.inf, "ssthresh": math.inf, "increase": math.inf}  # no long path here
             chosen = lookup(sets[host], address).model_dump(exclude={"dst"})
             assert {name: unbounded(value) for name, value in chosen.items()} == safe
 

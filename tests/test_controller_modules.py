@@ -441,6 +441,7 @@ def test_store_keeps_generations_and_numbers_them_on(tmp_path):
         "src": "h1", "dst": "h2", "dst_ip": "10.0.0.2", "hops": ["h1", "s1", "h2"], "min_rto_us": 13700.0,
         "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "quickack": True, "segment_bytes": 1448,
         "rtt_prop_us": 100.0, "rtt_spread_us": 0.0, "rtt_source": "inventory", "pacing_rate": 3281250,
+        "congctl": "otcp_scalable", "ssthresh": 1035, "increase": None,
     }
     state.save_generation(store.Generation(1, [record], [], {}))
     state.save_generation(store.Generation(2, [{**record, "cwnd_clamp": None}], [], {}))
@@ -538,7 +539,8 @@ def test_a_database_of_the_first_version_gets_the_new_columns(tmp_path):
     old.close()
     store.Store(path).close()
     columns = [row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(parameters)")]
-    assert columns[-5:] == ["segment_bytes", "rtt_prop_us", "rtt_spread_us", "rtt_source", "pacing_rate"]
+    assert columns[-8:] == ["segment_bytes", "rtt_prop_us", "rtt_spread_us", "rtt_source", "pacing_rate", "congctl",
+                            "ssthresh", "increase"]
 
 
 def test_a_generation_keeps_its_pacing_rates(tmp_path):

@@ -349,3 +349,143 @@ def test_pacing_rate_function_rounds_down_and_caps():
 def test_pacing_headroom_is_a_number_in_0_1(headroom):
     with pytest.raises(ValueError, match="pacing headroom"):
         formulas.Pacing(headroom)
+
+
+# -- long fat paths: AIMD's responsiveness, Scalable TCP, GridDT --------------------------
+
+
+def test_aimd_responsiveness_matches_the_figures_of_kelly_ravot_and_martin_flatin():
+    # RTT 200 ms, MSS 1460 B, one segment per round trip: r = C x RTT^2 / (2 x MSS).
+    # 100 Mb/s: 12.5e6 x 0.04 / 2920 = 171.2 s ("3 min").
+    assert formulas.responsiveness_seconds(12.5e6, 0.2, 1460) == pytest.approx(500_000 / 2920)
+    assert round(float(formulas.responsiveness_seconds(12.5e6, 0.2, 1460)) / 60) == 3
+    # 2.5 Gb/s: 312.5e6 x 0.04 / 2920 = 4 280.8 s = 1 h 11 min ("1 h 10 min").
+    r = float(formulas.responsiveness_seconds(312.5e6, 0.2, 1460))
+    assert r == pytest.approx(12.5e6 / 2920)
+    assert 70 * 60 <= r <= 72 * 60
+    # 10 Gb/s: 1.25e9 x 0.04 / 2920 = 17 123 s = 4 h 45.4 min ("4 h 45 min").
+    r = float(formulas.responsiveness_seconds(1.25e9, 0.2, 1460))
+    assert r == pytest.approx(50e6 / 2920)
+    assert divmod(round(r / 60), 60) == (4, 45)
+    # A larger increase divides it: A = 7 regains the window 7 times sooner.
+    assert formulas.responsiveness_seconds(1.25e9, 0.2, 1460, 7) == pytest.approx(r / 7)
+    # Arrays alike: the square of the round trip.
+    assert formulas.responsiveness_seconds(12.5e6, np.array([0.1, 0.2]), 1460).tolist() == pytest.approx(
+        [125_000 / 2920, 500_000 / 2920])
+
+
+def test_scalable_recovery_is_about_13_round_trips_whatever_the_capacity():
+    # log(1 / 0.875) / log(1.01) = 0.133531 / 0.00995033 = 13.4198 round trips.
+    assert formulas.scalable_recovery_rtts() == pytest.approx(13.4198, abs=1e-4)
+    # At 200 ms: 2.68 s ("3 s").
+    assert formulas.scalable_recovery_seconds(0.2) == pytest.approx(2.68396, abs=1e-4)
+    assert round(float(formulas.scalable_recovery_seconds(0.2))) == 3
+    # A window that doubles per round trip regains a halving in one: (1 - 1/2)(1 + 1)^1 = 1.
+    assert formulas.scalable_recovery_rtts(1.0, 0.5) == pytest.approx(1.0)
+    assert (formulas.SCALABLE_A, formulas.SCALABLE_B, formulas.SCALABLE_LWND_SEGMENTS) == (0.01, 0.125, 16)
+
+
+def test_griddt_increase_grows_with_the_square_of_the_round_trip():
+    # Kelly, Ravot and Martin-Flatin: A = 3 at 117 ms beside A = 7 at 181 ms; 3 x (181/117)^2 = 7.18 -> 7.
+    assert formulas.griddt_increase(0.181, 0.117, reference_increase=3).tolist() == 7
+    assert formulas.griddt_increase(0.117, 0.117, reference_increase=3).tolist() == 3
+    # The reference itself gets 1; twice its round trip 4; 1.5 times 2.25 -> 2; 2.5^2 = 6.25 -> 6.
+    assert formulas.griddt_increase(np.array([0.01, 0.02, 0.015, 0.025]), 0.01).tolist() == [1, 4, 2, 6]
+    # Halves round up: (sqrt(2.5))^2 = 2.5 -> 3.
+    assert formulas.griddt_increase(math.sqrt(2.5) * 0.01, 0.01).tolist() == 3
+    # Shorter than the reference: never below 1. Far longer: bounded.
+    assert formulas.griddt_increase(0.001, 0.1).tolist() == 1
+    assert formulas.griddt_increase(1.0, 0.01).tolist() == formulas.GRIDDT_INCREASE_HIGH == 64
+    assert formulas.griddt_increase(1.0, 0.01, high=10).tolist() == 10
+
+
+def test_initial_ssthresh_is_the_share_of_the_bdp_in_segments():
+    # 100 Mb/s shared by 4: 3.125e6 B/s x 200 ms = 625 000 B / 1448 = 431.6 -> 431 segments.
+    assert formulas.initial_ssthresh_segments(12.5e6 / 4, 0.2, 1448).tolist() == 431
+    # 1 Gb/s alone over 10 ms: 1.25e6 B / 1448 = 863.3 -> 863; exactly 100 segments stays 100.
+    assert formulas.initial_ssthresh_segments(125e6, 0.01).tolist() == 863
+    assert formulas.initial_ssthresh_segments(1448 * 100 / 0.01, 0.01, 1448).tolist() == 100
+    # A data-centre share: 12.5e6 / 16 x 100 us = 78 B: the floor of 2 segments.
+    assert formulas.initial_ssthresh_segments(12.5e6 / 16, 100e-6).tolist() == 2
+    # 100 Gb/s over 1 s: 8.6 million segments, bounded by the map's 2^20 - 1, or by the caller.
+    assert formulas.initial_ssthresh_segments(12.5e9, 1.0).tolist() == 2**20 - 1
+    assert formulas.initial_ssthresh_segments(12.5e9, 1.0, high=5000).tolist() == 5000
+    with pytest.raises(ValueError, match="ssthresh bounds"):
+        formulas.initial_ssthresh_segments(12.5e6, 0.1, low=1)
+    with pytest.raises(ValueError, match="ssthresh bounds"):
+        formulas.initial_ssthresh_segments(12.5e6, 0.1, low=10, high=5)
+
+
+def test_long_fat_path_is_a_bdp_above_the_threshold():
+    # RFC 1072's 10^5 bits: 12 500 B. 100 Mb/s x 1 ms = 12 500 B is not above it; 2 ms is.
+    assert formulas.is_long_fat_path(12.5e6 * 1e-3, 12_500).tolist() is False
+    assert formulas.is_long_fat_path(12.5e6 * 2e-3, 12_500).tolist() is True
+    assert formulas.is_long_fat_path(np.array([0.0, 12_500, 12_501]), 12_500).tolist() == [False, False, True]
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, 0, True, "0.2"])
+def test_long_path_formulas_refuse_bad_input_by_name(bad):
+    with pytest.raises(ValueError, match="rtt_s"):
+        formulas.responsiveness_seconds(12.5e6, bad, 1460)
+    with pytest.raises(ValueError, match="rtt_s"):
+        formulas.griddt_increase(bad, 0.1)
+    with pytest.raises(ValueError, match="reference_rtt_s"):
+        formulas.griddt_increase(0.1, bad)
+    with pytest.raises(ValueError, match="rtt_s"):
+        formulas.initial_ssthresh_segments(12.5e6, bad)
+    with pytest.raises(ValueError, match="rtt_s"):
+        formulas.scalable_recovery_seconds(bad)
+    with pytest.raises(ValueError, match="threshold_bytes"):
+        formulas.is_long_fat_path(1000, bad)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, True])
+def test_long_path_formulas_refuse_bad_windows_and_shares(bad):
+    with pytest.raises(ValueError, match="bdp_bytes"):
+        formulas.is_long_fat_path(bad, 12_500)
+    with pytest.raises(ValueError, match="capacity_bytes_per_s"):
+        formulas.responsiveness_seconds(bad, 0.2)
+    with pytest.raises(ValueError, match="fair_share_bytes_per_s"):
+        formulas.initial_ssthresh_segments(bad, 0.2)
+    with pytest.raises(ValueError, match=r"\bb\b"):
+        formulas.scalable_recovery_rtts(0.01, bad)
+
+
+def test_scalable_recovery_needs_a_cut_below_the_whole_window():
+    with pytest.raises(ValueError, match=r"\bb\b"):
+        formulas.scalable_recovery_rtts(0.01, 1.0)
+
+
+def test_long_path_settings_by_hand():
+    """Three paths with MSS 1448 and the default setting (threshold 1 250 000 B, GridDT's A =
+    2 x (rtt / 100 ms)^2 when on):
+    - 100 Mb/s x 120 ms = 1 500 000 B > threshold: long; alone, ssthresh = floor(1 500 000 / 1448)
+      = 1035; A = 2 x 1.2^2 = 2.88 -> 3;
+    - 100 Gb/s x 100 us = 1 250 000 B, not above: short, nothing set;
+    - 1 Gb/s x 181 ms shared by two = 62.5 MB/s x 0.181 s = 11 312 500 B -> 7812 segments;
+      A = 2 x 1.81^2 = 6.55 -> 7 (and 117 ms: 2 x 1.17^2 = 2.74 -> 3, the paper's pair)."""
+    bottleneck = np.array([12.5e6, 12.5e9, 125e6, 125e6])
+    share = np.array([12.5e6, 12.5e9, 62.5e6, 62.5e6])
+    rtt = np.array([0.12, 100e-6, 0.181, 0.117])
+    long, ssthresh, increase = formulas.long_path_settings(bottleneck, share, rtt, formulas.LongPaths(griddt=True),
+                                                           1448)
+    assert long.tolist() == [True, False, True, True]
+    assert ssthresh.tolist() == [1035, 0, 7812, 5050]
+    assert increase.tolist() == [3, 0, 7, 3]
+    _, _, without = formulas.long_path_settings(bottleneck, share, rtt, formulas.LongPaths(), 1448)
+    assert without.tolist() == [0, 0, 0, 0]  # Scalable TCP proper: no GridDT increase
+
+
+def test_long_path_settings_with_no_delay_or_an_infinite_link_are_short():
+    long, ssthresh, increase = formulas.long_path_settings(np.array([np.inf, 1e9]), np.array([1e9, 1e9]),
+                                                           np.array([0.1, 0.0]), formulas.LongPaths(griddt=True))
+    assert long.tolist() == [False, False] and ssthresh.tolist() == [0, 0] and increase.tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("bad", [dict(bdp_threshold_bytes=0), dict(bdp_threshold_bytes=math.nan),
+                                 dict(bdp_threshold_bytes=True), dict(reference_rtt_s=-1),
+                                 dict(reference_increase=math.inf), dict(congctl="Scalable"),
+                                 dict(congctl="x" * 16), dict(griddt=1)])
+def test_long_paths_setting_refuses_bad_values_by_name(bad):
+    with pytest.raises(ValueError, match="long paths: " + next(iter(bad))):
+        formulas.LongPaths(**bad)

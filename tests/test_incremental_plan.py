@@ -271,3 +271,26 @@ def test_a_set_that_goes_to_the_safe_side_takes_the_changes_made_while_it_was_ex
         assert 0 < len(plan._relabel) <= RELABEL_SHARE * len(plan)  # the state is updated, not remade
         assert_same(plan, Plan(fabric, coarse_before=coarse_before))
         assert bool(plan.coarse_hosts) == (step == 3), step
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_long_paths_replan_like_a_full_plan(seed):
+    """Wide-area delays on some links, GridDT on and off, a threshold low enough that many
+    paths are long: flows coming and going move the initial ssthresh, a slower link moves the
+    increase and can make a path long or short; the incremental plan is the full one."""
+    from otcp.planning import inventory
+    from support.inventories import random_inventory
+
+    fabric = inventory.parse(random_inventory(seed, long_delays=True)).fabric()
+    long_paths = formulas.LongPaths(bdp_threshold_bytes=100_000, griddt=seed % 2 == 0)
+    before = Plan(fabric, long_paths=long_paths)
+    before.route_sets()
+    after = copy.deepcopy(fabric)
+    hosts = sorted(after.hosts)
+    rng = random.Random(seed)
+    after.flows = {tuple(rng.sample(hosts, 2)): rng.randint(1, 5) for _ in range(4)}
+    links = sorted(after.links)
+    slower(after, links[rng.randrange(len(links))], 40)
+    incremental = Plan(after, long_paths=long_paths, previous=before)
+    assert_same(incremental, Plan(after, long_paths=long_paths))
+    assert incremental.congctl.any()

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from otcp.service import cli
 from support.inventories import star, write_inventory
@@ -26,7 +27,8 @@ def test_json_output_has_every_ordered_pair(tmp_path, capsys):
     assert len(paths) == 4 * 3
     h2_h1 = next(p for p in paths if (p["src"], p["dst"]) == ("h2", "h1"))
     assert set(h2_h1) == {"src", "dst", "dst_ip", "hops", "min_rto_us", "rto_min_ms", "initcwnd", "cwnd_clamp",
-                          "segment_bytes", "pacing_rate", "rtt_prop_us", "rtt_spread_us", "rtt_source", "quickack"}
+                          "segment_bytes", "pacing_rate", "rtt_prop_us", "rtt_spread_us", "rtt_source", "quickack",
+                          "congctl", "ssthresh", "increase"}
     assert (h2_h1["rtt_prop_us"], h2_h1["rtt_source"]) == (100.0, "inventory")
     assert h2_h1["dst_ip"] == "10.0.0.1" and h2_h1["rto_min_ms"] == 14
 
@@ -36,9 +38,33 @@ def test_table_output(tmp_path, capsys):
     lines = out.splitlines()
     assert status == 0
     assert lines[0].split() == ["src", "dst", "dst_ip", "minRTO_us", "rto_min_ms", "initcwnd", "cwnd_clamp", "segment_B",
-                                 "pacing_Bps", "RTTprop_us", "rtt_from", "path"]
+                                 "pacing_Bps", "congctl", "ssthresh", "increase", "RTTprop_us", "rtt_from", "path"]
     assert len(lines) == 1 + 3 * 2
     assert any(line.split()[:2] == ["h2", "h1"] and line.endswith("h2 s1 h1") for line in lines)
+
+
+def test_a_long_path_gets_the_congestion_control_ssthresh_and_increase(tmp_path, capsys):
+    """Two racks joined by a 1 Gb/s link of 60 ms each way: the racks' own pairs (40 us) get
+    nothing, the pairs between them (RTT 120.04 ms, BDP 15 MB) otcp_scalable, ssthresh
+    floor(125e6 x 0.12004 / 1448) = 10362 and with --griddt A = round(2 x 1.2004^2) = 3."""
+    host = {"capacity_mbps": 1000, "delay_us": 10, "buffer_bytes": 131072}
+    document = {"switches": ["s1", "s2"],
+                "hosts": {"h1": {"ip": "10.0.0.1"}, "h2": {"ip": "10.0.0.2"}, "h3": {"ip": "10.0.1.1"}},
+                "links": [{"a": "h1", "b": "s1", **host}, {"a": "h2", "b": "s1", **host},
+                          {"a": "s1", "b": "s2", "capacity_mbps": 1000, "delay_us": 60000, "buffer_bytes": 10**6},
+                          {"a": "h3", "b": "s2", **host}]}
+    path = tmp_path / "long.yaml"
+    path.write_text(yaml.safe_dump(document))
+    for flags, increase in (([], None), (["--griddt"], 3)):
+        status, out, _ = run_plan(capsys, str(path), "--json", *flags)
+        assert status == 0
+        got = {(p["src"], p["dst"]): (p["congctl"], p["ssthresh"], p["increase"]) for p in json.loads(out)["paths"]}
+        assert got[("h1", "h2")] == got[("h2", "h1")] == (None, None, None)
+        assert got[("h1", "h3")] == got[("h3", "h2")] == ("otcp_scalable", 10362, increase)
+    status, out, _ = run_plan(capsys, str(path), "--json", "--bdp-threshold", "2e7")
+    assert {p["congctl"] for p in json.loads(out)["paths"]} == {None}
+    status, out, _ = run_plan(capsys, str(path), "--json", "--no-long-paths")
+    assert {p["congctl"] for p in json.loads(out)["paths"]} == {None}
 
 
 def test_unreachable_pairs_are_left_out_and_reported(tmp_path, capsys):
@@ -150,6 +176,7 @@ def test_show_prints_the_last_generation_its_inputs_and_acks(tmp_path, capsys):
         "src": "h2", "dst": "h1", "dst_ip": "10.0.0.1", "hops": ["h2", "s1", "h1"], "min_rto_us": 13700.0,
         "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "quickack": True, "segment_bytes": 1448,
         "rtt_prop_us": 100.0, "rtt_spread_us": 0.0, "rtt_source": "inventory", "pacing_rate": None,
+        "congctl": None, "ssthresh": None, "increase": None,
     }
     link = store.LinkMeasurement("s1", "h1", 25e-6, "measured", 4, 12.5e6, 85000.0, 16)
     state.save_generation(store.Generation(3, [record], [link], {("h2", "h1"): 1}))

@@ -45,6 +45,63 @@ def test_planner_matches_reference(seed):
 
 
 @pytest.mark.parametrize("seed", range(25))
+def test_long_paths_match_reference(seed):
+    """Fabrics with wide-area delays on some links: every pair's congestion control, ssthresh and
+    increase, in the records and the host routes, are the reference's; with every formula set and
+    a threshold from a rack's BDP to a continent's; every other field is the plan's without them."""
+    inv = inventory.parse(random_inventory(seed, long_delays=True))
+    bounds = formulas.Bounds(mss_bytes=1448)
+    long_paths = formulas.LongPaths(bdp_threshold_bytes=[12_500, 1e6, 5e6][seed % 3], griddt=seed % 2 == 0,
+                                    reference_rtt_s=[0.1, 0.02][seed % 2], reference_increase=[2, 1, 3][seed % 3])
+    lossless = formulas.Lossless() if seed % 4 == 1 else None
+    pacing = formulas.Pacing() if seed % 4 == 2 else None
+    fabric = inv.fabric()
+    plan = Plan(fabric, bounds, lossless, pacing, long_paths=long_paths)
+    reference = ReferencePlanner(fabric, bounds, long_paths=long_paths)
+    planned = by_addresses(plan)
+    for (src, dst), got in planned.items():
+        assert (got["congctl"], got["ssthresh"], got["increase"]) == reference.long_path(src, dst)
+    for host in fabric.hosts:
+        for route in plan.routes_for(host):
+            assert (route.congctl, route.ssthresh, route.increase) == reference.long_path(host, peer_of(route))
+    without = by_addresses(Plan(fabric, bounds, lossless, pacing, long_paths=None))
+    assert {k: {**r, "congctl": None, "ssthresh": None, "increase": None} for k, r in planned.items()} == without
+
+
+def test_the_random_long_fabrics_have_long_and_short_paths():
+    """The comparison above sees both kinds of path, and GridDT increases above 1."""
+    kinds, increases = set(), set()
+    for seed in range(25):
+        fabric = inventory.parse(random_inventory(seed, long_delays=True)).fabric()
+        plan = Plan(fabric, long_paths=formulas.LongPaths(griddt=True))
+        kinds |= {r["congctl"] for r in plan.records()}
+        increases |= {r["increase"] for r in plan.records()}
+    assert kinds == {None, "otcp_scalable"} and max(i or 0 for i in increases) > 1
+
+
+def test_short_paths_keep_every_value_of_a_plan_without_long_paths():
+    """On the random fabrics with data-centre delays, every path at or below the threshold has the
+    record of the plan without the long-path setting, and a host none of whose paths is long the
+    same route set (most paths and hosts: a 40 Gb/s path over 600 us is long by its BDP)."""
+    short_records = short_hosts = 0
+    for seed in range(25):
+        fabric = inventory.parse(random_inventory(seed)).fabric()
+        plan, without = Plan(fabric), Plan(fabric, long_paths=None)
+        long_sources = set()
+        for got, expected in zip(plan.records(), without.records(), strict=True):
+            if got["congctl"] is None:
+                assert got == {**expected, "congctl": None, "ssthresh": None, "increase": None}
+                short_records += 1
+            else:
+                long_sources.add(got["src"])
+        for host, routes in plan.route_sets().items():
+            if fabric.hosts[host] not in long_sources:
+                assert routes == without.route_sets()[host]
+                short_hosts += 1
+    assert short_records > 500 and short_hosts > 100
+
+
+@pytest.mark.parametrize("seed", range(25))
 def test_lossless_planner_matches_reference(seed):
     lossless_matches_reference(seed)
 

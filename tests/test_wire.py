@@ -16,7 +16,7 @@ ROUTES_ONLY = {"mode": "routes", "reason": "BPF enforcement turned off (otcp-age
 
 def route(**overrides):
     base = {"dst": "10.0.0.2/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "advmss": None, "pacing_rate": None,
-            "quickack": True}
+            "quickack": True, "congctl": None, "ssthresh": None, "increase": None}
     base.update(overrides)
     return base
 
@@ -56,7 +56,8 @@ def test_a_hand_written_set_leaves_out_what_it_does_not_set():
     (only,) = checked.routes
     assert (only.cwnd_clamp, only.advmss, only.pacing_rate) == (None, None, None)
     sent = json.loads(framing.encode_json(checked))  # the controller's form: every key, null where not set
-    assert sent["routes"][0] == {**short["routes"][0], "cwnd_clamp": None, "advmss": None, "pacing_rate": None}
+    assert sent["routes"][0] == {**short["routes"][0], "cwnd_clamp": None, "advmss": None, "pacing_rate": None,
+                                 "congctl": None, "ssthresh": None, "increase": None}
     assert paramset.validate_param_set(sent) == checked
     assert paramset.parse_param_set(json.dumps(short).encode()) == checked
     # What is not optional is still refused when missing, naming it.
@@ -64,6 +65,33 @@ def test_a_hand_written_set_leaves_out_what_it_does_not_set():
         without = {"generation": 3, "routes": [{k: v for k, v in short["routes"][0].items() if k != key}]}
         with pytest.raises(ValidationError, match=rf"^routes\[0\]\.{key}: missing$"):
             paramset.validate_param_set(without)
+
+
+def test_long_path_fields_are_checked_like_the_others():
+    """congctl is a kernel congestion control's name, ssthresh whole segments in 2..2^20 - 1,
+    increase whole segments per round trip in 1..255; each may be null."""
+    checked = paramset.validate_param_set(param_set(route(congctl="otcp_scalable", ssthresh=1035, increase=3)))
+    assert (checked.routes[0].congctl, checked.routes[0].ssthresh, checked.routes[0].increase) == \
+        ("otcp_scalable", 1035, 3)
+    paramset.validate_param_set(param_set(route(ssthresh=2, increase=1), route(dst="10.0.0.3", ssthresh=2**20 - 1,
+                                                                               increase=255)))
+    for field, value, problem in (("congctl", "Otcp", "does not match"), ("congctl", "a" * 16, "does not match"),
+                                  ("congctl", "cubic;reboot", "does not match"), ("congctl", 7, "not a string"),
+                                  ("ssthresh", 1, "out of range 2..1048575"), ("ssthresh", 2**20, "out of range"),
+                                  ("ssthresh", 10.0, "not an integer"), ("ssthresh", True, "not an integer"),
+                                  ("increase", 0, "out of range 1..255"), ("increase", 256, "out of range"),
+                                  ("increase", float("nan"), "not an integer")):
+        with pytest.raises(ValidationError, match=rf"^routes\[0\]\.{field}: .*{problem}"):
+            paramset.validate_param_set(param_set(route(**{field: value})))
+
+
+def test_a_delta_changes_long_path_fields():
+    base = paramset.validate_param_set(param_set(route(), route(dst="10.9.0.0/16")))
+    new = paramset.validate_param_set(param_set(route(congctl="otcp_scalable", ssthresh=900), route(dst="10.9.0.0/16"),
+                                                generation=8))
+    delta = paramset.make_delta(base, new)
+    assert delta["changed"] == [{"dst": "10.0.0.2/32", "congctl": "otcp_scalable", "ssthresh": 900}]
+    assert paramset.same_routes(paramset.apply_delta(base, delta), new)
 
 
 def test_lowest_bounds_are_accepted():
@@ -245,7 +273,7 @@ def test_enforcement_is_reported_in_hello_and_ack_and_checked():
     assert messages.parse_message(hello, messages.Hello).hostname == "h1"
     with pytest.raises(ProtocolError, match="enforcement: missing"):
         messages.parse_message({k: v for k, v in hello.items() if k != "enforcement"}, messages.Hello)
-    assert limits.VERSION == 7
+    assert limits.VERSION == 8
 
 
 def test_message_schemas_refuse_unknown_missing_and_mistyped_fields():
@@ -554,8 +582,8 @@ def test_routes_are_checked_once_when_made_and_stay_valid():
 
 def test_routes_with_the_same_parameters_are_equal_and_hash_alike_whoever_made_them():
     from_json = paramset.validate_param_set(param_set(route(), route(dst="10.0.0.3"))).routes
-    made = [paramset.RouteParams.of("10.0.0.2/32", (14, 1, 3, None, None, True)),
-            paramset.RouteParams.of("10.0.0.3", (14, 1, 3, None, None, True))]
+    made = [paramset.RouteParams.of("10.0.0.2/32", (14, 1, 3, None, None, True, None, None, None)),
+            paramset.RouteParams.of("10.0.0.3", (14, 1, 3, None, None, True, None, None, None))]
     assert from_json == made and set(from_json) == set(made)
     assert paramset.same_routes(paramset.ParamSet(generation=1, routes=from_json),
                                 paramset.ParamSet(generation=2, routes=made[::-1]))

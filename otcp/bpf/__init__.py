@@ -4,6 +4,9 @@
   kernel's BTF into ``build/bpf/``;
 - :mod:`otcp.bpf.dctcp` registers and unregisters the ``otcp_dctcp``
   congestion control (struct_ops) and says which sysctls ECN needs;
+- :mod:`otcp.bpf.scalable` registers the ``otcp_scalable`` congestion
+  control (Scalable TCP with GridDT's per-destination additive increase,
+  for long fat paths), pins its per-destination map and fills it;
 - :mod:`otcp.bpf.marker` loads the tc ECN marker, attaches it to an
   interface's egress in a namespace, and reads its counters;
 - :mod:`otcp.bpf.sockops` holds the machine's sock_ops program (one,
@@ -20,6 +23,7 @@ from otcp.bpf.build import build, object_path
 from otcp.bpf.dctcp import CC_NAME, RegisteredCC, ecn_sysctl_commands, ecn_sysctls, register_dctcp
 from otcp.bpf.errors import BpfUnavailable
 from otcp.bpf.marker import Marker, MarkerConfig, MarkerCounters, attach_marker, default_k_bytes
+from otcp.bpf.scalable import RegisteredScalable, ScalableEntry, ScalableTable, register_scalable
 from otcp.bpf.sockops import Enforced, SockOpsEnforcer, netns_cookie
 
 __all__ = [
@@ -30,6 +34,9 @@ __all__ = [
     "MarkerConfig",
     "MarkerCounters",
     "RegisteredCC",
+    "RegisteredScalable",
+    "ScalableEntry",
+    "ScalableTable",
     "SockOpsEnforcer",
     "attach_marker",
     "build",
@@ -39,4 +46,5 @@ __all__ = [
     "object_path",
     "netns_cookie",
     "register_dctcp",
+    "register_scalable",
 ]

@@ -5,13 +5,14 @@ planner evaluates a million host pairs at once with the same code the live
 controller uses for a handful. Units: seconds, bytes and bytes per second.
 """
 
+import re
 from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from otcp.wire.limits import PACING_RATE
+from otcp.wire.limits import CONGCTL_PATTERN, PACING_RATE, SSTHRESH
 
 Value = TypeVar("Value", float, np.ndarray)  # a number, or an array of them: the same comes back
 
@@ -84,6 +85,35 @@ class Pacing:
         if isinstance(self.headroom, bool) or not isinstance(self.headroom, int | float) \
                 or not 0 <= self.headroom <= 1:
             raise ValueError(f"pacing headroom must be a number in [0, 1], got {self.headroom!r}")
+
+
+@dataclass(frozen=True)
+class LongPaths:
+    """The long-fat-path settings (docs/design.md, "Long fat paths").
+
+    A path whose bandwidth-delay product (its bottleneck's capacity x its
+    round trip) exceeds bdp_threshold_bytes gets congctl, an initial ssthresh
+    from its fair share of the BDP, and with griddt GridDT's additive increase
+    A = reference_increase x (rtt / reference_rtt_s)^2 at every window; other
+    paths get none of them (null: as without this setting).
+    """
+
+    bdp_threshold_bytes: float = 1_250_000
+    congctl: str = "otcp_scalable"
+    griddt: bool = False
+    reference_rtt_s: float = 0.1
+    reference_increase: float = 2.0
+
+    def __post_init__(self) -> None:
+        for name in ("bdp_threshold_bytes", "reference_rtt_s", "reference_increase"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+                raise ValueError(f"long paths: {name} must be a finite number above 0, got {value!r}")
+        if not isinstance(self.congctl, str) or not re.fullmatch(CONGCTL_PATTERN, self.congctl):
+            raise ValueError(f"long paths: congctl {self.congctl!r} is not a congestion control's name "
+                             f"({CONGCTL_PATTERN})")
+        if not isinstance(self.griddt, bool):
+            raise ValueError(f"long paths: griddt must be true or false, got {self.griddt!r}")
 
 
 def capacity_bytes_per_s(capacity_mbps: Value) -> Value:
@@ -281,3 +311,148 @@ def paced_share(fair_share_bytes_per_s: ArrayLike, pacing: Pacing = Pacing()) ->
     # Shares are around 1e6..1e10 bytes/s: a float product lands a few ulps (< 1e-5) beside a whole number
     # (pacing_rate_bytes_per_s adds 1e-6 before taking the floor).
     return np.asarray(fair_share_bytes_per_s, dtype=float) * (1 + pacing.headroom)
+
+
+# -- long fat paths: Scalable TCP and GridDT (docs/longpaths.md) --------------------------
+
+#: Scalable TCP's constants (Kelly): above the legacy window, cwnd grows by
+#: SCALABLE_A per segment acknowledged and loses SCALABLE_B of itself per
+#: window with a loss; at or below SCALABLE_LWND_SEGMENTS, standard AIMD.
+SCALABLE_A = 0.01
+SCALABLE_B = 0.125
+SCALABLE_LWND_SEGMENTS = 16
+#: The initial ssthresh otcp_scalable accepts from its map (segments): the
+#: kernel's floor of 2, and below the program's sane-window bound of 2^20.
+SSTHRESH_SEGMENTS = SSTHRESH
+#: The largest GridDT additive increase A the formulas give (segments per
+#: round trip): a flow 8 times the reference's round trip; otcp_scalable's
+#: map holds up to 255.
+GRIDDT_INCREASE_HIGH = 64  # within the wire's INCREASE
+
+
+def _positive(name: str, value: object) -> np.ndarray:
+    """``value`` as a float array, refused unless every element is a finite
+    number above 0 (NaN, inf, bools and text are bad input)."""
+    if isinstance(value, bool | str | bytes):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    array = np.asarray(value)
+    if array.dtype == bool or not np.issubdtype(array.dtype, np.number):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    array = array.astype(float)
+    if not np.all(np.isfinite(array)) or not np.all(array > 0):
+        raise ValueError(f"{name} must be finite and above 0, got {value!r}")
+    return array
+
+
+def is_long_fat_path(bdp_bytes: ArrayLike, threshold_bytes: ArrayLike) -> np.ndarray:
+    """Whether a path's bandwidth-delay product exceeds ``threshold_bytes``:
+    where AIMD's one segment per round trip takes long to refill the pipe
+    after a loss (:func:`responsiveness_seconds`) and otcp_scalable pays.
+    RFC 1072's "long fat network" is 10^5 bits (12 500 B); the planner picks
+    its own threshold. A BDP of 0 (nothing to fill) is not long and fat."""
+    bdp = np.asarray(bdp_bytes, dtype=float)
+    if isinstance(bdp_bytes, bool) or not np.all(np.isfinite(bdp)) or not np.all(bdp >= 0):
+        raise ValueError(f"bdp_bytes must be finite and at least 0, got {bdp_bytes!r}")
+    return bdp > _positive("threshold_bytes", threshold_bytes)
+
+
+def initial_ssthresh_segments(fair_share_bytes_per_s: ArrayLike, rtt_s: ArrayLike,
+                              mss_bytes: ArrayLike = DEFAULT_MSS_BYTES, low: int = SSTHRESH_SEGMENTS[0],
+                              high: int = SSTHRESH_SEGMENTS[1]) -> np.ndarray:
+    """An initial slow-start threshold from the path's share of the BDP:
+    floor(fair share x RTT / MSS) segments, within [low, high].
+
+    fair_share_bytes_per_s is min over the path's links of cap_l / N_l (as
+    :func:`initial_window_bytes` takes it) and rtt_s the path's round trip.
+    Slow start then ends where the flow's share of the pipe is full, instead
+    of doubling past it into the buffer (the multi-segment losses of an
+    overshoot); congestion avoidance takes it from there.
+    """
+    if not (isinstance(low, int) and isinstance(high, int) and not isinstance(low, bool)
+            and not isinstance(high, bool) and SSTHRESH_SEGMENTS[0] <= low <= high <= SSTHRESH_SEGMENTS[1]):
+        raise ValueError(f"ssthresh bounds must be whole segments with {SSTHRESH_SEGMENTS[0]} <= low <= high <= "
+                         f"{SSTHRESH_SEGMENTS[1]}, got {low!r}..{high!r}")
+    bdp = _positive("fair_share_bytes_per_s", fair_share_bytes_per_s) * _positive("rtt_s", rtt_s)
+    segments = np.floor(bdp / _positive("mss_bytes", mss_bytes) + _ROUNDING_SLACK)
+    return np.clip(segments, low, high).astype(np.int64)
+
+
+def griddt_increase(rtt_s: ArrayLike, reference_rtt_s: ArrayLike, reference_increase: ArrayLike = 1,
+                    high: int = GRIDDT_INCREASE_HIGH) -> np.ndarray:
+    """GridDT's additive increase A (segments per round trip) for a
+    connection of round trip ``rtt_s``, so that AIMD flows of different round
+    trips through one bottleneck get equal rates: A = reference_increase x
+    (rtt / reference_rtt)^2, rounded, within [1, high].
+
+    Why the square: an AIMD flow that adds A segments per round trip and
+    halves on a loss holds a mean window of about sqrt(1.5 A / p) segments at
+    loss rate p, so its rate is sqrt(1.5 A / p) x MSS / RTT; flows sharing a
+    bottleneck see the same p, and equal rates need sqrt(A) / RTT equal,
+    A proportional to RTT^2. Kelly, Ravot and Martin-Flatin (TERENA 2003)
+    ran A = 3 at 117 ms beside A = 7 at 181 ms: 3 x (181 / 117)^2 = 7.18.
+    The connection with the shortest round trip is the natural reference
+    (A = 1: standard TCP); the rest grow faster.
+    """
+    if isinstance(high, bool) or not isinstance(high, int) or not 1 <= high <= GRIDDT_INCREASE_HIGH:
+        raise ValueError(f"high must be a whole number of segments in 1..{GRIDDT_INCREASE_HIGH}, got {high!r}")
+    ratio = _positive("rtt_s", rtt_s) / _positive("reference_rtt_s", reference_rtt_s)
+    increase = _positive("reference_increase", reference_increase) * ratio**2
+    # np.round rounds halves to even; A x.5 goes up, as "round" means to the reader.
+    return np.clip(np.floor(increase + 0.5 + _ROUNDING_SLACK), 1, high).astype(np.int64)
+
+
+def responsiveness_seconds(capacity_bytes_per_s: ArrayLike, rtt_s: ArrayLike, mss_bytes: ArrayLike = DEFAULT_MSS_BYTES,
+                           increase_segments: ArrayLike = 1) -> np.ndarray:
+    """AIMD's responsiveness: the time to use a link fully again after one
+    loss, r = C x RTT^2 / (2 x inc x MSS).
+
+    A flow filling the link holds W = C x RTT / MSS segments; the loss halves
+    it, and it regains W / 2 at ``increase_segments`` per round trip. C is
+    in bytes/s (the seconds-bytes-bytes/s units of this module). At RTT
+    200 ms and MSS 1 460 B: 171 s at 100 Mb/s, 71 min at 2.5 Gb/s, 4.76 h
+    at 10 Gb/s (Kelly, Ravot and Martin-Flatin: 3 min, 1 h 10 min, 4 h 45 min).
+    """
+    capacity = _positive("capacity_bytes_per_s", capacity_bytes_per_s)
+    rtt = _positive("rtt_s", rtt_s)
+    return capacity * rtt**2 / (2 * _positive("increase_segments", increase_segments)
+                                 * _positive("mss_bytes", mss_bytes))
+
+
+def scalable_recovery_rtts(a: ArrayLike = SCALABLE_A, b: ArrayLike = SCALABLE_B) -> np.ndarray:
+    """Scalable TCP's recovery after one loss, in round trips:
+    log(1 / (1 - b)) / log(1 + a), 13.42 for (a, b) = (0.01, 0.125).
+
+    Each round trip acknowledges cwnd segments and adds a per segment, so the
+    window grows by the factor 1 + a per round trip; a loss leaves 1 - b of
+    it. The time is the same at every capacity (above the legacy window).
+    """
+    cut = _positive("b", b)
+    if not np.all(cut < 1):
+        raise ValueError(f"b must be a share of the window in (0, 1), got {b!r}")
+    return np.log(1 / (1 - cut)) / np.log1p(_positive("a", a))
+
+
+def scalable_recovery_seconds(rtt_s: ArrayLike, a: ArrayLike = SCALABLE_A, b: ArrayLike = SCALABLE_B) -> np.ndarray:
+    """Scalable TCP's recovery after one loss, in seconds: rtt x
+    :func:`scalable_recovery_rtts` (2.7 s at 200 ms; "3 s" in Kelly, Ravot
+    and Martin-Flatin)."""
+    return _positive("rtt_s", rtt_s) * scalable_recovery_rtts(a, b)
+
+
+def long_path_settings(bottleneck_bytes_per_s: ArrayLike, fair_share_bytes_per_s: ArrayLike, rtt_s: ArrayLike,
+                       long_paths: LongPaths, mss_bytes: int = DEFAULT_MSS_BYTES
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per path: (long: its BDP, bottleneck capacity x rtt, exceeds the threshold; the initial
+    ssthresh in segments, 0 where not long; GridDT's A, 0 where not long or without griddt).
+
+    The planner's and the controller's one rule (docs/design.md, "Long fat paths"): a path
+    that is not long gets nothing, so its route is what it was without the setting."""
+    bdp = np.asarray(bottleneck_bytes_per_s, dtype=float) * np.asarray(rtt_s, dtype=float)
+    long = is_long_fat_path(np.where(np.isfinite(bdp), bdp, 0.0), long_paths.bdp_threshold_bytes)
+    # Evaluated on every path with harmless stand-ins where not long (a zero round trip or share).
+    rtt = np.where(long, rtt_s, 1.0)
+    share = np.where(long, fair_share_bytes_per_s, 1.0)
+    ssthresh = np.where(long, initial_ssthresh_segments(share, rtt, mss_bytes), 0)
+    increase = (np.where(long, griddt_increase(rtt, long_paths.reference_rtt_s, long_paths.reference_increase), 0)
+                if long_paths.griddt else np.zeros(np.shape(long), dtype=np.int64))
+    return long, ssthresh.astype(np.int64), increase.astype(np.int64)

@@ -39,7 +39,7 @@ Terms = dict[str, np.ndarray]  # named arrays of per-entity terms (Plan._terms_o
 _CHUNK_PAIRS = 1 << 16
 # The per-pair arrays of a Plan: src and dst, then what _evaluate_pairs returns, in its order.
 _PAIR_ARRAYS = ("src", "dst", "min_rto_s", "rto_min_ms", "initcwnd", "cwnd_clamp", "segment", "pacing_rate",
-                "rtt_prop_s", "rtt_spread_s", "rtt_source")
+                "congctl", "ssthresh", "increase", "rtt_prop_s", "rtt_spread_s", "rtt_source")
 
 
 def _differs(new: np.ndarray | None, old: np.ndarray | None) -> np.ndarray | None:
@@ -172,7 +172,17 @@ def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 # A route's parameters besides its destination, the values of PARAMETER_KEYS in order.
-Parameters = tuple[int, int, int | None, int | None, int | None, bool]
+Parameters = tuple[int, int, int | None, int | None, int | None, bool, str | None, int | None, int | None]
+#: A route's congestion control as a number in the planner's integer columns: its index here (0: none).
+_CONGCTL_NAMES: list[str | None] = [None]
+
+
+def _congctl_code(name: str | None) -> int:
+    """The number of a congestion control's name in the planner's columns, numbered when first seen."""
+    if name not in _CONGCTL_NAMES:
+        _CONGCTL_NAMES.append(name)
+    return _CONGCTL_NAMES.index(name)
+
 # The terms of a round trip's delays, and the pair arrays that follow from them alone (_round_trips, minRTO).
 _DELAY_TERMS = ("delay", "spread", "source", "queueing")
 _DELAY_ARRAYS = ("min_rto_s", "rto_min_ms", "rtt_prop_s", "rtt_spread_s", "rtt_source")
@@ -191,8 +201,10 @@ def _numbered(fields: dict[str, np.ndarray]) -> tuple[np.ndarray, list[Parameter
     element = np.zeros(int(label.max(initial=-1)) + 1, dtype=np.int64)
     element[label] = np.arange(len(label))
     chosen = [fields[name].reshape(-1)[element].tolist() for name in PARAMETER_KEYS]
-    params: list[Parameters] = [(rto, initcwnd, clamp or None, advmss or None, rate or None, bool(quickack))
-                                for rto, initcwnd, clamp, advmss, rate, quickack in zip(*chosen)]
+    params: list[Parameters] = [(rto, initcwnd, clamp or None, advmss or None, rate or None, bool(quickack),
+                                 _CONGCTL_NAMES[congctl], ssthresh or None, increase or None)
+                                for rto, initcwnd, clamp, advmss, rate, quickack, congctl, ssthresh, increase
+                                in zip(*chosen)]
     return label.reshape(shape), params
 
 
@@ -208,9 +220,12 @@ MADE_ROUTES_PER_HOST = 256
 #: minRTO (a shorter timer fires while a segment may still be queued), the smallest initial
 #: window, window clamp, advertised MSS (what the destination sends this host; fewer, smaller
 #: frames in flight) and pacing rate, and quickack on where any destination needs it. A null
-#: clamp, MSS or rate is unbounded: larger than any.
+#: clamp, MSS or rate is unbounded: larger than any. The long-path fields go together and only
+#: where every destination has them (_ALL_OR_NONE): a rack behind the same route keeps its own.
 _SAFE_SIDE = {"rto_min_ms": np.maximum, "initcwnd": np.minimum, "cwnd_clamp": np.minimum, "advmss": np.minimum,
-              "pacing_rate": np.minimum, "quickack": np.maximum}
+              "pacing_rate": np.minimum, "quickack": np.maximum, "congctl": np.minimum, "ssthresh": np.minimum,
+              "increase": np.minimum}
+_ALL_OR_NONE = ("congctl", "ssthresh", "increase")
 _UNBOUNDED = np.iinfo(np.int64).max
 
 #: A host whose set is on the safe side stays there until its exact set fits in this share of the
@@ -227,10 +242,16 @@ def _safe_side(fields: dict[str, np.ndarray], starts: np.ndarray) -> dict[str, n
     safe = {}
     for name, side in _SAFE_SIDE.items():
         values = fields[name]
-        if side is np.minimum:  # null and no route are the largest; no route is null again after the minimum
+        if name in _ALL_OR_NONE:  # a null among the destinations with a route wins
+            values = np.where(reachable, values, _UNBOUNDED)
+        elif side is np.minimum:  # null and no route are the largest; no route is null again after the minimum
             values = np.where(reachable & (values > 0), values, _UNBOUNDED)
         safe[name] = side.reduceat(values, starts)
         safe[name][safe[name] == _UNBOUNDED] = 0
+    # Of a congestion control, its settings: all of them, or none where one is gone (any route).
+    none = safe["congctl"] == 0
+    for name in _ALL_OR_NONE:
+        safe[name][none] = 0
     return safe
 
 
@@ -254,7 +275,10 @@ class _Numbering:
 
     def field_values(self) -> dict[str, np.ndarray]:
         """{route field: its value per label, 0 for null}, with one 0 more at the end (for the label -1)."""
-        return {name: np.array([p[i] or 0 for p in self.params] + [0], dtype=np.int64)
+        congctl = PARAMETER_KEYS.index("congctl")
+        return {name: np.array([_congctl_code(p[i]) if i == congctl else p[i] or 0  # type: ignore[arg-type]
+                                for p in self.params] + [0],
+                               dtype=np.int64)
                 for i, name in enumerate(PARAMETER_KEYS)}
 
 
@@ -381,7 +405,8 @@ class Plan:
 
     Arrays are aligned: pair k goes from hosts[src[k]] to hosts[dst[k]].
     cwnd_clamp 0 means "no clamp" (a path with no switch buffer); pacing_rate
-    0 means "not paced" (pacing off).
+    0 means "not paced" (pacing off); congctl, ssthresh and increase 0 mean
+    "not set" (not a long fat path, or no GridDT increase).
     """
 
     # Per pair, set by _evaluate.
@@ -393,6 +418,9 @@ class Plan:
     cwnd_clamp: np.ndarray
     segment: np.ndarray  # payload bytes per segment on the pair's data path
     pacing_rate: np.ndarray  # bytes/s, 0: not paced
+    congctl: np.ndarray  # the congestion control's number (_CONGCTL_NAMES), 0: not set
+    ssthresh: np.ndarray  # initial slow-start threshold, segments, 0: not set
+    increase: np.ndarray  # GridDT's A, segments per round trip, 0: not set
     rtt_prop_s: np.ndarray  # the round trip the windows were sized with
     rtt_spread_s: np.ndarray  # how unsure it is
     rtt_source: np.ndarray  # index into DELAY_SOURCES
@@ -410,9 +438,12 @@ class Plan:
                  lossless: formulas.Lossless | None = None,
                  pacing: formulas.Pacing | None = None, previous: "Plan | None" = None,
                  coarse_before: frozenset[str] | None = None, switch_paths: SwitchPaths | None = None,
-                 host_paths: HostPaths | None = None, multipath: bool = True):
+                 host_paths: HostPaths | None = None, multipath: bool = True,
+                 long_paths: formulas.LongPaths | None = formulas.LongPaths()):
         """Plan every pair; with lossless, by the otcp-lossless formulas, else the published ones;
-        with pacing, each pair also gets its fair-share pacing rate (otcp-paced).
+        with pacing, each pair also gets its fair-share pacing rate (otcp-paced); with long_paths,
+        the pairs whose BDP exceeds its threshold also get its congestion control, initial
+        ssthresh and (griddt) increase.
 
         With previous (the plan of the same fabric a moment ago), only the
         pairs whose inputs changed are evaluated again: the terms of their
@@ -436,6 +467,8 @@ class Plan:
         self.bounds = bounds
         self.lossless = lossless
         self.pacing = pacing
+        self.long_paths = long_paths
+        self._congctl = 0 if long_paths is None else _congctl_code(long_paths.congctl)
         self.hosts = sorted(fabric.hosts)  # their addresses; a host's index is its row and column
         self.host_index = {ip: i for i, ip in enumerate(self.hosts)}
         self.attachment = fabric.attachments()
@@ -583,6 +616,7 @@ class Plan:
         if changed is None or 2 * changed.sum() > len(changed):  # gathering most paths costs more than all in order
             terms = self._round_trip_sums(forward)
             terms["share"], slope, offset = self._forward_terms(forward)
+            terms["capacity"] = self._links.capacity[forward].min(axis=-1, initial=np.inf)
             self._edge_lines = slope, offset
             terms["slope"], terms["offset"] = _undominated(slope, offset)
             return terms
@@ -594,6 +628,7 @@ class Plan:
         redone = forward[changed]
         terms = self._round_trip_sums(redone)
         terms["share"], slope, offset = self._forward_terms(redone)
+        terms["capacity"] = self._links.capacity[redone].min(axis=-1, initial=np.inf)
         merged = {}
         for name, values in terms.items():
             merged[name] = kept[name].copy()
@@ -657,6 +692,7 @@ class Plan:
         terms["uplink_share"] = self._forward_terms(self._uplink[:, None])[0]
         terms["downlink_share"], slope, offset = self._forward_terms(self._downlink[:, None])
         terms["downlink_slope"], terms["downlink_offset"] = slope[:, 0], offset[:, 0]
+        terms["capacity"] = np.minimum(self._links.capacity[self._uplink], self._links.capacity[self._downlink])
         return terms
 
     def _pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -736,7 +772,8 @@ class Plan:
             self._finish()
             changed = np.nonzero((self.rto_min_ms != previous.rto_min_ms) | (self.initcwnd != previous.initcwnd)
                                  | (self.cwnd_clamp != previous.cwnd_clamp)
-                                 | (self.pacing_rate != previous.pacing_rate))[0]
+                                 | (self.pacing_rate != previous.pacing_rate) | (self.congctl != previous.congctl)
+                                 | (self.ssthresh != previous.ssthresh) | (self.increase != previous.increase))[0]
             moved = np.nonzero(self._reverse_fields_differ(previous, slice(None)))[0]
         else:
             changed, moved = self._evaluate_again(previous, np.nonzero(redo)[0], delays_kept)
@@ -749,7 +786,8 @@ class Plan:
         sp = self.switch_paths
         return (previous.hosts == self.hosts and previous.fabric.hosts == self.fabric.hosts
                 and previous.attachment == self.attachment and previous.switch_paths.switches == sp.switches
-                and (previous.bounds, previous.lossless, previous.pacing) == (self.bounds, self.lossless, self.pacing)
+                and (previous.bounds, previous.lossless, previous.pacing, previous.long_paths)
+                == (self.bounds, self.lossless, self.pacing, self.long_paths)
                 and np.array_equal(previous.switch_paths.hops >= 0, sp.hops >= 0))
 
     def _pairs_to_redo(self, previous: "Plan") -> tuple[np.ndarray, bool]:
@@ -907,8 +945,15 @@ class Plan:
             initcwnd = formulas.lossless_initcwnd_segments(cwnd, initcwnd, self.bounds)
         pacing = (np.zeros(len(src), dtype=np.int64) if self.pacing is None
                   else formulas.pacing_rate_bytes_per_s(fair_share, self.pacing))
-        return (min_rto, rto_min_ms, initcwnd, cwnd, segment, pacing, None if window_rtt is not None else rtt,
-                spread, source, None if self.lossless is None else window)
+        if self.long_paths is None:
+            congctl = ssthresh = increase = np.zeros(len(src), dtype=np.int64)
+        else:
+            bottleneck = np.minimum(e["capacity"][forward], np.minimum(h["capacity"][src], h["capacity"][dst]))
+            long, ssthresh, increase = formulas.long_path_settings(bottleneck, fair_share, rtt, self.long_paths,
+                                                                   self.bounds.mss_bytes)
+            congctl = np.where(long, self._congctl, 0).astype(np.int64)
+        return (min_rto, rto_min_ms, initcwnd, cwnd, segment, pacing, congctl, ssthresh, increase,
+                None if window_rtt is not None else rtt, spread, source, None if self.lossless is None else window)
 
     def _smallest_active_segments(self) -> np.ndarray:
         """otcp-lossless: per host, the smallest segment its active pairs' paths into it would take
@@ -1152,9 +1197,10 @@ class Plan:
                       self.rto_min_ms.tolist(), self.initcwnd.tolist(), self.cwnd_clamp.tolist(),
                       self.segment.tolist(), self.pacing_rate.tolist(), np.round(self.rtt_prop_s * 1e6, 3).tolist(),
                       np.round(self.rtt_spread_s * 1e6, 3).tolist(), self.rtt_source.tolist(),
-                      self._quickacks(slice(None)).tolist())
+                      self._quickacks(slice(None)).tolist(), self.congctl.tolist(), self.ssthresh.tolist(),
+                      self.increase.tolist())
         for k, (s, d, min_rto_us, rto_min_ms, initcwnd, clamp, segment, pacing, rtt_us, spread_us, source,
-                quickack) in enumerate(columns):
+                quickack, congctl, ssthresh, increase) in enumerate(columns):
             middle = middles.get(forward[k])
             if middle is None:
                 middle = middles[forward[k]] = self.switch_path(s, d)
@@ -1163,13 +1209,14 @@ class Plan:
                    "min_rto_us": min_rto_us, "rto_min_ms": rto_min_ms, "initcwnd": initcwnd,
                    "cwnd_clamp": clamp or None, "segment_bytes": segment, "pacing_rate": pacing or None,
                    "rtt_prop_us": rtt_us,
-                   "rtt_spread_us": spread_us, "rtt_source": DELAY_SOURCES[source], "quickack": quickack}
+                   "rtt_spread_us": spread_us, "rtt_source": DELAY_SOURCES[source], "quickack": quickack,
+                   "congctl": _CONGCTL_NAMES[congctl], "ssthresh": ssthresh or None, "increase": increase or None}
 
     def record_rows(self, generation: int) -> Iterator[tuple[Any, ...]]:
         """The records as rows of the store's parameters table, (generation, src,
         dst, dst_ip, hops as JSON, min_rto_us, rto_min_ms, initcwnd, cwnd_clamp,
         quickack, segment_bytes, rtt_prop_us, rtt_spread_us, rtt_source,
-        pacing_rate), in pair order, straight from the columns: no dict per pair."""
+        pacing_rate, congctl, ssthresh, increase), in pair order, straight from the columns: no dict per pair."""
         ips = np.array(self.hosts, dtype=object)
         names = np.array([self.fabric.hosts[ip] for ip in self.hosts], dtype=object)
         # One JSON hops list per pair: the middle is per (source's switch, destination) path.
@@ -1188,11 +1235,13 @@ class Plan:
         pacing = self.pacing_rate.astype(object)
         pacing[self.pacing_rate == 0] = None
         source_names = np.array(DELAY_SOURCES, dtype=object)[self.rtt_source].tolist()
+        congctl = np.array(_CONGCTL_NAMES, dtype=object)[self.congctl].tolist()
+        ssthresh, increase = ([value or None for value in column.tolist()] for column in (self.ssthresh, self.increase))
         return zip(itertools.repeat(generation), sources, destinations, ips[self.dst].tolist(), hops,
                    np.round(self.min_rto_s * 1e6, 3).tolist(), self.rto_min_ms.tolist(), self.initcwnd.tolist(),
                    clamp.tolist(), self._quickacks(slice(None)).astype(int).tolist(), self.segment.tolist(),
                    np.round(self.rtt_prop_s * 1e6, 3).tolist(), np.round(self.rtt_spread_s * 1e6, 3).tolist(),
-                   source_names, pacing.tolist())
+                   source_names, pacing.tolist(), congctl, ssthresh, increase)
 
     def routes_for(self, host: str) -> list[RouteParams]:
         """The routes of one host's (an address's) parameter set before aggregation: one per
@@ -1203,8 +1252,9 @@ class Plan:
         routes = []
         for k, values in zip(pairs.tolist(), zip(*(fields[name].tolist() for name in PARAMETER_KEYS))):
             dst_ip = self.hosts[self.dst[k]]
-            rto, initcwnd, clamp, advmss, rate, quickack = values
-            parameters = (rto, initcwnd, clamp or None, advmss or None, rate or None, bool(quickack))
+            rto, initcwnd, clamp, advmss, rate, quickack, congctl, ssthresh, increase = values
+            parameters = (rto, initcwnd, clamp or None, advmss or None, rate or None, bool(quickack),
+                          _CONGCTL_NAMES[congctl], ssthresh or None, increase or None)
             routes.append(RouteParams.of(f"{dst_ip}/{128 if ':' in dst_ip else 32}", parameters))
         return routes
 
@@ -1299,14 +1349,16 @@ class Plan:
 
     def _route_fields(self, pairs: np.ndarray) -> dict[str, np.ndarray]:
         """{route field: array}: what routes_for gives each of pairs (indices), 0 for a null
-        field (no clamp, the kernel's MSS, not paced), quickack as 0 or 1."""
+        field (no clamp, the kernel's MSS, not paced, no long-path setting), quickack as 0 or 1,
+        congctl as its number (_CONGCTL_NAMES)."""
         if self.segment.min(initial=self.bounds.mss_bytes) >= self.bounds.mss_bytes:  # the kernel's MSS everywhere
             advmss = np.zeros(len(pairs), dtype=np.int64)
         else:
             advmss = formulas.advmss_bytes(self._segment_toward[self.dst[pairs], self.src[pairs]], self.bounds)
         return {"rto_min_ms": self.rto_min_ms[pairs], "initcwnd": self.initcwnd[pairs],
                 "cwnd_clamp": self.cwnd_clamp[pairs], "advmss": advmss, "pacing_rate": self.pacing_rate[pairs],
-                "quickack": self._quickacks(pairs).astype(np.int64)}
+                "quickack": self._quickacks(pairs).astype(np.int64), "congctl": self.congctl[pairs],
+                "ssthresh": self.ssthresh[pairs], "increase": self.increase[pairs]}
 
 
 class PlanRecords(Sequence[dict]):

@@ -7,8 +7,10 @@
 #: a whole set or a delta against the acknowledged generation, the agent's
 #: ``resync`` asks for the whole set, and ``peers`` is sent only when it changed;
 #: 7 leases: a params message carries the set's ``lease_s``, and the controller's
-#: ``renew`` restarts the lease of the acknowledged generation.
-VERSION = 7
+#: ``renew`` restarts the lease of the acknowledged generation; 8 long fat paths:
+#: ``congctl``, ``ssthresh`` and ``increase`` (each a value or null) in every route,
+#: and the agent's ack says which of them its host enforces.
+VERSION = 8
 
 #: Largest frame either side accepts once authenticated (a 10 000-route set is about 1 MB).
 MAX_FRAME_BYTES = 8 * 1024 * 1024
@@ -28,6 +30,13 @@ ADVMSS = (64, 65535)
 #: bytes/s. The top is what the sock_ops program can hand SO_MAX_PACING_RATE
 #: (an int from BPF; 2^32 - 1 would mean "unlimited"): about 34 Gb/s.
 PACING_RATE = (1, 2**32 - 2)
+#: Initial slow-start threshold, segments: the kernel's floor of 2, and below
+#: otcp_scalable's sane-window bound of 2^20.
+SSTHRESH = (2, 2**20 - 1)
+#: GridDT's additive increase A, segments per round trip (otcp_scalable's map holds up to 255).
+INCREASE = (1, 255)
+#: A congestion control's name as the kernel takes it (TCP_CA_NAME_MAX is 16 with the NUL).
+CONGCTL_PATTERN = r"^[a-z0-9_]{1,15}$"
 GENERATION = (1, 2**63 - 1)
 #: Seconds a set's lease may last: from a second to a day.
 LEASE_S = (1, 86400)

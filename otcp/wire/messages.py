@@ -94,12 +94,27 @@ class Interface(Strict):
     addresses: Annotated[list[Address], Field(max_length=256)]
 
 
+class LongPathsEnforcement(Strict):
+    """What the agent enforces of a long fat path's fields (docs/longpaths.md): the congestion
+    controls a route's ``congctl`` may name on this host (a route naming another goes without
+    it), and whether otcp_scalable's per-destination map gives connections the route's
+    ``ssthresh`` and ``increase`` from their first packet (else why not: the route's
+    ``ssthresh lock`` then reaches connections only through the tcp_metrics cache, and
+    ``increase`` not at all)."""
+
+    congestion_controls: Annotated[list[Annotated[str, Field(max_length=16)]], Field(max_length=64)]
+    scalable_map: bool
+    reason: Annotated[str, Field(max_length=4096)] | None
+
+
 class Enforcement(Strict):
     """How the agent enforces the set: the sock_ops program alongside the
-    routes ("bpf"), or the routes alone ("routes"), with the reason."""
+    routes ("bpf"), or the routes alone ("routes"), with the reason; and
+    (protocol 8) what it enforces of the long-path fields."""
 
     mode: Literal["bpf", "routes"]
     reason: Annotated[str, Field(max_length=4096)] | None
+    long_paths: LongPathsEnforcement | None = None
 
 
 class Hello(Strict):

@@ -4,11 +4,14 @@ The format (docs/design.md, "Parameter set")::
 
     {"generation": 7,
      "routes": [{"dst": "10.0.0.1/32", "rto_min_ms": 14, "initcwnd": 1,
-                 "cwnd_clamp": 3, "advmss": null, "pacing_rate": null, "quickack": true}]}
+                 "cwnd_clamp": 3, "advmss": null, "pacing_rate": null, "quickack": true,
+                 "congctl": null, "ssthresh": null, "increase": null}]}
 
-``cwnd_clamp``, ``advmss`` and ``pacing_rate`` are optional: absent or null
-means "not set" (no clamp, the kernel's MSS, not paced); the controller
-sends every key. Destinations come back as canonical prefixes; a destination
+``cwnd_clamp``, ``advmss``, ``pacing_rate``, ``congctl``, ``ssthresh`` and
+``increase`` are optional: absent or null means "not set" (no clamp, the
+kernel's MSS, not paced, the host's congestion control, the kernel's initial
+ssthresh, Scalable TCP rather than GridDT's increase); the controller sends
+every key. Destinations come back as canonical prefixes; a destination
 without a prefix length is a host route. `check_generation` is the one
 generation rule both peers use.
 
@@ -24,9 +27,9 @@ import ipaddress
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, StringConstraints
 
-from otcp.wire import framing, validation
+from otcp.wire import framing, limits, validation
 from otcp.wire.limits import ADVMSS, CWND_CLAMP, GENERATION, INITCWND, MAX_FRAME_BYTES, PACING_RATE, RTO_MIN_MS
 from otcp.wire.validation import Strict, ValidationError, int_range
 
@@ -54,6 +57,7 @@ def canonical_prefix(value: str) -> str:
 
 Prefix = Annotated[str, AfterValidator(canonical_prefix)]
 Generation = Annotated[int, int_range(*GENERATION)]
+CongestionControl = Annotated[str, StringConstraints(pattern=limits.CONGCTL_PATTERN)]
 
 
 class RouteParams(Strict):
@@ -66,6 +70,10 @@ class RouteParams(Strict):
     advmss: Annotated[int, int_range(*ADVMSS)] | None = None  # None: the kernel's MSS
     pacing_rate: Annotated[int, int_range(*PACING_RATE)] | None = None  # bytes/s; None: not paced
     quickack: bool
+    # Long fat paths (docs/longpaths.md); None: not set.
+    congctl: CongestionControl | None = None  # the congestion control new connections use
+    ssthresh: Annotated[int, int_range(*limits.SSTHRESH)] | None = None  # initial slow-start threshold, segments
+    increase: Annotated[int, int_range(*limits.INCREASE)] | None = None  # GridDT's A at every window (segments per RTT)
 
     @classmethod
     def of(cls, dst: str, parameters: Sequence[Any]) -> "RouteParams":
@@ -74,11 +82,13 @@ class RouteParams(Strict):
 
     def parameters(self) -> tuple[Any, ...]:
         """The values of PARAMETER_KEYS: what a route carries besides its destination."""
-        return (self.rto_min_ms, self.initcwnd, self.cwnd_clamp, self.advmss, self.pacing_rate, self.quickack)
+        return (self.rto_min_ms, self.initcwnd, self.cwnd_clamp, self.advmss, self.pacing_rate, self.quickack,
+                self.congctl, self.ssthresh, self.increase)
 
 
 #: The fields of a route besides dst, in the order routes carry them.
-PARAMETER_KEYS = ("rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "pacing_rate", "quickack")
+PARAMETER_KEYS = ("rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "pacing_rate", "quickack",
+                  "congctl", "ssthresh", "increase")
 
 
 class ParamSet(Strict):
@@ -184,6 +194,9 @@ class RoutePatch(Strict):
     advmss: Annotated[int, int_range(*ADVMSS)] | None = None
     pacing_rate: Annotated[int, int_range(*PACING_RATE)] | None = None
     quickack: bool = None  # type: ignore[assignment]
+    congctl: CongestionControl | None = None
+    ssthresh: Annotated[int, int_range(*limits.SSTHRESH)] | None = None
+    increase: Annotated[int, int_range(*limits.INCREASE)] | None = None
 
     def changes(self) -> dict[str, Any]:
         """The parameter fields the patch gives (absent ones keep the base's value)."""

@@ -121,6 +121,7 @@ _PHRASES = {
     "too_long": "more than {max_length} items",
     "too_short": "fewer than {min_length} items",
     "literal_error": "{value} is not one of {expected}",
+    "string_pattern_mismatch": "{value} does not match {pattern}",
 }
 
 

@@ -24,8 +24,9 @@ def star(senders, capacity_mbps=100, delay_us=25, buffer_bytes=85000):
     return {"switches": {"s1": {"dpid": 1}}, "hosts": hosts, "links": links, "flows": flows}
 
 
-def random_inventory(seed):
-    """An inventory document drawn from seed: mixed capacities, delays, buffers and flows, sometimes islands."""
+def random_inventory(seed, long_delays=False):
+    """An inventory document drawn from seed: mixed capacities, delays, buffers and flows, sometimes islands;
+    with long_delays, some links of a wide-area path's one-way delay too (10 and 60 ms)."""
     rng = random.Random(seed)
     switches = [f"s{i}" for i in range(rng.randint(1, 7))]
     hosts = {f"h{i}": {"ip": f"10.0.{seed}.{i + 1}"} for i in range(rng.randint(2, 9))}
@@ -34,7 +35,7 @@ def random_inventory(seed):
     def values():
         return {
             "capacity_mbps": rng.choice([10, 100, 1000, 40000]),
-            "delay_us": rng.choice([0, 1, 25, 300]),
+            "delay_us": rng.choice([0, 1, 25, 300] + ([10_000, 60_000] if long_delays else [])),
             "buffer_bytes": rng.choice([0, 8000, 85000, 512000]),
         }
 

@@ -15,8 +15,9 @@ class ReferencePlanner:
     along its destination's tree, its ACKs along its source's (otcp.planning.paths.HostPaths)."""
 
     def __init__(self, fabric, bounds=formulas.Bounds(), lossless=formulas.Lossless(), pacing=formulas.Pacing(),
-                 multipath=True):
+                 long_paths=formulas.LongPaths(), multipath=True):
         self.fabric = fabric
+        self.long_paths = long_paths
         self.bounds = bounds
         self.lossless = lossless
         self.pacing = pacing
@@ -163,3 +164,25 @@ class ReferencePlanner:
         share = min(facts[link].capacity_bytes_per_s / self._sharing(src, dst, link) for link in found[0])
         rate = math.floor(min(share * (1 + self.pacing.headroom), formulas.MAX_PACING_RATE_BYTES_PER_S) + 1e-6)
         return max(1, min(formulas.MAX_PACING_RATE_BYTES_PER_S, rate))
+
+    def long_path(self, src, dst):
+        """(congctl, ssthresh, increase) of the path src -> dst, each None where not set: a path
+        whose bottleneck capacity times its round trip (the windows') exceeds the threshold gets
+        the congestion control, floor(fair share x RTT / MSS) segments within 2..2^20 - 1 and,
+        with griddt, A = round(reference_increase x (RTT / reference RTT)^2) within 1..64;
+        None if no path."""
+        found = self._links_of(src, dst)
+        if found is None:
+            return None
+        forward, _, rtt, _ = found
+        facts, settings = self.fabric.links, self.long_paths
+        bottleneck = min(facts[link].capacity_bytes_per_s for link in forward)
+        if not bottleneck * rtt > settings.bdp_threshold_bytes:
+            return None, None, None
+        share = min(facts[link].capacity_bytes_per_s / self._sharing(src, dst, link) for link in forward)
+        ssthresh = max(2, min(2**20 - 1, math.floor(share * rtt / self.bounds.mss_bytes + 1e-9)))
+        increase = None
+        if settings.griddt:
+            exact = settings.reference_increase * (rtt / settings.reference_rtt_s) ** 2
+            increase = max(1, min(64, math.floor(exact + 0.5 + 1e-9)))
+        return settings.congctl, ssthresh, increase

@@ -4,10 +4,12 @@ set file holds them), and longest-prefix match over a route list."""
 import ipaddress
 
 
-def route(dst, rto_min_ms=14, initcwnd=1, cwnd_clamp=3, quickack=True, advmss=None, pacing_rate=None):
+def route(dst, rto_min_ms=14, initcwnd=1, cwnd_clamp=3, quickack=True, advmss=None, pacing_rate=None, congctl=None,
+          ssthresh=None, increase=None):
     """One route of a parameter set, with every field named."""
     return {"dst": dst, "rto_min_ms": rto_min_ms, "initcwnd": initcwnd, "cwnd_clamp": cwnd_clamp, "advmss": advmss,
-            "pacing_rate": pacing_rate, "quickack": quickack}
+            "pacing_rate": pacing_rate, "quickack": quickack, "congctl": congctl, "ssthresh": ssthresh,
+            "increase": increase}
 
 
 def set_for(generation, *dsts, **params):

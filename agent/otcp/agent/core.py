@@ -191,7 +191,7 @@ class Agent:
         """Make the routes and the BPF entries those of a set, as a whole; returns the per-route
         results and what puts the previous BPF entries back. Raises ApplyError with the previous
         routes (and entries) back."""
-        results = self.routes.apply(param_set)
+        results = self.routes.apply(self.enforcement.carried(param_set))
         try:
             undo_enforcement = self.enforcement.apply(param_set.routes, results)
         except EnforcementError as error:

@@ -13,7 +13,10 @@ route without it. A destination's route:
   changed gateway is followed rather than pinned;
 - carries ``rto_min lock``, ``initcwnd``, ``cwnd lock N`` (when the clamp is
   not null) and ``quickack 1`` (when quickack is true) as route metrics
-  (TCP reads a route's rto_min and cwnd only when they are locked);
+  (TCP reads a route's rto_min and cwnd only when they are locked), and a
+  long fat path's ``congctl NAME`` (every new connection to it uses that
+  congestion control) and ``ssthresh lock N`` (the record: on this kernel it
+  reaches connections only through the tcp_metrics cache, docs/longpaths.md);
 - is skipped, and reported, when a non-OTCP route for the same prefix exists
   in that table, when the kernel has no route to it, or when the kernel
   routes it as something other than unicast (a local address, broadcast).
@@ -53,6 +56,7 @@ RT_SCOPE_UNIVERSE = 0
 RT_SCOPE_LINK = 253
 RT_SCOPE_NOWHERE = 255
 RT_TABLE_MAIN = 254
+RTAX_SSTHRESH = 6
 RTAX_CWND = 7
 RTAX_ADVMSS = 8
 RTAX_RTO_MIN = 13
@@ -106,6 +110,8 @@ class Route:
     quickack: bool
     onlink: bool = False
     advmss: int | None = None
+    congctl: str | None = None
+    ssthresh: int | None = None
 
     @property
     def key(self) -> tuple[int, int, str, int]:
@@ -127,14 +133,16 @@ class Route:
         return (self.oif, self.gateway, self.prefsrc, self.scope, self.onlink)
 
     @property
-    def params(self) -> tuple[int | None, int | None, int | None, int | None, bool]:
-        """The TCP parameters the route carries: rto_min_ms, initcwnd, cwnd_clamp, advmss, quickack."""
-        return (self.rto_min_ms, self.initcwnd, self.cwnd_clamp, self.advmss, self.quickack)
+    def params(self) -> tuple[int | None, int | None, int | None, int | None, bool, str | None, int | None]:
+        """The TCP parameters the route carries: rto_min_ms, initcwnd, cwnd_clamp, advmss, quickack,
+        congctl, ssthresh."""
+        return (self.rto_min_ms, self.initcwnd, self.cwnd_clamp, self.advmss, self.quickack, self.congctl,
+                self.ssthresh)
 
     def fields(self) -> RouteFields:
         """The netlink fields that create this route (see RouteSocket.execute)."""
         network = ipaddress.ip_network(self.dst)
-        metrics: dict[str, int] = {}
+        metrics: dict[str, int | str] = {}
         locks = 0
         if self.rto_min_ms is not None:
             # TCP uses a route's rto_min only when it is locked (tcp_rto_min()
@@ -150,6 +158,11 @@ class Route:
         if self.advmss is not None:
             # The MSS this host advertises to the destination: what the peer sends it.
             metrics["RTAX_ADVMSS"] = self.advmss
+        if self.ssthresh is not None:
+            metrics["RTAX_SSTHRESH"] = self.ssthresh
+            locks |= 1 << RTAX_SSTHRESH
+        if self.congctl is not None:
+            metrics["RTAX_CC_ALGO"] = self.congctl
         if locks:
             metrics["RTAX_LOCK"] = locks
         if self.quickack:
@@ -202,6 +215,8 @@ def route_from_message(msg: NetlinkMessage) -> Route:
         quickack=metrics.get("RTAX_QUICKACK", 0) == 1,
         advmss=metrics.get("RTAX_ADVMSS"),
         onlink=bool(msg["flags"] & RTNH_F_ONLINK),
+        congctl=metrics.get("RTAX_CC_ALGO") or None,
+        ssthresh=metrics.get("RTAX_SSTHRESH") if locks & (1 << RTAX_SSTHRESH) else None,
     )
 
 
@@ -260,7 +275,8 @@ class RouteTable:
             "dst": route.dst, "table": route.table, "dev": None if route.oif is None else names.get(route.oif),
             "gateway": route.gateway,
             "rto_min_ms": route.rto_min_ms, "initcwnd": route.initcwnd, "cwnd_clamp": route.cwnd_clamp,
-            "advmss": route.advmss, "quickack": route.quickack,
+            "advmss": route.advmss, "quickack": route.quickack, "congctl": route.congctl,
+            "ssthresh": route.ssthresh,
         }
 
     # -- applying ------------------------------------------------------------
@@ -514,6 +530,7 @@ def plan_routes(wanted: Sequence[RouteParams], owned: Sequence[Route], foreign: 
             priority=previous.priority if previous is not None else None,
             rto_min_ms=params.rto_min_ms, initcwnd=params.initcwnd, cwnd_clamp=params.cwnd_clamp,
             advmss=params.advmss, quickack=params.quickack, onlink=underlying is not None and underlying.onlink,
+            congctl=params.congctl, ssthresh=params.ssthresh,
         )
         if previous is None:
             plan.write("add", new, None)

@@ -17,6 +17,11 @@
                                                   # pacing: true adds each pair's fair-share
                                                   # pacing rate (otcp-paced)
     forwarding: {multipath: true}                 # spread destinations over equal-cost paths
+    long_paths: {enabled: true, bdp_threshold_bytes: 1250000, congctl: otcp_scalable,
+                 griddt: false, reference_rtt_ms: 100, reference_increase: 2}
+                                                  # paths whose BDP exceeds the threshold get
+                                                  # congctl, an initial ssthresh and (griddt)
+                                                  # GridDT's increase (docs/longpaths.md)
     stability: {delay_step_us: 20, delay_tolerance: 0.5, refresh_s: 60,
                 flow_hold_s: 5.0, min_flow_packets: 3}
     measurement: {max_link_delay_us: 100, host_rtt_max_age_s: 60, host_rtt_min_samples: 3}
@@ -42,9 +47,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from otcp.planning import formulas
-from otcp.planning.formulas import Bounds, Lossless, Pacing
+from otcp.planning.formulas import Bounds, LongPaths, Lossless, Pacing
 from otcp.wire import validation
-from otcp.wire.limits import CWND_CLAMP, INITCWND, LEASE_S, RTO_MIN_MS
+from otcp.wire.limits import CONGCTL_PATTERN, CWND_CLAMP, INITCWND, LEASE_S, RTO_MIN_MS
 from otcp.wire.validation import Strict, int_range
 
 # Bounds beyond what agents accept could never be applied.
@@ -192,6 +197,25 @@ class ForwardingSection(Strict):
     multipath: bool = True
 
 
+class LongPathsSection(Strict):
+    """Which paths are long fat ones and what they get (docs/design.md, "Long fat paths"):
+    off, or a BDP threshold, the congestion control, and GridDT's increase with its reference."""
+
+    enabled: bool = True
+    bdp_threshold_bytes: Annotated[float, Field(gt=0)] = LongPaths.bdp_threshold_bytes
+    congctl: Annotated[str, Field(pattern=CONGCTL_PATTERN)] = LongPaths.congctl
+    griddt: bool = LongPaths.griddt
+    reference_rtt_ms: Annotated[float, Field(gt=0, le=10_000)] = LongPaths.reference_rtt_s * 1e3
+    reference_increase: Annotated[float, Field(gt=0, le=64)] = LongPaths.reference_increase
+
+    def settings(self) -> LongPaths | None:
+        """The planner's long-path setting, or None when turned off."""
+        if not self.enabled:
+            return None
+        return LongPaths(self.bdp_threshold_bytes, self.congctl, self.griddt, self.reference_rtt_ms * 1e-3,
+                         self.reference_increase)
+
+
 class StabilitySection(Strict):
     """How the measured inputs are held still (docs/design.md, "Measurement")."""
 
@@ -233,6 +257,7 @@ class ControllerConfig(Strict):
     bounds: BoundsSection = BoundsSection()
     parameters: ParametersSection = ParametersSection()
     forwarding: ForwardingSection = ForwardingSection()
+    long_paths: LongPathsSection = LongPathsSection()
     stability: StabilitySection = StabilitySection()
     measurement: MeasurementSection = MeasurementSection()
     log_level: Literal["debug", "info", "warning", "error"] = "info"

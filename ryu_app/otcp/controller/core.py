@@ -234,6 +234,7 @@ class ControllerCore:
         self.lossless = config.parameters.lossless()
         self.pacing = config.parameters.paced()
         self.multipath = config.forwarding.multipath
+        self.long_paths = config.long_paths.settings()
 
     def reconfigure(self, now: float, config: ControllerConfig, inventory: Inventory | None) -> Actions:
         """A reload's configuration and inventory: plan with them from scratch, now (no measurement,
@@ -535,7 +536,8 @@ class ControllerCore:
                                                      self._stable_host_rtts(now))
         host_paths = self._host_paths(fabric)
         self._last_plan = Plan(fabric, self.bounds, self.lossless, self.pacing, previous=self._last_plan,
-                               switch_paths=host_paths.switch_paths, host_paths=host_paths)
+                               switch_paths=host_paths.switch_paths, host_paths=host_paths,
+                               long_paths=self.long_paths)
         return self._last_plan, delay_sources
 
     def _switch_paths(self, fabric: Fabric) -> SwitchPaths:

@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS parameters (
     generation INTEGER, src TEXT, dst TEXT, dst_ip TEXT, hops TEXT, min_rto_us REAL,
     rto_min_ms INTEGER, initcwnd INTEGER, cwnd_clamp INTEGER, quickack INTEGER,
     segment_bytes INTEGER, rtt_prop_us REAL, rtt_spread_us REAL, rtt_source TEXT, pacing_rate INTEGER,
+    congctl TEXT, ssthresh INTEGER, increase INTEGER,
     PRIMARY KEY (generation, src, dst));
 CREATE TABLE IF NOT EXISTS acks (host_ip TEXT PRIMARY KEY, generation INTEGER, acked_at REAL, results TEXT);
 CREATE TABLE IF NOT EXISTS agents (host_ip TEXT PRIMARY KEY, seen_at REAL, hello TEXT);
@@ -110,11 +111,14 @@ class Pruned:
     generations: int
 
 
-# Per-path columns added after the first version (segment size, where RTT_prop came from, the pacing rate).
+# Per-path columns added after the first version (segment size, where RTT_prop came from, the pacing rate,
+# the long-fat-path settings).
 _LATER_PARAMETER_COLUMNS = (("segment_bytes", "INTEGER"), ("rtt_prop_us", "REAL"), ("rtt_spread_us", "REAL"),
-                            ("rtt_source", "TEXT"), ("pacing_rate", "INTEGER"))
+                            ("rtt_source", "TEXT"), ("pacing_rate", "INTEGER"), ("congctl", "TEXT"),
+                            ("ssthresh", "INTEGER"), ("increase", "INTEGER"))
 _PARAMETER_COLUMNS = ("src", "dst", "dst_ip", "hops", "min_rto_us", "rto_min_ms", "initcwnd", "cwnd_clamp",
-                      "quickack", "segment_bytes", "rtt_prop_us", "rtt_spread_us", "rtt_source", "pacing_rate")
+                      "quickack", "segment_bytes", "rtt_prop_us", "rtt_spread_us", "rtt_source", "pacing_rate",
+                      "congctl", "ssthresh", "increase")
 
 
 class Store:
@@ -219,6 +223,7 @@ class Store:
                         number, r["src"], r["dst"], r["dst_ip"], json.dumps(r["hops"]), r["min_rto_us"],
                         r["rto_min_ms"], r["initcwnd"], r["cwnd_clamp"], int(r["quickack"]), r.get("segment_bytes"),
                         r.get("rtt_prop_us"), r.get("rtt_spread_us"), r.get("rtt_source"), r.get("pacing_rate"),
+                        r.get("congctl"), r.get("ssthresh"), r.get("increase"),
                     )
                     for r in generation.records
                 )

@@ -31,6 +31,9 @@ _TABLE_COLUMNS = (
     ("cwnd_clamp", "cwnd_clamp"),
     ("segment_bytes", "segment_B"),
     ("pacing_rate", "pacing_Bps"),
+    ("congctl", "congctl"),
+    ("ssthresh", "ssthresh"),
+    ("increase", "increase"),
     ("rtt_prop_us", "RTTprop_us"),
     ("rtt_source", "rtt_from"),
 )
@@ -58,7 +61,7 @@ def command_plan(args: argparse.Namespace) -> int:
     inv, settings, mss_origin = _plan_inputs(args)
     if args.link_load:
         return _print_link_load(inv.fabric(), settings)
-    plan = planner.Plan(inv.fabric(), *settings)
+    plan = planner.Plan(inv.fabric(), *settings, multipath=args.multipath, long_paths=args.long_paths)
     for src, dst in plan.unreachable:
         print(f"otcp-controller plan: no path from {plan.fabric.name(src)} to {plan.fabric.name(dst)}; pair left out",
               file=sys.stderr)
@@ -89,7 +92,9 @@ def _plan_inputs(args: argparse.Namespace) -> tuple[Any, tuple[Any, Any, Any], s
 
     formula_options = {"--lossless": args.lossless, "--queue-target-fraction": args.queue_target_fraction,
                        "--mss-floor": args.mss_floor, "--pacing": args.pacing,
-                       "--pacing-headroom": args.pacing_headroom, "--single-path": args.single_path}
+                       "--pacing-headroom": args.pacing_headroom, "--single-path": args.single_path,
+                       "--no-long-paths": args.no_long_paths, "--bdp-threshold": args.bdp_threshold,
+                       "--griddt": args.griddt, "--reference-rtt-ms": args.reference_rtt_ms}
     if args.set and args.host is None:
         raise ValueError("--set needs --host")
     if args.config is not None:
@@ -97,12 +102,14 @@ def _plan_inputs(args: argparse.Namespace) -> tuple[Any, tuple[Any, Any, Any], s
 
         given = [option for option, value in formula_options.items() if value not in (None, False)]
         if given:
-            raise ValueError(f"{given[0]}: --config sets the formulas (its parameters and forwarding sections)")
+            raise ValueError(f"{given[0]}: --config sets the formulas (its parameters, long_paths and forwarding "
+                             "sections)")
         config = controller_config.load(args.config)
         path = args.inventory or config.inventory
         if path is None:
             raise ValueError(f"{args.config}: names no inventory; give one")
         args.multipath = config.forwarding.multipath
+        args.long_paths = config.long_paths.settings()
         return (inventory.load(path), (config.bounds.limits(), config.parameters.lossless(), config.parameters.paced()),
                 fabric.CONFIG)
     if args.inventory is None:
@@ -118,7 +125,22 @@ def _plan_inputs(args: argparse.Namespace) -> tuple[Any, tuple[Any, Any, Any], s
     if args.pacing:
         pacing = formulas.Pacing() if args.pacing_headroom is None else formulas.Pacing(args.pacing_headroom)
     args.multipath = not args.single_path
+    args.long_paths = _long_paths(args)
     return inv, (formulas.Bounds(mss_bytes=inv.mss_bytes), lossless, pacing), inv.mss_origin
+
+
+def _long_paths(args: argparse.Namespace) -> Any:
+    """The planner's long-path setting from the options (None with --no-long-paths)."""
+    from otcp.planning import formulas
+
+    long_paths = None
+    if not args.no_long_paths:
+        chosen = {"bdp_threshold_bytes": args.bdp_threshold, "griddt": args.griddt or None,
+                  "reference_rtt_s": None if args.reference_rtt_ms is None else args.reference_rtt_ms * 1e-3}
+        long_paths = formulas.LongPaths(**{key: value for key, value in chosen.items() if value is not None})
+    elif args.bdp_threshold is not None or args.griddt or args.reference_rtt_ms is not None:
+        raise ValueError("--bdp-threshold, --griddt and --reference-rtt-ms need long paths (no --no-long-paths)")
+    return long_paths
 
 
 def _chosen_host(plan: Any, host: str) -> str:
@@ -459,6 +481,14 @@ def build_parser() -> argparse.ArgumentParser:
                       help="otcp-paced: each pair also gets a pacing rate, its fair share at the bottleneck")
     plan.add_argument("--pacing-headroom", type=float, metavar="H",
                       help="otcp-paced: the rate is the fair share x (1 + H), 0 <= H <= 1 (default 0.05)")
+    plan.add_argument("--no-long-paths", action="store_true",
+                      help="no path gets the long-fat-path settings (congctl, ssthresh, increase)")
+    plan.add_argument("--bdp-threshold", type=float, metavar="BYTES",
+                      help="long fat paths: a BDP above this (default 1250000) gets congctl and ssthresh")
+    plan.add_argument("--griddt", action="store_true",
+                      help="long fat paths also get GridDT's increase A = 2 x (RTT / reference RTT)^2")
+    plan.add_argument("--reference-rtt-ms", type=float, metavar="MS",
+                      help="GridDT's reference round trip (default 100 ms)")
     plan.set_defaults(handler=command_plan)
     show = commands.add_parser("show", help="print the last parameters a controller stored")
     show.add_argument("--database", required=True, help="the controller's SQLite file")

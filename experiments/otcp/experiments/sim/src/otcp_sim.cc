@@ -9,9 +9,11 @@
 //   {"event": "result", ...}  at the end: rounds or flows, counters, queues, the probe, the simulator's cost.
 // Modes: "incast" (the rounds), "workload" (a list of flows, each pulled over a new connection: a
 // "mix" flow or a "query" response of its bytes, or a "background" flow until the measured time ends),
-// "ceiling" (one bulk flow's goodput), "rto-model" (LinuxRtt on a sequence of RTT samples, for the
-// tests). Errors go to standard error with exit status 2.
+// "ceiling" (one bulk flow's goodput), "longpath" (bulk flows of long round trips through one
+// bottleneck, with or without one loss: long_path.h), "rto-model" (LinuxRtt on a sequence of RTT
+// samples, for the tests). Errors go to standard error with exit status 2.
 #include "linux_tcp.h"
+#include "long_path.h"
 #include "marking_fifo.h"
 
 #include "ns3/point-to-point-module.h"
@@ -1296,6 +1298,15 @@ main(int argc, char** argv)
         {
             RunRtoModel(doc);
         }
+        else if (mode == "longpath")
+        {
+            otcp::LongPathRun run(doc);
+            json result = run.Run();
+            result["event"] = "result";
+            result["mode"] = mode;
+            result["events"] = ns3::Simulator::GetEventCount();
+            otcp::Emit(result);
+        }
         else if (mode == "incast" || mode == "workload" || mode == "ceiling")
         {
             otcp::Scenario scenario(doc);
@@ -1319,6 +1330,10 @@ main(int argc, char** argv)
         }
     }
     catch (const json::exception& e)
+    {
+        otcp::Fail(std::string("bad scenario: ") + e.what());
+    }
+    catch (const std::runtime_error& e)
     {
         otcp::Fail(std::string("bad scenario: ") + e.what());
     }
