@@ -56,7 +56,7 @@ from otcp.controller.core import ECHO_PAYLOAD, SETTLE_PROBE_ROUNDS, ControllerCo
 from otcp.controller.publication import Publications
 from otcp.controller.topology import Topology
 from otcp.planning import formulas, inventory
-from otcp.planning.paths import SwitchPaths
+from otcp.planning.paths import HostPaths, SwitchPaths
 from otcp.planning.planner import Plan
 from otcp.topo.fabrics import FatTreeTopo
 from otcp.wire import framing, messages, paramset
@@ -207,6 +207,7 @@ def per_host_bytes(plan: Plan, hosts, generation: int) -> int:
 REPLAN_PARTS = {
     "fabric": (Topology, "fabric"),
     "paths": (SwitchPaths, "__init__"),
+    "host paths": (HostPaths, "__init__"),
     "plan": (Plan, "__init__"),
     "route sets": (Plan, "route_sets"),
     "entries": (forwarding, "destination_entries"),
@@ -265,19 +266,18 @@ def store_seconds(generation) -> float:
 def per_pair_entries(plan: Plan, fabric: Fabric) -> dict[str, int]:
     """The per-pair baseline: {role: most entries on one switch}, one entry
     per host pair on every switch of its path, counted from the plan's paths."""
-    paths = plan.switch_paths
-    hosts_behind = np.zeros(len(paths.switches), dtype=np.int64)
-    for host in plan.hosts:
-        hosts_behind[paths.index[plan.attachment[host]]] += 1
-    through = np.zeros(len(paths.switches), dtype=np.int64)
-    for a in np.nonzero(hosts_behind)[0]:
-        for b in np.nonzero(hosts_behind)[0]:
-            weight = hosts_behind[a] * hosts_behind[b] - (hosts_behind[a] if a == b else 0)
-            hops = paths.hops[a, b]
-            if hops >= 0 and weight:
-                through[paths.node_matrix[a, b, :hops + 1]] += weight
+    paths = plan.host_paths
+    switches = paths.switch_paths.switches
+    hosts_behind = np.bincount(paths.attach, minlength=len(switches))
+    edges = np.nonzero(hosts_behind)[0]
+    nodes = paths.node_matrix(edges)  # (edge switch, destination host, switches on the way)
+    # The sources behind each edge switch toward each host, the host itself left out.
+    weight = hosts_behind[edges][:, None] - (paths.attach[None, :] == edges[:, None])
+    on_path = nodes != -1
+    through = np.zeros(len(switches), dtype=np.int64)
+    np.add.at(through, nodes[on_path], np.broadcast_to(weight[:, :, None], nodes.shape)[on_path])
     most: dict[str, int] = {}
-    for i, name in enumerate(paths.switches):  # the core names a switch s<dpid>
+    for i, name in enumerate(switches):  # the core names a switch s<dpid>
         role = fabric.role[int(name[1:])]
         most[role] = max(most.get(role, 0), int(through[i]))
     return most
@@ -303,7 +303,7 @@ def parts_only(k: int, flows_per_host: int) -> None:
 
     plan = timed("full plan", lambda: Plan(fabric, formulas.Bounds()))
     sets = timed("route sets", plan.route_sets)
-    entries = timed("destination entries", lambda: forwarding.destination_entries(plan.fabric, plan.switch_paths))
+    entries = timed("destination entries", lambda: forwarding.destination_entries(plan.fabric, plan.host_paths))
     loads = plan.link_flows()
     uplinks = sorted(link for link in fabric.links if link[0].startswith("a") and link[1].startswith("c"))
 
@@ -318,19 +318,22 @@ def parts_only(k: int, flows_per_host: int) -> None:
     egress = fail(idle)
     replan = timed("re-plan, an idle link failed", lambda: Plan(fabric, formulas.Bounds(), previous=plan))
     timed("  its route sets (idle)", replan.route_sets)
-    before = forwarding.MadeEntries(plan.switch_paths, fabric.hosts, egress, entries)
-    entries = forwarding.entries_after_links_went(fabric, replan.switch_paths, before)
+    before = forwarding.MadeEntries(plan.host_paths, fabric.hosts, egress, entries)
+    entries = forwarding.entries_after_links_went(fabric, replan.host_paths, before)
     busiest = max((link for link in uplinks if link in loads), key=loads.get)
     egress = fail(busiest)
-    paths = timed("busiest failed: moved paths",
-                  lambda: SwitchPaths(fabric.switches, fabric.switch_links(), previous=replan.switch_paths))
+    switch_paths = timed("busiest failed: moved paths",
+                         lambda: SwitchPaths(fabric.switches, fabric.switch_links(), previous=replan.switch_paths))
     timed("  all paths afresh", lambda: SwitchPaths(fabric.switches, fabric.switch_links()))
+    paths = timed("  forwarding toward each host",
+                  lambda: HostPaths(switch_paths, fabric.attachments(), previous=replan.host_paths))
     timed("busiest failed: their entries",
           lambda: forwarding.entries_after_links_went(
-              fabric, paths, forwarding.MadeEntries(replan.switch_paths, fabric.hosts, egress, entries)))
+              fabric, paths, forwarding.MadeEntries(replan.host_paths, fabric.hosts, egress, entries)))
     timed("  all entries afresh", lambda: forwarding.destination_entries(fabric, paths))
     again = timed("re-plan, the busiest link failed",
-                  lambda: Plan(fabric, formulas.Bounds(), previous=replan, switch_paths=paths))
+                  lambda: Plan(fabric, formulas.Bounds(), previous=replan, switch_paths=switch_paths,
+                               host_paths=paths))
     timed("  its route sets (busiest)", again.route_sets)
     print(f"fat-tree k={k}: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts, {len(plan):,} pairs")
     for name, seconds in timings.items():

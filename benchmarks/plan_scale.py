@@ -22,7 +22,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 from otcp.planning import formulas  # noqa: E402
-from otcp.planning.paths import SwitchPaths  # noqa: E402
+from otcp.planning.paths import HostPaths, SwitchPaths  # noqa: E402
 from otcp.planning.planner import Plan  # noqa: E402
 from support.fabrics import fat_tree_fabric  # noqa: E402
 from support.reference import ReferencePlanner  # noqa: E402
@@ -44,7 +44,7 @@ def measure(k, sample_size, rng, pacing=False):
     fabric = fat_tree_fabric(k)
     hosts = len(fabric.hosts)
     started = time.perf_counter()
-    SwitchPaths(fabric.switches, fabric.switch_links())
+    HostPaths(SwitchPaths(fabric.switches, fabric.switch_links()), fabric.attachments())
     paths_seconds = time.perf_counter() - started
     started = time.perf_counter()
     plan = Plan(fabric, formulas.Bounds(), *((formulas.Lossless(), formulas.Pacing()) if pacing else ()))

@@ -242,7 +242,7 @@ def planned_topology():
 
 def test_destination_entries_follow_the_paths_one_per_host_on_each_switch():
     topo, plan = planned_topology()
-    entries = forwarding.destination_entries(plan.fabric, plan.switch_paths)
+    entries = forwarding.destination_entries(plan.fabric, plan.host_paths)
     assert entries == {1: {"10.0.0.1": 2, "10.0.0.2": 1, "10.0.0.3": 3}, 2: {"10.0.0.1": 1, "10.0.0.2": 2,
                                                                              "10.0.0.3": 1}}
 
@@ -255,10 +255,10 @@ def test_destination_entries_on_a_fat_tree_are_what_every_pairs_path_needs():
         if u in fabric.switches:
             fabric.egress[(u, v)] = (fabric.switches.index(u) + 1, hash((u, v)) % 1000 + 1)
     plan = Plan(fabric)
-    entries = forwarding.destination_entries(plan.fabric, plan.switch_paths)
+    entries = forwarding.destination_entries(plan.fabric, plan.host_paths)
     for k in range(len(plan)):
         src, dst = plan.hosts[plan.src[k]], plan.hosts[plan.dst[k]]
-        nodes = [src, *plan.switch_paths.path(plan.attachment[src], plan.attachment[dst]), dst]
+        nodes = [src, *plan.host_paths.path(plan.attachment[src], dst), dst]
         assert plan.hops(k) == [fabric.hosts[src], *nodes[1:-1], fabric.hosts[dst]]  # the same path, by name
         for hop in zip(nodes[1:-1], nodes[2:]):
             dpid, port = fabric.egress[hop]
@@ -267,18 +267,18 @@ def test_destination_entries_on_a_fat_tree_are_what_every_pairs_path_needs():
 
 
 def test_entries_after_links_went_are_the_entries_made_afresh_and_keep_the_rest():
-    """After links went, only the entries of the pairs whose paths were computed again
-    are made again; a switch with none of them keeps its very dict. Anything else changed
-    (an egress port moved, one went whose link is still there, other paths) is refused."""
+    """After links went, only the entries whose next hop changed are made again; a switch
+    with none of them keeps its very dict. Anything else changed (an egress port moved, one
+    went whose link is still there) is refused."""
     import random
 
-    from otcp.planning.paths import SwitchPaths
+    from otcp.planning.paths import HostPaths, SwitchPaths
 
     fabric = fat_tree_fabric(6)
     for (u, v) in fabric.links:
         if u in fabric.switches:
             fabric.egress[(u, v)] = (fabric.switches.index(u) + 1, hash((u, v)) % 1000 + 1)
-    paths = SwitchPaths(fabric.switches, fabric.switch_links())
+    paths = HostPaths(SwitchPaths(fabric.switches, fabric.switch_links()), fabric.attachments())
     entries = forwarding.destination_entries(fabric, paths)
 
     def made(paths, egress, entries):
@@ -291,14 +291,16 @@ def test_entries_after_links_went_are_the_entries_made_afresh_and_keep_the_rest(
         for a, b in gone:
             for link in ((a, b), (b, a)):
                 del fabric.links[link], fabric.egress[link]
-        kept = SwitchPaths(fabric.switches, fabric.switch_links(), previous=paths)
+        kept = HostPaths(SwitchPaths(fabric.switches, fabric.switch_links(), previous=paths.switch_paths),
+                         fabric.attachments())
         after = forwarding.entries_after_links_went(fabric, kept, made(paths, egress, entries))
         assert after == forwarding.destination_entries(fabric, kept)
-        sources = {kept.switches[i] for i in kept.changed[0]}
+        sources = {kept.switch_paths.switches[i] for i in np.nonzero(kept.next_hop != paths.next_hop)[1]}
         untouched = {dpid for (name, _), (dpid, _) in fabric.egress.items() if name not in sources}
         assert untouched and all(after[dpid] is entries[dpid] for dpid in untouched)
         paths, entries = kept, after
-    same = SwitchPaths(fabric.switches, fabric.switch_links(), previous=paths)
+    same = HostPaths(SwitchPaths(fabric.switches, fabric.switch_links(), previous=paths.switch_paths),
+                     fabric.attachments())
     moved = {**fabric.egress, next(iter(fabric.egress)): (99, 99)}
     assert forwarding.entries_after_links_went(fabric, same, made(paths, moved, entries)) is None
     one_way = next(key for key in fabric.egress if key[1] in fabric.switches)
@@ -306,7 +308,6 @@ def test_entries_after_links_went_are_the_entries_made_afresh_and_keep_the_rest(
     assert forwarding.entries_after_links_went(fabric, same, made(paths, {**fabric.egress}, entries)) is not None
     fabric_egress, fabric.egress = fabric.egress, without
     assert forwarding.entries_after_links_went(fabric, same, made(paths, fabric_egress, entries)) is None
-    assert forwarding.entries_after_links_went(fabric, same, made(same, fabric_egress, entries)) is None
 
 
 def test_sync_messages_add_change_and_remove_and_drop_stale_pair_entries():

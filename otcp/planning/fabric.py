@@ -23,6 +23,20 @@ class LinkFacts(NamedTuple):
     delay_spread_s: float = 0.0  # how far above delay_s the measured samples reach
 
 
+#: Where an input of the formulas came from (LinkOrigins, and the MSS): the inventory's entry,
+#: the inventory's defaults section, OTCP's built-in default, or the controller's configuration.
+INVENTORY, INVENTORY_DEFAULTS, DEFAULT, CONFIG = "inventory", "inventory defaults", "default", "config"
+
+
+class LinkOrigins(NamedTuple):
+    """Where a link's capacity, buffer and delay came from (INVENTORY, INVENTORY_DEFAULTS or DEFAULT), for
+    explanations; the delay the planner trusts is LinkFacts.delay_source."""
+
+    capacity: str = INVENTORY
+    buffer: str = INVENTORY
+    delay: str = INVENTORY
+
+
 @dataclass(frozen=True)
 class PairRtt:
     """What the hosts measured between two addresses: seconds, and the source of the minimum."""
@@ -52,7 +66,8 @@ class Fabric:
     switch sends out of toward v (known for a live network only, so the
     controller installs paths without turning names back into ports);
     host_rtts maps an ordered host pair to what the hosts measured between them
-    (live network only).
+    (live network only); origins maps a directed link to where its facts came
+    from, where that is known (an inventory's fabric: otcp.planning.inventory).
     """
 
     switches: list[str]
@@ -61,6 +76,7 @@ class Fabric:
     flows: dict[Pair, int] = field(default_factory=dict)
     egress: dict[tuple[Node, Node], tuple[int, int]] = field(default_factory=dict)
     host_rtts: dict[Pair, PairRtt] = field(default_factory=dict)
+    origins: dict[tuple[Node, Node], LinkOrigins] = field(default_factory=dict)
 
     def add_link(self, a: Node, b: Node, capacity_bytes_per_s: float, delay_s: float, buffer_bytes: float) -> None:
         """Add both directions of a link; only switch ends get a buffer."""

@@ -163,15 +163,25 @@ def static_rwnd_bytes(capacity_bytes_per_s: ArrayLike, rtt_prop_s: ArrayLike, bu
     return (np.maximum(segments, 1) * mss_bytes).astype(np.int64)
 
 
+def whole_ms_above(seconds: ArrayLike) -> np.ndarray:
+    """ceil(seconds in ms): minRTO as the whole milliseconds rto_min takes, before its bounds."""
+    return np.ceil(np.asarray(seconds, dtype=float) * 1e3 - _ROUNDING_SLACK).astype(np.int64)
+
+
 def rto_min_ms(min_rto_s: ArrayLike, bounds: Bounds = Bounds()) -> np.ndarray:
     """rto_min route attribute: ceil(min_rto in ms), clamped."""
-    ms = np.ceil(np.asarray(min_rto_s, dtype=float) * 1e3 - _ROUNDING_SLACK)
-    return np.clip(ms, bounds.rto_min_ms_low, bounds.rto_min_ms_high).astype(np.int64)
+    return np.clip(whole_ms_above(min_rto_s), bounds.rto_min_ms_low, bounds.rto_min_ms_high).astype(np.int64)
+
+
+def whole_segments(window_bytes: ArrayLike, segment_bytes: ArrayLike) -> np.ndarray:
+    """floor(window / segment): the whole segments a window holds, before any bound (as floats:
+    an unbounded window stays infinite)."""
+    return np.floor(np.asarray(window_bytes, dtype=float) / np.asarray(segment_bytes) + _ROUNDING_SLACK)
 
 
 def initcwnd_segments(iw_bytes: ArrayLike, bounds: Bounds = Bounds()) -> np.ndarray:
     """initcwnd route attribute: floor(iw / MSS), clamped."""
-    segments = np.floor(np.asarray(iw_bytes, dtype=float) / bounds.mss_bytes + _ROUNDING_SLACK)
+    segments = whole_segments(iw_bytes, bounds.mss_bytes)
     return np.clip(segments, bounds.initcwnd_low, bounds.initcwnd_high).astype(np.int64)
 
 
@@ -184,7 +194,7 @@ def cwnd_clamp_segments(max_bytes: ArrayLike, bounds: Bounds = Bounds()) -> np.n
     window = np.asarray(max_bytes, dtype=float)
     unbounded = ~np.isfinite(window)
     finite = np.where(unbounded, 0.0, window)
-    segments = np.floor(finite / bounds.mss_bytes + _ROUNDING_SLACK)
+    segments = whole_segments(finite, bounds.mss_bytes)
     clamped = np.clip(segments, bounds.cwnd_low, bounds.cwnd_high).astype(np.int64)
     return np.where(unbounded, 0, clamped)
 
@@ -207,12 +217,25 @@ def segment_bytes(window_wire_bytes: ArrayLike, bounds: Bounds = Bounds(),
     window (no switch egress) keeps the configured MSS.
     """
     window = np.asarray(window_wire_bytes, dtype=float)
+    segment = np.clip(fitting_segment_bytes(window, bounds), lossless.mss_floor_bytes, bounds.mss_bytes)
+    return np.where(np.isfinite(window), segment, bounds.mss_bytes).astype(np.int64)
+
+
+def window_frames(window_wire_bytes: ArrayLike, bounds: Bounds = Bounds()) -> np.ndarray:
+    """k = ceil(window / full frame), within 1..cwnd_high: the frames segment_bytes splits a window into
+    (a full frame is the MSS plus FRAME_OVERHEAD_BYTES); 1 for an unbounded window."""
+    window = np.asarray(window_wire_bytes, dtype=float)
     finite = np.where(np.isfinite(window), window, 0.0)
     full_frame = bounds.mss_bytes + FRAME_OVERHEAD_BYTES
-    frames = np.clip(np.ceil(finite / full_frame - _ROUNDING_SLACK), 1, bounds.cwnd_high)
-    fitting = np.floor(finite / frames + _ROUNDING_SLACK) - FRAME_OVERHEAD_BYTES
-    segment = np.clip(fitting, lossless.mss_floor_bytes, bounds.mss_bytes)
-    return np.where(np.isfinite(window), segment, bounds.mss_bytes).astype(np.int64)
+    return np.clip(np.ceil(finite / full_frame - _ROUNDING_SLACK), 1, bounds.cwnd_high)
+
+
+def fitting_segment_bytes(window_wire_bytes: ArrayLike, bounds: Bounds = Bounds()) -> np.ndarray:
+    """floor(window / k) - FRAME_OVERHEAD_BYTES: the payload of each of window_frames' k frames,
+    before the floor and the MSS bound it (as floats)."""
+    window = np.asarray(window_wire_bytes, dtype=float)
+    finite = np.where(np.isfinite(window), window, 0.0)
+    return np.floor(finite / window_frames(window, bounds) + _ROUNDING_SLACK) - FRAME_OVERHEAD_BYTES
 
 
 def lossless_cwnd_segments(window_wire_bytes: ArrayLike, segment: ArrayLike, bounds: Bounds = Bounds()) -> np.ndarray:
@@ -224,7 +247,7 @@ def lossless_cwnd_segments(window_wire_bytes: ArrayLike, segment: ArrayLike, bou
     """
     window = np.asarray(window_wire_bytes, dtype=float)
     unbounded = ~np.isfinite(window)
-    frames = np.floor(np.where(unbounded, 0.0, window) / (np.asarray(segment) + FRAME_OVERHEAD_BYTES) + _ROUNDING_SLACK)
+    frames = whole_segments(np.where(unbounded, 0.0, window), np.asarray(segment) + FRAME_OVERHEAD_BYTES)
     clamped = np.clip(frames, bounds.cwnd_low, bounds.cwnd_high).astype(np.int64)
     return np.where(unbounded, 0, clamped)
 
@@ -261,6 +284,8 @@ def advmss_bytes(segment: ArrayLike, bounds: Bounds = Bounds()) -> np.ndarray:
 #: The largest pacing rate a route may carry (bytes/s): what SO_MAX_PACING_RATE
 #: takes from BPF (otcp.wire.limits.PACING_RATE; otcp.bpf.sockops.MAX_PACING_RATE).
 MAX_PACING_RATE_BYTES_PER_S = PACING_RATE[1]
+#: The smallest (bytes/s).
+PACING_RATE_LOW_BYTES_PER_S = PACING_RATE[0]
 
 
 def pacing_rate_bytes_per_s(fair_share_bytes_per_s: ArrayLike, pacing: Pacing = Pacing()) -> np.ndarray:
@@ -277,10 +302,15 @@ def pacing_rate_bytes_per_s(fair_share_bytes_per_s: ArrayLike, pacing: Pacing = 
     pacer runs a little slow; what the sum adds beyond the capacity stands
     in the queue, bounded there by the window clamp.
     """
-    rate = np.asarray(fair_share_bytes_per_s, dtype=float) * (1 + pacing.headroom)
-    # Shares are around 1e6..1e10 bytes/s: a float product lands a few ulps (< 1e-5) beside a whole number.
-    whole = np.floor(np.minimum(rate, MAX_PACING_RATE_BYTES_PER_S) + 1e-6)
-    return np.clip(whole, PACING_RATE[0], MAX_PACING_RATE_BYTES_PER_S).astype(np.int64)
+    whole = np.floor(np.minimum(paced_share(fair_share_bytes_per_s, pacing), MAX_PACING_RATE_BYTES_PER_S) + 1e-6)
+    return np.clip(whole, PACING_RATE_LOW_BYTES_PER_S, MAX_PACING_RATE_BYTES_PER_S).astype(np.int64)
+
+
+def paced_share(fair_share_bytes_per_s: ArrayLike, pacing: Pacing = Pacing()) -> np.ndarray:
+    """The fair share times (1 + headroom): the pacing rate before it is made whole and bounded."""
+    # Shares are around 1e6..1e10 bytes/s: a float product lands a few ulps (< 1e-5) beside a whole number
+    # (pacing_rate_bytes_per_s adds 1e-6 before taking the floor).
+    return np.asarray(fair_share_bytes_per_s, dtype=float) * (1 + pacing.headroom)
 
 
 # -- long fat paths: Scalable TCP and GridDT (docs/longpaths.md) --------------------------

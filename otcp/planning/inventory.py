@@ -14,7 +14,7 @@ from typing import Annotated, Any, NoReturn
 from pydantic import AfterValidator, BeforeValidator, Field
 
 from otcp.planning import formulas
-from otcp.planning.fabric import Fabric
+from otcp.planning.fabric import DEFAULT, INVENTORY, INVENTORY_DEFAULTS, Fabric, LinkOrigins
 from otcp.wire import validation
 from otcp.wire.validation import Strict, int_range
 
@@ -92,13 +92,15 @@ class InventoryDocument(Strict):
 
 @dataclass(frozen=True)
 class LinkSpec:
-    """One undirected link as declared; values hold for both directions."""
+    """One undirected link as declared; values hold for both directions. origins says where
+    its capacity, buffer and delay came from (LinkOrigins)."""
 
     a: str
     b: str
     capacity_mbps: float
     buffer_bytes: float
     delay_us: float
+    origins: LinkOrigins = LinkOrigins()
 
 
 @dataclass
@@ -112,6 +114,7 @@ class Inventory:
     links: list[LinkSpec]
     flows: dict[tuple[str, str], int]  # (src name, dst name) -> count
     pinned_delays: set[frozenset[str]]  # {a, b} of the links whose delay the file (or its defaults) gives
+    mss_origin: str = INVENTORY  # whether the file gives mss_bytes (INVENTORY) or the built-in default does
 
     def fabric(self) -> Fabric:
         """The Fabric these declarations describe: its hosts are their addresses, named by the inventory."""
@@ -126,6 +129,8 @@ class Inventory:
                 link.delay_us * 1e-6,
                 link.buffer_bytes,
             )
+            for ends in ((node[link.a], node[link.b]), (node[link.b], node[link.a])):
+                fabric.origins[ends] = link.origins
         return fabric
 
     def switch_by_dpid(self) -> dict[int, str]:
@@ -177,9 +182,10 @@ class _Resolver:
         defaults = {**_BUILTIN, **declared_defaults}
         switches = self.switches(declared.switches)
         hosts = self.hosts(declared.hosts, switches)
-        links, pinned = self.links(declared.links, switches, hosts, defaults, "delay_us" in declared_defaults)
+        links, pinned = self.links(declared.links, switches, hosts, defaults, declared_defaults)
         flows = self.flows(declared.flows, hosts)
-        return Inventory(self.path, declared.mss_bytes, switches, hosts, links, flows, pinned)
+        mss_origin = INVENTORY if "mss_bytes" in declared.model_fields_set else DEFAULT
+        return Inventory(self.path, declared.mss_bytes, switches, hosts, links, flows, pinned, mss_origin)
 
     def switches(self, declared: list[str] | dict[str, SwitchDecl | None]) -> dict[str, int | None]:
         """{name: dpid or None}; a name or dpid declared twice is refused."""
@@ -212,8 +218,10 @@ class _Resolver:
         return hosts
 
     def links(self, declared: list[LinkDecl], switches: dict[str, int | None], hosts: dict[str, str],
-              defaults: dict[str, float], delay_by_default: bool) -> tuple[list[LinkSpec], set[frozenset[str]]]:
-        """The links with every value filled in, and those whose delay is declared (pinned)."""
+              defaults: dict[str, float], declared_defaults: dict[str, float]) -> tuple[list[LinkSpec],
+                                                                                        set[frozenset[str]]]:
+        """The links with every value filled in (defaults: the file's defaults over the built-in
+        ones, declared_defaults: the file's), and those whose delay is declared (pinned)."""
         links: list[LinkSpec] = []
         seen: dict[frozenset[str], int] = {}
         pinned: set[frozenset[str]] = set()
@@ -227,10 +235,13 @@ class _Resolver:
                                              "hosts are single-homed")
                 host_links[node] = i
             values = item.model_dump(exclude_none=True, exclude={"a", "b"})
-            if delay_by_default or "delay_us" in values:
+            if "delay_us" in declared_defaults or "delay_us" in values:
                 pinned.add(key)
             merged = {**defaults, **values}
-            links.append(LinkSpec(item.a, item.b, merged["capacity_mbps"], merged["buffer_bytes"], merged["delay_us"]))
+            origins = LinkOrigins(*(INVENTORY if key in values else INVENTORY_DEFAULTS if key in declared_defaults
+                                    else DEFAULT for key in ("capacity_mbps", "buffer_bytes", "delay_us")))
+            links.append(LinkSpec(item.a, item.b, merged["capacity_mbps"], merged["buffer_bytes"], merged["delay_us"],
+                                  origins))
         for host in hosts:
             if host not in host_links:
                 self.fail(f"hosts.{host}", "has no link")

@@ -1,19 +1,18 @@
 """Forwarding paths: one shortest path per switch pair, the same both ways,
-and the paths toward any one switch forming a tree.
+and the paths toward any one switch forming a tree (SwitchPaths); and from
+them, the forwarding toward each host (HostPaths), which spreads the hosts
+over the equal-cost paths (multipath) or gives each its switch's path.
 
-The controller installs these paths and the planner evaluates the formulas
-over them, so both must agree. Two properties make them installable as one
-entry per destination on each switch (docs/design.md, "Architecture"):
-
-- the path from b to a is the reverse of the path from a to b, so ACKs
-  retrace the data path;
-- a path's tail is the path from where it is: every switch forwards toward
-  a destination the same way whoever sent the packet.
-
-Both hold because each path is the unique cheapest among the fewest-hop
+The controller installs the hosts' paths and the planner evaluates the formulas
+over them, so both must agree. What makes them installable as one entry per
+destination on each switch (docs/design.md, "Architecture"): a path's tail is
+the path from where it is, so every switch forwards toward a destination the
+same way whoever sent the packet. A switch pair's paths have it, and are the
+same both ways, because each is the unique cheapest among the fewest-hop
 paths, under a tie-breaking weight per link taken from a hash of its two
-switch names (so it does not change when other links come and go, and
-equal-cost multipath fabrics spread destinations over their cores).
+switch names (so it does not change when other links come and go). A host's
+tree has it by construction (HostPaths); with multipath a pair's ACKs follow
+its source's tree, not the reverse of its data path.
 """
 
 import hashlib
@@ -173,3 +172,156 @@ class SwitchPaths:
 def _padded(nodes: np.ndarray, longest: int) -> np.ndarray:
     """A node matrix with room for paths of longest switches (a copy, padded with UNREACHABLE)."""
     return np.pad(nodes, ((0, 0), (0, 0), (0, longest - nodes.shape[-1])), constant_values=UNREACHABLE)
+
+
+#: The most ways into a switch HostPaths counts: past it, every host's key is smaller than the
+#: count and takes the first choice there (products stay exact in int64).
+_MOST_CHOICES = 1 << 40
+
+
+class HostPaths:
+    """Forwarding toward each host: from every switch, the next switch on its way there.
+
+    The paths toward one host form a tree (every switch forwards toward it the same way
+    whoever sent the packet), so a switch holds one entry per destination host. Every
+    step goes to a neighbour one hop closer to the host's switch: every path is among
+    the fewest hops. With multipath, the equal-cost paths are spread over the hosts,
+    ECMP-like per destination, deterministically:
+
+    - each host has a key: its rank among the hosts of its switch (by address) plus
+      the rank of that switch among all switches times the most hosts any switch has;
+    - a switch i with c neighbours closer to the host's switch j takes the one numbered
+      (key // above) mod c, where above counts the distinct ways a packet toward j
+      reaches i (the product of the choices of the switches before it, the most over
+      the ways in). So the key's digits, farthest switch first, pick one of the
+      equal-cost paths: the hosts of one switch leave every switch by different
+      links (and arrive over different last links), and consecutive switches' hosts
+      (a pod's) take the paths left, through every core.
+
+    With previous (the forwarding of the same hosts a moment ago) and only links taken
+    away since, a destination keeps its next hop at every switch whose distance to the
+    destination's switch did not change and where that hop is still a link one hop
+    closer; elsewhere it takes the rule's. So a failure moves only the trees that
+    crossed the failed link (or whose distance grew), not every tree at the switches
+    whose number of choices changed. What is kept then depends on the forwarding before;
+    when links come (back), everything takes the rule's again, which is balanced.
+
+    Without multipath, each host takes its switch's path (SwitchPaths: one per switch
+    pair). A pair's data path follows the destination's tree and its ACKs the
+    source's: the two need not cross the same switches.
+
+    next_hop[d, i] is the index (in switch_paths.switches) of the next switch from
+    switch i toward host d (hosts in sorted order), UNREACHABLE at d's own switch or
+    with no path.
+    """
+
+    def __init__(self, switch_paths: SwitchPaths, attachment: dict[str, str], multipath: bool = True,
+                 previous: "HostPaths | None" = None) -> None:
+        self.switch_paths = switch_paths
+        self.multipath = multipath
+        self.attachment = dict(attachment)
+        self.hosts = sorted(attachment)
+        self.host_index = {host: i for i, host in enumerate(self.hosts)}
+        self.attach = np.array([switch_paths.index[attachment[h]] for h in self.hosts], dtype=np.int64)
+        if multipath and self.hosts:
+            self.next_hop = self._spread(self.keys())
+            if previous is not None:
+                self.next_hop = self._kept_from(previous, self.next_hop)
+        else:
+            self.next_hop = np.ascontiguousarray(switch_paths.next_hops()[:, self.attach].T)
+
+    def keys(self) -> np.ndarray:
+        """Each host's key (see the class): rank at its switch + rank of its switch x the most hosts on one."""
+        on_switch = np.bincount(self.attach, minlength=len(self.switch_paths.switches))
+        most = int(on_switch.max(initial=1))
+        order = np.lexsort((np.arange(len(self.hosts)), self.attach))  # by switch, then address
+        rank = np.empty(len(self.hosts), dtype=np.int64)
+        first = np.cumsum(on_switch) - on_switch
+        rank[order] = np.arange(len(self.hosts)) - first[self.attach[order]]
+        return rank + self.attach * most
+
+    def _spread(self, keys: np.ndarray) -> np.ndarray:
+        """next_hop under multipath (the class's rule), every host at once: computed per switch
+        hosts hang off (a target), then looked up per host."""
+        sp = self.switch_paths
+        count = len(sp.switches)
+        targets, target_of = np.unique(self.attach, return_inverse=True)
+        distance = sp.hops[:, targets].astype(np.int64)  # (switch, target)
+        neighbours: list[list[int]] = [[] for _ in range(count)]
+        for a, b in sp.links:
+            neighbours[sp.index[a]].append(sp.index[b])
+            neighbours[sp.index[b]].append(sp.index[a])
+        degree = max((len(n) for n in neighbours), default=0) or 1
+        table = np.full((count, degree), count, dtype=np.int64)  # column `count`: a sentinel, never closer
+        for i, row in enumerate(neighbours):
+            table[i, :len(row)] = sorted(row)
+        padded = np.vstack([distance, np.full((1, len(targets)), -2, dtype=np.int64)])
+        # closer[i, k, t]: neighbour k of switch i is one hop closer to target t than i is.
+        closer = (padded[table] == (distance - 1)[:, None, :]) & (distance > 0)[:, None, :]
+        choices = closer.sum(axis=1)  # (switch, target)
+        passing, column, toward = np.nonzero(closer)  # switch `passing` may forward to table[passing, column]
+        onto = table[passing, column]
+        # The closer neighbours of each (switch, target) in order: nth[i, t, c] is the c-th.
+        numbered = np.cumsum(closer, axis=1, dtype=np.int32)[passing, column, toward] - 1
+        nth = np.full((count, len(targets), max(int(choices.max(initial=0)), 1)), UNREACHABLE, dtype=np.int32)
+        nth[passing, toward, numbered] = onto
+        # above[i, t]: the most distinct ways a packet for target t reaches switch i, counting the
+        # choices of the switches it passed; farthest first, since those are before i on any path.
+        above = np.ones((count, len(targets)), dtype=np.int64)
+        layer_of = distance[passing, toward]
+        for layer in range(int(distance.max(initial=0)), 1, -1):
+            at = layer_of == layer
+            ways = np.minimum(above[passing[at], toward[at]] * choices[passing[at], toward[at]], _MOST_CHOICES)
+            np.maximum.at(above, (onto[at], toward[at]), ways)
+        # Per host d and switch i: the closer neighbour numbered (key // above) mod choices.
+        pick = (keys[:, None] // above[:, target_of].T) % np.maximum(choices[:, target_of].T, 1)  # (host, switch)
+        return np.ascontiguousarray(nth[np.arange(count)[None, :], target_of[:, None], pick])
+
+    def _kept_from(self, previous: "HostPaths", spread: np.ndarray) -> np.ndarray:
+        """next_hop with previous's next hops kept where they still hold (see the class): spread
+        (the rule's) elsewhere, and everywhere unless only links went since previous."""
+        sp, before = self.switch_paths, previous.switch_paths
+        if not (previous.multipath and previous.hosts == self.hosts and previous.attachment == self.attachment
+                and before.switches == sp.switches and sp.links <= before.links):
+            return spread
+        count = len(sp.switches)
+        linked = np.zeros((count + 1, count + 1), dtype=bool)  # the last row and column: UNREACHABLE
+        for a, b in sp.links:
+            linked[sp.index[a], sp.index[b]] = linked[sp.index[b], sp.index[a]] = True
+        distance = sp.hops[:, self.attach].T  # (host, switch)
+        hop = previous.next_hop
+        host = np.arange(len(self.hosts))[:, None]
+        holds = ((distance > 0) & (distance == before.hops[:, self.attach].T) & (hop != UNREACHABLE)
+                 & linked[np.arange(count)[None, :], hop]
+                 & (sp.hops[hop, self.attach[host]] == distance - 1))
+        return np.where(holds, hop, spread)
+
+    def node_matrix(self, sources: np.ndarray) -> np.ndarray:
+        """(sources, hosts, switches on the way) : the switch indices from each of sources (switch
+        indices) to each host's switch inclusive, UNREACHABLE past the end or with no path."""
+        sp = self.switch_paths
+        sources = np.asarray(sources, dtype=np.int64)
+        longest = int(sp.hops.max(initial=0)) + 1
+        nodes = np.full((len(sources), len(self.hosts), longest), UNREACHABLE, dtype=np.int32)
+        reachable = sp.hops[sources[:, None], self.attach[None, :]] != UNREACHABLE
+        at = np.where(reachable, sources[:, None], UNREACHABLE)
+        nodes[:, :, 0] = at
+        host = np.broadcast_to(np.arange(len(self.hosts)), at.shape)
+        for step in range(1, longest):
+            going = at != UNREACHABLE
+            at = np.where(going, self.next_hop[host, np.maximum(at, 0)], UNREACHABLE)
+            nodes[:, :, step] = at
+        return nodes
+
+    def path(self, switch: str, host: str) -> list[str] | None:
+        """Switch names from switch to host's switch inclusive, or None if unreachable."""
+        sp = self.switch_paths
+        d, at = self.host_index[host], sp.index[switch]
+        target = int(self.attach[d])
+        if sp.hops[at, target] == UNREACHABLE:
+            return None
+        nodes = [at]
+        while at != target:
+            at = int(self.next_hop[d, at])
+            nodes.append(at)
+        return [sp.switches[k] for k in nodes]

@@ -2,9 +2,10 @@
 
 Used by `otcp-controller plan` on an inventory and by the live controller on
 its measured fabric. The sums and minima over a pair's round trip are taken
-once per pair of edge switches and once per host, then combined per host
-pair with numpy, so a fabric of a thousand hosts (a million pairs) plans in
-a fraction of a second.
+once per switch path (from an edge switch toward a host, along the host's
+forwarding tree) and once per host, then combined per host pair with numpy,
+so a fabric of a thousand hosts (a million pairs) plans in a fraction of a
+second.
 """
 
 import itertools
@@ -17,8 +18,9 @@ import numpy as np
 
 from otcp.planning import formulas
 from otcp.planning.aggregate import Aggregation, PrefixTrie
+from otcp.planning.explain import Clamp, LinkTerm, PathExplanation, SegmentTerms
 from otcp.planning.fabric import Fabric
-from otcp.planning.paths import UNREACHABLE, SwitchPaths
+from otcp.planning.paths import UNREACHABLE, HostPaths, SwitchPaths
 from otcp.wire.paramset import PARAMETER_KEYS, RouteParams
 
 #: Where a pair's RTT_prop came from, least trusted last among the link
@@ -28,7 +30,11 @@ DELAY_SOURCES = ("inventory", "measured", "default", "host")
 HOST = DELAY_SOURCES.index("host")
 KNOWN = DELAY_SOURCES.index("measured")  # this and lower: a link delay that is not a guess
 
-Terms = dict[str, np.ndarray]  # named arrays of per-entity terms (Plan._terms_of_edge_pairs, _terms_of_hosts)
+#: What an explanation says of an input whose origin the fabric does not record (a live fabric's
+#: capacities and buffers), and of a host's egress buffer, which the formulas leave out.
+NOT_RECORDED, HOST_QUEUE = "not recorded", "host queue, not counted"
+
+Terms = dict[str, np.ndarray]  # named arrays of per-entity terms (Plan._terms_of_switch_paths, _terms_of_hosts)
 # Pairs evaluated at once: their temporary arrays (half a MB each) stay in the processor's caches.
 _CHUNK_PAIRS = 1 << 16
 # The per-pair arrays of a Plan: src and dst, then what _evaluate_pairs returns, in its order.
@@ -86,8 +92,9 @@ _LINE_PADDING = {"slope": 0.0, "offset": np.inf}
 
 
 def _changed_terms(new: Terms, old: Terms, names: Sequence[str] | None = None) -> np.ndarray:
-    """Per entity (the last axis: edge-switch pair or host), whether any of its terms (of names,
-    if given) differ between two plans' (Plan._terms_of_edge_pairs, Plan._terms_of_hosts)."""
+    """Per entity (the last axis: switch path from an edge switch toward a host, or host), whether
+    any of its terms (of names, if given) differ between two plans' (Plan._terms_of_switch_paths,
+    Plan._terms_of_hosts)."""
     changed = np.zeros(next(iter(new.values())).shape[-1], dtype=bool)
     for name in names or new:
         values, before = new[name], old[name]
@@ -431,6 +438,7 @@ class Plan:
                  lossless: formulas.Lossless | None = None,
                  pacing: formulas.Pacing | None = None, previous: "Plan | None" = None,
                  coarse_before: frozenset[str] | None = None, switch_paths: SwitchPaths | None = None,
+                 host_paths: HostPaths | None = None, multipath: bool = True,
                  long_paths: formulas.LongPaths | None = formulas.LongPaths()):
         """Plan every pair; with lossless, by the otcp-lossless formulas, else the published ones;
         with pacing, each pair also gets its fair-share pacing rate (otcp-paced); with long_paths,
@@ -439,7 +447,7 @@ class Plan:
 
         With previous (the plan of the same fabric a moment ago), only the
         pairs whose inputs changed are evaluated again: the terms of their
-        edge switches' paths (a moved path, a link on it with other facts or
+        switch paths (a moved path, a link on it with other facts or
         flow count) or of either host's links, the pair's own flow or
         measured round trip. The rest is taken from
         previous, and so are the route sets of the hosts none of whose
@@ -448,8 +456,12 @@ class Plan:
 
         coarse_before: the hosts whose sets were on the safe side before
         (route_sets); previous's (Plan.coarse_hosts) when not given.
-        switch_paths: the fabric's switch paths where the caller has them
-        already (the controller routes before it plans).
+        switch_paths, host_paths: the fabric's switch paths and the forwarding
+        toward each host over them where the caller has them already (the
+        controller routes before it plans); else made here, with multipath
+        (equal-cost paths spread over the destinations, HostPaths) or not.
+        Every pair's parameters follow its data path (its destination's tree)
+        and its ACK path (its source's).
         """
         self.fabric = fabric
         self.bounds = bounds
@@ -467,12 +479,16 @@ class Plan:
             previous.switch_paths if previous is not None and previous._switch_links == self._switch_links
             and previous.switch_paths.switches == sorted(fabric.switches)
             else SwitchPaths(fabric.switches, self._switch_links, previous=previous.switch_paths if previous else None))
+        self.host_paths: HostPaths = host_paths if host_paths is not None else (
+            previous.host_paths if previous is not None and previous.host_paths.switch_paths is self.switch_paths
+            and previous.host_paths.attachment == self.attachment and previous.host_paths.multipath == multipath
+            else HostPaths(self.switch_paths, self.attachment, multipath))
         self._links = _LinkTable.build(fabric)
         self._build_host_link_tables()
         self._host_rtts()
         self._count_flows()
         self._receiver_rtt = self._smallest_active_round_trips()
-        self._edge_terms, self._host_terms = self._terms_of_edge_pairs(previous), self._terms_of_hosts()
+        self._edge_terms, self._host_terms = self._terms_of_switch_paths(previous), self._terms_of_hosts()
         self._edge_line_rows = self._line_rows(previous)
         self._route_sets: dict[str, list[RouteParams]] | None = None
         self._previous_sets: dict[str, list[RouteParams]] = {}  # route sets still right, by host
@@ -495,20 +511,23 @@ class Plan:
         self._downlink = np.array([links[(self.attachment[h], h)] for h in self.hosts], dtype=np.int64)
         # The switches hosts hang off (edge switches), and each host's among them.
         self._edges, self._host_edge = np.unique(self._attach, return_inverse=True)
-        # Edge-switch-pair link matrix: [a, b, c] is the link between the c-th and (c+1)-th
-        # switch of the path from the a-th edge switch to the b-th, padding beyond its end.
+        # Edge-switch-to-host link matrix: [a, d, c] is the link between the c-th and (c+1)-th
+        # switch of the path from the a-th edge switch toward host d, padding beyond its end.
         lookup = np.full((len(sp.switches), len(sp.switches)), self._links.padding)
         for (u, v), i in links.items():
             if u in sp.index and v in sp.index:
                 lookup[sp.index[u], sp.index[v]] = i
-        nodes = sp.node_matrix[np.ix_(self._edges, self._edges)]
+        nodes = self._edge_nodes = self.host_paths.node_matrix(self._edges)
         tails, heads = nodes[:, :, :-1], nodes[:, :, 1:]
         valid = (tails != UNREACHABLE) & (heads != UNREACHABLE)
-        self._segment_links = np.where(valid, lookup[np.maximum(tails, 0), np.maximum(heads, 0)], self._links.padding)
+        # Only as many columns as the longest path from an edge switch (switches elsewhere may be farther).
+        longest = int(valid.any(axis=(0, 1)).sum())
+        self._segment_links = np.where(valid, lookup[np.maximum(tails, 0), np.maximum(heads, 0)],
+                                       self._links.padding)[:, :, :longest]
 
     def _path_links(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Forward link indices (..., links) for host index arrays src, dst."""
-        between = self._segment_links[self._host_edge[src], self._host_edge[dst]]
+        between = self._segment_links[self._host_edge[src], dst]
         return np.concatenate([self._uplink[src][..., None], between, self._downlink[dst][..., None]], axis=-1)
 
     def _host_rtts(self) -> None:
@@ -548,12 +567,13 @@ class Plan:
 
     # -- formulas ------------------------------------------------------------
     #
-    # A pair's data path is its source's uplink, the switch path between the
-    # two hosts' edge switches and its destination's downlink; its ACK path
-    # the same backwards. So every sum and minimum the formulas take over a
-    # round trip is a term of the pair of edge switches combined with a term
-    # of each host, and the terms are computed once per edge-switch pair and
-    # once per host (_terms_of_edge_pairs, _terms_of_hosts). Per host pair
+    # A pair's data path is its source's uplink, the switch path from the
+    # source's edge switch toward the destination (its tree, HostPaths) and
+    # the destination's downlink; its ACK path the same from the destination
+    # toward the source. So every sum and minimum the formulas take over a
+    # round trip is a term of those two switch paths combined with a term of
+    # each host, and the terms are computed once per (edge switch, host) path
+    # and once per host (_terms_of_switch_paths, _terms_of_hosts). Per host pair
     # only their combination remains, and a pair whose terms did not change
     # keeps its parameters. The terms that count flows come twice, along
     # their first axis: [0] for a pair that is not itself a flow
@@ -579,28 +599,84 @@ class Plan:
         return np.stack(shares), np.stack(slopes), np.stack(offsets)
 
     def _round_trip_sums(self, round_trip: np.ndarray) -> Terms:
-        """Sums (maximum for the delay source) over round-trip links (..., columns)."""
+        """Sums (maximum for the delay source) over links (..., columns)."""
         t = self._links
         return {"delay": t.delay[round_trip].sum(axis=-1), "spread": t.spread[round_trip].sum(axis=-1),
                 "source": t.source[round_trip].max(axis=-1, initial=0),
                 "queueing": (t.buffer / t.capacity)[round_trip].sum(axis=-1)}
 
-    def _terms_of_edge_pairs(self, previous: "Plan | None") -> Terms:
-        """The switch paths' terms, per ordered pair of edge switches a * len(edges) + b."""
-        edges = len(self._edges)
-        between = self._segment_links  # the links from a to b
-        forward = between.reshape(edges * edges, between.shape[-1])
-        terms = self._round_trip_sums(np.concatenate([forward, between.transpose(1, 0, 2).reshape(forward.shape)],
-                                                     axis=-1))
-        terms["share"], slope, offset = self._forward_terms(forward)
-        terms["capacity"] = self._links.capacity[forward].min(axis=-1, initial=np.inf)
-        self._edge_lines = slope, offset
-        terms["slope"], terms["offset"] = self._undominated_edge_lines(slope, offset, previous)
-        return terms
+    def _terms_of_switch_paths(self, previous: "Plan | None") -> Terms:
+        """The switch paths' terms, per path from an edge switch a toward a host d, a * len(hosts) + d:
+        the sums along it (a round trip adds those of its two ways), and what the data path takes.
+        Computed again only for the paths whose links or whose links' facts (flow counts too)
+        changed since previous; the others keep previous's (_paths_changed_since)."""
+        between = self._segment_links  # the links from a toward d
+        forward = between.reshape(between.shape[0] * between.shape[1], between.shape[-1])
+        changed = self._paths_changed_since(previous)
+        if changed is None or 2 * changed.sum() > len(changed):  # gathering most paths costs more than all in order
+            terms = self._round_trip_sums(forward)
+            terms["share"], slope, offset = self._forward_terms(forward)
+            terms["capacity"] = self._links.capacity[forward].min(axis=-1, initial=np.inf)
+            self._edge_lines = slope, offset
+            terms["slope"], terms["offset"] = _undominated(slope, offset)
+            return terms
+        assert previous is not None
+        kept = previous._edge_terms
+        if not changed.any():
+            self._edge_lines = previous._edge_lines
+            return kept
+        redone = forward[changed]
+        terms = self._round_trip_sums(redone)
+        terms["share"], slope, offset = self._forward_terms(redone)
+        terms["capacity"] = self._links.capacity[redone].min(axis=-1, initial=np.inf)
+        merged = {}
+        for name, values in terms.items():
+            merged[name] = kept[name].copy()
+            merged[name][..., changed] = values
+        lines = []
+        for before, values in zip(previous._edge_lines, (slope, offset)):
+            lines.append(before.copy())
+            lines[-1][..., changed] = values
+        self._edge_lines = lines[0], lines[1]
+        new_slope, new_offset = _undominated(slope, offset)
+        # A path's lines past the ones it keeps never win the minimum, so it may have more of them than before.
+        columns = max(kept["slope"].shape[1], new_slope.shape[1])
+        for name, new in (("slope", new_slope), ("offset", new_offset)):
+            padding = _LINE_PADDING[name]
+            values = np.pad(kept[name], ((0, 0), (0, columns - kept[name].shape[1]), (0, 0)), constant_values=padding)
+            values[..., changed] = np.pad(new, ((0, 0), (0, columns - new.shape[1]), (0, 0)), constant_values=padding)
+            merged[name] = values
+        return merged
+
+    def _paths_changed_since(self, previous: "Plan | None") -> np.ndarray | None:
+        """Per switch path (as _terms_of_switch_paths numbers them), whether its links or any of
+        their facts or flow counts differ from previous's; None where previous's terms cannot be
+        taken at all (other hosts, edge switches, path lengths or lossless settings)."""
+        if (previous is None or previous.hosts != self.hosts or previous.lossless != self.lossless
+                or not np.array_equal(previous._edges, self._edges)
+                or previous._segment_links.shape != self._segment_links.shape):
+            return None
+        now, before = self._links, previous._links
+        # Each of previous's link indices as this plan numbers the same link; a link gone is -1.
+        renumbered = np.full(before.padding + 1, -1, dtype=np.int64)
+        renumbered[before.padding] = now.padding
+        for link, i in before.index.items():
+            renumbered[i] = now.index.get(link, -1)
+        still = renumbered >= 0
+        old, new = np.nonzero(still)[0], renumbered[still]
+        facts_moved = np.ones(now.padding + 1, dtype=bool)
+        facts_moved[new] = ((now.capacity[new] != before.capacity[old]) | (now.delay[new] != before.delay[old])
+                            | (now.buffer[new] != before.buffer[old]) | (now.flows[new] != before.flows[old])
+                            | (now.switch_egress[new] != before.switch_egress[old])
+                            | (now.spread[new] != before.spread[old]) | (now.source[new] != before.source[old]))
+        edges, hosts, columns = self._segment_links.shape
+        links = self._segment_links.reshape(edges * hosts, columns)
+        moved = (renumbered[previous._segment_links.reshape(links.shape)] != links) | facts_moved[links]
+        return moved.any(axis=-1)
 
     def _line_rows(self, previous: "Plan | None") -> tuple[np.ndarray, np.ndarray]:
-        """The edge-switch pairs' window lines (slope, offset) as rows [sharing x edge-switch pairs +
-        pair, column], so that a host pair's lines are one contiguous row; previous's where its
+        """The switch paths' window lines (slope, offset) as rows [sharing x switch paths +
+        path, column], so that a host pair's lines are one contiguous row; previous's where its
         lines are the same objects."""
         slope, offset = self._edge_terms["slope"], self._edge_terms["offset"]
         if previous is not None and previous._edge_terms["slope"] is slope and previous._edge_terms["offset"] is offset:
@@ -608,34 +684,6 @@ class Plan:
         sharing, columns, pairs = slope.shape
         return (np.ascontiguousarray(slope.transpose(0, 2, 1)).reshape(sharing * pairs, columns),
                 np.ascontiguousarray(offset.transpose(0, 2, 1)).reshape(sharing * pairs, columns))
-
-    def _undominated_edge_lines(self, slope: np.ndarray, offset: np.ndarray,
-                                previous: "Plan | None") -> tuple[np.ndarray, np.ndarray]:
-        """_undominated(slope, offset), computed again only for the edge-switch pairs whose
-        lines differ from previous's (the same edge switches); a pair's lines past the
-        ones it keeps never win the minimum, so it may have more of them than before."""
-        if (previous is None or previous.switch_paths.switches != self.switch_paths.switches
-                or not np.array_equal(previous._edges, self._edges)):
-            return _undominated(slope, offset)
-        # Paths longer or shorter than before: compared with padding columns (lines that never win).
-        columns = max(slope.shape[1], previous._edge_lines[0].shape[1])
-        now, before = ([np.pad(lines, ((0, 0), (0, columns - lines.shape[1]), (0, 0)), constant_values=padding)
-                        for lines, padding in ((slope, 0.0), (offset, np.inf))]
-                       for slope, offset in ((slope, offset), previous._edge_lines))
-        changed = ((now[0] != before[0]) | (now[1] != before[1])).any(axis=(0, 1))
-        kept_slope, kept_offset = previous._edge_terms["slope"], previous._edge_terms["offset"]
-        if not changed.any():
-            return kept_slope, kept_offset
-        new_slope, new_offset = _undominated(slope[..., changed], offset[..., changed])
-        columns = max(kept_slope.shape[1], new_slope.shape[1])
-        merged = []
-        for name, kept, new in (("slope", kept_slope, new_slope), ("offset", kept_offset, new_offset)):
-            padding = ((0, 0), (0, columns - kept.shape[1]), (0, 0))
-            values = np.pad(kept, padding, constant_values=_LINE_PADDING[name])
-            values[..., changed] = np.pad(new, ((0, 0), (0, columns - new.shape[1]), (0, 0)),
-                                          constant_values=_LINE_PADDING[name])
-            merged.append(values)
-        return merged[0], merged[1]
 
     def _terms_of_hosts(self) -> Terms:
         """Each host's terms: its two links on the round trip; on the data path, its uplink's
@@ -648,15 +696,19 @@ class Plan:
         return terms
 
     def _pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every reachable ordered pair (src, dst, index of their edge-switch pair), in pair order."""
+        """Every reachable ordered pair (src, dst, index of its data path's switch path), in pair order."""
         n = len(self.hosts)
         src, dst = np.divmod(np.arange(n * n, dtype=np.int64), n)
         keep = (src != dst) & (self.switch_paths.hops[self._attach[src], self._attach[dst]] != UNREACHABLE)
         src, dst = src[keep], dst[keep]
-        return src, dst, self._host_edge[src] * len(self._edges) + self._host_edge[dst]
+        return src, dst, self._host_edge[src] * n + dst
+
+    def _backward(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """The index of the switch path pairs src[i] -> dst[i] take back (their ACKs): dst's edge switch toward src."""
+        return self._host_edge[dst] * len(self.hosts) + src
 
     def _evaluate(self) -> None:
-        self.src, self.dst, self._edge_pair = self._pairs()
+        self.src, self.dst, self._forward = self._pairs()
         self._evaluate_every_pair()
         self._finish()
 
@@ -669,7 +721,7 @@ class Plan:
         for start in range(0, count, _CHUNK_PAIRS):
             end = start + _CHUNK_PAIRS
             *values, window = self._evaluate_pairs(self.src[start:end], self.dst[start:end],
-                                                   self._edge_pair[start:end])
+                                                   self._forward[start:end])
             columns = columns or [np.empty(count, dtype=np.asarray(v).dtype) for v in values]
             for column, chunk in zip(columns, values):
                 column[start:end] = chunk
@@ -714,7 +766,7 @@ class Plan:
         if previous is None or not self._comparable(previous):
             return False
         redo, delays_kept = self._pairs_to_redo(previous)
-        self.src, self.dst, self._edge_pair = previous.src, previous.dst, previous._edge_pair
+        self.src, self.dst, self._forward = previous.src, previous.dst, previous._forward
         if 2 * redo.sum() > len(redo):  # evaluating every pair in order is cheaper than gathering most of them
             self._evaluate_every_pair()
             self._finish()
@@ -742,11 +794,11 @@ class Plan:
         """Per pair of previous, whether its inputs changed since (its edge switches' or either
         host's terms, its flow, its measured round trip, the round trip into its destination);
         and whether no delay moved at all (then what follows from delays alone is kept)."""
-        src, dst, edge_pair = previous.src, previous.dst, previous._edge_pair
+        src, dst, forward = previous.src, previous.dst, previous._forward
         redo = np.zeros(len(src), dtype=bool)
         edges_changed = _changed_terms(self._edge_terms, previous._edge_terms)
         if edges_changed.any():
-            redo |= edges_changed[edge_pair]
+            redo |= edges_changed[forward] | edges_changed[self._backward(src, dst)]
         hosts_changed = _changed_terms(self._host_terms, previous._host_terms)
         if hosts_changed.any():
             redo |= hosts_changed[src] | hosts_changed[dst]
@@ -800,7 +852,7 @@ class Plan:
         windows = []
         for start in range(0, len(chosen), _CHUNK_PAIRS):
             k = chosen[start:start + _CHUNK_PAIRS]
-            *values, window = self._evaluate_pairs(self.src[k], self.dst[k], self._edge_pair[k],
+            *values, window = self._evaluate_pairs(self.src[k], self.dst[k], self._forward[k],
                                                    previous.rtt_prop_s[k] if delays_kept else None)
             chunks.append(values)
             windows.append(window)
@@ -856,20 +908,21 @@ class Plan:
                        != formulas.lossless_quickack(previous.cwnd_clamp[pairs]))
         return differ
 
-    def _evaluate_pairs(self, src: np.ndarray, dst: np.ndarray, edge_pair: np.ndarray,
+    def _evaluate_pairs(self, src: np.ndarray, dst: np.ndarray, forward: np.ndarray,
                         window_rtt: np.ndarray | None = None) -> tuple[np.ndarray | None, ...]:
-        """The formulas for the pairs src[i] -> dst[i] whose edge switches are pair edge_pair[i]:
+        """The formulas for the pairs src[i] -> dst[i] whose data path's switch path is forward[i]:
         the arrays of _PAIR_ARRAYS after src and dst. With window_rtt (the pairs' round trips for
         the windows, as a plan before had them, where no delay moved since), only the columns
         that do not follow from delays alone: the others (_DELAY_ARRAYS) are None."""
         e, h = self._edge_terms, self._host_terms
-        n, edge_pairs = len(self.hosts), e["share"].shape[-1]
+        n, ways = len(self.hosts), e["share"].shape[-1]
         # Flat indices into the [sharing, ...] terms: one gather each.
         sharing = self._active.reshape(-1)[src * n + dst].astype(np.int64)
-        line, up, down = sharing * edge_pairs + edge_pair, sharing * n + src, sharing * n + dst
+        line, up, down = sharing * ways + forward, sharing * n + src, sharing * n + dst
         if window_rtt is None:
-            rtt, spread, source, rtt_for_rto = self._round_trips(src, dst, edge_pair)
-            queueing = e["queueing"][edge_pair] + h["queueing"][src] + h["queueing"][dst]
+            rtt, spread, source, rtt_for_rto = self._round_trips(src, dst, forward)
+            queueing = (e["queueing"][forward] + e["queueing"][self._backward(src, dst)]
+                        + h["queueing"][src] + h["queueing"][dst])
             min_rto = formulas.min_rto_seconds(rtt_for_rto, queueing)
             rto_min_ms = formulas.rto_min_ms(min_rto, self.bounds)
         else:
@@ -895,7 +948,7 @@ class Plan:
         if self.long_paths is None:
             congctl = ssthresh = increase = np.zeros(len(src), dtype=np.int64)
         else:
-            bottleneck = np.minimum(e["capacity"][edge_pair], np.minimum(h["capacity"][src], h["capacity"][dst]))
+            bottleneck = np.minimum(e["capacity"][forward], np.minimum(h["capacity"][src], h["capacity"][dst]))
             long, ssthresh, increase = formulas.long_path_settings(bottleneck, fair_share, rtt, self.long_paths,
                                                                    self.bounds.mss_bytes)
             congctl = np.where(long, self._congctl, 0).astype(np.int64)
@@ -953,7 +1006,7 @@ class Plan:
         return chosen, columns
 
     def _round_trips(self, src: np.ndarray, dst: np.ndarray,
-                     edge_pair: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                     forward: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """RTT_prop for the windows, its spread and source, and the RTT for minRTO, per pair.
 
         The safe side of an estimate differs by parameter: windows grow
@@ -971,9 +1024,11 @@ class Plan:
         measurement of the host's downlink beats a guess.
         """
         e, h = self._edge_terms, self._host_terms
-        rtt = e["delay"][edge_pair] + h["delay"][src] + h["delay"][dst]
-        spread = e["spread"][edge_pair] + h["spread"][src] + h["spread"][dst]
-        source = np.maximum(e["source"][edge_pair], np.maximum(h["source"][src], h["source"][dst]))
+        backward = self._backward(src, dst)
+        rtt = e["delay"][forward] + e["delay"][backward] + h["delay"][src] + h["delay"][dst]
+        spread = e["spread"][forward] + e["spread"][backward] + h["spread"][src] + h["spread"][dst]
+        source = np.maximum(np.maximum(e["source"][forward], e["source"][backward]),
+                            np.maximum(h["source"][src], h["source"][dst]))
         if self._rtt_low is None or self._rtt_high is None:
             return rtt, spread, source, rtt + spread
         low, high = self._rtt_low[src, dst], self._rtt_high[src, dst]
@@ -998,15 +1053,131 @@ class Plan:
         names = {i: link for link, i in self._links.index.items()}
         return {names[i]: int(n) for i, n in enumerate(self._links.flows[:-1]) if n}
 
+    def pairs_per_link(self) -> dict[tuple[str, str], int]:
+        """{(u, v): the pairs of the plan whose data path crosses the directed link}, for links some
+        pair crosses: how the forwarding spreads an all-to-all load (every pair one flow)."""
+        through = np.zeros(len(self._links.capacity), dtype=np.int64)
+        for start in range(0, len(self.src), _CHUNK_PAIRS):
+            links = self._path_links(self.src[start:start + _CHUNK_PAIRS], self.dst[start:start + _CHUNK_PAIRS])
+            through += np.bincount(links.reshape(-1), minlength=len(through))
+        names = list(self._links.index)  # the table's links in their order
+        return {names[i]: int(n) for i, n in enumerate(through[:-1].tolist()) if n}
+
     def __len__(self) -> int:
         return len(self.src)
 
+    def switch_path(self, src: int, dst: int) -> list[str]:
+        """The switches along the data path from host src to host dst (indices; a pair of the plan)."""
+        nodes = self._edge_nodes[self._host_edge[src], dst]
+        switches = self.switch_paths.switches
+        return [switches[k] for k in nodes.tolist() if k != UNREACHABLE]
+
     def hops(self, k: int) -> list[str]:
         """The names of the nodes along pair k's data path (display)."""
-        src, dst = self.hosts[self.src[k]], self.hosts[self.dst[k]]
-        middle = self.switch_paths.path(self.attachment[src], self.attachment[dst])
-        assert middle is not None  # a pair of the plan has a path
-        return [self.fabric.name(src), *middle, self.fabric.name(dst)]
+        src, dst = int(self.src[k]), int(self.dst[k])
+        names = self.fabric.name
+        return [names(self.hosts[src]), *self.switch_path(src, dst), names(self.hosts[dst])]
+
+    def pair_index(self, src: str, dst: str) -> int | None:
+        """The index of the pair from host address src to dst, or None where the plan has no such pair."""
+        if src not in self.host_index or dst not in self.host_index:
+            return None
+        n, key = len(self.hosts), self.host_index[src] * len(self.hosts) + self.host_index[dst]
+        keys = self.src * n + self.dst  # in order: pairs go by source, then destination
+        at = int(np.searchsorted(keys, key))
+        return at if at < len(keys) and keys[at] == key else None
+
+    def explain(self, k: int, mss_origin: str = NOT_RECORDED) -> PathExplanation:
+        """Why pair k's parameters are what they are: its links and the terms of its formulas
+        (otcp.planning.explain), from the same link table and formulas as the plan; mss_origin
+        says where the plan's MSS came from."""
+        s, d = int(self.src[k]), int(self.dst[k])
+        t = self._links
+        active, rtt = bool(self._active[s, d]), float(self.rtt_prop_s[k])
+
+        def links(a: int, b: int) -> list[int]:
+            return [i for i in self._path_links(np.array([a]), np.array([b]))[0].tolist() if i != t.padding]
+
+        data = [self._link_term(i, active, rtt) for i in links(s, d)]
+        ack = [self._link_term(i, None, rtt) for i in links(d, s)]
+        round_trip = links(s, d) + links(d, s)
+        bottleneck = min(data, key=lambda link: link.capacity_bytes_per_s / (link.sharing or 1))
+        fair_share = bottleneck.capacity_bytes_per_s / (bottleneck.sharing or 1)
+        windows = [link for link in data if link.window_bytes is not None]
+        window_link = min(windows, key=lambda link: link.window_bytes or 0.0) if windows else None
+        window = window_link.window_bytes if window_link is not None else None
+        rtt_for_rto = float(self._round_trips(np.array([s]), np.array([d]), self._forward[k:k + 1])[3][0])
+        initial_window = float(formulas.initial_window_bytes(fair_share, rtt))
+        clamps, segment_terms = self._clamps(k, initial_window, window, fair_share)
+        return PathExplanation(
+            src=self.fabric.name(self.hosts[s]), dst=self.fabric.name(self.hosts[d]), dst_ip=self.hosts[d],
+            pair_is_flow=active, data_path=tuple(data), ack_path=tuple(ack), bottleneck=bottleneck,
+            fair_share_bytes_per_s=fair_share, window_link=window_link, window_bytes=window,
+            link_delay_sum_s=float(t.delay[round_trip].sum()), rtt_prop_s=rtt,
+            rtt_origin=DELAY_SOURCES[int(self.rtt_source[k])], rtt_for_rto_s=rtt_for_rto,
+            queueing_s=float((t.buffer / t.capacity)[round_trip].sum()), min_rto_s=float(self.min_rto_s[k]),
+            mss_bytes=self.bounds.mss_bytes, mss_origin=mss_origin, initial_window_bytes=initial_window,
+            rto_min_ms=int(self.rto_min_ms[k]), initcwnd=int(self.initcwnd[k]),
+            cwnd_clamp=int(self.cwnd_clamp[k]) or None, segment_bytes=int(self.segment[k]),
+            pacing_rate=int(self.pacing_rate[k]) or None, clamps=clamps, segment=segment_terms)
+
+    def _link_term(self, i: int, active: bool | None, rtt: float) -> LinkTerm:
+        """Link i (of the link table) in an explanation: on a data path whose pair is a flow or
+        not (active), or on an ACK path (active None); rtt, the pair's RTT_prop."""
+        t = self._links
+        u, v = list(t.index)[i]  # the table's links in their order
+        facts, origins = self.fabric.links[(u, v)], self.fabric.origins.get((u, v))
+        sharing = max(int(formulas.flows_sharing(int(t.flows[i]), active)), 1) if active is not None else None
+        window = None
+        if sharing is not None and t.switch_egress[i]:
+            queue = (t.buffer[i] if self.lossless is None
+                     else float(formulas.queue_target_bytes(t.buffer[i], self.lossless)))
+            window = float(formulas.max_window_bytes(np.array([[t.capacity[i] / sharing]]),
+                                                     np.array([[queue / sharing]]), rtt)[0])
+        return LinkTerm(self.fabric.name(u), self.fabric.name(v), float(t.capacity[i]),
+                        origins.capacity if origins else NOT_RECORDED, float(t.buffer[i]),
+                        HOST_QUEUE if u in self.fabric.hosts else origins.buffer if origins else NOT_RECORDED,
+                        float(t.delay[i]), origins.delay if origins else facts.delay_source, int(t.flows[i]),
+                        sharing, window)
+
+    def _clamps(self, k: int, initial_window: float, window: float | None,
+                fair_share: float) -> tuple[tuple[Clamp, ...], SegmentTerms | None]:
+        """The bounds that changed pair k's values (what each formula gave before them), and with
+        otcp-lossless how its segment was chosen; initial_window, window (None: unbounded) and
+        fair_share as the explanation has them."""
+        bounds = self.bounds
+        clamps: list[Clamp] = []
+
+        def bounded(parameter: str, formula: float, low: tuple[str, int], high: tuple[str, int]) -> None:
+            clamps.extend(Clamp(parameter, formula, name, bound)
+                          for (name, bound), beyond in ((low, formula < low[1]), (high, formula > high[1])) if beyond)
+
+        bounded("rto_min_ms", int(formulas.whole_ms_above(self.min_rto_s[k])),
+                ("bounds.rto_min_ms[0]", bounds.rto_min_ms_low), ("bounds.rto_min_ms[1]", bounds.rto_min_ms_high))
+        initcwnd_bounds = (("bounds.initcwnd[0]", bounds.initcwnd_low), ("bounds.initcwnd[1]", bounds.initcwnd_high))
+        cwnd_bounds = (("bounds.cwnd[0]", bounds.cwnd_low), ("bounds.cwnd[1]", bounds.cwnd_high))
+        segment_terms = None
+        if self.lossless is None or window is None:
+            bounded("initcwnd", float(formulas.whole_segments(initial_window, bounds.mss_bytes)), *initcwnd_bounds)
+            if window is not None:
+                bounded("cwnd_clamp", float(formulas.whole_segments(window, bounds.mss_bytes)), *cwnd_bounds)
+        else:
+            assert self._window is not None and self._own_segment is not None and self._receiver_segment is not None
+            wire, segment = float(self._window[k]), int(self.segment[k])
+            fitting = int(formulas.fitting_segment_bytes(wire, bounds))
+            segment_terms = SegmentTerms(wire, formulas.FRAME_OVERHEAD_BYTES, int(formulas.window_frames(wire, bounds)),
+                                         fitting, self.lossless.mss_floor_bytes, int(self._own_segment[k]),
+                                         int(self._receiver_segment[self.dst[k]]), segment)
+            bounded("segment_bytes", fitting, ("parameters.mss_floor_bytes", self.lossless.mss_floor_bytes),
+                    ("bounds.mss_bytes", bounds.mss_bytes))
+            bounded("cwnd_clamp", float(formulas.whole_segments(wire, segment + formulas.FRAME_OVERHEAD_BYTES)),
+                    *cwnd_bounds)
+            bounded("initcwnd", int(self.cwnd_clamp[k]), *initcwnd_bounds)  # the whole window at once
+        if self.pacing is not None:
+            bounded("pacing_rate", float(formulas.paced_share(fair_share, self.pacing)),
+                    ("the smallest pacing rate", formulas.PACING_RATE_LOW_BYTES_PER_S),
+                    ("the largest pacing rate", formulas.MAX_PACING_RATE_BYTES_PER_S))
+        return tuple(clamps), segment_terms
 
     def _quickacks(self, pairs: np.ndarray | slice) -> np.ndarray:
         """Per pair (indices), whether its source's route toward its destination carries quickack
@@ -1020,22 +1191,19 @@ class Plan:
         set"), in pair order, built from whole columns (a million pairs in about a second).
         Records are for people: hosts by name, times in microseconds."""
         ips, names = self.hosts, self.fabric.hosts
-        middles: dict[tuple[int, int], list[str]] = {}  # switch paths, shared by the pairs between two switches
-        attach = self._attach.tolist()
+        middles: dict[int, list[str]] = {}  # switch paths, shared by the pairs from one switch to one host
+        forward = self._forward.tolist()
         columns = zip(self.src.tolist(), self.dst.tolist(), np.round(self.min_rto_s * 1e6, 3).tolist(),
                       self.rto_min_ms.tolist(), self.initcwnd.tolist(), self.cwnd_clamp.tolist(),
                       self.segment.tolist(), self.pacing_rate.tolist(), np.round(self.rtt_prop_s * 1e6, 3).tolist(),
                       np.round(self.rtt_spread_s * 1e6, 3).tolist(), self.rtt_source.tolist(),
                       self._quickacks(slice(None)).tolist(), self.congctl.tolist(), self.ssthresh.tolist(),
                       self.increase.tolist())
-        for (s, d, min_rto_us, rto_min_ms, initcwnd, clamp, segment, pacing, rtt_us, spread_us, source,
-             quickack, congctl, ssthresh, increase) in columns:
-            key = (attach[s], attach[d])
-            middle = middles.get(key)
+        for k, (s, d, min_rto_us, rto_min_ms, initcwnd, clamp, segment, pacing, rtt_us, spread_us, source,
+                quickack, congctl, ssthresh, increase) in enumerate(columns):
+            middle = middles.get(forward[k])
             if middle is None:
-                found = self.switch_paths.path(self.attachment[ips[s]], self.attachment[ips[d]])
-                assert found is not None  # a pair of the plan has a path
-                middle = middles[key] = found
+                middle = middles[forward[k]] = self.switch_path(s, d)
             src, dst = names[ips[s]], names[ips[d]]
             yield {"src": src, "dst": dst, "dst_ip": ips[d], "hops": [src, *middle, dst],
                    "min_rto_us": min_rto_us, "rto_min_ms": rto_min_ms, "initcwnd": initcwnd,
@@ -1051,17 +1219,16 @@ class Plan:
         pacing_rate, congctl, ssthresh, increase), in pair order, straight from the columns: no dict per pair."""
         ips = np.array(self.hosts, dtype=object)
         names = np.array([self.fabric.hosts[ip] for ip in self.hosts], dtype=object)
-        switches = self.switch_paths.switches
-        # One JSON hops list per (source, destination) host pair of switches: the middle is per switch pair.
-        middles: dict[tuple[int, int], str] = {}
+        # One JSON hops list per pair: the middle is per (source's switch, destination) path.
+        middles: dict[int, str] = {}
         sources, destinations = names[self.src].tolist(), names[self.dst].tolist()
         quoted = np.array([json.dumps(name) for name in names.tolist()], dtype=object)
         hops = []
-        for s, d, a, b in zip(quoted[self.src].tolist(), quoted[self.dst].tolist(),
-                              self._attach[self.src].tolist(), self._attach[self.dst].tolist()):
-            middle = middles.get((a, b))
+        for s, d, way, src, dst in zip(quoted[self.src].tolist(), quoted[self.dst].tolist(), self._forward.tolist(),
+                                       self.src.tolist(), self.dst.tolist()):
+            middle = middles.get(way)
             if middle is None:
-                middle = middles[(a, b)] = json.dumps(self.switch_paths.path(switches[a], switches[b]))[1:-1]
+                middle = middles[way] = json.dumps(self.switch_path(src, dst))[1:-1]
             hops.append(f"[{s}, {middle}, {d}]")
         clamp = self.cwnd_clamp.astype(object)
         clamp[self.cwnd_clamp == 0] = None

@@ -7,14 +7,15 @@ vectorised planner, and benchmarks/plan_scale.py as its baseline.
 import math
 
 from otcp.planning import formulas
-from otcp.planning.paths import SwitchPaths
+from otcp.planning.paths import HostPaths, SwitchPaths
 
 
 class ReferencePlanner:
-    """Per-pair evaluation over the same forwarding paths the planner uses."""
+    """Per-pair evaluation over the same forwarding paths the planner uses: a pair's data goes
+    along its destination's tree, its ACKs along its source's (otcp.planning.paths.HostPaths)."""
 
     def __init__(self, fabric, bounds=formulas.Bounds(), lossless=formulas.Lossless(), pacing=formulas.Pacing(),
-                 long_paths=formulas.LongPaths()):
+                 long_paths=formulas.LongPaths(), multipath=True):
         self.fabric = fabric
         self.long_paths = long_paths
         self.bounds = bounds
@@ -22,6 +23,7 @@ class ReferencePlanner:
         self.pacing = pacing
         self.switch_paths = SwitchPaths(fabric.switches, fabric.switch_links())
         self.attachment = fabric.attachments()
+        self.host_paths = HostPaths(self.switch_paths, self.attachment, multipath)
         self.flows_on = {}
         for (src, dst), count in fabric.flows.items():
             path = self.host_path(src, dst)
@@ -30,7 +32,7 @@ class ReferencePlanner:
 
     def host_path(self, src, dst):
         """The nodes from host src to host dst (hosts are addresses), or None if unreachable."""
-        middle = self.switch_paths.path(self.attachment[src], self.attachment[dst])
+        middle = self.host_paths.path(self.attachment[src], dst)
         return None if middle is None else [src, *middle, dst]
 
     def round_trip(self, src, dst, round_trip):
@@ -72,8 +74,9 @@ class ReferencePlanner:
         path = self.host_path(src, dst)
         if path is None:
             return None
+        back = self.host_path(dst, src)
         forward = list(zip(path, path[1:]))
-        round_trip = forward + [(v, u) for (u, v) in reversed(forward)]
+        round_trip = forward + list(zip(back, back[1:]))
         return (forward, round_trip, *self.round_trip(src, dst, round_trip))
 
     def _sharing(self, src, dst, link):

@@ -5,6 +5,7 @@
     otcp-experiment incast --quick      # the README's main job: a few minutes, the headline plot
     otcp-experiment calibrate --buffer-bytes 32000,85000,512000 --packet-bytes 1500,750 --out DIR
     otcp-experiment shell --topo leafspine,2,2,4 [--script FILE]    # Mininet's CLI with OTCP in place
+    otcp-experiment multipath --topo leafspine,2,2,4 --topo fattree,4 --out DIR   # load per spine/core link
     otcp-experiment fairness --flows 4 --stagger-seconds 5 --out DIR
     otcp-experiment workload --topo star,16 --distribution websearch --load 0.5 --query-senders 8 \\
         --query-bytes 2000 --query-rate 10 --seconds 30 --bw-mbps 25 --seed 1 --out DIR
@@ -26,13 +27,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from otcp.experiments import calibrate, fairness, incast, lease, shell, workload
+from otcp.experiments import calibrate, fairness, incast, lease, multipath, shell, workload
 from otcp.experiments.analysis import report, results
 from otcp.experiments.runner import schemes
 from otcp.experiments.runner.config import ExperimentConfig
@@ -173,6 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
                                help=f"an mn-style topology of `otcp.topo.fabrics` ({', '.join(fabrics.topos)}), "
                                     "e.g. leafspine,2,2,4")
     mininet_shell.add_argument("--script", metavar="FILE", help="run the CLI commands in FILE instead of a prompt")
+    spread = commands.add_parser("multipath", help="how the forwarding spreads load over spines or cores: planned "
+                                 "pairs per link, pingAll and two iperf3 flows, one path per switch pair and multipath",
+                                 description=first_line(multipath.__doc__))
+    spread.add_argument("--topo", action="append", required=True, metavar="NAME[,ARG...]",
+                        help="an mn-style topology of `otcp.topo.fabrics`, e.g. leafspine,2,2,4 (repeatable)")
+    spread.add_argument("--out", default="results/multipath", help="output directory (default results/multipath)")
     fair = commands.add_parser("fairness", help="long flows into one receiver, together or staggered: rates, "
                                "Jain's index, convergence and the queue per scheme",
                                description=first_line(fairness.__doc__))
@@ -782,6 +790,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report.run(args)
     if args.command == "shell":
         return main_shell(args, command)
+    if args.command == "multipath":
+        return main_multipath(args, command)
     if args.command == "calibrate":
         return main_calibrate(with_command(calibration_config_from_args(args, parser), command))
     if args.command == "simulate" and args.workload == "workload":
@@ -848,6 +858,27 @@ def main_shell(args: argparse.Namespace, command: list[str]) -> int:
     try:
         return shell.run(shell.shell_config(topo, args.script, command))
     except (EmulationError, TimeoutError, RuntimeError) as exc:
+        print(f"otcp-experiment: {exc}", file=sys.stderr)
+        return 1
+
+
+def main_multipath(args: argparse.Namespace, command: list[str]) -> int:
+    """otcp-experiment multipath: 0 when written, 1 if a network or a flow failed, 2 bad input."""
+    try:
+        topologies = [(spec, topology_from_spec(spec)) for spec in args.topo]
+    except ValueError as exc:
+        print(f"otcp-experiment: {exc}", file=sys.stderr)
+        return 2
+    problem = environment_problem()
+    if problem:
+        print(f"otcp-experiment: {problem}", file=sys.stderr)
+        return 2
+    try:
+        return multipath.run(topologies, args.out, shlex.join(command))
+    except KeyboardInterrupt:
+        print("otcp-experiment: interrupted; the network is torn down", file=sys.stderr)
+        return 130
+    except (EmulationError, TimeoutError, RuntimeError, subprocess.SubprocessError, ValueError) as exc:
         print(f"otcp-experiment: {exc}", file=sys.stderr)
         return 1
 

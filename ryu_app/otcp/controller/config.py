@@ -16,6 +16,7 @@
                                                   # or formulas: lossless (otcp-lossless);
                                                   # pacing: true adds each pair's fair-share
                                                   # pacing rate (otcp-paced)
+    forwarding: {multipath: true}                 # spread destinations over equal-cost paths
     long_paths: {enabled: true, bdp_threshold_bytes: 1250000, congctl: otcp_scalable,
                  griddt: false, reference_rtt_ms: 100, reference_increase: 2}
                                                   # paths whose BDP exceeds the threshold get
@@ -189,6 +190,13 @@ class ParametersSection(Strict):
         return Pacing(self.pacing_headroom) if self.pacing else None
 
 
+class ForwardingSection(Strict):
+    """How switches forward: multipath spreads the destinations over the equal-cost paths
+    (ECMP-like, per destination host; otcp.planning.paths.HostPaths), else one path per switch pair."""
+
+    multipath: bool = True
+
+
 class LongPathsSection(Strict):
     """Which paths are long fat ones and what they get (docs/design.md, "Long fat paths"):
     off, or a BDP threshold, the congestion control, and GridDT's increase with its reference."""
@@ -248,6 +256,7 @@ class ControllerConfig(Strict):
     defaults: DefaultsSection = DefaultsSection()
     bounds: BoundsSection = BoundsSection()
     parameters: ParametersSection = ParametersSection()
+    forwarding: ForwardingSection = ForwardingSection()
     long_paths: LongPathsSection = LongPathsSection()
     stability: StabilitySection = StabilitySection()
     measurement: MeasurementSection = MeasurementSection()

@@ -38,7 +38,7 @@ from otcp.controller.store import Generation, HostRecord, LinkMeasurement, LinkR
 from otcp.controller.topology import Host, SwitchPort, Topology
 from otcp.planning.fabric import Fabric, Pair, PairRtt
 from otcp.planning.inventory import Inventory
-from otcp.planning.paths import SwitchPaths
+from otcp.planning.paths import HostPaths, SwitchPaths
 from otcp.planning.planner import Plan, PlanRecords
 from otcp.wire.limits import GENERATION
 from otcp.wire.messages import RoundTrip
@@ -223,6 +223,7 @@ class ControllerCore:
         self._link_seen_at: dict[SwitchPort, float] = {}  # port -> last time a link was there
         self._last_plan: Plan | None = None  # what the next plan evaluates again only where inputs changed
         self._paths: tuple[tuple, SwitchPaths] | None = None  # (switches and switch links, their paths)
+        self._host_paths_made: HostPaths | None = None  # the last forwarding toward each host
         self._entries_made: forwarding.MadeEntries | None = None  # the last destination entries made
 
     def _take_planning(self, config: ControllerConfig) -> None:
@@ -232,6 +233,7 @@ class ControllerCore:
         self.bounds = config.bounds.limits()
         self.lossless = config.parameters.lossless()
         self.pacing = config.parameters.paced()
+        self.multipath = config.forwarding.multipath
         self.long_paths = config.long_paths.settings()
 
     def reconfigure(self, now: float, config: ControllerConfig, inventory: Inventory | None) -> Actions:
@@ -506,7 +508,7 @@ class ControllerCore:
         they are out; the re-plan then finds them in place."""
         with _collector_paused():
             fabric, _ = self.topology.fabric(self._link_delays, {}, self.defaults)
-            return Actions(self._sync_forwarding(fabric, self._switch_paths(fabric)))
+            return Actions(self._sync_forwarding(fabric, self._host_paths(fabric)))
 
     def replan(self, now: float) -> Actions:
         """Plan the current fabric: forwarding entries for every switch, the
@@ -515,7 +517,7 @@ class ControllerCore:
         with _collector_paused():
             delays = self.delays.delays()
             plan, delay_sources = self._plan(now, delays)
-            actions = Actions(self._sync_forwarding(plan.fabric, plan.switch_paths))
+            actions = Actions(self._sync_forwarding(plan.fabric, plan.host_paths))
             actions.topology = self._topology_snapshot()
             actions.measurements = self._link_measurements(plan, delay_sources, delays, actions.topology.switches)
             if self.settled(now):
@@ -532,8 +534,10 @@ class ControllerCore:
         flows = self.held_flows.update(now, self.flow_counter.active_pairs())
         fabric, delay_sources = self.topology.fabric(self._link_delays, flows, self.defaults, self.delays.spreads(),
                                                      self._stable_host_rtts(now))
+        host_paths = self._host_paths(fabric)
         self._last_plan = Plan(fabric, self.bounds, self.lossless, self.pacing, previous=self._last_plan,
-                               switch_paths=self._switch_paths(fabric), long_paths=self.long_paths)
+                               switch_paths=host_paths.switch_paths, host_paths=host_paths,
+                               long_paths=self.long_paths)
         return self._last_plan, delay_sources
 
     def _switch_paths(self, fabric: Fabric) -> SwitchPaths:
@@ -543,6 +547,17 @@ class ControllerCore:
         if self._paths is None or self._paths[0] != key:
             self._paths = (key, SwitchPaths(fabric.switches, key[1], previous=self._paths[1] if self._paths else None))
         return self._paths[1]
+
+    def _host_paths(self, fabric: Fabric) -> HostPaths:
+        """The forwarding toward each of the fabric's hosts over its switch paths: the last one while
+        those paths, the hosts' places and the multipath setting are the same; after links went, the
+        last one's next hops where they still hold (HostPaths: only the trees that crossed them move)."""
+        paths, attachment = self._switch_paths(fabric), fabric.attachments()
+        made = self._host_paths_made
+        if made is None or made.switch_paths is not paths or made.attachment != attachment \
+                or made.multipath != self.multipath:
+            made = self._host_paths_made = HostPaths(paths, attachment, self.multipath, previous=made)
+        return made
 
     def rtt_report(self, now: float, host_ip: str, round_trips: Iterable[RoundTrip]) -> Actions:
         """An agent's round trips to its destinations: used from the next plan on."""
@@ -559,9 +574,9 @@ class ControllerCore:
                                for pair, rtt in taking.items()}
         return self._pair_rtts
 
-    def _sync_forwarding(self, fabric: Fabric, paths: SwitchPaths) -> list[Send]:
+    def _sync_forwarding(self, fabric: Fabric, paths: HostPaths) -> list[Send]:
         """Flow mods bringing every ready switch's destination and punt entries
-        in line with the fabric and its switch paths: only the entries that changed."""
+        in line with the fabric and its forwarding paths: only the entries that changed."""
         desired = self._destination_entries(fabric, paths)
         punts: dict[int, set[int]] = {}
         for (_, node), (dpid, port) in fabric.egress.items():
@@ -580,10 +595,10 @@ class ControllerCore:
                 switch.punts = ports
         return sends
 
-    def _destination_entries(self, fabric: Fabric, paths: SwitchPaths) -> dict[int, dict[str, int]]:
+    def _destination_entries(self, fabric: Fabric, paths: HostPaths) -> dict[int, dict[str, int]]:
         """forwarding.destination_entries, made again only when the paths, hosts or egress
         ports changed (the re-plan right after reroute finds them made); after links went,
-        only those of the switch pairs whose paths changed."""
+        only those whose next hop changed."""
         made = self._entries_made
         if made is not None and made.paths is paths and made.hosts == fabric.hosts and made.egress == fabric.egress:
             return made.entries

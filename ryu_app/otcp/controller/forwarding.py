@@ -2,8 +2,10 @@
 
 - **By destination**: every switch holds one IPv4 entry per destination host
   (ipv4_dst -> output), toward it along the plan's paths. The paths toward
-  one switch form a tree (otcp.planning.paths), so one entry serves every source:
-  a switch holds as many entries as there are hosts, not pairs.
+  one host form a tree (otcp.planning.paths.HostPaths), so one entry serves
+  every source: a switch holds as many entries as there are hosts, not pairs.
+  With multipath the hosts' trees spread over the equal-cost paths
+  (ECMP-like, per destination).
 - **Per pair at the ingress only**: a host's port on its edge switch sends
   IPv4 that matches no pair entry up (a punt entry); the controller answers
   with a pair entry (ipv4_src, ipv4_dst -> output) on that switch alone,
@@ -23,7 +25,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from otcp.planning.fabric import Fabric
-from otcp.planning.paths import UNREACHABLE, SwitchPaths
+from otcp.planning.paths import UNREACHABLE, HostPaths
 
 # Every OTCP entry's cookie has these high bits; the low bits say which kind.
 COOKIE_BASE = 0x07C7_0000_0000_0000
@@ -51,83 +53,68 @@ class OpenFlowCodec(Protocol):
 PAIR_IDLE_S = 60
 
 
-def destination_entries(fabric: Fabric, paths: SwitchPaths) -> dict[int, dict[str, int]]:
+def destination_entries(fabric: Fabric, paths: HostPaths) -> dict[int, dict[str, int]]:
     """{dpid: {dst_ip: out_port}}: on every switch with a path (paths: the
-    fabric's switch paths) to a host's switch, the port toward it, from the
-    egress ports the fabric carries. A hop with no known egress (one
+    forwarding toward each of the fabric's hosts) to a host, the port toward it,
+    from the egress ports the fabric carries. A hop with no known egress (one
     direction of a link seen, the other not yet or no longer) gets no entry."""
-    next_hops = paths.next_hops()
-    behind = _hosts_behind(fabric)
     entries: dict[int, dict[str, int]] = {}
-    for switch, hosts in behind.items():
-        toward = []  # (dpid, port) on every other switch toward this one
-        column = next_hops[:, paths.index[switch]]
-        for i in np.nonzero(column != UNREACHABLE)[0]:
-            egress = fabric.egress.get((paths.switches[i], paths.switches[column[i]]))
+    switches = paths.switch_paths.switches
+    for d, ip in enumerate(paths.hosts):
+        row = paths.next_hop[d]
+        toward = [fabric.egress.get((switches[i], switches[row[i]])) for i in np.nonzero(row != UNREACHABLE)[0]]
+        switch = paths.attachment[ip]
+        for egress in [*toward, fabric.egress.get((switch, ip))]:
             if egress is not None:
-                toward.append(egress)
-        for ip in hosts:
-            for dpid, port in [*toward, *([fabric.egress[(switch, ip)]] if (switch, ip) in fabric.egress else [])]:
-                entries.setdefault(dpid, {})[ip] = port
+                entries.setdefault(egress[0], {})[ip] = egress[1]
     return entries
 
 
-def _hosts_behind(fabric: Fabric) -> dict[str, list[str]]:
-    """{switch: the addresses of the hosts attached to it}."""
-    behind: dict[str, list[str]] = {}
-    for ip, switch in fabric.attachments().items():
-        behind.setdefault(switch, []).append(ip)
-    return behind
-
-
 class MadeEntries(NamedTuple):
-    """Destination entries and what they were made from (the fabric's hosts and egress ports)."""
+    """Destination entries and what they were made from (the forwarding paths, the fabric's hosts and egress ports)."""
 
-    paths: SwitchPaths
+    paths: HostPaths
     hosts: dict[str, str]
     egress: dict[tuple[str, str], tuple[int, int]]
     entries: dict[int, dict[str, int]]
 
 
-def entries_after_links_went(fabric: Fabric, paths: SwitchPaths,
+def entries_after_links_went(fabric: Fabric, paths: HostPaths,
                              before: MadeEntries) -> dict[int, dict[str, int]] | None:
     """destination_entries(fabric, paths), made from before (the entries a moment ago),
-    where paths were kept from before's (SwitchPaths.kept_from) and all that changed
-    since is switch links taken away. Only the entries of the pairs whose path changed
-    (SwitchPaths.changed) are made again; a switch with none of them keeps its very
-    entries. None where anything else changed."""
+    where the same hosts sit where they did and all that changed since is switch links
+    taken away. Only the entries whose next hop changed are made again; a switch with
+    none of them keeps its very entries. None where anything else changed."""
     if not _only_links_went(fabric, paths, before):
         return None
-    behind = _hosts_behind(fabric)
     dpid_of = {name: dpid for (name, _), (dpid, _) in before.egress.items()}
-    next_hops = paths.next_hops()
+    switches = paths.switch_paths.switches
     entries = dict(before.entries)
     copied: set[int] = set()
-    assert paths.changed is not None  # _only_links_went checked it
-    for i, j in zip(*(index.tolist() for index in paths.changed)):
-        source, addresses = paths.switches[i], behind.get(paths.switches[j])
-        if not addresses or source not in dpid_of:  # a switch with no egress never had entries
+    for d, i in zip(*(index.tolist() for index in np.nonzero(paths.next_hop != before.paths.next_hop))):
+        source, ip = switches[i], paths.hosts[d]
+        if source not in dpid_of:  # a switch with no egress never had entries
             continue
-        dpid, hop = dpid_of[source], next_hops[i, j]
-        egress = fabric.egress.get((source, paths.switches[hop])) if hop != UNREACHABLE else None
+        dpid, hop = dpid_of[source], int(paths.next_hop[d, i])
+        egress = fabric.egress.get((source, switches[hop])) if hop != UNREACHABLE else None
         if dpid not in copied:
             entries[dpid] = dict(entries.get(dpid, {}))
             copied.add(dpid)
-        for ip in addresses:
-            if egress is None:
-                entries[dpid].pop(ip, None)
-            else:
-                entries[dpid][ip] = egress[1]
+        if egress is None:
+            entries[dpid].pop(ip, None)
+        else:
+            entries[dpid][ip] = egress[1]
     return {dpid: toward for dpid, toward in entries.items() if toward or dpid not in copied}
 
 
-def _only_links_went(fabric: Fabric, paths: SwitchPaths, before: MadeEntries) -> bool:
-    """Whether paths were kept from before's and all that changed since is switch links
-    taken away: the same hosts, and no egress port but those of the links that went changed."""
-    kept_from = paths.kept_from() if paths.kept_from is not None else None
-    if kept_from is None or kept_from is not before.paths or paths.changed is None or before.hosts != fabric.hosts:
+def _only_links_went(fabric: Fabric, paths: HostPaths, before: MadeEntries) -> bool:
+    """Whether paths are of the same switches and hosts, at the same places, as before's, and all
+    that changed since is switch links taken away: no egress port but those of the links that went changed."""
+    now, then = paths.switch_paths, before.paths.switch_paths
+    if (before.hosts != fabric.hosts or paths.hosts != before.paths.hosts or paths.attachment != before.paths.attachment
+            or now.switches != then.switches or not now.links <= then.links):
         return False
-    went = kept_from.links - paths.links
+    went = then.links - now.links
     return not (any(before.egress.get(key) != value for key, value in fabric.egress.items())
                 or any(tuple(sorted(key)) not in went for key in before.egress.keys() - fabric.egress.keys()))
 

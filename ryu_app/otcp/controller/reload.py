@@ -5,7 +5,7 @@ A reload reads the configuration file and its inventory again and checks them co
 `otcp-controller run` does; a file that fails is refused with the same one-line error and the
 running configuration stays. Of a file that passes, the keys that only steer planning and the
 loops' pace apply at once: the inventory (its path or its content), `intervals`, `defaults`,
-`bounds`, `parameters`, `retention` and `log_level`. The others name sockets, files or state the
+`bounds`, `parameters`, `forwarding`, `retention` and `log_level`. The others name sockets, files or state the
 process opened at start (`openflow`, `agents`, `database`, `admin`, `metrics`) or shape estimators
 that hold measurements (`delay_window`, `stability`, `measurement`): they are reported as needing a
 restart and keep their running values.
@@ -20,7 +20,8 @@ from otcp.planning import inventory as inventory_module
 from otcp.planning.inventory import Inventory
 
 #: The top-level keys a reload applies to the running controller.
-LIVE_KEYS = frozenset({"inventory", "intervals", "defaults", "bounds", "parameters", "retention", "log_level"})
+LIVE_KEYS = frozenset({"inventory", "intervals", "defaults", "bounds", "parameters", "forwarding", "retention",
+                       "log_level"})
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 state, or ask a running one for its status."""
 
 import argparse
+import dataclasses
 import datetime
 import fcntl
 import json
@@ -17,6 +18,7 @@ from otcp.wire import build
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_CLOSED_PIPE = 128 + signal.SIGPIPE  # what a shell reports for a writer SIGPIPE ended
 DEFAULT_CONFIG = "/etc/otcp/controller.yaml"  # where scripts/install.sh puts it
 
 _TABLE_COLUMNS = (
@@ -51,10 +53,67 @@ def print_table(rows: Iterable[dict[str, Any]], out: TextIO | None = None) -> No
 
 
 def command_plan(args: argparse.Namespace) -> int:
-    """Print the parameters an inventory implies (table or JSON)."""
+    """Print the parameters an inventory implies (table or JSON), with --explain why, with --set one
+    host's parameter set as the controller would push it, with --link-load the pairs per switch link."""
     # Imported here, not at the top: `run` must let os-ken patch the process first.
-    from otcp.planning import formulas, inventory, planner
+    from otcp.planning import planner
 
+    inv, settings, mss_origin = _plan_inputs(args)
+    if args.link_load:
+        return _print_link_load(inv.fabric(), settings)
+    plan = planner.Plan(inv.fabric(), *settings, multipath=args.multipath, long_paths=args.long_paths)
+    for src, dst in plan.unreachable:
+        print(f"otcp-controller plan: no path from {plan.fabric.name(src)} to {plan.fabric.name(dst)}; pair left out",
+              file=sys.stderr)
+    source = _chosen_host(plan, args.host) if args.host is not None else None
+    if source is not None and args.set:  # _plan_inputs refused --set without --host
+        return _print_set(plan, source, args.generation)
+    pairs = [k for k in range(len(plan)) if source is None or plan.src[k] == plan.host_index[source]]
+    records = list(plan.records()) if source is None else [record for record in plan.records()
+                                                           if record["src"] == plan.fabric.name(source)]
+    if args.json:
+        if args.explain:
+            records = [{**record, "explain": dataclasses.asdict(plan.explain(k, mss_origin))}
+                       for record, k in zip(records, pairs)]
+        json.dump({"paths": records}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    elif args.explain:
+        for k in pairs:
+            sys.stdout.write(render_explanation(plan.explain(k, mss_origin)) + "\n")
+    else:
+        print_table(records)
+    return 0
+
+
+def _plan_inputs(args: argparse.Namespace) -> tuple[Any, tuple[Any, Any, Any], str]:
+    """The inventory, the planner's settings (bounds, lossless, pacing) and where the MSS came
+    from: from the controller's configuration with --config, else from the inventory and options."""
+    from otcp.planning import fabric, formulas, inventory
+
+    formula_options = {"--lossless": args.lossless, "--queue-target-fraction": args.queue_target_fraction,
+                       "--mss-floor": args.mss_floor, "--pacing": args.pacing,
+                       "--pacing-headroom": args.pacing_headroom, "--single-path": args.single_path,
+                       "--no-long-paths": args.no_long_paths, "--bdp-threshold": args.bdp_threshold,
+                       "--griddt": args.griddt, "--reference-rtt-ms": args.reference_rtt_ms}
+    if args.set and args.host is None:
+        raise ValueError("--set needs --host")
+    if args.config is not None:
+        from otcp.controller import config as controller_config
+
+        given = [option for option, value in formula_options.items() if value not in (None, False)]
+        if given:
+            raise ValueError(f"{given[0]}: --config sets the formulas (its parameters, long_paths and forwarding "
+                             "sections)")
+        config = controller_config.load(args.config)
+        path = args.inventory or config.inventory
+        if path is None:
+            raise ValueError(f"{args.config}: names no inventory; give one")
+        args.multipath = config.forwarding.multipath
+        args.long_paths = config.long_paths.settings()
+        return (inventory.load(path), (config.bounds.limits(), config.parameters.lossless(), config.parameters.paced()),
+                fabric.CONFIG)
+    if args.inventory is None:
+        raise ValueError("give an inventory, or --config with one")
     inv = inventory.load(args.inventory)
     lossless = None
     if args.lossless:
@@ -65,6 +124,15 @@ def command_plan(args: argparse.Namespace) -> int:
     pacing = None
     if args.pacing:
         pacing = formulas.Pacing() if args.pacing_headroom is None else formulas.Pacing(args.pacing_headroom)
+    args.multipath = not args.single_path
+    args.long_paths = _long_paths(args)
+    return inv, (formulas.Bounds(mss_bytes=inv.mss_bytes), lossless, pacing), inv.mss_origin
+
+
+def _long_paths(args: argparse.Namespace) -> Any:
+    """The planner's long-path setting from the options (None with --no-long-paths)."""
+    from otcp.planning import formulas
+
     long_paths = None
     if not args.no_long_paths:
         chosen = {"bdp_threshold_bytes": args.bdp_threshold, "griddt": args.griddt or None,
@@ -72,17 +140,110 @@ def command_plan(args: argparse.Namespace) -> int:
         long_paths = formulas.LongPaths(**{key: value for key, value in chosen.items() if value is not None})
     elif args.bdp_threshold is not None or args.griddt or args.reference_rtt_ms is not None:
         raise ValueError("--bdp-threshold, --griddt and --reference-rtt-ms need long paths (no --no-long-paths)")
-    plan = planner.Plan(inv.fabric(), formulas.Bounds(mss_bytes=inv.mss_bytes), lossless, pacing,
-                        long_paths=long_paths)
-    for src, dst in plan.unreachable:
-        print(f"otcp-controller plan: no path from {plan.fabric.name(src)} to {plan.fabric.name(dst)}; pair left out",
-              file=sys.stderr)
-    if args.json:
-        json.dump({"paths": list(plan.records())}, sys.stdout, indent=1)
-        sys.stdout.write("\n")
-    else:
-        print_table(plan.records())
+    return long_paths
+
+
+def _chosen_host(plan: Any, host: str) -> str:
+    """The address of the host --host names (by name or address); ValueError if none."""
+    if host in plan.host_index:
+        return host
+    by_name = {name: address for address, name in plan.fabric.hosts.items()}
+    if host not in by_name:
+        raise ValueError(f"--host {host}: no such host in the inventory")
+    return by_name[host]
+
+
+def _print_set(plan: Any, host: str, generation: int) -> int:
+    """Print host's parameter set as the controller would push it (its aggregated routes), in the
+    format `otcp-agent apply` takes; validated as the agent validates it."""
+    from otcp.wire import paramset
+
+    checked = paramset.validate_param_set({"generation": generation, "routes": plan.route_sets()[host]})
+    json.dump(checked.model_dump(mode="json", exclude_none=True), sys.stdout, indent=1)
+    sys.stdout.write("\n")
     return 0
+
+
+def _print_link_load(fabric: Any, settings: tuple[Any, Any, Any]) -> int:
+    """Per directed switch-to-switch link, the ordered host pairs whose data path crosses it (every
+    pair one flow) with one path per switch pair and with multipath, and the spread of each."""
+    from otcp.planning import planner
+
+    loads = [planner.Plan(fabric, *settings, multipath=multipath).pairs_per_link() for multipath in (False, True)]
+    links = sorted(link for link in set(loads[0]) | set(loads[1])
+                   if link[0] not in fabric.hosts and link[1] not in fabric.hosts)
+    lines = [["link", "pairs, one path per switch pair", "pairs, multipath"]]
+    lines += [[f"{a} -> {b}", str(loads[0].get((a, b), 0)), str(loads[1].get((a, b), 0))] for a, b in links]
+    widths = [max(len(line[i]) for line in lines) for i in range(3)]
+    for line in lines:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+    for title, load in zip(("one path per switch pair", "multipath"), loads):
+        counts = [load.get(link, 0) for link in links]
+        if counts:
+            print(f"{title}: {sum(1 for c in counts if c)} of {len(counts)} switch links carry pairs, "
+                  f"{min(counts)} to {max(counts)} pairs per link")
+    return 0
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.1f} us"
+
+
+def _mbps(bytes_per_s: float) -> str:
+    return f"{bytes_per_s * 8 / 1e6:g} Mb/s"
+
+
+def render_explanation(e: Any) -> str:
+    """A PathExplanation (otcp.planning.explain) as text: the pair's values, its links, and each
+    formula with its terms, the bounds that clamped, and where the inputs came from."""
+    values = (f"rto_min {e.rto_min_ms} ms, initcwnd {e.initcwnd}, cwnd_clamp {_dash(e.cwnd_clamp)}, "
+              f"segment {e.segment_bytes} B" + (f", pacing {e.pacing_rate} B/s" if e.pacing_rate else ""))
+    lines = [f"{e.src} -> {e.dst} ({e.dst_ip}): {values}",
+             f"  data: {' > '.join([e.data_path[0].src, *(link.dst for link in e.data_path)])}; "
+             f"ACKs: {' > '.join([e.ack_path[0].src, *(link.dst for link in e.ack_path)])}"
+             + ("; the pair is an active flow" if e.pair_is_flow else "")]
+    header = ["link", "capacity", "buffer", "delay", "F_l", "N_l", "window"]
+    rows = [header] + [[f"{'ack ' if link.sharing is None else ''}{link.src} -> {link.dst}",
+                        f"{_mbps(link.capacity_bytes_per_s)} ({link.capacity_origin})",
+                        f"{link.buffer_bytes:g} B ({link.buffer_origin})",
+                        f"{_us(link.delay_s)} ({link.delay_origin})", str(link.flows), _dash(link.sharing),
+                        "-" if link.window_bytes is None else f"{link.window_bytes:.0f} B"]
+                       for link in (*e.data_path, *e.ack_path)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines += ["    " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    b = e.bottleneck
+    lines.append(f"  bottleneck {b.src} -> {b.dst}: {_mbps(b.capacity_bytes_per_s)} / N_l {b.sharing} = "
+                 f"fair share {e.fair_share_bytes_per_s:.0f} B/s")
+    lines.append(f"  delay term: one-way delays sum to {_us(e.link_delay_sum_s)} over the round trip; "
+                 f"RTT_prop {_us(e.rtt_prop_s)} (rtt_from {e.rtt_origin}), {_us(e.rtt_for_rto_s)} for minRTO")
+    lines.append(f"  buffer term: sum of buf_l / cap_l over the round trip {_us(e.queueing_s)}")
+    lines.append(f"  minRTO = {_us(e.rtt_for_rto_s)} + {_us(e.queueing_s)} = {_us(e.min_rto_s)} "
+                 f"-> rto_min {e.rto_min_ms} ms")
+    lines.append(f"  initial window = fair share x RTT_prop = {e.initial_window_bytes:.0f} B; "
+                 f"MSS {e.mss_bytes} B ({e.mss_origin})")
+    if e.window_link is not None:
+        w = e.window_link
+        lines.append(f"  window: smallest at {w.src} -> {w.dst}, (cap_l x RTT_prop + buf_l) / N_l = "
+                     f"{e.window_bytes:.0f} B -> cwnd_clamp {_dash(e.cwnd_clamp)}")
+    else:
+        lines.append("  window: no switch egress on the data path, no clamp")
+    if e.segment is not None:
+        g = e.segment
+        lines.append(f"  segment: the window is {g.window_wire_bytes:.0f} B on the wire; a full frame is the MSS plus "
+                     f"{g.frame_overhead_bytes} B of headers (Ethernet 14, IPv4 20, TCP 20, timestamps 12), so "
+                     f"{g.frames} frame(s) of {g.window_wire_bytes / g.frames:.0f} B, {g.fitting_bytes} B of payload "
+                     f"each; within floor {g.floor_bytes} and MSS {e.mss_bytes}: {g.own_bytes} B"
+                     + (f"; the smallest of the active paths into {e.dst} is {g.receiver_bytes} B, which every "
+                        f"path into it takes" if g.receiver_bytes else "")
+                     + f" -> segment {g.segment_bytes} B")
+    if e.segment is not None:
+        lines.append(f"  initcwnd = cwnd_clamp: otcp-lossless sends the whole window at once -> initcwnd {e.initcwnd}")
+    if e.pacing_rate:
+        lines.append(f"  pacing: the fair share {e.fair_share_bytes_per_s:.0f} B/s plus the headroom -> "
+                     f"{e.pacing_rate} B/s")
+    for clamp in e.clamps:
+        lines.append(f"  clamped: {clamp.parameter} {clamp.formula:g} -> {clamp.value} ({clamp.bound})")
+    return "\n".join(lines)
 
 
 def command_run(args: argparse.Namespace) -> int:
@@ -293,8 +454,24 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"the running controller's configuration file (default {DEFAULT_CONFIG})")
     reload.set_defaults(handler=command_reload)
     plan = commands.add_parser("plan", help="print the parameters an inventory implies")
-    plan.add_argument("inventory", help="inventory YAML (docs/controller.md)")
+    plan.add_argument("inventory", nargs="?", help="inventory YAML (docs/controller.md); with --config, the "
+                                                   "configuration's when left out")
+    plan.add_argument("--config", metavar="FILE",
+                      help="the controller's configuration: its bounds, formulas and forwarding instead of options")
     plan.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    plan.add_argument("--explain", action="store_true",
+                      help="per pair, the terms of each formula: bottleneck and N_l, delay and buffer terms, "
+                           "the bounds that clamped, where each input came from")
+    plan.add_argument("--host", metavar="H", help="only the pairs from host H (a name or an address)")
+    plan.add_argument("--set", action="store_true",
+                      help="with --host: the parameter set the controller would push to H, as otcp-agent apply "
+                           "takes it")
+    plan.add_argument("--generation", type=int, default=1, metavar="N", help="the generation --set carries (default 1)")
+    plan.add_argument("--single-path", action="store_true",
+                      help="one path per switch pair instead of spreading destinations over equal-cost paths")
+    plan.add_argument("--link-load", action="store_true",
+                      help="per switch-to-switch link, the host pairs crossing it, one path per switch pair "
+                           "beside multipath")
     plan.add_argument("--lossless", action="store_true", help="the otcp-lossless formulas instead of the published")
     plan.add_argument("--queue-target-fraction", type=float, metavar="F",
                       help="otcp-lossless: the standing queue per switch egress, as a share of its buffer")
@@ -334,6 +511,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # InventoryError and ConfigError are ValueErrors
         print(f"otcp-controller {args.command}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:  # the reader went (`plan | head`): stop quietly, as a killed writer would
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        return EXIT_CLOSED_PIPE
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ Addresses: the hosts of edge switch number e (in the order of the switches hosts
 10.e.x.y, one /30 per host link, so every other switch reaches them with one route (10.e.0.0/16);
 switch-to-switch links are numbered in 172.16.0.0/12. Every switch's route toward an edge switch's
 prefix goes to the next switch of the planner's switch path (otcp.planning.paths, the paths the
-controller installs), so the simulated packets take the paths the planner plans.
+controller installs with multipath off), so the simulated packets take the paths the planner plans
+(the simulation's plans have multipath off).
 """
 
 from __future__ import annotations

@@ -77,7 +77,8 @@ class ClosedLoop:
             self.counter.update(number + 1, by_edge[edge])
         flows = self.held.update(t, self.counter.active_pairs())
         fabric = Fabric(switches=self.base.switches, hosts=self.base.hosts, links=self.base.links, flows=flows)
-        self.plan = Plan(fabric, self.bounds, self.lossless, self.pacing, previous=self.plan)
+        # The simulated switches route per edge switch (one path per switch pair): so does the plan.
+        self.plan = Plan(fabric, self.bounds, self.lossless, self.pacing, previous=self.plan, multipath=False)
         changed = self._settings(self.plan)
         self.polls.append(PollRecord(t, len(flows), bool(changed)))
         return {"settings": changed}
