@@ -20,8 +20,8 @@ from otcp.planning import inventory as inventory_module
 from otcp.planning.inventory import Inventory
 
 #: The top-level keys a reload applies to the running controller.
-LIVE_KEYS = frozenset({"inventory", "intervals", "defaults", "bounds", "parameters", "forwarding", "retention",
-                       "log_level"})
+LIVE_KEYS = frozenset({"inventory", "intervals", "defaults", "bounds", "parameters", "forwarding", "long_paths",
+                       "retention", "log_level"})
 
 
 @dataclass(frozen=True)
