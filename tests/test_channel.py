@@ -111,7 +111,7 @@ def test_a_set_over_the_frame_limit_is_not_published_and_the_host_keeps_its_prev
     assert refused["10.9.0.1"].describe("10.9.0.1").startswith(
         "10.9.0.1: generation 2 not published: its 100000 routes make a ")
     # What a set that is published must never make: a message over the frame limit.
-    fits = host_routes(60_000)
+    fits = host_routes(40_000)
     assert publications.publish(3, {"10.9.0.1": fits}) == {}
     assert len(publications.latest("10.9.0.1").model_dump_json()) < limits.MAX_FRAME_BYTES
     assert "10.9.0.1" not in publications.too_large
