@@ -185,7 +185,7 @@ class Run:
 
 def whole_message_bytes(param_set: ParamSet) -> int:
     """Bytes of the params message carrying a whole set (peers aside: they go only when they change)."""
-    return len(framing.encode_json(messages.params_message(param_set, None, lease_s=DEFAULT_LEASE_S)))
+    return len(framing.encode_json(messages.params_message(param_set, None, lease_s=DEFAULT_LEASE_S, epoch=0)))
 
 
 def pushed_message_bytes(acknowledged: ParamSet, latest: ParamSet) -> tuple[int, bool]:
@@ -194,7 +194,7 @@ def pushed_message_bytes(acknowledged: ParamSet, latest: ParamSet) -> tuple[int,
     where that is the shorter message (otcp.service.agent_server), else the whole set."""
     delta = paramset.worth_a_delta(acknowledged, latest)
     if delta is not None:
-        return len(framing.encode_json(messages.delta_message(delta, None, lease_s=DEFAULT_LEASE_S))), True
+        return len(framing.encode_json(messages.delta_message(delta, None, lease_s=DEFAULT_LEASE_S, epoch=0))), True
     return whole_message_bytes(latest), False
 
 

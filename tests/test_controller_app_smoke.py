@@ -153,8 +153,53 @@ def test_every_handler_drives_the_core_and_sends_through_the_datapath(controller
     handle("state_change", state_event(s2, DEAD_DISPATCHER))
     assert controller.core.ready_switches() == [1] and 2 not in controller.core.topology.switches
 
+    # Alone, the instance asks no role: an answer or a refusal it did not ask for changes nothing.
+    s1.take()
+    handle("role_reply", ofp_event.EventOFPRoleReply(parser.OFPRoleReply(s1, ofproto.OFPCR_ROLE_SLAVE, 5)))
+    handle("error", ofp_event.EventOFPErrorMsg(parser.OFPErrorMsg(
+        s1, type_=ofproto.OFPET_ROLE_REQUEST_FAILED, code=ofproto.OFPRRFC_STALE)))
+    assert controller.core.roles.is_master(1) and s1.take() == []
+
     handlers = {name for name, member in inspect.getmembers(app.OTCPController) if hasattr(member, "callers")}
     assert driven == handlers
+
+
+def test_one_of_two_instances_asks_for_its_role_and_sends_flow_mods_only_as_master(tmp_path, monkeypatch):
+    settings = {"database": "state.db", "cluster": {"rank": 0, "instances": 2, "heartbeat_s": 0.5, "takeover_s": 2}}
+    monkeypatch.setattr(app, "CONFIG", config.validate(settings, str(tmp_path / "controller.yaml")))
+    controller = app.OTCPController()
+    try:
+        s1 = FakeDatapath(1)
+        controller.switch_features(ofp_event.EventOFPSwitchFeatures(parser.OFPSwitchFeatures(s1)))
+        set_async, question = s1.take()
+        assert kinds([set_async, question]) == ["OFPSetAsync", "OFPRoleRequest"]
+        assert set_async.packet_in_mask[1] & 1 << ofproto.OFPR_NO_MATCH  # a SLAVE learns from packet-ins
+        assert (question.role, question.generation_id) == (ofproto.OFPCR_ROLE_NOCHANGE, 0)
+        controller.state_change(state_event(s1, MAIN_DISPATCHER))
+        controller.port_description(port_description_event(s1))
+        s1.take()
+        # The switch never had a master: rank 0 asks at once; as SLAVE it sent no flow mod.
+        controller.role_reply(ofp_event.EventOFPRoleReply(parser.OFPRoleReply(s1, ofproto.OFPCR_ROLE_EQUAL, 0)))
+        [ask] = s1.take()
+        assert ask.role == ofproto.OFPCR_ROLE_MASTER and ask.generation_id & 0xFF == 0
+        controller._probe()
+        assert kinds(s1.take()) == ["OFPEchoRequest"]  # a switch refuses a SLAVE's probes
+        controller.role_reply(ofp_event.EventOFPRoleReply(parser.OFPRoleReply(s1, ofproto.OFPCR_ROLE_MASTER,
+                                                                              ask.generation_id)))
+        assert controller.core.roles.epoch(1) == ask.generation_id
+        # MASTER of a switch no one led: cleared, the meter, probes up, table miss.
+        assert kinds(s1.take()) == ["OFPFlowMod", "OFPMeterMod", "OFPMeterMod", "OFPFlowMod", "OFPFlowMod"]
+        controller._probe()
+        assert kinds(s1.take())[:2] == ["OFPEchoRequest", "OFPPacketOut"]
+        # Another instance asked with a newer id: this one is SLAVE again and sends nothing but questions.
+        controller.error(ofp_event.EventOFPErrorMsg(parser.OFPErrorMsg(
+            s1, type_=ofproto.OFPET_ROLE_REQUEST_FAILED, code=ofproto.OFPRRFC_STALE)))
+        assert not controller.core.roles.is_master(1)
+        assert kinds(s1.take()) == ["OFPRoleRequest"]
+        controller._probe()
+        assert kinds(s1.take()) == ["OFPEchoRequest"]
+    finally:
+        controller.store.close()
 
 
 def test_an_agent_ahead_of_the_controller_is_stored_and_followed(controller):

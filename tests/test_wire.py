@@ -508,9 +508,9 @@ def test_a_delta_whose_result_breaks_a_set_rule_is_refused():
 
 
 def test_params_message_carries_a_set_or_a_delta_and_resync_is_checked():
-    good = messages.delta_message(delta(), peers=["10.0.0.9"], lease_s=60)
+    good = messages.delta_message(delta(), peers=["10.0.0.9"], lease_s=60, epoch=0)
     assert messages.parse_message(good, messages.Params).peers == ["10.0.0.9"]
-    assert messages.parse_message(messages.params_message({"generation": 1, "routes": []}, None, lease_s=60)).type == "params"
+    assert messages.parse_message(messages.params_message({"generation": 1, "routes": []}, None, lease_s=60, epoch=0)).type == "params"
     for bad, problem in [
         ({"type": "params"}, "exactly one of set and delta, not neither"),
         ({"type": "params", "set": {}, "delta": {}}, "exactly one of set and delta, not set and delta"),
@@ -531,11 +531,12 @@ def test_params_message_carries_a_set_or_a_delta_and_resync_is_checked():
 
 
 def test_a_set_carries_its_lease_and_a_renewal_is_checked():
-    whole = messages.params_message({"generation": 1, "routes": []}, None, lease_s=120)
+    whole = messages.params_message({"generation": 1, "routes": []}, None, lease_s=120, epoch=0)
     assert messages.parse_message(whole, messages.Params).lease_s == 120.0
-    assert messages.parse_message(messages.delta_message(delta(), lease_s=2.5), messages.Params).lease_s == 2.5
-    renew = messages.renew_message(7, 30)
-    assert messages.parse_message(renew, messages.Renew) == messages.Renew(type="renew", generation=7, lease_s=30.0)
+    assert messages.parse_message(messages.delta_message(delta(), lease_s=2.5, epoch=0), messages.Params).lease_s == 2.5
+    renew = messages.renew_message(7, 30, 5)
+    assert messages.parse_message(renew, messages.Renew) == messages.Renew(type="renew", generation=7, lease_s=30.0,
+                                                                          epoch=5)
     for bad, problem in [
         ({key: value for key, value in whole.items() if key != "lease_s"}, "params message: lease_s: missing"),
         (dict(whole, lease_s=True), "params message: lease_s: true is not a number"),
@@ -545,7 +546,12 @@ def test_a_set_carries_its_lease_and_a_renewal_is_checked():
         (dict(whole, lease_s="60"), 'params message: lease_s: "60" is not a number'),
         (dict(renew, lease_s=86401), "renew message: lease_s: 86401 is above the maximum 86400"),
         (dict(renew, generation=0), "renew message: generation: 0 is out of range"),
-        ({"type": "renew", "lease_s": 30}, "renew message: generation: missing"),
+        ({"type": "renew", "lease_s": 30, "epoch": 1}, "renew message: generation: missing"),
+        ({key: value for key, value in whole.items() if key != "epoch"}, "params message: epoch: missing"),
+        (dict(whole, epoch=-1), "params message: epoch: -1 is out of range"),
+        (dict(whole, epoch=2**63), "params message: epoch: .* is out of range"),
+        (dict(whole, epoch=True), "params message: epoch: true is not an integer"),
+        (dict(renew, epoch=1.5), "renew message: epoch: 1.5 is not an integer"),
     ]:
         with pytest.raises(ProtocolError, match=problem):
             messages.parse_message(bad)

@@ -9,8 +9,11 @@
 #: 7 leases: a params message carries the set's ``lease_s``, and the controller's
 #: ``renew`` restarts the lease of the acknowledged generation; 8 long fat paths:
 #: ``congctl``, ``ssthresh`` and ``increase`` (each a value or null) in every route,
-#: and the agent's ack says which of them its host enforces.
-VERSION = 8
+#: and the agent's ack says which of them its host enforces; 9 epochs: every params and
+#: renew message carries the ``epoch`` of the controller's authority over the host (the
+#: OpenFlow generation id it became master of the host's switch with), and the agent tells
+#: every controller it is connected to what it holds (``held``).
+VERSION = 9
 
 #: Largest frame either side accepts once authenticated (a 10 000-route set is about 1 MB).
 MAX_FRAME_BYTES = 8 * 1024 * 1024
@@ -38,5 +41,9 @@ INCREASE = (1, 255)
 #: A congestion control's name as the kernel takes it (TCP_CA_NAME_MAX is 16 with the NUL).
 CONGCTL_PATTERN = r"^[a-z0-9_]{1,15}$"
 GENERATION = (1, 2**63 - 1)
+#: A controller's epoch: an OpenFlow master election generation id, which switches compare as
+#: a signed 64-bit difference; 0 for a controller that is no switch's master by election
+#: (a test's lone agent server).
+EPOCH = (0, 2**63 - 1)
 #: Seconds a set's lease may last: from a second to a day.
 LEASE_S = (1, 86400)

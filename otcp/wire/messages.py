@@ -7,9 +7,12 @@ generation it has applied, and how it enforces: BPF or routes alone); then
 ``params`` from the controller whenever the host's set changes, each
 answered by ``ack`` (per-route results, and the enforcement again) or
 ``reject`` (the reason, naming the field); every third of a lease, the
-controller's ``renew`` of the acknowledged generation's lease; and, every few
+controller's ``renew`` of the acknowledged generation's lease; every few
 seconds, the agent's ``rtt`` report of the round trips it measured to its
-destinations.
+destinations; and, to every controller it is connected to whenever its applied
+set changes, the agent's ``held``: the (epoch, generation) it holds. Every
+``params`` and ``renew`` carries the sender's ``epoch``: its authority over the
+host (docs/design.md, "Two controllers").
 """
 
 import ipaddress
@@ -25,6 +28,7 @@ from otcp.wire.framing import ProtocolError, encode_json
 from otcp.wire.limits import (
     ADVMSS,
     CWND_CLAMP,
+    EPOCH,
     GENERATION,
     INITCWND,
     LEASE_S,
@@ -58,6 +62,7 @@ Hex = Annotated[str, Field(max_length=128), AfterValidator(_hex)]
 Address = Annotated[str, Field(max_length=64), AfterValidator(_address)]
 Name = Annotated[str, Field(max_length=64)]
 Generation = Annotated[int, int_range(*GENERATION)]
+Epoch = Annotated[int, int_range(*EPOCH)]
 Version = Annotated[int, int_range(1, 65535)]
 Count = Annotated[int, int_range(0, 2**31 - 1)]
 LeaseSeconds = Annotated[float, Field(ge=LEASE_S[0], le=LEASE_S[1])]
@@ -140,14 +145,17 @@ class Params(Strict):
     checked by otcp.wire.paramset); and the other hosts' addresses, which the agent
     probes for round trips (its routes may be aggregated prefixes that do not
     name them), absent when they did not change since the last params message
-    on this connection; and the set's lease: how long it holds, in seconds from
-    when the agent applies it, unless renewed (`Renew`)."""
+    on this connection; the set's lease: how long it holds, in seconds from
+    when the agent applies it, unless renewed (`Renew`); and the sender's epoch,
+    its authority over the host: the agent takes no set of an older epoch than
+    the one it holds."""
 
     type: Literal["params"]
     set: dict[str, Any] | None = None
     delta: dict[str, Any] | None = None
     peers: Annotated[list[Address], Field(max_length=100_000)] = []
     lease_s: LeaseSeconds
+    epoch: Epoch
 
     @model_validator(mode="before")
     @classmethod
@@ -164,11 +172,23 @@ class Params(Strict):
 
 class Renew(Strict):
     """The controller is there, and vouches for the set of `generation` (the one the agent
-    acknowledged on this connection): its lease starts again, lease_s from now."""
+    acknowledged on this connection) under its authority `epoch`: its lease starts again,
+    lease_s from now, when the agent holds that generation of that epoch."""
 
     type: Literal["renew"]
     generation: Generation
     lease_s: LeaseSeconds
+    epoch: Epoch
+
+
+class Held(Strict):
+    """What the agent holds, told to every controller it is connected to when it changes and
+    after its hello: the epoch (None: none held) and generation (None: nothing applied) of its
+    applied set. A standby controller numbers its generations past it."""
+
+    type: Literal["held"]
+    epoch: Epoch | None
+    generation: Generation | None
 
 
 class RouteResult(Strict):
@@ -245,7 +265,7 @@ class Reject(Strict):
 
 SCHEMAS: dict[str, type[Strict]] = {
     "challenge": Challenge, "auth": Auth, "welcome": Welcome, "hello": Hello,
-    "params": Params, "ack": Ack, "reject": Reject, "rtt": Rtt, "resync": Resync, "renew": Renew,
+    "params": Params, "ack": Ack, "reject": Reject, "rtt": Rtt, "resync": Resync, "renew": Renew, "held": Held,
 }
 KINDS = {schema: kind for kind, schema in SCHEMAS.items()}
 Message = TypeVar("Message", bound=Strict)
@@ -296,10 +316,11 @@ def welcome_message(secret: bytes, agent_nonce: str, controller_nonce: str) -> d
     return {"type": "welcome", "mac": controller_mac(secret, agent_nonce, controller_nonce)}
 
 
-def params_message(param_set: ParamSet | dict, peers: Sequence[str] | None = (), *, lease_s: float) -> dict:
-    """A whole parameter set on its way to an agent, with its lease and the addresses it may
-    probe (None: unchanged since the last params message, left out)."""
-    message: dict[str, Any] = {"type": "params", "set": param_set, "lease_s": lease_s}
+def params_message(param_set: ParamSet | dict, peers: Sequence[str] | None = (), *, lease_s: float,
+                   epoch: int) -> dict:
+    """A whole parameter set on its way to an agent, with its lease, the sender's epoch and the
+    addresses it may probe (None: unchanged since the last params message, left out)."""
+    message: dict[str, Any] = {"type": "params", "set": param_set, "lease_s": lease_s, "epoch": epoch}
     if peers is not None:
         message["peers"] = list(peers)
     return message
@@ -326,21 +347,28 @@ def whole_set_bytes(param_set: ParamSet, peers: Sequence[str], limit: int = MAX_
     bound = MAC_BYTES + 128 + len(param_set.routes) * _WIDEST_ROUTE_BYTES + peers_size
     if bound <= limit:
         return bound
-    return MAC_BYTES + len(encode_json(params_message(param_set, peers, lease_s=float(LEASE_S[1]))))
+    return MAC_BYTES + len(encode_json(params_message(param_set, peers, lease_s=float(LEASE_S[1]),
+                                                      epoch=EPOCH[1])))
 
 
-def delta_message(delta: dict, peers: Sequence[str] | None = None, *, lease_s: float) -> dict:
+def delta_message(delta: dict, peers: Sequence[str] | None = None, *, lease_s: float, epoch: int) -> dict:
     """A delta (otcp.wire.paramset.make_delta) against the set the agent acknowledged, with
-    the lease of the set it makes and the addresses it may probe (None: unchanged, left out)."""
-    message: dict[str, Any] = {"type": "params", "delta": delta, "lease_s": lease_s}
+    the lease of the set it makes, the sender's epoch and the addresses it may probe (None:
+    unchanged, left out)."""
+    message: dict[str, Any] = {"type": "params", "delta": delta, "lease_s": lease_s, "epoch": epoch}
     if peers is not None:
         message["peers"] = list(peers)
     return message
 
 
-def renew_message(generation: int, lease_s: float) -> dict:
-    """The controller's renewal of the lease of the generation the agent acknowledged."""
-    return {"type": "renew", "generation": generation, "lease_s": lease_s}
+def renew_message(generation: int, lease_s: float, epoch: int) -> dict:
+    """The controller's renewal, under its epoch, of the lease of the generation the agent acknowledged."""
+    return {"type": "renew", "generation": generation, "lease_s": lease_s, "epoch": epoch}
+
+
+def held_message(epoch: int | None, generation: int | None) -> dict:
+    """The agent's word of what it holds: its applied set's epoch and generation."""
+    return {"type": "held", "epoch": epoch, "generation": generation}
 
 
 def resync_message(generation: int, applied_generation: int | None) -> dict:

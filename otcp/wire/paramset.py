@@ -13,7 +13,7 @@ kernel's MSS, not paced, the host's congestion control, the kernel's initial
 ssthresh, Scalable TCP rather than GridDT's increase); the controller sends
 every key. Destinations come back as canonical prefixes; a destination
 without a prefix length is a host route. `check_generation` is the one
-generation rule both peers use.
+generation rule both peers use: (epoch, generation) must not go back.
 
 A set is a `ParamSet` of `RouteParams` everywhere in both processes: frozen,
 validated once when made (from JSON by `validate_param_set`, by the planner
@@ -159,8 +159,16 @@ def same_routes(first: ParamSet, second: ParamSet | None) -> bool:
     return second is not None and len(first.routes) == len(second.routes) and set(first.routes) == set(second.routes)
 
 
-def check_generation(validated: ParamSet, applied_generation: int | None, applied_set: ParamSet | None = None) -> None:
-    """The generation rule: a set must be newer than the applied generation.
+def check_generation(validated: ParamSet, applied_generation: int | None, applied_set: ParamSet | None = None,
+                     epoch: int | None = None, applied_epoch: int | None = None) -> None:
+    """The generation rule: a set must be newer than the applied one, in (epoch, generation) order.
+
+    `epoch` is the authority of the controller that sent the set (the OpenFlow generation id it
+    became master of the host's switch with, docs/design.md, "Two controllers"); `applied_epoch`
+    the authority of the applied set. Both None (a set given by hand, an agent that never held
+    an epoch): generations alone. A set from a newer epoch is taken whatever its generation
+    number (a new master's numbering), one from an older epoch is refused whatever its number
+    (a master that lost its switch); within one epoch the generation must grow.
 
     The one exception is the applied set itself, unchanged: re-applying it
     is allowed (a restarted agent does it from its state, and a controller
@@ -168,6 +176,11 @@ def check_generation(validated: ParamSet, applied_generation: int | None, applie
     same generation with different routes is refused.
     """
     if applied_generation is None:
+        return
+    if epoch is not None and applied_epoch is not None and epoch != applied_epoch:
+        if epoch < applied_epoch:
+            raise ValidationError("epoch", f"{epoch} is older than the applied set's epoch {applied_epoch}: "
+                                  "the controller that sent it is no longer its host's master")
         return
     generation = validated.generation
     if generation < applied_generation or (generation == applied_generation and applied_set is None):

@@ -1,6 +1,6 @@
 """``otcp-agent``: the host agent and its one-shot commands.
 
-    otcp-agent run --controller HOST:PORT --secret-file FILE [--state FILE] [--enforce bpf|routes]
+    otcp-agent run --controller HOST:PORT[,HOST:PORT...] --secret-file FILE [--state FILE] [--enforce bpf|routes]
     otcp-agent apply FILE.json [--json] [--dry-run] [--state FILE]     # FILE "-" reads stdin
     otcp-agent show [--json] [--state FILE]
     otcp-agent revert [--state FILE]
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from otcp.agent import doctor, dryrun, rtt
-from otcp.agent.client import ControllerClient, client_tls, parse_address
+from otcp.agent.client import ControllerClient, SharedAgent, client_tls, parse_address, run_all
 from otcp.agent.core import Agent
 from otcp.agent.enforcement import MODES, Enforcement, status_path
 from otcp.agent.lease import SAFE_INITCWND
@@ -107,7 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
                               f"{STATE_DIRECTORY}/NETNS/state.db with --netns)")
 
     run = commands.add_parser("run", help="connect to the controller and apply what it pushes")
-    run.add_argument("--controller", required=True, metavar="HOST:PORT")
+    run.add_argument("--controller", required=True, action="append", metavar="HOST:PORT",
+                     help="a controller to connect to; every instance of the fabric's controller, given once "
+                     "each or comma-separated: the agent takes sets from whichever is its host's master")
     run.add_argument("--secret-file", required=True, metavar="FILE")
     run.add_argument("--backoff-max", type=float, default=30.0, metavar="SECONDS",
                      help="longest wait between reconnection attempts (default 30)")
@@ -161,7 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_run(args: argparse.Namespace) -> int:
     """Keep this host's routes in line with the controller until stopped."""
     try:
-        host, port = parse_address(args.controller)
+        controllers = [parse_address(text.strip()) for given in args.controller for text in given.split(",")]
+        if len(set(controllers)) != len(controllers):
+            raise ValueError("--controller: a controller is given twice")
         secret = session.read_secret(args.secret_file)
         metrics_address = parse_address(args.metrics, "--metrics") if args.metrics else None
         tls = client_tls(args.tls_ca) if args.tls_ca else None
@@ -199,14 +203,18 @@ def _run(args: argparse.Namespace, host: str, port: int, secret: bytes, metrics_
             except OSError as error:
                 print(f"otcp-agent: --metrics {args.metrics}: {error.strerror or error}", file=sys.stderr)
                 return 2
-        client = ControllerClient(agent, host, port, secret, backoff_max=args.backoff_max,
-                                  backoff_initial=min(0.5, args.backoff_max), metrics=metrics, tls=tls,
-                                  server_name=args.tls_server_name, rtt_interval_s=args.rtt_interval)
+        shared = SharedAgent(agent)
+        clients = [ControllerClient(agent, host, port, secret, backoff_max=args.backoff_max,
+                                    backoff_initial=min(0.5, args.backoff_max), metrics=metrics, tls=tls,
+                                    server_name=args.tls_server_name, rtt_interval_s=args.rtt_interval,
+                                    shared=shared)
+                   for host, port in controllers]
         try:
-            client.run()
+            run_all(clients)
         except SystemExit:
             LOG.info("stopping; the applied routes stay%s",
                      "; the BPF enforcement goes" if enforcing.mode == "bpf" else "")
+        shared.lock.acquire()  # no connection's apply is cut by the close (the threads end with the process)
     return 0
 
 
@@ -365,7 +373,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     else:
         when = datetime.datetime.fromtimestamp(shown["applied_at"]).isoformat(timespec="seconds")
         status = "active" if shown["active"] else "reverted"
-        print(f"generation {shown['generation']} ({status}, applied {when})")
+        epoch = "" if shown["epoch"] is None else f" of epoch {shown['epoch']}"
+        print(f"generation {shown['generation']}{epoch} ({status}, applied {when})")
     rows = [("DESTINATION", "DEV", "GATEWAY", "TABLE", "RTO_MIN", "INITCWND", "CWND", "ADVMSS", "QUICKACK")]
     for r in shown["routes"]:
         rows.append((

@@ -1,6 +1,14 @@
 """The agent's side of the channel: dial the controller, authenticate,
 report, then apply and acknowledge every parameter set it pushes.
 
+An agent may be given several controllers (the instances of one fabric,
+docs/controller.md, "Two controllers, one fabric"): one `ControllerClient` per
+controller, each in its own thread (`run_all`), sharing one `SharedAgent`, which
+applies what any of them sends one at a time and tells every connected
+controller what the host holds (``held``) after each change. Only a host's
+master sends it sets; the agent's (epoch, generation) rule keeps a set from
+a controller that lost its authority out (`otcp.wire.paramset.check_generation`).
+
 `ControllerClient.run` never gives up: when the controller is unreachable
 or goes away it waits (capped exponential backoff with jitter) and dials
 again. The routes stay as they are while disconnected, until the applied
@@ -42,15 +50,51 @@ STABLE_SESSION_S = 5.0
 LEASE_POLL_S = 1.0
 
 
+class SharedAgent:
+    """One agent that several controller connections feed: they use it one at a time (`lock`), and
+    each change of what it holds is told to every connected controller (`announce`)."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.lock = threading.RLock()
+        self._senders: set[_Sender] = set()
+
+    def joined(self, sender: "_Sender") -> None:
+        """A controller connection is up: it hears what the agent holds, now and after each change."""
+        with self.lock:
+            self._senders.add(sender)
+            self._tell(sender)
+
+    def left(self, sender: "_Sender") -> None:
+        """A controller connection ended."""
+        with self.lock:
+            self._senders.discard(sender)
+
+    def announce(self) -> None:
+        """Tell every connected controller what the agent holds now."""
+        with self.lock:
+            for sender in list(self._senders):
+                self._tell(sender)
+
+    def _tell(self, sender: "_Sender") -> None:
+        epoch, generation = self.agent.held()
+        try:
+            sender.send(messages.held_message(epoch, generation))
+        except OSError:
+            self._senders.discard(sender)  # its own reader finds the connection gone
+
+
 class ControllerClient:
-    """Keeps one agent connected to its controller."""
+    """Keeps one agent connected to one controller."""
 
     def __init__(self, agent: Agent, host: str, port: int, secret: bytes, connect_timeout: float = 5.0,
                  handshake_timeout: float = 10.0, backoff_initial: float = 0.5, backoff_max: float = 30.0,
                  logger: logging.Logger = LOG, metrics: AgentMetrics | None = None, tls: ssl.SSLContext | None = None,
                  server_name: str | None = None, rtt_meter: RttMeter | None = None,
-                 rtt_interval_s: float = INTERVAL_S, lease_poll_s: float = LEASE_POLL_S) -> None:
+                 rtt_interval_s: float = INTERVAL_S, lease_poll_s: float = LEASE_POLL_S,
+                 shared: SharedAgent | None = None) -> None:
         self.agent = agent
+        self.shared = shared or SharedAgent(agent)
         self.address = (host, port)
         self.secret = secret
         self.metrics = metrics or AgentMetrics()
@@ -108,10 +152,12 @@ class ControllerClient:
 
     def keep_lease(self) -> None:
         """Move the host to the safe state if the applied set's lease ran out (logged in one line)."""
-        lease = self.agent.lease
         try:
-            results = self.agent.keep_lease()
+            with self.shared.lock:
+                lease = self.agent.lease
+                results = self.agent.keep_lease()
         except (ApplyError, StateUnwritable) as error:
+            lease = self.agent.lease
             self.log.error("the lease of generation %s ran out, and its safe state could not be applied: %s",
                            lease.generation if lease else None, error)
             return
@@ -125,6 +171,7 @@ class ControllerClient:
         """One connection: handshake, hello, then params until it closes."""
         sock = socket.create_connection(self.address, timeout=self.connect_timeout)
         sender = None
+        connected = False
         try:
             _keepalive(sock)
             if self.tls is not None:
@@ -136,14 +183,17 @@ class ControllerClient:
             session = self._handshake(sock, reader)
             reader.deadline = None
             self.sessions += 1
-            self.metrics.connected.set(1)
+            self.metrics.connected.inc()
+            connected = True
             self.log.info("authenticated to controller %s:%d", *self.address)
-            hello = self.agent.hello()
-            sender = _Sender(sock, session)
-            sender.send(hello)
+            with self.shared.lock:
+                hello = self.agent.hello()
+                sender = _Sender(sock, session)
+                sender.send(hello)
+                self.shared.joined(sender)
+                # The reporter thread does not touch the agent's state: it reads this list.
+                self._destinations = self.agent.destinations()
             self.log.info("reported addresses %s", ", ".join(hello.addresses) or "(none)")
-            # The reporter thread must not touch the agent's state (SQLite is per thread): it reads this list.
-            self._destinations = self.agent.destinations()
             reporter = threading.Thread(target=self._report_rtts, args=(sender,), daemon=True)
             reporter.start()
             while True:
@@ -156,16 +206,20 @@ class ControllerClient:
                     continue
                 assert isinstance(message, messages.Params)  # the one other kind parse_message lets through
                 params = message
-                if params.delta is not None:
-                    sender.send(self._handle_params(params.delta, params.lease_s, delta=True))
-                elif params.set is not None:
-                    sender.send(self._handle_params(params.set, params.lease_s))
-                self._destinations = self.agent.destinations()
+                with self.shared.lock:
+                    if params.delta is not None:
+                        sender.send(self._handle_params(params.delta, params.lease_s, params.epoch, delta=True))
+                    elif params.set is not None:
+                        sender.send(self._handle_params(params.set, params.lease_s, params.epoch))
+                    self._destinations = self.agent.destinations()
+                    self.shared.announce()
                 if "peers" in params.model_fields_set:  # absent: unchanged since the last params message
                     self._peers = params.peers
         finally:
-            self.metrics.connected.set(0)
+            if connected:
+                self.metrics.connected.dec()
             if sender is not None:
+                self.shared.left(sender)
                 sender.closed.set()
             sock.close()
 
@@ -203,7 +257,8 @@ class ControllerClient:
         """The controller renewed the lease of a generation: the lease starts again, and a host in
         the safe state gets the planned values back."""
         try:
-            decision = self.agent.renew(renew.generation, renew.lease_s)
+            with self.shared.lock:
+                decision = self.agent.renew(renew.generation, renew.lease_s, renew.epoch)
         except (ApplyError, StateUnwritable) as error:
             self.log.error("could not restore generation %d on its renewal: %s", renew.generation, error)
             return
@@ -211,25 +266,27 @@ class ControllerClient:
             self.log.info("the controller renewed generation %d: its planned values are back (lease %g s)",
                           renew.generation, renew.lease_s)
         elif decision == "ignore":
-            self.log.debug("renewal of generation %d ignored: it is not the applied generation", renew.generation)
+            self.log.debug("renewal of generation %d of epoch %d ignored: it is not the applied set",
+                           renew.generation, renew.epoch)
 
-    def _handle_params(self, param_set: dict[str, Any], lease_s: float, delta: bool = False) -> dict[str, Any]:
+    def _handle_params(self, param_set: dict[str, Any], lease_s: float, epoch: int,
+                       delta: bool = False) -> dict[str, Any]:
         """Apply a whole set, or a delta against the applied one (a parsed JSON object), with its
-        lease; the answer to send: ack, reject, or (a delta with another base) resync, which asks for
-        the whole set."""
+        lease, from a controller of epoch; the answer to send: ack, reject, or (a delta with another
+        base) resync, which asks for the whole set. Called with the shared agent's lock held."""
         generation = paramset.claimed_generation(param_set)
         started = time.monotonic()
         try:
             if delta:
-                validated, results = self.agent.apply_delta(param_set, "controller", lease_s)
+                validated, results = self.agent.apply_delta(param_set, "controller", lease_s, epoch)
             else:
-                validated, results = self.agent.apply(param_set, "controller", lease_s)
+                validated, results = self.agent.apply(param_set, "controller", lease_s, epoch)
         except BaseMismatch as mismatch:
             self.metrics.resyncs.inc()
             self.log.info("%s; asking for the whole set", mismatch)
             return messages.resync_message(mismatch.generation, mismatch.applied_generation)
         except ValidationError as error:
-            self.metrics.rejected("generation" if error.field == "generation" else "validation")
+            self.metrics.rejected("generation" if error.field in ("generation", "epoch") else "validation")
             self.log.warning("rejected generation %s: %s", generation, error)
             return messages.reject_message(generation, str(error))
         except ApplyError as error:
@@ -242,8 +299,8 @@ class ControllerClient:
             return messages.reject_message(generation, f"{error}; no route changed")
         self.metrics.applied(validated.generation, results, time.monotonic() - started)
         skipped = sum(1 for r in results if r.status == "skipped")
-        self.log.info("applied generation %d: %d route(s), %d skipped", validated.generation,
-                      len(results) - skipped, skipped)
+        self.log.info("applied generation %d of epoch %d from %s:%d: %d route(s), %d skipped", validated.generation,
+                      epoch, *self.address, len(results) - skipped, skipped)
         for result in results:
             if result.status == "skipped":
                 self.log.info("  skipped %s: %s", result.dst, result.reason)
@@ -321,6 +378,25 @@ def _describe(error: Exception) -> str:
     if isinstance(error, ConnectionRefusedError):
         return "connection refused"
     return str(error) or type(error).__name__
+
+
+def run_all(clients: list[ControllerClient]) -> None:
+    """Run every client (one per controller) until `stop` or an exception from outside (SystemExit,
+    KeyboardInterrupt, raised in this thread), each in a thread of its own when there are several."""
+    if len(clients) == 1:
+        clients[0].run()
+        return
+    threads = [threading.Thread(target=client.run, name=f"controller {client.address[0]}:{client.address[1]}",
+                                daemon=True) for client in clients]
+    for thread in threads:
+        thread.start()
+    try:
+        while any(thread.is_alive() for thread in threads):
+            for thread in threads:
+                thread.join(0.5)
+    finally:
+        for client in clients:
+            client.stop()
 
 
 def parse_address(text: str, option: str = "--controller") -> tuple[str, int]:

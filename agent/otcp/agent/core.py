@@ -7,7 +7,10 @@ command line go through exactly the same checks and effects.
 The generation rule is `otcp.wire.paramset.check_generation`; re-applying the
 applied set unchanged puts back any route that went missing.
 
-A set the controller pushes carries a lease (`otcp.agent.lease`): the running
+A set the controller pushes carries the epoch of its sender (its authority over
+this host): a set of an older epoch than the one held is refused, whatever its
+generation, and one of a newer epoch is taken, whatever its generation
+(`check_generation`). A set the controller pushes carries a lease (`otcp.agent.lease`): the running
 agent renews it when the controller does, and moves the host to the set's
 safe state when it runs out (`keep_lease`); the stored set keeps its lease
 across a restart, and one whose lease ran out comes back as its safe state.
@@ -100,10 +103,11 @@ class Agent:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def apply(self, param_set: ParamSet | dict[str, Any], source: str,
-              lease_s: float | None = None) -> tuple[ParamSet, list[RouteResult]]:
+    def apply(self, param_set: ParamSet | dict[str, Any], source: str, lease_s: float | None = None,
+              epoch: int | None = None) -> tuple[ParamSet, list[RouteResult]]:
         """Validate and apply a set (a parsed JSON object, or a ParamSet) as a whole, with a
-        lease of lease_s from now (None: held until replaced).
+        lease of lease_s from now (None: held until replaced), from a controller of epoch (None:
+        by hand, ordered by generation within the held epoch).
 
         Returns the validated set and the per-route results. Raises
         ValidationError (nothing touched) or ApplyError (previous routes
@@ -117,10 +121,10 @@ class Agent:
             except ValidationError as error:
                 self.state.record(claimed_generation(param_set), source, "rejected", str(error))
                 raise
-            return self._apply_locked(validated, applied, source, _granted(validated, lease_s))
+            return self._apply_locked(validated, applied, source, _granted(validated, lease_s), epoch)
 
-    def apply_delta(self, delta: dict[str, Any], source: str,
-                    lease_s: float | None = None) -> tuple[ParamSet, list[RouteResult]]:
+    def apply_delta(self, delta: dict[str, Any], source: str, lease_s: float | None = None,
+                    epoch: int | None = None) -> tuple[ParamSet, list[RouteResult]]:
         """Apply a delta (a parsed JSON object) against the active applied set: the
         set it makes is validated and applied as a whole, exactly like `apply`,
         with a lease of lease_s from now.
@@ -140,14 +144,15 @@ class Agent:
             except ValidationError as error:
                 self.state.record(claimed_generation(delta), source, "rejected", str(error))
                 raise
-            return self._apply_locked(validated, applied, source, _granted(validated, lease_s))
+            return self._apply_locked(validated, applied, source, _granted(validated, lease_s), epoch)
 
     def _apply_locked(self, validated: ParamSet, applied: Applied | None, source: str,
-                      lease: Lease | None) -> tuple[ParamSet, list[RouteResult]]:
-        """Apply a validated set under lease (None: held until replaced), the state lock held and
-        signals deferred."""
+                      lease: Lease | None, epoch: int | None = None) -> tuple[ParamSet, list[RouteResult]]:
+        """Apply a validated set under lease (None: held until replaced) from a controller of epoch
+        (None: the held epoch stays), the state lock held and signals deferred."""
         try:
-            check_generation(validated, *((applied.generation, applied.param_set) if applied else (None,)))
+            check_generation(validated, applied.generation if applied else None,
+                             applied.param_set if applied else None, epoch=epoch, applied_epoch=self.state.epoch())
         except ValidationError as error:
             self.state.record(validated.generation, source, "rejected", str(error))
             raise
@@ -161,7 +166,7 @@ class Agent:
             raise
         try:
             stored = None if lease is None else lease.stored(time.monotonic(), time.time())
-            self.state.save_applied(validated, results, source, stored)
+            self.state.save_applied(validated, results, source, stored, epoch)
         except (sqlite3.Error, StateUnwritable) as error:
             undo_enforcement()
             problems = self.routes.undo_last()
@@ -225,12 +230,16 @@ class Agent:
                                    f"{len(applied.param_set.routes)} route(s)")
             return results
 
-    def renew(self, generation: int, lease_s: float) -> Renewal:
-        """A controller's renewal of generation's lease (`otcp.agent.lease.renewal`): the lease
-        starts again from now, and a host in the safe state gets the planned values back. Returns
-        what it did. Raises ApplyError as `apply` does (restoring only)."""
+    def renew(self, generation: int, lease_s: float, epoch: int | None = None) -> Renewal:
+        """A controller's renewal of generation's lease under epoch (`otcp.agent.lease.renewal`):
+        the lease starts again from now, and a host in the safe state gets the planned values back.
+        A renewal of another epoch than the held one vouches for another controller's set: ignored.
+        Returns what it did. Raises ApplyError as `apply` does (restoring only)."""
         with StateLock(self.state_path), _signals_deferred():
             applied = self.state.applied()
+            held = self.state.epoch()
+            if epoch is not None and held is not None and epoch != held:
+                return "ignore"
             decision = renewal(self.lease, applied.generation if applied and applied.active else None, generation)
             if decision == "renew":
                 now = time.monotonic()
@@ -305,6 +314,7 @@ class Agent:
         results = self.state.applied_results() if applied is not None and applied.active else []
         return {
             "generation": None if applied is None else applied.generation,
+            "epoch": self.state.epoch(),
             "active": None if applied is None else applied.active,
             "applied_at": None if applied is None else applied.applied_at,
             "routes": sorted(routes, key=lambda r: (r["table"], r["dst"])),
@@ -313,6 +323,10 @@ class Agent:
             "enforcement": shown_enforcement(self.state_path, self.routes.netns),
             "lease": shown_lease(applied.lease, time.time()) if applied is not None and applied.active else None,
         }
+
+    def held(self) -> tuple[int | None, int | None]:
+        """(epoch, generation) of the applied set, as the agent tells every controller."""
+        return self.state.epoch(), self.state.applied_generation()
 
     def destinations(self) -> list[str]:
         """The prefixes of the active applied set: where the round-trip meter measures."""

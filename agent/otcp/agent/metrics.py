@@ -47,7 +47,7 @@ class AgentMetrics:
                                registry=self.registry)
         self.resyncs = Counter("otcp_agent_resyncs_total", "Deltas whose base was not the applied generation "
                                "(the whole set was asked for)", registry=self.registry)
-        self.connected = Gauge("otcp_agent_connected", "1 while authenticated to the controller",
+        self.connected = Gauge("otcp_agent_connected", "Controllers the agent is authenticated to now",
                                registry=self.registry)
         self.reconnects = Counter("otcp_agent_reconnects_total", "Connection attempts after the first",
                                   registry=self.registry)

@@ -6,7 +6,10 @@ the generation, so an older set is still refused, but marks it inactive so
 a restart does not put the routes back). Another holds the set's lease when
 the controller gave it one (`otcp.agent.lease.StoredLease`: wall-clock times,
 and whether the kernel holds the set's safe state); a set without one (applied
-by hand) holds until it is replaced. A small journal records every apply,
+by hand) holds until it is replaced. Another holds the epoch of the controller
+the applied set came from (its authority, docs/design.md, "Two controllers"):
+no set of an older epoch is taken, across restarts too; a set applied by hand
+keeps the epoch held. A small journal records every apply,
 rejection, lapse and revert for the operator.
 
 Before the kernel is touched, an apply records its *intent*: the
@@ -42,6 +45,7 @@ from typing import IO, Any
 
 from otcp.agent.lease import StoredLease
 from otcp.wire import framing, paramset, validation
+from otcp.wire.limits import EPOCH
 from otcp.wire.messages import RouteResult
 from otcp.wire.paramset import ParamSet
 
@@ -67,6 +71,10 @@ CREATE TABLE IF NOT EXISTS intent (
     destinations TEXT NOT NULL,
     started_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS authority (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    epoch INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS lease (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     lease_s REAL NOT NULL,
@@ -80,6 +88,7 @@ COLUMNS = {
     "journal": ["at", "generation", "source", "outcome", "detail"],
     "intent": ["id", "generation", "destinations", "started_at"],
     "lease": ["id", "lease_s", "granted_at", "expires_at", "lapsed"],
+    "authority": ["id", "epoch"],
 }
 JOURNAL_ROWS = 1000
 #: A journal entry keeps at most this much of what it was sent, so one
@@ -138,7 +147,8 @@ class State:
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)
         try:
-            self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
+            # Several controller connections use it, one at a time (otcp.agent.client.SharedAgent).
+            self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
         except sqlite3.Error as error:
             raise CorruptState(f"{path}: cannot open the state: {error}") from None
         try:
@@ -163,6 +173,7 @@ class State:
         self.applied_results()
         self.intent()
         self.lease()
+        self.epoch()
 
     def close(self) -> None:
         """Close the state database."""
@@ -207,6 +218,15 @@ class State:
             raise CorruptState(f"{self.path}: the stored lease is unreadable: {row!r}")
         return StoredLease(float(row[0]), float(row[1]), float(row[2]), bool(row[3]))
 
+    def epoch(self) -> int | None:
+        """The epoch of the controller the applied set came from (None: none ever held)."""
+        row = self.db.execute("SELECT epoch FROM authority WHERE id = 1").fetchone()
+        if row is None:
+            return None
+        if not isinstance(row[0], int) or isinstance(row[0], bool) or not 0 <= row[0] <= EPOCH[1]:
+            raise CorruptState(f"{self.path}: the stored epoch is unreadable: {row[0]!r}")
+        return row[0]
+
     def applied_results(self) -> list[RouteResult]:
         """What became of each route of the last applied set, as the ack reported it ([] if none)."""
         row = self.db.execute("SELECT results FROM applied WHERE id = 1").fetchone()
@@ -226,9 +246,9 @@ class State:
         return None if applied is None else applied.generation
 
     def save_applied(self, param_set: ParamSet, results: Sequence[RouteResult], source: str,
-                     lease: StoredLease | None = None) -> None:
-        """Record a set as applied, with its per-route results and its lease (None: held until
-        replaced); the intent is done."""
+                     lease: StoredLease | None = None, epoch: int | None = None) -> None:
+        """Record a set as applied, with its per-route results, its lease (None: held until
+        replaced) and its sender's epoch (None: the held epoch stays); the intent is done."""
         stored_results = [result.model_dump(exclude_unset=True) for result in results]
         with self._writing():
             self.db.execute(
@@ -238,7 +258,10 @@ class State:
             )
             self.db.execute("DELETE FROM intent")
             self._write_lease(lease)
-            self._journal(param_set.generation, source, "applied", f"{len(param_set.routes)} route(s)")
+            if epoch is not None:
+                self.db.execute("INSERT OR REPLACE INTO authority VALUES (1, ?)", (epoch,))
+            held = "" if epoch is None else f" of epoch {epoch}"
+            self._journal(param_set.generation, source, "applied", f"{len(param_set.routes)} route(s){held}")
 
     def save_lease(self, lease: StoredLease) -> None:
         """Record the applied set's lease as renewed (not journaled: it comes every few seconds)."""

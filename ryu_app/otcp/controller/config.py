@@ -30,6 +30,8 @@
     metrics:   null                               # {host: 127.0.0.1, port: 9640}: Prometheus
     admin:     {socket: otcp-controller.sock}     # `otcp-controller status` asks here
     retention: {measurements_s: 3600, generations: 100, prune_interval_s: 60}
+    cluster:   {rank: 0, instances: 1, heartbeat_s: 1.0, takeover_s: 4.0}
+                                                  # one of several instances (docs/controller.md)
 
 The defaults are the models' own (`ControllerConfig`), the only defaults
 the controller has: `load` and `validate` return the validated model, which
@@ -46,6 +48,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from otcp.controller.roles import MAX_INSTANCES
 from otcp.planning import formulas
 from otcp.planning.formulas import Bounds, LongPaths, Lossless, Pacing
 from otcp.wire import validation
@@ -244,6 +247,25 @@ class MeasurementSection(Strict):
         return self.max_link_delay_us * 1e-6
 
 
+class ClusterSection(Strict):
+    """This instance among the instances that drive one fabric (`otcp.controller.roles`): its rank
+    (0 is preferred when no one leads a switch), how many there are, how often a master beats and
+    how long a switch's id must stand still before a standby takes it over."""
+
+    rank: Annotated[int, int_range(0, MAX_INSTANCES - 1)] = 0
+    instances: Annotated[int, int_range(1, MAX_INSTANCES)] = 1
+    heartbeat_s: Annotated[float, Field(ge=0.1, le=60)] = 1.0
+    takeover_s: Annotated[float, Field(ge=0.3, le=600)] = 4.0
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ClusterSection":
+        if self.rank >= self.instances:
+            raise ValueError(f"rank {self.rank} is not below instances {self.instances} (ranks count from 0)")
+        if self.takeover_s < 3 * self.heartbeat_s:
+            raise ValueError(f"takeover_s {self.takeover_s:g} is less than 3 heartbeats of {self.heartbeat_s:g} s")
+        return self
+
+
 class ControllerConfig(Strict):
     """The whole configuration file."""
 
@@ -265,6 +287,7 @@ class ControllerConfig(Strict):
     metrics: MetricsSection | None = None
     admin: AdminSection = AdminSection()
     retention: RetentionSection = RetentionSection()
+    cluster: ClusterSection = ClusterSection()
 
 
 class ConfigError(ValueError):

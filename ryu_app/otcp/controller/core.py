@@ -34,6 +34,7 @@ from otcp.controller.delay import HostRtts, Refresh, StableDelays
 from otcp.controller.flowcount import FlowCounter, HeldFlows
 from otcp.controller.forwarding import OpenFlowCodec
 from otcp.controller.publication import Publications
+from otcp.controller.roles import RoleActions, RoleChange, RoleName, Roles
 from otcp.controller.store import Generation, HostRecord, LinkMeasurement, LinkRecord, TopologySnapshot
 from otcp.controller.topology import Host, SwitchPort, Topology
 from otcp.planning.fabric import Fabric, Pair, PairRtt
@@ -66,6 +67,10 @@ ECHO_PAYLOAD = b"otcp"
 # at one a second. Anything further is a corrupt or forged state, refused
 # rather than followed toward the end of the generation range (otcp.wire.limits.GENERATION).
 MAX_GENERATION_LEAP = 2**32
+# What a SLAVE may send a switch (OpenFlow lets it read, not write): questions and its own settings.
+SLAVE_MESSAGES = frozenset({"OFPEchoRequest", "OFPFlowStatsRequest", "OFPPortDescStatsRequest", "OFPRoleRequest",
+                            "OFPSetAsync", "OFPBarrierRequest"})
+ROLES = {"nochange": "OFPCR_ROLE_NOCHANGE", "master": "OFPCR_ROLE_MASTER", "slave": "OFPCR_ROLE_SLAVE"}
 
 Send = tuple[int, Any]  # (dpid, OpenFlow message)
 Row = TypeVar("Row")
@@ -125,6 +130,12 @@ class Actions:
     measurements: Sequence[LinkMeasurement] = ()  # made when first read
     generation: Generation | None = None  # a new generation to store
     deliver: list[str] = field(default_factory=list)  # hosts whose new set goes to their agent
+
+    def __add__(self, other: "Actions") -> "Actions":
+        """Both calls' sends, in order, and a re-plan if either asks (neither may carry more)."""
+        assert not (other.topology or other.generation or other.deliver), "only sends and re-plans add up"
+        return Actions(self.sends + other.sends, self.replan or other.replan, self.topology, self.measurements,
+                       self.generation, self.deliver)
 
 
 @dataclass
@@ -225,6 +236,9 @@ class ControllerCore:
         self._paths: tuple[tuple, SwitchPaths] | None = None  # (switches and switch links, their paths)
         self._host_paths_made: HostPaths | None = None  # the last forwarding toward each host
         self._entries_made: forwarding.MadeEntries | None = None  # the last destination entries made
+        cluster = config.cluster
+        # Which switches this instance is MASTER of (docs/controller.md, "Two controllers, one fabric").
+        self.roles = Roles(cluster.rank, cluster.instances, cluster.heartbeat_s, cluster.takeover_s, now=now)
 
     def _take_planning(self, config: ControllerConfig) -> None:
         """Read the sections that steer planning: the probe interval, defaults, bounds and formulas."""
@@ -246,13 +260,96 @@ class ControllerCore:
 
     # -- switches ------------------------------------------------------------
 
-    def switch_features(self, dpid: int, codec: OpenFlowCodec) -> Actions:
-        """A switch connected: clear an earlier run's entries, send probes here
-        and misses too, at most PACKET_IN_RATE_PPS a second (a meter)."""
+    def switch_features(self, dpid: int, codec: OpenFlowCodec, now: float | None = None) -> Actions:
+        """A switch connected at now. Alone, this instance is its MASTER at once (`_role_changes`
+        sets it up); one of several asks the switch for its election id and, to learn while it is
+        SLAVE, for the packet-ins a SLAVE gets none of by default."""
         self._switches[dpid] = _Switch(codec)
-        return Actions([(dpid, message) for message in (
-            forwarding.remove_otcp_entries(codec), *forwarding.packet_in_meter(codec, PACKET_IN_RATE_PPS),
-            forwarding.probe_entry(codec), forwarding.table_miss_entry(codec))])
+        if self.roles.instances == 1:
+            return self._carry_roles(0.0, self.roles.connected(0.0, dpid))
+        if now is None:
+            raise ValueError("switch_features: one of several instances needs the time the switch connected")
+        return Actions([(dpid, forwarding.async_config(codec))]) + self._carry_roles(now, self.roles.connected(now,
+                                                                                                          dpid))
+
+    def _setup(self, dpid: int, fresh: bool) -> list[Send]:
+        """What a switch this instance just became MASTER of needs before its entries: the packet-in
+        meter, the probe and table-miss entries; first, where no master led it before, the
+        removal of an earlier run's entries (a master taking over from another keeps them:
+        traffic goes on through them until the new master's are in)."""
+        codec = self._switches[dpid].codec
+        return [(dpid, message) for message in (
+            *((forwarding.remove_otcp_entries(codec),) if fresh else ()),
+            *forwarding.packet_in_meter(codec, PACKET_IN_RATE_PPS),
+            forwarding.probe_entry(codec), forwarding.table_miss_entry(codec))]
+
+    # -- roles -------------------------------------------------------------------
+
+    def role_tick(self, now: float) -> Actions:
+        """Heartbeats, polls, step-downs and takeovers due at now (`otcp.controller.roles`)."""
+        return self._carry_roles(now, self.roles.tick(now))
+
+    def role_reply(self, now: float, dpid: int, role: int, generation_id: int) -> Actions:
+        """A switch answered a role request (its OFPCR_ROLE_* and election id)."""
+        switch = self._switches.get(dpid)
+        if switch is None:
+            return Actions()
+        ofproto = switch.codec.ofproto
+        names: dict[int, RoleName] = {ofproto.OFPCR_ROLE_MASTER: "master", ofproto.OFPCR_ROLE_SLAVE: "slave"}
+        name = names.get(role, "equal")
+        return self._carry_roles(now, self.roles.answered(now, dpid, name, generation_id))
+
+    def role_refused(self, now: float, dpid: int) -> Actions:
+        """A switch refused a role request as stale: another instance leads it."""
+        return self._carry_roles(now, self.roles.refused(now, dpid))
+
+    def _carry_roles(self, now: float, decided: RoleActions) -> Actions:
+        """The role requests as OpenFlow messages, and what each change of role needs."""
+        sends: list[Send] = []
+        for request in decided.requests:
+            switch = self._switches.get(request.dpid)
+            if switch is not None:
+                ofproto, parser = switch.codec.ofproto, switch.codec.ofproto_parser
+                sends.append((request.dpid, parser.OFPRoleRequest(switch.codec, getattr(ofproto, ROLES[request.role]),
+                                                                  request.generation_id)))
+        actions = Actions(sends)
+        for change in decided.changes:
+            actions = actions + self._role_changed(now, change)
+        return actions
+
+    def _role_changed(self, now: float, change: RoleChange) -> Actions:
+        """This instance became MASTER of a switch (its setup, then every entry it should hold, sent
+        at once) or stopped being it (what it sent there is forgotten, so a later takeover sends it
+        all again). Either way the switch's hosts get their next set from whoever leads them now,
+        under that one's epoch."""
+        switch = self._switches.get(change.dpid)
+        if switch is None:
+            return Actions()
+        switch.installed, switch.punts = {}, set()
+        alone = self.roles.instances == 1
+        if not alone:
+            self.log.warning("s%d: %s", change.dpid, f"MASTER with epoch {change.epoch}" if change.master
+                             else "no longer MASTER: sending it nothing, and its hosts' agents no sets")
+            for ip, host in self.topology.located_hosts().items():
+                if host.dpid == change.dpid:
+                    self.publications.forget(ip)
+        if not change.master:
+            return Actions()
+        actions = Actions(self._setup(change.dpid, change.fresh or alone), replan=True)
+        if switch.ready:
+            actions.sends += self.reroute().sends
+        return actions
+
+    def may_send(self, dpid: int, message: Any) -> bool:
+        """Whether this instance may send message to the switch: anything as its MASTER, only
+        questions and its own settings as SLAVE."""
+        return self.roles.is_master(dpid) or type(message).__name__ in SLAVE_MESSAGES
+
+    def agent_epoch(self, host_ip: str | None) -> int | None:
+        """The epoch a set to host_ip's agent carries: this instance's authority as MASTER of the
+        host's switch; None when it is not (then it sends the agent no set and no renewal)."""
+        host = self.topology.host(host_ip) if host_ip is not None else None
+        return None if host is None else self.roles.epoch(host.dpid)
 
     def switch_ready(self, dpid: int) -> Actions:
         """The switch is in MAIN state: ask for its ports."""
@@ -267,6 +364,7 @@ class ControllerCore:
     def switch_gone(self, now: float, dpid: int) -> Actions:
         """The switch disconnected: forget it and what was measured through it."""
         self._switches.pop(dpid, None)
+        self.roles.gone(dpid)
         self.delays.forget_switch(dpid)
         self._probed_links = {link for link in self._probed_links if dpid not in (link[0][0], link[1][0])}
         self._unanswered = {port: count for port, count in self._unanswered.items() if port[0] != dpid}
@@ -384,14 +482,23 @@ class ControllerCore:
                 (dpid, forwarding.packet_out(switch.codec, out_port, data))]
 
     def _probe_arrived(self, now: float, dpid: int, in_port: int, data: bytes) -> Actions:
-        """One of the controller's probes came back: the link it crossed, and a delay sample."""
+        """A probe came up: the link it crossed, and a delay sample when this controller sent it.
+
+        A SLAVE cannot send probes (a switch refuses its packet-outs): it learns the links from
+        the master's, which prove the link but carry no time it knows (no sample). A probe that
+        claims to leave a switch this instance is MASTER of, and that it did not send, proves
+        nothing."""
         probe = delay.parse_probe(data)
-        if probe is None or not self.delays.sent_probe(probe, dpid):
+        if probe is None or probe[0] == dpid:
+            return Actions()
+        ours = self.delays.sent_probe(probe, dpid)
+        if not ours and (self.roles.is_master(probe[0]) or probe[0] not in self._switches):
             return Actions()
         src, dst = (probe[0], probe[1]), (dpid, in_port)
         if self.topology.host_port(*src) or self.topology.host_port(*dst):
             return Actions()  # a host replaying a probe: no link, no sample
-        self.delays.probe_received(probe, dpid, in_port, now)
+        if ours:
+            self.delays.probe_received(probe, dpid, in_port, now)
         self._probed_links.add((src, dst))
         self._unanswered[src] = 0
         return self.link_added(now, src, dst)
@@ -458,19 +565,23 @@ class ControllerCore:
 
     def probe_switch(self, now: float, dpid: int) -> Actions:
         """One probe round of one switch: an echo request (the controller
-        leg) and a delay probe out of every port that is not a host's."""
+        leg) and, as its MASTER, a delay probe out of every port that is not a
+        host's. Every such port counts a round toward its links' expiry either
+        way: a SLAVE's are refreshed by the master's probes."""
         switch = self._switches.get(dpid)
         if switch is None or not switch.ready:
             return Actions()
+        master = self.roles.is_master(dpid)
         self.delays.echo_sent(dpid, now)
         sends = [(dpid, switch.codec.ofproto_parser.OFPEchoRequest(switch.codec, data=ECHO_PAYLOAD))]
         for port, hw_addr in switch.port_addresses.items():
             if self.topology.host_port(dpid, port):
                 continue
-            sequence = self.delays.next_probe(dpid, port, now)
             self._unanswered[(dpid, port)] = self._unanswered.get((dpid, port), 0) + 1
-            frame = delay.probe_frame(dpid, port, hw_addr, sequence)
-            sends.append((dpid, forwarding.packet_out(switch.codec, port, frame)))
+            if master:
+                sequence = self.delays.next_probe(dpid, port, now)
+                frame = delay.probe_frame(dpid, port, hw_addr, sequence)
+                sends.append((dpid, forwarding.packet_out(switch.codec, port, frame)))
         return Actions(sends)
 
     def echo_reply(self, now: float, dpid: int, data: bytes) -> None:
@@ -584,7 +695,7 @@ class ControllerCore:
                 punts.setdefault(dpid, set()).add(port)
         sends = []
         for dpid, switch in self._switches.items():
-            if not switch.ready:
+            if not switch.ready or not self.roles.is_master(dpid):
                 continue
             entries, ports = desired.get(dpid, {}), punts.get(dpid, set())
             if entries is not switch.installed and entries != switch.installed:
@@ -653,7 +764,9 @@ class ControllerCore:
     def _next_generation(self, plan: Plan, link_rows: Sequence[LinkMeasurement]) -> tuple[Generation | None, list[str]]:
         """Number a new generation and publish the sets of the hosts whose
         routes changed; returns it and those hosts, (None, []) if none did."""
-        routes = plan.route_sets()
+        # Only the hosts of the switches this instance is MASTER of: the others' agents take sets
+        # from their own switch's master.
+        routes = {ip: host_routes for ip, host_routes in plan.route_sets().items() if self.agent_epoch(ip) is not None}
         # The hosts' addresses, for the agents' round-trip probes (an aggregated prefix hides them).
         self.publications.peers = sorted(plan.fabric.hosts)
         changed = {ip: host_routes for ip, host_routes in routes.items() if self.publications.changed(ip, host_routes)}
@@ -670,6 +783,20 @@ class ControllerCore:
         name = plan.fabric.name
         flows = {(name(src), name(dst)): count for (src, dst), count in plan.fabric.flows.items()}
         return Generation(number, PlanRecords(plan), link_rows, flows), sorted(changed)
+
+    def agent_holds(self, generation: int | None) -> None:
+        """An agent holds generation (told at its hello and whenever its set changes, whoever sent
+        it): this instance numbers its next generations past it, so that as a host's new master it
+        sends a greater generation than any the host held. A number past MAX_GENERATION_LEAP ahead
+        is not followed (`agent_arrived`)."""
+        if generation is None or generation <= self.generation or generation >= GENERATION[1]:
+            return
+        if generation - self.generation > MAX_GENERATION_LEAP:
+            self.log.error("an agent holds generation %d, more than %d past this controller's %d: not followed",
+                           generation, MAX_GENERATION_LEAP, self.generation)
+            return
+        self.log.debug("an agent holds generation %d: numbering from %d", generation, generation + 1)
+        self.generation = generation
 
     def agent_arrived(self, host_ip: str, applied_generation: int | None) -> Actions:
         """The one rule for an agent's applied generation (docs/design.md, "Wire protocol").

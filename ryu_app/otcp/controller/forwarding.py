@@ -287,3 +287,12 @@ def pair_counters(stats: Iterable[Any]) -> list[tuple[str, str, int]]:
     """(src_ip, dst_ip, packet_count) for each pair entry in a stats reply."""
     return [(stat.match["ipv4_src"], stat.match["ipv4_dst"], stat.packet_count)
             for stat in stats if stat.cookie == PAIR_COOKIE and stat.priority == PAIR_PRIORITY]
+
+
+def async_config(datapath: OpenFlowCodec) -> Message:
+    """The asynchronous messages this controller takes in every role: packet-ins (a SLAVE gets
+    none by default, and learns hosts and links from them), port status, and no flow removals."""
+    ofproto, parser = datapath.ofproto, datapath.ofproto_parser
+    packet_ins = 1 << ofproto.OFPR_NO_MATCH | 1 << ofproto.OFPR_ACTION
+    ports = 1 << ofproto.OFPPR_ADD | 1 << ofproto.OFPPR_DELETE | 1 << ofproto.OFPPR_MODIFY
+    return parser.OFPSetAsync(datapath, [packet_ins, packet_ins], [ports, ports], [0, 0])

@@ -6,9 +6,9 @@ A reload reads the configuration file and its inventory again and checks them co
 running configuration stays. Of a file that passes, the keys that only steer planning and the
 loops' pace apply at once: the inventory (its path or its content), `intervals`, `defaults`,
 `bounds`, `parameters`, `forwarding`, `retention` and `log_level`. The others name sockets, files or state the
-process opened at start (`openflow`, `agents`, `database`, `admin`, `metrics`) or shape estimators
-that hold measurements (`delay_window`, `stability`, `measurement`): they are reported as needing a
-restart and keep their running values.
+process opened at start (`openflow`, `agents`, `database`, `admin`, `metrics`), shape estimators
+that hold measurements (`delay_window`, `stability`, `measurement`) or place the instance among its
+peers (`cluster`): they are reported as needing a restart and keep their running values.
 """
 
 from dataclasses import dataclass

@@ -32,6 +32,11 @@ copied from the base's, fields changed, destinations removed) when that is the s
 agent whose applied generation is not the delta's base answers ``resync`` and
 gets the set again (whole, unless it holds the acknowledged one).
 
+Every set and renewal carries the epoch `authority(host_ip)` gives: this controller's authority
+over the host, as MASTER of its switch (`otcp.controller.roles`). Where it gives None (this
+instance is a standby there) nothing is sent: no set, no renewal. Each agent's ``held`` (what it
+holds, whoever sent it) goes to `on_held(generation)`, as does the applied generation of its hello.
+
 Every set carries the lease `lease_s` (``agents.lease_s``); every third of it the
 writer renews the lease of the generation the agent acknowledged on the connection
 (``renew``). An agent that hears no renewal for a whole lease moves its host to the
@@ -63,7 +68,7 @@ from otcp.controller.config import DEFAULT_LEASE_S
 from otcp.controller.publication import Publications
 from otcp.wire import framing, limits, messages, paramset, session
 from otcp.wire.framing import ProtocolError
-from otcp.wire.messages import Ack, Hello, Reject, Resync, RoundTrip, RouteResult, Rtt
+from otcp.wire.messages import Ack, Held, Hello, Reject, Resync, RoundTrip, RouteResult, Rtt
 from otcp.wire.paramset import ParamSet
 from otcp.wire.session import AuthenticationError
 
@@ -125,7 +130,9 @@ class AgentServer:
                  write_timeout: float = 10.0, rate_per_s: float = 20.0, burst: float = 200.0,
                  max_connections: int = 1024, max_unauthenticated: int | None = None,
                  unauthenticated_per_source: int = 16, send_buffer_bytes: int = SEND_BUFFER_BYTES,
-                 tls: ssl.SSLContext | None = None, lease_s: float = DEFAULT_LEASE_S) -> None:
+                 tls: ssl.SSLContext | None = None, lease_s: float = DEFAULT_LEASE_S,
+                 authority: Callable[[str | None], int | None] = lambda host_ip: 0,
+                 on_held: Callable[[int | None], object] | None = None) -> None:
         if not isinstance(secret, bytes) or not secret:
             raise ValueError("agents.secret_file: the secret must be non-empty bytes")
         if isinstance(lease_s, bool) or not limits.LEASE_S[0] <= lease_s <= limits.LEASE_S[1]:
@@ -153,6 +160,8 @@ class AgentServer:
         self.address: tuple[str, int] | None = None  # (host, port) actually listened on, after start()
         self.tls = tls  # server_tls(...) for TLS under the HMAC handshake, None for plain TCP
         self.lease_s = lease_s  # the lease of every set, renewed every lease_s / RENEWALS_PER_LEASE
+        self.authority = authority  # host ip (None: not mapped) -> the epoch of its sets, None: send none
+        self.on_held = on_held
         self.acked: dict[str, int] = {}  # host ip -> last acknowledged generation
         self.refused: collections.Counter[str] = collections.Counter()  # reason -> agents refused or cut off
         self._connections: set[_Connection] = set()  # every open connection
@@ -311,6 +320,8 @@ class AgentServer:
             if set(other.addresses) & set(connection.addresses):
                 self._close(other, f"replaced by a newer connection from {connection.peer}", level=logging.INFO)
         self._agents.add(connection)
+        if self.on_held is not None:
+            self._callback(self.on_held, hello.applied_generation)
         self.log.info("agent %s (%s) authenticated: addresses %s, applied generation %s", connection.peer,
                       hello.hostname, ", ".join(connection.addresses) or "none", hello.applied_generation)
         for address in connection.addresses:
@@ -346,7 +357,13 @@ class AgentServer:
                 connection.wake.clear()
                 while connection.pending is not None:
                     param_set, connection.pending = connection.pending, None
-                    message, delta = connection.params_for(param_set, self.publications.peers)
+                    epoch = self.authority(connection.host_ip)
+                    if epoch is None:
+                        self.log.debug("generation %d not sent to agent %s for %s: this controller is not the "
+                                       "master of its switch", param_set.generation, connection.peer,
+                                       connection.host_ip)
+                        continue
+                    message, delta = connection.params_for(param_set, self.publications.peers, epoch)
                     assert connection.session is not None  # the writer starts after the handshake
                     data = connection.session.seal(message)
                     try:
@@ -357,8 +374,8 @@ class AgentServer:
                                      f"({len(data)} bytes) not taken within {self.write_timeout:g} s")
                         return
                     if delta is None:
-                        self.log.info("sent generation %d (%d routes, %d bytes) to agent %s for %s",
-                                      param_set.generation, len(param_set.routes), len(data), connection.peer,
+                        self.log.info("sent generation %d of epoch %d (%d routes, %d bytes) to agent %s for %s",
+                                      param_set.generation, epoch, len(param_set.routes), len(data), connection.peer,
                                       connection.host_ip)
                     else:
                         self.log.info("sent generation %d as a delta against %d (%d added, %d copied, %d changed, "
@@ -378,11 +395,12 @@ class AgentServer:
         """Renew the lease of the set the agent acknowledged on this connection (none before it
         acknowledged one); False when the agent was cut off as a slow reader."""
         connection.renew_at = time.monotonic() + self.lease_s / RENEWALS_PER_LEASE
-        if connection.acked_set is None:
-            return True
+        epoch = self.authority(connection.host_ip)
+        if connection.acked_set is None or epoch is None or epoch != connection.acked_epoch:
+            return True  # nothing acknowledged under this controller's present authority
         generation = connection.acked_set.generation
         assert connection.session is not None  # the writer starts after the handshake
-        data = connection.session.seal(messages.renew_message(generation, self.lease_s))
+        data = connection.session.seal(messages.renew_message(generation, self.lease_s, epoch))
         try:
             with hub.Timeout(self.write_timeout):
                 connection.sock.sendall(data)
@@ -399,8 +417,10 @@ class AgentServer:
         if generation not in connection.sent:
             raise ProtocolError(f"ack for generation {generation}, which was not sent to it")
         param_set, _ = connection.sent.pop(generation)
+        epoch = connection.sent_epochs.pop(generation, None)
         if connection.acked_set is None or generation >= connection.acked_set.generation:
             connection.acked_set = param_set  # what later deltas are based on
+            connection.acked_epoch = epoch
         if connection.host_ip is not None:
             self.acked[connection.host_ip] = generation
         skipped = sum(1 for result in ack.results if result.status == "skipped")
@@ -483,6 +503,8 @@ class _Connection:
         # generation -> (the set, whether it went as a delta), until acked or rejected
         self.sent: dict[int, tuple[ParamSet, bool]] = {}
         self.acked_set: ParamSet | None = None  # the latest set the agent acknowledged here: the base of deltas
+        self.acked_epoch: int | None = None  # the epoch it was sent with
+        self.sent_epochs: dict[int, int] = {}  # generation -> the epoch it was sent with, until acked
         self.peers_sent: list[str] | None = None  # the peers of the last params message on this connection
         self.wake = hub.Event()
         self.closed = False
@@ -513,8 +535,11 @@ class _Connection:
         while True:
             body = self.read_frame()
             self.charge(1 + len(body) // 65536)
-            message = messages.parse_message(self.session.open(body), Ack, Reject, Rtt, Resync)
-            if isinstance(message, Ack):
+            message = messages.parse_message(self.session.open(body), Ack, Reject, Rtt, Resync, Held)
+            if isinstance(message, Held):
+                if self.server.on_held is not None:
+                    self.server._callback(self.server.on_held, message.generation)
+            elif isinstance(message, Ack):
                 self.server._acknowledged(self, message)
             elif isinstance(message, Reject):
                 self.server._rejected(self, message)
@@ -556,19 +581,22 @@ class _Connection:
         if self.tokens < 0:
             raise Refused("flooding", f"flooding: more than {self.server.rate_per_s:g} messages a second")
 
-    def params_for(self, param_set: ParamSet, all_peers: list[str]) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """The params message for a set: a delta against the acknowledged set when it is
-        older and the delta is the shorter message, else the whole set;
+    def params_for(self, param_set: ParamSet, all_peers: list[str],
+                   epoch: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The params message for a set under epoch: a delta against the acknowledged set when it
+        is older, of the same epoch, and the delta is the shorter message, else the whole set;
         the peers only when they changed. Returns (message, the delta or None)."""
         peers = [ip for ip in all_peers if ip not in self.addresses]
         changed_peers = None if peers == self.peers_sent else peers
-        delta = paramset.worth_a_delta(self.acked_set, param_set)
+        base = self.acked_set if self.acked_epoch == epoch else None
+        delta = paramset.worth_a_delta(base, param_set)
         self.sent[param_set.generation] = (param_set, delta is not None)
+        self.sent_epochs[param_set.generation] = epoch
         self.peers_sent = peers
         lease_s = self.server.lease_s
         if delta is None:
-            return messages.params_message(param_set, changed_peers, lease_s=lease_s), None
-        return messages.delta_message(delta, changed_peers, lease_s=lease_s), delta
+            return messages.params_message(param_set, changed_peers, lease_s=lease_s, epoch=epoch), None
+        return messages.delta_message(delta, changed_peers, lease_s=lease_s, epoch=epoch), delta
 
     def send_latest(self, param_set: ParamSet) -> None:
         """Have the writer send param_set next (it replaces one not yet sent)."""

@@ -25,6 +25,7 @@ from otcp.wire.messages import Hello
 
 RESTART_BACKOFF_S = 1.0  # a loop whose step raised waits this long before running again
 RELOAD_POLL_S = 0.2  # how soon a SIGHUP is acted on (the signal handler only raises a flag)
+ROLE_TURNS_PER_HEARTBEAT = 4  # the role loop's turns per cluster.heartbeat_s: how late a heartbeat or takeover may be
 # Set by otcp.service.launcher before os-ken loads this app: the configuration and its file.
 CONFIG: ControllerConfig | None = None
 CONFIG_PATH: str | None = None
@@ -55,13 +56,16 @@ class OTCPController(app_manager.OSKenApp):
         self.live = LiveView(self.core, *((latest[2], latest[0]) if latest else ()))
 
     def start(self) -> None:
-        """os-ken's start hook: the agent channel, the admin socket, the metrics and the four loops."""
+        """os-ken's start hook: the agent channel, the admin socket, the metrics and the loops."""
         super().start()
         services = self.services = start_services(self.config, self.core, self.store, self.live, self.logger,
                                                   self._agent_arrived)
         self.agent_server = services.agent_server
         self.threads.extend(services.threads)
         # The waits read the configuration at every turn: a reload changes them.
+        if self.config.cluster.instances > 1:  # alone, the instance asks no role (otcp.controller.roles)
+            role_turn_s = self.config.cluster.heartbeat_s / ROLE_TURNS_PER_HEARTBEAT
+            self.threads.append(hub.spawn(self._supervised, self._roles, lambda: hub.sleep(role_turn_s)))
         for step, wait in ((self._probe, lambda: hub.sleep(self.config.intervals.probe_s)),
                            (self._poll_stats, lambda: hub.sleep(self.config.intervals.flow_stats_s)),
                            (self._replan, lambda: self.replan.wait(timeout=self.config.intervals.recompute_s)),
@@ -122,7 +126,7 @@ class OTCPController(app_manager.OSKenApp):
         agents get their sets before the generation is stored (seconds for a large fabric):
         an agent ahead of the store is followed when it reconnects (ControllerCore.agent_arrived)."""
         for dpid, message in actions.sends:
-            if dpid in self.datapaths:
+            if dpid in self.datapaths and self.core.may_send(dpid, message):
                 self.datapaths[dpid].send_msg(message)
         if actions.replan:
             self.replan.set()
@@ -133,6 +137,9 @@ class OTCPController(app_manager.OSKenApp):
             self.store.save_topology(actions.topology, actions.measurements)
         if actions.generation is not None:
             self.store.save_generation(actions.generation)
+
+    def _roles(self) -> None:
+        self._carry_out(self.core.role_tick(time.time()))
 
     def _probe(self) -> None:
         self._carry_out(self.core.expire_links(time.time()))
@@ -166,7 +173,20 @@ class OTCPController(app_manager.OSKenApp):
         """A switch connected."""
         self.datapaths[ev.msg.datapath.id] = ev.msg.datapath
         self.live.switch_connected(ev.msg.datapath.id)
-        self._carry_out(self.core.switch_features(ev.msg.datapath.id, ev.msg.datapath))
+        self._carry_out(self.core.switch_features(ev.msg.datapath.id, ev.msg.datapath, now=time.time()))
+
+    @set_ev_cls(ofp_event.EventOFPRoleReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def role_reply(self, ev: Any) -> None:
+        """A switch answered a role request."""
+        msg = ev.msg
+        self._carry_out(self.core.role_reply(time.time(), msg.datapath.id, msg.role, msg.generation_id))
+
+    @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def error(self, ev: Any) -> None:
+        """A switch refused a message; a stale role request means another instance leads it."""
+        msg, ofproto = ev.msg, ev.msg.datapath.ofproto
+        if (msg.type, msg.code) == (ofproto.OFPET_ROLE_REQUEST_FAILED, ofproto.OFPRRFC_STALE):
+            self._carry_out(self.core.role_refused(time.time(), msg.datapath.id))
 
     @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
     def state_change(self, ev: Any) -> None:

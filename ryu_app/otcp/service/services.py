@@ -42,7 +42,7 @@ def start_services(config: ControllerConfig, core: ControllerCore, store: Store,
         services.agent_server = AgentServer(
             agents.host, agents.port, read_secret(agents.secret_file), core.publications,
             on_ack=store.save_ack, on_agent=on_agent, logger=logger, tls=tls,
-            on_rtt=core.rtt_report, lease_s=agents.lease_s)
+            on_rtt=core.rtt_report, lease_s=agents.lease_s, authority=core.agent_epoch, on_held=core.agent_holds)
         services.agent_server.start()
         live.agent_server = services.agent_server
     services.admin = AdminServer(config.admin.socket, live.status, logger)
