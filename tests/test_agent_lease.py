@@ -15,6 +15,7 @@ from otcp.agent.metrics import AgentMetrics
 from otcp.agent.state import CorruptState, State
 from otcp.wire.messages import RouteResult
 from otcp.wire.paramset import ParamSet, validate_param_set
+from otcp.wire.validation import ValidationError
 from support.routes import route, set_for
 
 # -- the lease's clock -------------------------------------------------------------------------
@@ -264,3 +265,26 @@ def test_the_safe_state_is_a_valid_set_of_the_same_generation():
     safe = safe_state(planned)
     assert isinstance(safe, ParamSet) and safe.generation == planned.generation
     assert validate_param_set(safe.model_dump()) == safe
+
+
+def test_sets_are_taken_in_epoch_order_across_controllers_and_the_epoch_survives_a_restart(tmp_path, clock):
+    """A new master's set wins whatever its generation; the old master's sets and renewals, sent
+    after, are refused or ignored; a restarted agent still refuses them."""
+    path = str(tmp_path / "state.db")
+    agent = started(path)
+    agent.apply(set_for(40, "10.0.0.1/32", cwnd_clamp=4), "controller", lease_s=30, epoch=500)
+    assert agent.held() == (500, 40)
+    agent.apply(set_for(12, "10.0.0.1/32", cwnd_clamp=8), "controller", lease_s=30, epoch=900)
+    assert agent.held() == (900, 12) and agent.routes.routes["10.0.0.1/32"].cwnd_clamp == 8
+    with pytest.raises(ValidationError, match="^epoch: 500 is older"):
+        agent.apply(set_for(41, "10.0.0.1/32", cwnd_clamp=4), "controller", lease_s=30, epoch=500)
+    clock.advance(20)
+    assert agent.renew(12, 30, epoch=500) == "ignore"  # the old master vouches for nothing held
+    assert agent.renew(12, 30, epoch=900) == "renew"
+    assert agent.state.epoch() == 900
+    agent.close()
+    again = started(path)
+    assert again.held() == (900, 12)
+    with pytest.raises(ValidationError, match="^epoch"):
+        again.apply(set_for(99, "10.0.0.1/32"), "controller", lease_s=30, epoch=899)
+    again.close()

@@ -345,11 +345,12 @@ class ControllerCore:
         questions and its own settings as SLAVE."""
         return self.roles.is_master(dpid) or type(message).__name__ in SLAVE_MESSAGES
 
-    def agent_epoch(self, host_ip: str | None) -> int | None:
+    def agent_epoch(self, host_ip: str | None, now: float | None = None) -> int | None:
         """The epoch a set to host_ip's agent carries: this instance's authority as MASTER of the
-        host's switch; None when it is not (then it sends the agent no set and no renewal)."""
+        host's switch; None when it is not (then it sends the agent no set and no renewal). With
+        now, None too once the switch has not confirmed it in time (`Roles.epoch`)."""
         host = self.topology.host(host_ip) if host_ip is not None else None
-        return None if host is None else self.roles.epoch(host.dpid)
+        return None if host is None else self.roles.epoch(host.dpid, now)
 
     def switch_ready(self, dpid: int) -> Actions:
         """The switch is in MAIN state: ask for its ports."""

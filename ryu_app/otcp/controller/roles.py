@@ -10,13 +10,15 @@ MASTER and every other controller of that switch SLAVE.
 - The MASTER asks again every `heartbeat_s` with its id one `STEP` higher: the switch's id
   moving is the master's heartbeat, which every other instance reads by asking for no change.
 - A SLAVE takes a switch over once its id stood still for `takeover_s` (plus `heartbeat_s` per
-  rank, so that two standbys do not ask at once): it asks MASTER with an id at least two steps
-  past the one it read, and never below its wall clock in milliseconds (so ids keep rising
-  across a switch restart, which forgets the id). A master that revives asks one step past its
-  own last id, which is stale by then: it becomes SLAVE, and does not take the switch back.
+  rank, so that two standbys do not ask at once), as seen in the switch's answers to its polls:
+  it asks MASTER with an id at least two steps past the one it read, and never below its wall
+  clock in milliseconds (so ids keep rising across a switch restart, which forgets the id).
+  A heartbeat of the old master (one step past its own last id) is stale by then: it is SLAVE.
 - A MASTER whose heartbeat the switch has not confirmed for `takeover_s - heartbeat_s`, counted
   from when the confirmed request left, stops being MASTER on its own, a heartbeat before any
-  standby may take over: a master cut off from a switch steps down before another steps up.
+  standby may take over: a master cut off from a switch steps down before another steps up. An
+  instance that stepped down counts the switch's id as still only from then: one that stalled
+  and runs again finds the switch taken and keeps its hands off it.
   So `takeover_s` must be longer than anything that holds the controller's loop (a plan of a
   large fabric) plus a heartbeat. An instance alone never steps down.
 - On a switch that no one leads (id 0: never set), rank r asks MASTER r heartbeats after it
@@ -87,6 +89,7 @@ class SwitchRole:
     switch_id: int = 0  # the switch's generation id as last read (0: never set)
     id_changed_at: float = -math.inf  # when switch_id was last seen to change
     answered: bool = False  # whether the switch answered since the connection began
+    answered_at: float = -math.inf  # when it last answered
     own_id: int = 0  # the id of this instance's last MASTER request
     epoch: int | None = None  # the id this instance became MASTER with, while it is
     master_since: float | None = None
@@ -122,15 +125,20 @@ class Roles:
 
     # -- what the rest of the controller asks -----------------------------------------
 
-    def is_master(self, dpid: int) -> bool:
-        """Whether this instance is MASTER of the switch now (the switch said so, recently enough)."""
-        switch = self.switches.get(dpid)
-        return switch is not None and switch.epoch is not None
+    def is_master(self, dpid: int, now: float | None = None) -> bool:
+        """Whether this instance is MASTER of the switch; with now, only if the switch confirmed it
+        recently enough (`epoch`)."""
+        return self.epoch(dpid, now) is not None
 
-    def epoch(self, dpid: int) -> int | None:
-        """The id this instance became MASTER of the switch with, or None when it is not MASTER."""
+    def epoch(self, dpid: int, now: float | None = None) -> int | None:
+        """The id this instance became MASTER of the switch with, or None when it is not MASTER.
+        With now, also None once the switch has not confirmed it for as long as makes the loop
+        step down (`tick`): what a stalled process does first when it runs again, before its role
+        loop has had a turn, must not use a role another instance may hold by then."""
         switch = self.switches.get(dpid)
-        return None if switch is None else switch.epoch
+        if switch is None or (now is not None and self._unconfirmed(now, switch)):
+            return None
+        return switch.epoch
 
     def failover_bound_s(self) -> float:
         """The longest a switch stays without a MASTER after its master's last heartbeat, for this
@@ -164,7 +172,7 @@ class Roles:
         fresh = switch.switch_id == 0
         if switch_id != switch.switch_id:
             switch.switch_id, switch.id_changed_at = switch_id, now
-        switch.role, switch.answered = role, True
+        switch.role, switch.answered, switch.answered_at = role, True, now
         actions = RoleActions()
         if role == "master" and switch_id == switch.own_id:
             switch.confirmed_at = switch.master_asked_at
@@ -173,7 +181,7 @@ class Roles:
                 switch.promotions += 1
                 actions.changes.append(RoleChange(dpid, True, switch_id, fresh))
         elif switch.epoch is not None and role != "master":
-            actions.changes += self._step_down(dpid, switch)
+            actions.changes += self._step_down(now, dpid, switch)
         self._decide(now, dpid, switch, actions, answer=True)
         return actions
 
@@ -183,7 +191,7 @@ class Roles:
         switch = self.switches.get(dpid)
         if switch is None or self.instances == 1:
             return RoleActions()
-        actions = RoleActions(changes=self._step_down(dpid, switch))
+        actions = RoleActions(changes=self._step_down(now, dpid, switch))
         switch.id_changed_at = now  # someone is leading
         if switch.role == "master":
             switch.role = "slave"
@@ -197,7 +205,7 @@ class Roles:
             return actions
         for dpid, switch in self.switches.items():
             if self._unconfirmed(now, switch):
-                actions.changes += self._step_down(dpid, switch)
+                actions.changes += self._step_down(now, dpid, switch)
             self._decide(now, dpid, switch, actions, answer=False)
         return actions
 
@@ -232,8 +240,8 @@ class Roles:
         wait = self.rank * self.heartbeat_s
         if switch.switch_id == 0:  # no one ever led it
             return now - switch.connected_at >= wait
-        # The id last moved when its master last beat (or when this instance first read it).
-        return now - max(switch.id_changed_at, switch.connected_at) >= self.takeover_s + wait
+        # Seen standing still, by answers of the switch, for the whole wait: not merely unread.
+        return switch.answered_at - switch.id_changed_at >= self.takeover_s + wait
 
     def _master(self, now: float, dpid: int, switch: SwitchRole, generation_id: int) -> RoleRequest:
         if generation_id > MAX_ID:
@@ -246,13 +254,16 @@ class Roles:
         self.switches[dpid].asked_at = now
         return RoleRequest(dpid, role, generation_id)
 
-    def _step_down(self, dpid: int, switch: SwitchRole) -> list[RoleChange]:
-        """This instance is no longer MASTER of the switch (demoted, refused, or unconfirmed)."""
+    def _step_down(self, now: float, dpid: int, switch: SwitchRole) -> list[RoleChange]:
+        """This instance is no longer MASTER of the switch (demoted, refused, or unconfirmed). It
+        asks where things stand at once, and counts the switch's id still from now: another
+        instance that took the switch meanwhile keeps it."""
         if switch.epoch is None:
             return []
         switch.epoch = switch.master_since = None
         switch.demotions += 1
-        switch.asked_at = -math.inf  # ask where things stand at the next turn
+        switch.asked_at = -math.inf
+        switch.id_changed_at = now
         return [RoleChange(dpid, False, None)]
 
     def summary(self) -> list[dict]:
