@@ -9,10 +9,25 @@ import itertools
 import random
 
 import pytest
+from os_ken.ofproto import ofproto_v1_3
 
+from otcp.controller import delay
 from otcp.controller.roles import STEP, RoleChange, RoleRequest, Roles
 from otcp.wire.paramset import check_generation, validate_param_set
 from otcp.wire.validation import ValidationError
+from support.controller_fakes import (
+    H1,
+    H2,
+    H3,
+    HOSTS,
+    PORTS,
+    FakeDatapath,
+    ipv4_frame,
+    learn_hosts,
+    new_core,
+    port_infos,
+    port_mac,
+)
 from support.routes import set_for
 
 HEARTBEAT_S, TAKEOVER_S = 1.0, 4.0
@@ -251,3 +266,68 @@ def test_sets_from_two_masters_in_any_order_never_take_an_agent_back():
             trail.append((epoch, generation))
         assert trail == sorted(trail) and trail[-1] == (200, 56)
         assert all(pair in new for pair in itertools.dropwhile(lambda pair: pair[0] == 100, trail))
+
+
+# -- a standby's core -------------------------------------------------------------------------
+
+
+def standby_core():
+    """Rank 1 of two, both switches connected and described, SLAVE of both (the switches'
+    ids moving: another instance leads), at time 0."""
+    core = new_core(0.0, cluster={"rank": 1, "instances": 2, "heartbeat_s": HEARTBEAT_S, "takeover_s": TAKEOVER_S})
+    slave = ofproto_v1_3.OFPCR_ROLE_SLAVE
+    for dpid in PORTS:
+        core.switch_features(dpid, FakeDatapath(dpid), now=0.0)
+        core.switch_ready(dpid)
+        core.port_description(0.0, dpid, port_infos(dpid))
+        core.role_reply(0.0, dpid, slave, 1000 << 8)
+    return core
+
+
+def learned_standby():
+    """A standby core that learned the fabric and the hosts while SLAVE, checking each step."""
+    core = standby_core()
+    assert not core.roles.is_master(1) and not core.roles.is_master(2)
+    # The master's probe out of s1:1 arrives at s2:1: a link, no sample (its time is not ours).
+    master_probe = delay.probe_frame(1, 1, port_mac(1, 1), 77)
+    core.packet_in(0.5, 2, 1, master_probe)
+    core.packet_in(0.5, 1, 1, delay.probe_frame(2, 1, port_mac(2, 1), 78))
+    assert core.topology.links == {(1, 1): (2, 1), (2, 1): (1, 1)} and core.delays.delays() == {}
+    learn_hosts(core, 0.5, *HOSTS)
+    actions = core.replan(10.0)
+    assert actions.sends == [] and actions.generation is None and actions.deliver == []
+    # Only questions reach a switch from a SLAVE: no probe, no packet-out, no flow mod.
+    sends = core.probe_switch(10.0, 1).sends + core.packet_in(10.0, 1, 2, ipv4_frame(H1, H2)).sends
+    assert [type(m).__name__ for _, m in sends if core.may_send(1, m)] == ["OFPEchoRequest"]
+    assert core.agent_epoch(H1[0]) is None
+    # Agents told it what they hold: it numbers past it.
+    core.agent_holds(41)
+    assert core.generation == 41
+    return core
+
+
+def test_a_standby_learns_the_links_from_the_masters_probes_and_sends_no_flow_mod():
+    core = learned_standby()
+    core.agent_holds(7)  # behind: nothing to follow
+    assert core.generation == 41
+
+
+def test_a_standby_that_takes_a_switch_sends_its_entries_and_its_hosts_a_greater_generation():
+    core = learned_standby()
+    # s1's id stands still for the whole wait (its master died): rank 1 asks to be MASTER.
+    slave, master = ofproto_v1_3.OFPCR_ROLE_SLAVE, ofproto_v1_3.OFPCR_ROLE_MASTER
+    wait = TAKEOVER_S + HEARTBEAT_S
+    asked = [m for _, m in core.role_reply(wait, 1, slave, 1000 << 8).sends]
+    assert [(m.role, m.generation_id & 0xFF) for m in asked] == [(master, 1)]
+    actions = core.role_reply(wait + 0.01, 1, master, asked[0].generation_id)
+    kinds = [type(m).__name__ for dpid, m in actions.sends if dpid == 1]
+    # No clearing (the old master's entries carry traffic until these replace them): meter, probes,
+    # table miss, then every destination entry and punt of s1 at once.
+    assert kinds[:4] == ["OFPMeterMod", "OFPMeterMod", "OFPFlowMod", "OFPFlowMod"] and len(kinds) > 4
+    assert all(core.may_send(1, m) for _, m in actions.sends) and actions.replan
+    assert core.agent_epoch(H1[0]) == asked[0].generation_id and core.agent_epoch(H2[0]) is None  # h2 is on s2
+    planned = core.replan(wait + 0.5)
+    assert planned.deliver == [H1[0], H3[0]] and planned.generation.number == 42
+    assert not any(dpid == 2 for dpid, _ in planned.sends)  # s2 has another master
+    # With now, the authority holds only while the switch confirms the heartbeats.
+    assert core.agent_epoch(H1[0], wait + TAKEOVER_S - HEARTBEAT_S) is None

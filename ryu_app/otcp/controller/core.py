@@ -335,6 +335,7 @@ class ControllerCore:
                     self.publications.forget(ip)
         if not change.master:
             return Actions()
+        self._unanswered = {port: count for port, count in self._unanswered.items() if port[0] != change.dpid}
         actions = Actions(self._setup(change.dpid, change.fresh or alone), replan=True)
         if switch.ready:
             actions.sends += self.reroute().sends
@@ -567,22 +568,24 @@ class ControllerCore:
     def probe_switch(self, now: float, dpid: int) -> Actions:
         """One probe round of one switch: an echo request (the controller
         leg) and, as its MASTER, a delay probe out of every port that is not a
-        host's. Every such port counts a round toward its links' expiry either
-        way: a SLAVE's are refreshed by the master's probes."""
+        host's. Only probes this instance sent count toward a link's expiry: a
+        SLAVE forgets no link for the master's probes it misses (the master
+        being gone is when it must keep them most), and counts from its first
+        own round once it is MASTER."""
         switch = self._switches.get(dpid)
         if switch is None or not switch.ready:
             return Actions()
-        master = self.roles.is_master(dpid)
         self.delays.echo_sent(dpid, now)
         sends = [(dpid, switch.codec.ofproto_parser.OFPEchoRequest(switch.codec, data=ECHO_PAYLOAD))]
+        if not self.roles.is_master(dpid):
+            return Actions(sends)
         for port, hw_addr in switch.port_addresses.items():
             if self.topology.host_port(dpid, port):
                 continue
+            sequence = self.delays.next_probe(dpid, port, now)
             self._unanswered[(dpid, port)] = self._unanswered.get((dpid, port), 0) + 1
-            if master:
-                sequence = self.delays.next_probe(dpid, port, now)
-                frame = delay.probe_frame(dpid, port, hw_addr, sequence)
-                sends.append((dpid, forwarding.packet_out(switch.codec, port, frame)))
+            frame = delay.probe_frame(dpid, port, hw_addr, sequence)
+            sends.append((dpid, forwarding.packet_out(switch.codec, port, frame)))
         return Actions(sends)
 
     def echo_reply(self, now: float, dpid: int, data: bytes) -> None:

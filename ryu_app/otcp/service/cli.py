@@ -405,6 +405,12 @@ def command_status(args: argparse.Namespace) -> int:
                    f"in {status['plan_duration_s'] * 1e3:.1f} ms")
     print(f"generation {status['generation']} ({status['generations_last_minute']} in the last minute), {planned}")
     print("switches: " + (", ".join(f"{s['name']} (dpid {s['dpid']})" for s in status["switches"]) or "none"))
+    cluster = status["cluster"]
+    if cluster["instances"] > 1:
+        leading = [role["dpid"] for role in status["roles"] if role["role"] == "master"]
+        print(f"instance rank {cluster['rank']} of {cluster['instances']}: MASTER of {len(leading)} of "
+              f"{len(status['roles'])} switches ({', '.join(f's{dpid}' for dpid in leading) or 'none'}), "
+              f"failover within {cluster['failover_bound_s']:g} s")
     print("hosts: " + (", ".join(f"{h['name']} {h['ip']} at s{h['dpid']}:{h['port']}" for h in status["hosts"])
                        or "none"))
     print("\nlinks:" if status["links"] else "\nlinks: none")

@@ -123,4 +123,7 @@ class LiveView:
             "sets_too_large": [refused.describe(host_ip)
                                for host_ip, refused in sorted(self.core.publications.too_large.items())],
             "reload": self.reload,
+            "cluster": {"rank": self.core.roles.rank, "instances": self.core.roles.instances,
+                        "failover_bound_s": self.core.roles.failover_bound_s()},
+            "roles": self.core.roles.summary(),
         }
