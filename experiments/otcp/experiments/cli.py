@@ -6,6 +6,7 @@
     otcp-experiment calibrate --buffer-bytes 32000,85000,512000 --packet-bytes 1500,750 --out DIR
     otcp-experiment shell --topo leafspine,2,2,4 [--script FILE]    # Mininet's CLI with OTCP in place
     otcp-experiment multipath --topo leafspine,2,2,4 --topo fattree,4 --out DIR   # load per spine/core link
+    otcp-experiment failover --topo fattree,4 --out DIR              # two controllers, the master killed
     otcp-experiment fairness --flows 4 --stagger-seconds 5 --out DIR
     otcp-experiment workload --topo star,16 --distribution websearch --load 0.5 --query-senders 8 \\
         --query-bytes 2000 --query-rate 10 --seconds 30 --bw-mbps 25 --seed 1 --out DIR
@@ -34,7 +35,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from otcp.experiments import calibrate, fairness, incast, lease, multipath, shell, workload
+from otcp.experiments import calibrate, failover, fairness, incast, lease, multipath, shell, workload
 from otcp.experiments.analysis import report, results
 from otcp.experiments.runner import schemes
 from otcp.experiments.runner.config import ExperimentConfig
@@ -181,6 +182,16 @@ def build_parser() -> argparse.ArgumentParser:
     spread.add_argument("--topo", action="append", required=True, metavar="NAME[,ARG...]",
                         help="an mn-style topology of `otcp.topo.fabrics`, e.g. leafspine,2,2,4 (repeatable)")
     spread.add_argument("--out", default="results/multipath", help="output directory (default results/multipath)")
+    failing = commands.add_parser("failover", help="two controllers on one fabric: the master killed, the "
+                                  "other's takeover and the agents' new sets timed",
+                                  description=first_line(failover.__doc__))
+    failing.add_argument("--topo", default="fattree,4", metavar="NAME[,ARG...]",
+                         help="an mn-style topology of `otcp.topo.fabrics` (default fattree,4)")
+    failing.add_argument("--out", required=True, metavar="DIR", help="where failover.json and the run's files go")
+    failing.add_argument("--heartbeat", type=float, default=1.0, metavar="SECONDS",
+                         help="cluster.heartbeat_s of both instances (default 1)")
+    failing.add_argument("--takeover", type=float, default=4.0, metavar="SECONDS",
+                         help="cluster.takeover_s of both instances (default 4)")
     fair = commands.add_parser("fairness", help="long flows into one receiver, together or staggered: rates, "
                                "Jain's index, convergence and the queue per scheme",
                                description=first_line(fairness.__doc__))
@@ -792,6 +803,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return main_shell(args, command)
     if args.command == "multipath":
         return main_multipath(args, command)
+    if args.command == "failover":
+        return main_failover(args, command)
     if args.command == "calibrate":
         return main_calibrate(with_command(calibration_config_from_args(args, parser), command))
     if args.command == "simulate" and args.workload == "workload":
@@ -881,6 +894,28 @@ def main_multipath(args: argparse.Namespace, command: list[str]) -> int:
     except (EmulationError, TimeoutError, RuntimeError, subprocess.SubprocessError, ValueError) as exc:
         print(f"otcp-experiment: {exc}", file=sys.stderr)
         return 1
+
+
+def main_failover(args: argparse.Namespace, command: list[str]) -> int:
+    """otcp-experiment failover: 0 when it ran (the figures printed and in OUT/failover.json), 1 when
+    the network, the controllers or the agents failed, 2 bad input."""
+    try:
+        topo = topology_from_spec(args.topo)
+        if not 0.1 <= args.heartbeat <= 60 or not args.takeover >= 3 * args.heartbeat:
+            raise ValueError(f"--takeover {args.takeover:g} must be at least 3 heartbeats of --heartbeat "
+                             f"{args.heartbeat:g} (0.1..60 s)")
+    except ValueError as exc:
+        print(f"otcp-experiment: {exc}", file=sys.stderr)
+        return 2
+    config = failover.FailoverConfig(topo=topo, out=args.out, heartbeat_s=args.heartbeat, takeover_s=args.takeover,
+                                     command=command)
+    status, result = run_experiment(failover.run, config)
+    if result is None:
+        return status or 1
+    for line in failover.summary_lines(result):
+        print(line)
+    print(f"figures: {os.path.join(args.out, 'failover.json')}")
+    return 0
 
 
 def run_experiment(run: Callable[[C, Progress], T], config: C) -> tuple[int | None, T | None]:

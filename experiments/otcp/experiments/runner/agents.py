@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from otcp.agent import rtt
@@ -66,14 +66,21 @@ PROBE_SETTLE_S = 0.3
 
 class Agents:
     """otcp-agent in every host, for one scheme's run: started on entry (stopped again if
-    that fails half-way), stopped and their routes removed on exit."""
+    that fails half-way), stopped and their routes removed on exit. controller_config: the
+    controller's configuration file, or those of every instance of it (sharing one secret):
+    each agent connects to all of them."""
 
-    def __init__(self, emulation: Emulation, hosts: Iterable[str], controller_config: str, workdir: str,
-                 timeout: float = 60.0, enforce: str = "routes") -> None:
+    def __init__(self, emulation: Emulation, hosts: Iterable[str], controller_config: str | Sequence[str],
+                 workdir: str, timeout: float = 60.0, enforce: str = "routes") -> None:
         self.emulation = emulation
         self.enforce = enforce
         self.hosts = list(hosts)
-        self.host_address, self.port, self.secret_file = agent_endpoint(controller_config)
+        configs = [controller_config] if isinstance(controller_config, str) else list(controller_config)
+        endpoints = [agent_endpoint(config) for config in configs]
+        if len({secret for _, _, secret in endpoints}) != 1:
+            raise ValueError("the controller instances do not share one agent secret file")
+        self.controllers = ",".join(f"{host}:{port}" for host, port, _ in endpoints)
+        self.secret_file = endpoints[0][2]
         self.workdir = workdir
         self.timeout = timeout
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -89,7 +96,7 @@ class Agents:
         for host in self.hosts:
             log = open(os.path.join(self.workdir, f"agent-{host}.log"), "ab")
             self.processes[host] = self.emulation.start(host, [
-                self.command, "run", "--controller", f"{self.host_address}:{self.port}",
+                self.command, "run", "--controller", self.controllers,
                 "--secret-file", self.secret_file, "--state", self.state_path(host), "--enforce", self.enforce,
             ], stdout=log, stderr=log)
             log.close()

@@ -5,8 +5,9 @@ the way this machine needs it (docs/experiments.md):
 
 - Open vSwitch switches with the userspace datapath (``datapath='user'``),
   OpenFlow 1.3, connected to a RemoteController on 127.0.0.1:<port> (the OTCP
-  controller, started separately), or, for loop-free topologies without a
-  controller, standalone learning bridges;
+  controller, started separately), or to several (the instances of one
+  fabric's controller: every switch connects to each of them), or, for
+  loop-free topologies without a controller, standalone learning bridges;
 - every link a ``otcp.topo.fabrics.BufferedLink``: HTB rate, the switch's egress
   buffer toward each host as a bfifo on an IFB in the host's namespace,
   tx checksum/TSO/GSO/GRO off on every veth;
@@ -174,8 +175,9 @@ class Emulation:
 
 #: What emulate(controller=...) takes: called with the root namespace's management address (None
 #: without a management network), it starts a controller and returns a context manager whose value
-#: is the OpenFlow port it listens on at 127.0.0.1 (otcp.experiments.runner.controller.Controller).
-ControllerStarter = Callable[[str | None], AbstractContextManager[int]]
+#: is the OpenFlow port it listens on at 127.0.0.1 (otcp.experiments.runner.controller.Controller),
+#: or the ports of several instances, each of which every switch connects to.
+ControllerStarter = Callable[[str | None], AbstractContextManager[int | list[int]]]
 
 
 def _check_topology(topo: Any, controller: ControllerStarter | None,
@@ -219,12 +221,15 @@ def emulate(topo: Any, controller: ControllerStarter | None = None, management: 
         root_ip = None
         if subnet is not None:
             root, management_ips, root_ip = _add_management(net, subnet)
+        ports: list[int] = []
         if controller is not None:
-            controller_port = stack.enter_context(controller(root_ip))
-            net.addController("c0", controller=OpenFlowController, ip="127.0.0.1", port=controller_port)
+            started = stack.enter_context(controller(root_ip))
+            ports = [started] if isinstance(started, int) else list(started)
+            for number, port in enumerate(ports):
+                net.addController(f"c{number}", controller=OpenFlowController, ip="127.0.0.1", port=port)
         net.start()
         if controller is not None:
-            _wait_connected(net, controller_port, connect_timeout)
+            _wait_connected(net, ports, connect_timeout)
         _prepare_switches(net, stack, raise_ovs_buffers)
         problems = [_pin_congestion_control(host) for host in net.hosts]
         emulation = Emulation(net, topo, management_ips, root_ip)
@@ -355,15 +360,22 @@ def _wait_send_socket(net: Any, timeout: float = 10.0) -> None:
             time.sleep(0.2)
 
 
-def _wait_connected(net: Any, port: int, timeout: float, interval: float = 0.5) -> None:
-    """Wait until every data switch is connected to the controller on 127.0.0.1:port."""
+def _wait_connected(net: Any, ports: list[int], timeout: float, interval: float = 0.5) -> None:
+    """Wait until every data switch is connected to every controller on 127.0.0.1:port of ports."""
     switches = [s for s in net.switches if s.name != MANAGEMENT_SWITCH]
     deadline = time.monotonic() + timeout
-    while not all(s.connected() for s in switches):
+    while not all(_connections(s) >= len(ports) for s in switches):
         if time.monotonic() > deadline:
-            raise EmulationError(f"switches did not connect to the controller on 127.0.0.1:{port} "
-                                 f"within {timeout:g} s")
+            raise EmulationError(f"switches did not connect to the controller(s) on 127.0.0.1:"
+                                 f"{', '.join(map(str, ports))} within {timeout:g} s")
         time.sleep(interval)
+
+
+def _connections(switch: Any) -> int:
+    """How many of its controllers an OVS switch is connected to now (as Mininet's
+    OVSSwitch.connected asks, for each of them)."""
+    return sum("true" in switch.vsctl("-- get Controller", uuid, "is_connected")
+               for uuid in switch.controllerUUIDs(update=True))
 
 
 def _pin_congestion_control(host: Any) -> str | None:
