@@ -39,7 +39,7 @@ class Switch:
     """One switch's master election as Open vSwitch does it (ofproto/connmgr.c): a MASTER or
     SLAVE request whose id is older than the switch's, as a signed 64-bit difference, is stale;
     otherwise it sets the id, and a new MASTER makes every other master SLAVE. Every connection
-    starts EQUAL; no change answers with the role and the id (0 when never set)."""
+    starts EQUAL; no change answers with the role and the id (all ones when never set)."""
 
     def __init__(self, dpid):
         self.dpid = dpid
@@ -63,7 +63,7 @@ class Switch:
                     if role == "master":
                         self.roles[other] = "slave"
             self.roles[name] = request.role
-        return ("reply", self.roles[name], self.election_id or 0)
+        return ("reply", self.roles[name], 2**64 - 1 if self.election_id is None else self.election_id)
 
 
 class Fabric:

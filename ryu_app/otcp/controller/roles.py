@@ -46,6 +46,8 @@ STEP = 1 << 8
 MAX_INSTANCES = STEP
 #: The ids are signed 64-bit numbers on the switches' side.
 MAX_ID = 2**63 - 1
+#: What a switch answers for an id never set (Open vSwitch: all ones); taken as 0.
+UNSET_ID = 2**64 - 1
 
 RoleName = Literal["master", "slave", "equal"]
 Asked = Literal["master", "slave", "nochange"]
@@ -164,12 +166,13 @@ class Roles:
         return RoleActions(changes=[RoleChange(dpid, False, None)])
 
     def answered(self, now: float, dpid: int, role: RoleName, switch_id: int) -> RoleActions:
-        """The switch answered a role request: this connection's role, and its id. (An instance
-        alone asks nothing: an answer it did not ask for changes nothing.)"""
+        """The switch answered a role request: this connection's role, and its id (0 or UNSET_ID:
+        never set). (An instance alone asks nothing: an answer it did not ask for changes nothing.)"""
         switch = self.switches.get(dpid)
         if switch is None or self.instances == 1:
             return RoleActions()
         fresh = switch.switch_id == 0
+        switch_id = 0 if switch_id == UNSET_ID else switch_id
         if switch_id != switch.switch_id:
             switch.switch_id, switch.id_changed_at = switch_id, now
         switch.role, switch.answered, switch.answered_at = role, True, now
