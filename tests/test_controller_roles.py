@@ -137,6 +137,16 @@ def test_two_instances_agree_on_one_master_and_the_other_stays_slave():
     assert [row["promotions"] for row in summary] == [1, 1, 1] and [row["demotions"] for row in summary] == [0, 0, 0]
 
 
+def test_a_standby_that_connected_first_leaves_a_fabric_no_one_led_to_rank_0():
+    fabric = Fabric(dpids=(1, 2))
+    fabric.start("b", 1)
+    fabric.run(0.75)  # b read "never set" and waits its heartbeat; a comes meanwhile
+    fabric.start("a", 0)
+    fabric.run(30)
+    assert fabric.master(1) == fabric.master(2) == "a"
+    assert {name for _, name, _ in fabric.changes} == {"a"}
+
+
 def test_a_killed_master_is_replaced_within_the_bound_and_rejoins_as_slave_without_flapping():
     fabric = Fabric(dpids=(1, 2))
     fabric.start("a", 0)

@@ -223,10 +223,9 @@ class Roles:
         elif not switch.answered:
             if due:
                 actions.requests.append(self._ask(now, dpid, "nochange", 0))
-        elif self._takeover_due(now, switch):
-            if due or answer:
-                taken = max(switch.switch_id + 2 * STEP, clock_id(now, self.rank))
-                actions.requests.append(self._master(now, dpid, switch, (taken >> 8 << 8) | self.rank))
+        elif answer and self._takeover_due(now, switch):  # decided on the switch's word of a moment ago only
+            taken = max(switch.switch_id + 2 * STEP, clock_id(now, self.rank))
+            actions.requests.append(self._master(now, dpid, switch, (taken >> 8 << 8) | self.rank))
         elif switch.role == "equal" and (due or answer):
             actions.requests.append(self._ask(now, dpid, "slave", switch.switch_id))
         elif due:
