@@ -47,6 +47,8 @@ from otcp.wire.validation import ValidationError
 STATE_DIRECTORY = "/var/lib/otcp-agent"
 #: The exit status of a command stopped by SIGINT (128 + the signal), as shells report it.
 EXIT_INTERRUPTED = 130
+#: How long a stopping agent waits for the apply another controller's connection is in.
+STOP_WAIT_S = 5.0
 LOG = logging.getLogger("otcp.agent")
 
 
@@ -214,7 +216,9 @@ def _run(args: argparse.Namespace, host: str, port: int, secret: bytes, metrics_
         except SystemExit:
             LOG.info("stopping; the applied routes stay%s",
                      "; the BPF enforcement goes" if enforcing.mode == "bpf" else "")
-        shared.lock.acquire()  # no connection's apply is cut by the close (the threads end with the process)
+        # No connection's apply is cut by the close (the threads end with the process); one stuck
+        # writing to its controller holds it at most this long.
+        shared.lock.acquire(timeout=STOP_WAIT_S)
     return 0
 
 
