@@ -4,7 +4,7 @@
         --rounds 50 --schemes default,fine-rto,small-packets,otcp --out results/NAME
     otcp-experiment incast --quick      # the README's main job: a few minutes, the headline plot
     otcp-experiment calibrate --buffer-bytes 32000,85000,512000 --packet-bytes 1500,750 --out DIR
-    otcp-experiment shell --topo leafspine,2,2,4 [--script FILE]    # Mininet's CLI with OTCP in place
+    otcp-experiment shell --topo leafspine,2,2,4 [--script FILE] [--controllers N]   # Mininet's CLI, OTCP in place
     otcp-experiment multipath --topo leafspine,2,2,4 --topo fattree,4 --out DIR   # load per spine/core link
     otcp-experiment failover --topo fattree,4 --out DIR              # two controllers, the master killed
     otcp-experiment fairness --flows 4 --stagger-seconds 5 --out DIR
@@ -35,6 +35,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from otcp.controller.roles import MAX_INSTANCES
 from otcp.experiments import calibrate, failover, fairness, incast, lease, multipath, shell, workload
 from otcp.experiments.analysis import report, results
 from otcp.experiments.runner import schemes
@@ -176,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
                                help=f"an mn-style topology of `otcp.topo.fabrics` ({', '.join(fabrics.topos)}), "
                                     "e.g. leafspine,2,2,4")
     mininet_shell.add_argument("--script", metavar="FILE", help="run the CLI commands in FILE instead of a prompt")
+    mininet_shell.add_argument("--controllers", type=int, default=1, metavar="N",
+                               help="instances of the controller, every switch and agent connected to each "
+                                    "(default 1)")
     spread = commands.add_parser("multipath", help="how the forwarding spreads load over spines or cores: planned "
                                  "pairs per link, pingAll and two iperf3 flows, one path per switch pair and multipath",
                                  description=first_line(multipath.__doc__))
@@ -861,6 +865,8 @@ def main_shell(args: argparse.Namespace, command: list[str]) -> int:
     """otcp-experiment shell: 0 after the CLI ends, 1 if the network or OTCP did not come up, 2 bad input."""
     try:
         topo = topology_from_spec(args.topo)
+        if not 1 <= args.controllers <= MAX_INSTANCES:
+            raise ValueError(f"--controllers: {args.controllers} is not in 1..{MAX_INSTANCES}")
     except ValueError as exc:
         print(f"otcp-experiment: {exc}", file=sys.stderr)
         return 2
@@ -869,7 +875,7 @@ def main_shell(args: argparse.Namespace, command: list[str]) -> int:
         print(f"otcp-experiment: {problem}", file=sys.stderr)
         return 2
     try:
-        return shell.run(shell.shell_config(topo, args.script, command))
+        return shell.run(shell.shell_config(topo, args.script, command, args.controllers))
     except (EmulationError, TimeoutError, RuntimeError) as exc:
         print(f"otcp-experiment: {exc}", file=sys.stderr)
         return 1

@@ -30,22 +30,19 @@ import dataclasses
 import json
 import os
 import re
-import shutil
 import signal
 import sqlite3
 import subprocess
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from otcp.experiments.runner.agents import Agents
 from otcp.experiments.runner.config import ExperimentConfig
-from otcp.experiments.runner.controller import ControllerProcess, free_port, wait_for, write_secret
+from otcp.experiments.runner.controller import ControllerInstances, wait_for
 from otcp.experiments.runner.emulation import Emulation, emulate
 from otcp.experiments.runner.network import RunError
 from otcp.experiments.runner.progress import Progress
-from otcp.service.admin import AdminError, read_status
 
 #: The continuous ping's interval, seconds (root may go below 0.2 s).
 PING_INTERVAL_S = 0.01
@@ -69,51 +66,6 @@ class FailoverConfig(ExperimentConfig):
     after_s: float = 25.0
     watch_s: float = 20.0
     timeout_s: float = 120.0
-
-
-class Instances:
-    """The two controller instances of one fabric, in their own directories under workdir."""
-
-    def __init__(self, config: FailoverConfig, workdir: str, inventory: str) -> None:
-        self.config = config
-        self.workdir = workdir
-        self.inventory = inventory
-        self.processes: list[ControllerProcess] = []
-        self.admin_dir = tempfile.mkdtemp(prefix="otcp-admin-")  # a unix socket's path is short
-
-    @contextlib.contextmanager
-    def __call__(self, management_ip: str | None) -> Iterator[list[int]]:
-        """Start both (see the module docstring); the value is their OpenFlow ports."""
-        if management_ip is None:
-            raise ValueError("the agent channel needs the management network")
-        secret = write_secret(os.path.join(self.workdir, "agent-secret"))
-        for rank in (0, 1):
-            self.processes.append(ControllerProcess(
-                os.path.join(self.workdir, f"controller{rank}"), inventory=self.inventory, log_level="info",
-                intervals=dict(self.config.intervals),
-                agents={"host": management_ip, "port": free_port(), "secret_file": secret},
-                admin={"socket": os.path.join(self.admin_dir, f"c{rank}.sock")},
-                cluster={"rank": rank, "instances": 2, "heartbeat_s": self.config.heartbeat_s,
-                         "takeover_s": self.config.takeover_s}))
-        try:
-            for process in self.processes:
-                process.start()
-            yield [process.openflow_port for process in self.processes]
-        finally:
-            for process in self.processes:
-                process.stop()
-            shutil.rmtree(self.admin_dir, ignore_errors=True)
-
-    def status(self, rank: int) -> dict[str, Any] | None:
-        """Instance rank's live view, None while it does not answer."""
-        try:
-            return read_status(self.processes[rank].settings["admin"]["socket"])
-        except AdminError:
-            return None
-
-    def config_paths(self) -> list[str]:
-        """Both controller.yaml files (the agents read the channel's endpoints from them)."""
-        return [process.config_path for process in self.processes]
 
 
 def roles(status: dict[str, Any] | None) -> dict[int, dict[str, Any]]:
@@ -156,7 +108,7 @@ def held(state_path: str) -> Held:
     return Held(epoch[0] if epoch else None, *(applied if applied else (None, None)))
 
 
-def status_when(instances: Instances, rank: int, condition: Callable[[dict[str, Any] | None], bool]) -> \
+def status_when(instances: ControllerInstances, rank: int, condition: Callable[[dict[str, Any] | None], bool]) -> \
         dict[str, Any] | None:
     """Instance rank's live view if it meets condition, else None (for wait_for)."""
     status = instances.status(rank)
@@ -183,7 +135,8 @@ def run(config: FailoverConfig, progress: Progress | None = None) -> dict[str, A
     workdir = os.path.join(config.out, "work")
     os.makedirs(workdir, exist_ok=True)
     inventory = config.topo.write_inventory(os.path.join(workdir, "inventory.yaml"))
-    instances = Instances(config, workdir, inventory)
+    instances = ControllerInstances(workdir, inventory, heartbeat_s=config.heartbeat_s, takeover_s=config.takeover_s,
+                                    intervals=config.intervals)
     switches = len(config.topo.switches())
     with emulate(config.topo, controller=instances, management=True) as emulation:
         hosts = [host.name for host in emulation.hosts]
@@ -209,8 +162,8 @@ def _agents_settled(status: dict[str, Any] | None, hosts: int) -> bool:
                                         for agent in agents)
 
 
-def _failover(config: FailoverConfig, emulation: Emulation, instances: Instances, agents: Agents, hosts: list[str],
-              switches: int, progress: Progress) -> dict[str, Any]:
+def _failover(config: FailoverConfig, emulation: Emulation, instances: ControllerInstances, agents: Agents,
+              hosts: list[str], switches: int, progress: Progress) -> dict[str, Any]:
     """Steps 1-6 of the module docstring on the settled network."""
     result: dict[str, Any] = {"switches": switches, "hosts": len(hosts), "heartbeat_s": config.heartbeat_s,
                               "takeover_s": config.takeover_s, "command": config.command}
@@ -296,7 +249,7 @@ def _finish_traffic(emulation: Emulation, flows: list[tuple[Any, Any]], duration
     return rates
 
 
-def _rejoin(config: FailoverConfig, instances: Instances, agents: Agents, hosts: list[str],
+def _rejoin(config: FailoverConfig, instances: ControllerInstances, agents: Agents, hosts: list[str],
             switches: int) -> dict[str, Any]:
     """Start the old master again; see that it is SLAVE of every switch and that, for watch_s, the
     survivor keeps every switch with the same epoch and every agent its epoch."""

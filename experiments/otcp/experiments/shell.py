@@ -1,6 +1,6 @@
 """``otcp-experiment shell``: a Mininet network with OTCP in place, then Mininet's CLI.
 
-    otcp-experiment shell --topo leafspine,2,2,4 [--script FILE]
+    otcp-experiment shell --topo leafspine,2,2,4 [--script FILE] [--controllers N]
 
 Builds any topology of ```otcp.topo.fabrics``` from an ``mn``-style spec (name,
 then its arguments: ``star,16``, ``fattree,4``, ``leafspine,2,2,4,bw=100``),
@@ -13,6 +13,9 @@ With ``--script``, the CLI runs the file's commands instead of reading the
 terminal, as ``mn``'s CLI ``source`` does. On leaving the CLI the agents
 revert their routes and the network and controller are torn down; the
 working directory (controller configuration, database and logs) is kept.
+With ``--controllers N`` (2 or more), N instances of the controller drive the
+fabric (ranks 0..N-1 of their ``cluster`` section, docs/controller.md): every
+switch connects to each of them, and every agent too.
 
 The CLI's ``iperf`` runs iperf3: Mininet 2.3.0's own waits for two reports
 from the iperf 2 server, and Debian 12's iperf 2.1 prints none for the
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import tempfile
 import time
 from typing import Any
@@ -32,7 +36,8 @@ from mininet.log import error, output
 
 from otcp.experiments.runner.agents import Agents
 from otcp.experiments.runner.config import ExperimentConfig
-from otcp.experiments.runner.emulation import Emulation, EmulationError
+from otcp.experiments.runner.controller import ControllerInstances
+from otcp.experiments.runner.emulation import Emulation, EmulationError, emulate
 from otcp.experiments.runner.network import start_network
 
 #: How long every host gets to be reachable (paths install on first packets), then to get its routes.
@@ -48,6 +53,7 @@ class ShellConfig(ExperimentConfig):
 
     topo: Any
     script: str | None = None
+    controllers: int = 1
 
 
 class ShellCLI(CLI):
@@ -84,22 +90,36 @@ class ShellCLI(CLI):
 
 def run(config: ShellConfig) -> int:
     """Start the topology with OTCP, run the CLI (interactive, or the script's commands); returns 0."""
-    with start_network(config, config.topo, config.out, with_agents=True, log_level="output") as network:
-        data_ips, controller = network.data_ips, network.require_controller()
-        with Agents(network.emulation, list(data_ips), controller.config_path, f"{config.out}/agents",
-                    timeout=CONNECT_TIMEOUT_S) as agents:
-            _wait_reachable(network.emulation)
-            agents.wait_for_routes(data_ips)
-            print(f"*** OTCP is in place: {len(data_ips)} hosts with their routes (proto 79); "
-                  f"controller configuration, database and logs in {config.out} (kept)")
-            print(f"*** live view: otcp-controller status --config {controller.config_path}")
-            ShellCLI(network.emulation, script=config.script)
+    if config.controllers == 1:
+        with start_network(config, config.topo, config.out, with_agents=True, log_level="output") as network:
+            return _serve(network.emulation, [network.require_controller().config_path], config)
+    os.makedirs(config.out, exist_ok=True)
+    inventory = config.topo.write_inventory(os.path.join(config.out, "inventory.yaml"))
+    instances = ControllerInstances(config.out, inventory, count=config.controllers)
+    with emulate(config.topo, controller=instances, management=True, log_level="output") as emulation:
+        return _serve(emulation, instances.config_paths(), config)
+
+
+def _serve(emulation: Emulation, controller_configs: list[str], config: ShellConfig) -> int:
+    """Agents in every host connected to every controller, every host reachable and holding its
+    routes, then the CLI; returns 0."""
+    data_ips = {host.name: host.IP() for host in emulation.hosts}
+    with Agents(emulation, list(data_ips), controller_configs, f"{config.out}/agents",
+                timeout=CONNECT_TIMEOUT_S) as agents:
+        _wait_reachable(emulation)
+        agents.wait_for_routes(data_ips)
+        print(f"*** OTCP is in place: {len(data_ips)} hosts with their routes (proto 79); "
+              f"controller configuration, database and logs in {config.out} (kept)")
+        for path in controller_configs:
+            print(f"*** live view: otcp-controller status --config {path}")
+        ShellCLI(emulation, script=config.script)
     return 0
 
 
-def shell_config(topo: Any, script: str | None, command: list[str]) -> ShellConfig:
+def shell_config(topo: Any, script: str | None, command: list[str], controllers: int = 1) -> ShellConfig:
     """A ShellConfig for topo in a new working directory of its own (kept afterwards)."""
-    return ShellConfig(out=tempfile.mkdtemp(prefix="otcp-shell-"), topo=topo, script=script, command=command)
+    return ShellConfig(out=tempfile.mkdtemp(prefix="otcp-shell-"), topo=topo, script=script, command=command,
+                       controllers=controllers)
 
 
 def _wait_reachable(emulation: Emulation) -> None:

@@ -4,6 +4,9 @@
   experiments and tests): it writes a configuration, starts the controller,
   waits until switches can connect, and stops it by PID (never by name), so
   it only ever stops the controller it started.
+- ``ControllerInstances`` starts several instances of one fabric's controller
+  (ranks 0..n-1 of its ``cluster`` section), for emulate to connect every
+  switch to each of them.
 - ``Controller`` is what ``otcp.experiments.runner.emulation.emulate`` needs
   to start one for a network: OpenFlow on 127.0.0.1, the agent channel on
   the management network's root address with a secret made for this run,
@@ -31,7 +34,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from otcp.service.admin import read_status
+from otcp.service.admin import AdminError, read_status
 
 T = TypeVar("T")
 
@@ -263,3 +266,56 @@ class Controller:
         parameters.update(formulas=formulas, pacing=pacing)
         self.process.start()
         return True
+
+
+class ControllerInstances:
+    """count instances of one fabric's controller for emulate(controller=...): ranks 0..count-1 of
+    `cluster` (heartbeat_s, takeover_s), each in its own directory under workdir with its own
+    database, OpenFlow port, agent port (on the management address) and admin socket, one agent
+    secret and the topology's inventory. Calling it starts them (rank 0 first) and returns a
+    context manager whose value is their OpenFlow ports; they are stopped after the network."""
+
+    def __init__(self, workdir: str, inventory: str, count: int = 2, heartbeat_s: float = 1.0,
+                 takeover_s: float = 4.0, intervals: dict[str, float] | None = None) -> None:
+        self.workdir = workdir
+        self.inventory = inventory
+        self.count = count
+        self.cluster = {"instances": count, "heartbeat_s": heartbeat_s, "takeover_s": takeover_s}
+        self.intervals = intervals
+        self.processes: list[ControllerProcess] = []
+
+    @contextlib.contextmanager
+    def __call__(self, management_ip: str | None) -> Iterator[list[int]]:
+        """Start every instance (see the class docstring); the value is their OpenFlow ports."""
+        if management_ip is None:
+            raise ValueError("the agent channel needs the management network")
+        secret = write_secret(os.path.join(self.workdir, "agent-secret"))
+        admin_dir = tempfile.mkdtemp(prefix="otcp-admin-")  # a unix socket's path is short
+        for rank in range(self.count):
+            settings: dict[str, Any] = {
+                "inventory": os.path.abspath(self.inventory), "log_level": "info",
+                "agents": {"host": management_ip, "port": free_port(), "secret_file": secret},
+                "admin": {"socket": os.path.join(admin_dir, f"c{rank}.sock")},
+                "cluster": {**self.cluster, "rank": rank}}
+            if self.intervals:
+                settings["intervals"] = dict(self.intervals)
+            self.processes.append(ControllerProcess(os.path.join(self.workdir, f"controller{rank}"), **settings))
+        try:
+            for process in self.processes:
+                process.start()
+            yield [process.openflow_port for process in self.processes]
+        finally:
+            for process in self.processes:
+                process.stop()
+            shutil.rmtree(admin_dir, ignore_errors=True)
+
+    def status(self, rank: int) -> dict[str, Any] | None:
+        """Instance rank's live view, None while it does not answer."""
+        try:
+            return read_status(self.processes[rank].settings["admin"]["socket"])
+        except AdminError:
+            return None
+
+    def config_paths(self) -> list[str]:
+        """Every instance's controller.yaml (the agents read the channel's endpoints from them)."""
+        return [process.config_path for process in self.processes]
