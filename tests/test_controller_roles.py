@@ -204,6 +204,7 @@ def test_a_lone_instance_asks_nothing_and_leads_every_switch_with_one_epoch():
     assert first.requests == second.requests == []
     assert [c.master for c in first.changes + second.changes] == [True, True]
     assert roles.epoch(1) == roles.epoch(2) == first.changes[0].epoch > 0
+    assert roles.epoch(1, START + 10**6) == roles.epoch(1)  # alone, never in doubt
     assert roles.tick(START + 100).requests == [] and roles.answered(START, 1, "slave", 9).changes == []
     later = Roles(now=START + 60)  # a restart: a greater epoch
     later.connected(START + 60, 1)

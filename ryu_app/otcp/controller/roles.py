@@ -234,7 +234,7 @@ class Roles:
     def _unconfirmed(self, now: float, switch: SwitchRole) -> bool:
         """Whether this instance must step down from MASTER of a switch that has not confirmed its
         heartbeat in time (an instance alone asks nothing and is never in doubt)."""
-        return (switch.epoch is not None
+        return (self.instances > 1 and switch.epoch is not None
                 and now - switch.confirmed_at >= self.takeover_s - self.heartbeat_s)
 
     def _takeover_due(self, now: float, switch: SwitchRole) -> bool:
