@@ -133,6 +133,7 @@ def test_metrics_follow_the_plan_and_a_lost_link(tmp_path, clock):
     assert page[("otcp_controller_generations_last_minute", ())] == 1
     assert page[("otcp_controller_plan_duration_seconds_count", ())] == 1
     assert page[("otcp_controller_switches", ())] == 2 and page[("otcp_controller_hosts", ())] == 3
+    assert page[("otcp_controller_master_switches", ())] == page[("otcp_controller_connected_switches", ())] == 2
     s1_s2 = {"src": "s1", "dst": "s2"}
     assert page[key("otcp_controller_link_delay_seconds", **s1_s2, source="default")] == pytest.approx(10e-6)
     assert page[key("otcp_controller_link_capacity_bytes_per_second", **s1_s2)] == 100e6 / 8

@@ -81,6 +81,10 @@ class ControllerCollector(Collector):
         yield last_plan
         yield _gauge("otcp_controller_switches", "Switches in the topology", len(live.topology.switches))
         yield _gauge("otcp_controller_hosts", "Hosts in the topology", len(live.topology.hosts))
+        roles = live.core.roles.summary()
+        yield _gauge("otcp_controller_master_switches", "Connected switches this instance is MASTER of",
+                     sum(1 for role in roles if role["role"] == "master"))
+        yield _gauge("otcp_controller_connected_switches", "Switches connected to this instance", len(roles))
         yield from self._links()
         yield from self._paths()
         yield from self._agents()
