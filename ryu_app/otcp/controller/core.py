@@ -261,16 +261,16 @@ class ControllerCore:
     # -- switches ------------------------------------------------------------
 
     def switch_features(self, dpid: int, codec: OpenFlowCodec, now: float | None = None) -> Actions:
-        """A switch connected at now. Alone, this instance is its MASTER at once (`_role_changes`
-        sets it up); one of several asks the switch for its election id and, to learn while it is
-        SLAVE, for the packet-ins a SLAVE gets none of by default."""
+        """A switch connected at now. Alone, this instance is its MASTER at once (`_role_changed`
+        sets it up; the time does not matter then); one of several asks the switch for its election
+        id and, to learn while it is SLAVE, for the packet-ins a SLAVE gets none of by default."""
         self._switches[dpid] = _Switch(codec)
         if self.roles.instances == 1:
-            return self._carry_roles(0.0, self.roles.connected(0.0, dpid))
+            return self._carry_roles(now or 0.0, self.roles.connected(now or 0.0, dpid))
         if now is None:
             raise ValueError("switch_features: one of several instances needs the time the switch connected")
-        return Actions([(dpid, forwarding.async_config(codec))]) + self._carry_roles(now, self.roles.connected(now,
-                                                                                                          dpid))
+        asked = self._carry_roles(now, self.roles.connected(now, dpid))
+        return Actions([(dpid, forwarding.async_config(codec))]) + asked
 
     def _setup(self, dpid: int, fresh: bool) -> list[Send]:
         """What a switch this instance just became MASTER of needs before its entries: the packet-in
