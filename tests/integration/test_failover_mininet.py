@@ -31,10 +31,12 @@ def test_a_killed_master_is_replaced_within_its_bound_and_rejoins_as_slave(tmp_p
         assert agent["after"]["generation"] > agent["before"]["generation"], host
         assert agent["after"]["epoch"] & 0xFF == 1, host  # the low bits name the rank of the instance
     assert result["all_agents_new_set_after_s"] <= bound + NEW_SET_AFTER_TAKEOVER_S
-    # The switches kept forwarding on the old master's entries: nothing lost across the fabric.
+    # The switches kept forwarding on the old master's entries. The TCP flows share the ping's links
+    # and their shallow buffers may drop a ping or two; a switch-over that stopped forwarding would
+    # lose every ping of its seconds (hundreds).
     ping = result["ping"]
     assert ping["transmitted"] > 0.5 * (config.before_s + config.after_s) / failover.PING_INTERVAL_S
-    assert ping["lost"] == 0, ping
+    assert ping["lost"] <= ping["transmitted"] // 100, ping
     assert all(flow["mbps"] and flow["mbps"] > 0 for flow in result["traffic"]), result["traffic"]
     assert result["pingall_after_loss_percent"] == 0
     # The old master back: SLAVE of every switch, and nothing changed while it was watched.
