@@ -299,8 +299,8 @@ class ControllerClient:
             return messages.reject_message(generation, f"{error}; no route changed")
         self.metrics.applied(validated.generation, results, time.monotonic() - started)
         skipped = sum(1 for r in results if r.status == "skipped")
-        self.log.info("applied generation %d of epoch %d from %s:%d: %d route(s), %d skipped", validated.generation,
-                      epoch, *self.address, len(results) - skipped, skipped)
+        self.log.info("applied generation %d: %d route(s), %d skipped (epoch %d, from %s:%d)", validated.generation,
+                      len(results) - skipped, skipped, epoch, *self.address)
         for result in results:
             if result.status == "skipped":
                 self.log.info("  skipped %s: %s", result.dst, result.reason)

@@ -374,8 +374,8 @@ class AgentServer:
                                      f"({len(data)} bytes) not taken within {self.write_timeout:g} s")
                         return
                     if delta is None:
-                        self.log.info("sent generation %d of epoch %d (%d routes, %d bytes) to agent %s for %s",
-                                      param_set.generation, epoch, len(param_set.routes), len(data), connection.peer,
+                        self.log.info("sent generation %d (%d routes, %d bytes, epoch %d) to agent %s for %s",
+                                      param_set.generation, len(param_set.routes), len(data), epoch, connection.peer,
                                       connection.host_ip)
                     else:
                         self.log.info("sent generation %d as a delta against %d (%d added, %d copied, %d changed, "
