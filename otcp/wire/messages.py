@@ -332,6 +332,11 @@ _WIDEST_ROUTE_BYTES = len(encode_json(RouteParams(
     cwnd_clamp=CWND_CLAMP[1], advmss=ADVMSS[1], pacing_rate=PACING_RATE[1], quickack=False))) + 1
 
 
+#: More than a params message takes besides its routes and peers (keys, the widest generation,
+#: lease and epoch: 127 bytes).
+MESSAGE_OVERHEAD_BYTES = 192
+
+
 def peers_bytes(peers: Sequence[str]) -> int:
     """At least the bytes a list of peer addresses takes in a message (each quoted, with its comma)."""
     return sum(len(peer) + 3 for peer in peers)
@@ -340,11 +345,11 @@ def peers_bytes(peers: Sequence[str]) -> int:
 def whole_set_bytes(param_set: ParamSet, peers: Sequence[str], limit: int = MAX_FRAME_BYTES,
                     peers_size: int | None = None) -> int:
     """The size of the frame body that carries param_set whole with peers (its MAC, the
-    message with the longest lease): the most any params message for the set takes.
+    message with the longest lease and epoch): the most any params message for the set takes.
     Counted exactly only when a bound on it could exceed limit (a set of routes can be large);
     peers_size is `peers_bytes(peers)` when the caller has it (one count for every host's set)."""
     peers_size = peers_bytes(peers) if peers_size is None else peers_size
-    bound = MAC_BYTES + 128 + len(param_set.routes) * _WIDEST_ROUTE_BYTES + peers_size
+    bound = MAC_BYTES + MESSAGE_OVERHEAD_BYTES + len(param_set.routes) * _WIDEST_ROUTE_BYTES + peers_size
     if bound <= limit:
         return bound
     return MAC_BYTES + len(encode_json(params_message(param_set, peers, lease_s=float(LEASE_S[1]),

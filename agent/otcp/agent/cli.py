@@ -184,13 +184,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     running = RunLock(args.state)
     running.acquire()  # StateUnwritable (one line, exit 1) while another agent runs on this state
     try:
-        return _run(args, host, port, secret, metrics_address, tls)
+        return _run(args, controllers, secret, metrics_address, tls)
     finally:
         running.release()
 
 
-def _run(args: argparse.Namespace, host: str, port: int, secret: bytes, metrics_address: tuple[str, int] | None,
-         tls: ssl.SSLContext | None) -> int:
+def _run(args: argparse.Namespace, controllers: list[tuple[str, int]], secret: bytes,
+         metrics_address: tuple[str, int] | None, tls: ssl.SSLContext | None) -> int:
     """`run` once its arguments are checked and it holds the state file."""
     _check_writable(args.state)  # an agent that cannot record what it applies must not apply, nor load BPF
     enforcing = Enforcement.start(args.enforce, status_path=status_path(args.state))
