@@ -273,7 +273,7 @@ def test_enforcement_is_reported_in_hello_and_ack_and_checked():
     assert messages.parse_message(hello, messages.Hello).hostname == "h1"
     with pytest.raises(ProtocolError, match="enforcement: missing"):
         messages.parse_message({k: v for k, v in hello.items() if k != "enforcement"}, messages.Hello)
-    assert limits.VERSION == 8
+    assert limits.VERSION == 9
 
 
 def test_message_schemas_refuse_unknown_missing_and_mistyped_fields():
