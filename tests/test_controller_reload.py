@@ -53,7 +53,7 @@ def test_every_top_level_key_is_either_live_or_needs_a_restart():
     assert live <= set(ControllerConfig.model_fields)
     needing_restart = set(ControllerConfig.model_fields) - live
     assert needing_restart == {"openflow", "agents", "database", "delay_window", "stability", "measurement",
-                               "metrics", "admin", "log_file", "cluster", "long_paths"}
+                               "metrics", "admin", "log_file", "cluster"}
 
 
 @pytest.mark.parametrize("config, inventory, message", [

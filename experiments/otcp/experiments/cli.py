@@ -803,12 +803,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(arguments)
     if args.command == "report":
         return report.run(args)
-    if args.command == "shell":
-        return main_shell(args, command)
-    if args.command == "multipath":
-        return main_multipath(args, command)
-    if args.command == "failover":
-        return main_failover(args, command)
+    # The commands that check their own arguments.
+    own: dict[str, Callable[[argparse.Namespace, list[str]], int]] = {
+        "shell": main_shell, "multipath": main_multipath, "failover": main_failover}
+    if args.command in own:
+        return own[args.command](args, command)
     if args.command == "calibrate":
         return main_calibrate(with_command(calibration_config_from_args(args, parser), command))
     if args.command == "simulate" and args.workload == "workload":
