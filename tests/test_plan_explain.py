@@ -163,3 +163,34 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     process.stdout.close()
     err = process.stderr.read().decode()
     assert process.wait(timeout=60) == 128 + 13 and err == ""
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_long_path_terms_give_the_long_path_values(seed):
+    inv = inventory.parse(random_inventory(seed, long_delays=True))
+    long_paths = formulas.LongPaths(bdp_threshold_bytes=[12_500, 1e6][seed % 2], griddt=seed % 3 == 0)
+    plan = Plan(inv.fabric(), formulas.Bounds(mss_bytes=1448), long_paths=long_paths)
+    for k, record in enumerate(plan.records()):
+        e = plan.explain(k, "inventory")
+        terms = e.long_path
+        assert terms.bdp_bytes == pytest.approx(min(link.capacity_bytes_per_s for link in e.data_path) * e.rtt_prop_s)
+        assert terms.long == (terms.bdp_bytes > long_paths.bdp_threshold_bytes)
+        assert (terms.congctl, terms.ssthresh, terms.increase) == (record["congctl"], record["ssthresh"],
+                                                                  record["increase"])
+        if terms.long:
+            assert terms.ssthresh == int(formulas.initial_ssthresh_segments(e.fair_share_bytes_per_s, e.rtt_prop_s,
+                                                                            1448))
+            assert (terms.increase is not None) == long_paths.griddt
+
+
+def test_no_long_path_terms_without_the_rule():
+    plan = Plan(inventory.parse(star(2)).fabric(), long_paths=None)
+    assert plan.explain(0).long_path is None
+
+
+def test_explain_says_why_a_path_is_long(tmp_path, capsys):
+    path = write_inventory(tmp_path, star(2, capacity_mbps=1000, delay_us=30_000))
+    status, out, _ = run_plan(capsys, path, "--explain", "--host", "h2")
+    assert status == 0 and "above the threshold 1250000 B -> congctl otcp_scalable, ssthresh" in out
+    status, out, _ = run_plan(capsys, write_inventory(tmp_path, star(2), "short.yaml"), "--explain", "--host", "h2")
+    assert status == 0 and "not above the threshold 1250000 B -> no congctl, ssthresh or increase" in out

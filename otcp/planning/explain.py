@@ -73,6 +73,26 @@ class SegmentTerms:
 
 
 @dataclass(frozen=True)
+class LongPathTerms:
+    """How the long-fat-path rule judged a pair (docs/design.md, "Long fat paths").
+
+    bdp_bytes is the bottleneck's capacity x RTT_prop; above threshold_bytes
+    the pair is long and gets congctl, ssthresh (its fair share x RTT_prop, in
+    segments) and, with GridDT, increase (A from its round trip against
+    reference_rtt_s); otherwise those three stay unset.
+    """
+
+    bdp_bytes: float
+    threshold_bytes: float
+    long: bool
+    congctl: str | None
+    ssthresh: int | None
+    increase: int | None
+    griddt: bool
+    reference_rtt_s: float
+
+
+@dataclass(frozen=True)
 class PathExplanation:
     """One ordered pair's parameters and the terms they came from (docs/design.md, "Formulas").
 
@@ -89,6 +109,7 @@ class PathExplanation:
     The buffer term: queueing_s sums buf_l / cap_l over the round trip.
     min_rto_s = rtt_for_rto_s + queueing_s. initial_window_bytes =
     fair share x rtt_prop_s. clamps lists the bounds that changed a value.
+    long_path says how the long-fat-path rule judged the pair (None: the rule is off).
     """
 
     src: str
@@ -117,3 +138,4 @@ class PathExplanation:
     pacing_rate: int | None
     clamps: tuple[Clamp, ...]
     segment: SegmentTerms | None
+    long_path: LongPathTerms | None = None

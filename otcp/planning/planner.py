@@ -18,7 +18,7 @@ import numpy as np
 
 from otcp.planning import formulas
 from otcp.planning.aggregate import Aggregation, PrefixTrie
-from otcp.planning.explain import Clamp, LinkTerm, PathExplanation, SegmentTerms
+from otcp.planning.explain import Clamp, LinkTerm, LongPathTerms, PathExplanation, SegmentTerms
 from otcp.planning.fabric import Fabric
 from otcp.planning.paths import UNREACHABLE, HostPaths, SwitchPaths
 from otcp.wire.paramset import PARAMETER_KEYS, RouteParams
@@ -1119,7 +1119,18 @@ class Plan:
             mss_bytes=self.bounds.mss_bytes, mss_origin=mss_origin, initial_window_bytes=initial_window,
             rto_min_ms=int(self.rto_min_ms[k]), initcwnd=int(self.initcwnd[k]),
             cwnd_clamp=int(self.cwnd_clamp[k]) or None, segment_bytes=int(self.segment[k]),
-            pacing_rate=int(self.pacing_rate[k]) or None, clamps=clamps, segment=segment_terms)
+            pacing_rate=int(self.pacing_rate[k]) or None, clamps=clamps, segment=segment_terms,
+            long_path=self._long_path_terms(k, data, rtt))
+
+    def _long_path_terms(self, k: int, data: list[LinkTerm], rtt: float) -> LongPathTerms | None:
+        """How the long-fat-path rule judged pair k, whose data path is data and RTT_prop rtt."""
+        if self.long_paths is None:
+            return None
+        bdp = min(link.capacity_bytes_per_s for link in data) * rtt
+        congctl = _CONGCTL_NAMES[int(self.congctl[k])]
+        return LongPathTerms(bdp, self.long_paths.bdp_threshold_bytes, congctl is not None, congctl,
+                             int(self.ssthresh[k]) or None, int(self.increase[k]) or None, self.long_paths.griddt,
+                             self.long_paths.reference_rtt_s)
 
     def _link_term(self, i: int, active: bool | None, rtt: float) -> LinkTerm:
         """Link i (of the link table) in an explanation: on a data path whose pair is a flow or

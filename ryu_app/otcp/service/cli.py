@@ -241,9 +241,23 @@ def render_explanation(e: Any) -> str:
     if e.pacing_rate:
         lines.append(f"  pacing: the fair share {e.fair_share_bytes_per_s:.0f} B/s plus the headroom -> "
                      f"{e.pacing_rate} B/s")
+    if e.long_path is not None:
+        lines.append(_long_path_line(e.long_path, e.mss_bytes))
     for clamp in e.clamps:
         lines.append(f"  clamped: {clamp.parameter} {clamp.formula:g} -> {clamp.value} ({clamp.bound})")
     return "\n".join(lines)
+
+
+def _long_path_line(terms: Any, mss_bytes: int) -> str:
+    """A LongPathTerms (otcp.planning.explain) as one line of an explanation."""
+    judged = (f"  long path: BDP = bottleneck x RTT_prop = {terms.bdp_bytes:.0f} B, "
+              f"{'above' if terms.long else 'not above'} the threshold {terms.threshold_bytes:.0f} B")
+    if not terms.long:
+        return judged + " -> no congctl, ssthresh or increase"
+    increase = (f", increase {terms.increase} (GridDT: from the RTT against {_us(terms.reference_rtt_s)})"
+                if terms.griddt else "")
+    return (judged + f" -> congctl {terms.congctl}, ssthresh {terms.ssthresh} "
+            f"(fair share x RTT_prop / MSS {mss_bytes} B){increase}")
 
 
 def command_run(args: argparse.Namespace) -> int:
