@@ -104,7 +104,7 @@ def test_a_route_and_its_map_entry_are_applied_and_undone_together(host, tmp_pat
         # Scalable TCP proper (no increase): the entry keeps A = 1 outside GridDT mode; the ack says the map
         # enforces.
         ack = ControllerClient(agent, "127.0.0.1", 9, b"secret")._handle_params(
-            {"generation": 4, "routes": [route("10.78.0.2/32", congctl="otcp_scalable", ssthresh=60)]}, lease_s=60)
+            {"generation": 4, "routes": [route("10.78.0.2/32", congctl="otcp_scalable", ssthresh=60)]}, lease_s=60, epoch=0)
         checked = messages.parse_message(json.loads(framing.encode_json(ack)), messages.Ack)
         assert checked.enforcement.long_paths.scalable_map and checked.enforcement.long_paths.reason is None
         assert "otcp_scalable" in checked.enforcement.long_paths.congestion_controls

@@ -267,7 +267,7 @@ def test_the_agent_switches_routes_and_entries_together(host, tmp_path):
         assert list(enforcing.enforcer.entries(cookie)) == ["10.77.0.2/32"]
         # The ack the running agent sends says how it enforces.
         ack = ControllerClient(agent, "127.0.0.1", 9, b"secret")._handle_params(
-            {"generation": 5, "routes": [route("10.77.0.2/32", cwnd_clamp=6)]}, lease_s=60)
+            {"generation": 5, "routes": [route("10.77.0.2/32", cwnd_clamp=6)]}, lease_s=60, epoch=0)
         checked = messages.parse_message(json.loads(framing.encode_json(ack)), messages.Ack)
         assert mode_and_reason(checked.enforcement) == ("bpf", None)
         assert enforcing.enforcer.entries(cookie)["10.77.0.2/32"][0].cwnd_clamp == 6

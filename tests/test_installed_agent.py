@@ -5,8 +5,9 @@ mounts the unit file asks for), enforces with BPF; the same unit without the
 ``bpf`` system call or one of the capabilities it grants falls back to routes
 alone and says so in ``otcp-agent show`` and in its metrics.
 
-The scratch prefix sits under the checkout's build/ (not /tmp: the unit's
-PrivateTmp= hides /tmp from the agent). It is a virtualenv on Debian's Python
+The scratch prefix sits under the checkout's build/, and the sandbox binds the
+checkout back read-only (``--expose``): where the checkout is under /tmp, the
+unit's PrivateTmp= would hide it from the agent. It is a virtualenv on Debian's Python
 with this checkout's tracked files installed by pip as a clone would be; the
 dependencies come from the development environment (a .pth file names its
 site-packages; that directory's own .pth files, among them the editable
@@ -149,7 +150,8 @@ class Service:
         self.log_path = log_path
         self.state = state_root / "otcp-agent" / "state.db"
         with open(log_path, "wb") as log:
-            self.process = subprocess.Popen([sys.executable, str(SANDBOX), str(unit), "--state-root", str(state_root)],
+            self.process = subprocess.Popen([sys.executable, str(SANDBOX), str(unit), "--state-root", str(state_root),
+                                             "--expose", str(ROOT)],
                                             stdout=log, stderr=log)
 
     def log(self):

@@ -25,6 +25,11 @@ manager). What is applied is read from the unit file, never typed again here:
 - ``Environment=``, ``EnvironmentFile=``, ``UMask=``, ``WorkingDirectory=``, ``LimitNOFILE=``,
   and the specifiers ``%u %g %S %t %%`` (of the system manager: ``%u`` is root, not ``User=``).
 
+``--expose PATH`` binds a path back, read-only, at its own place after the
+mounts above: the test's scratch installation lives in its checkout, which
+may sit under ``/tmp`` or ``/home`` where the unit's ``PrivateTmp=`` and
+``ProtectHome=`` would hide it (an installed system has it under ``/opt``).
+
 A directive it does not know is refused (:class:`UnitError`), so that a new
 restriction in a unit cannot go untested. What it cannot do is said:
 ``DevicePolicy=closed`` (the device cgroup ``PrivateDevices=`` adds) needs a
@@ -293,6 +298,11 @@ class MountPlan:
     tmpfs: dict[str, str] = field(default_factory=dict)  # path -> mode: PrivateTmp=, and /var/lib
     binds: dict[str, str] = field(default_factory=dict)  # target -> source
 
+    def expose(self, path: str) -> None:
+        """Bind path back at its own place, read-only, over whatever the unit made of it."""
+        self.binds[path] = path
+        self.entries[path] = READONLY
+
     def add(self, path: str, mode: int) -> None:
         """Name a path; where two entries name it, the more restrictive wins."""
         self.entries[path] = min(mode, self.entries.get(path, READWRITE_IMPLICIT))
@@ -511,8 +521,9 @@ def read_environment_file(path: str) -> dict[str, str]:
     return found
 
 
-def start(unit_path: Path, state_root: Path) -> None:
-    """Run the unit's ExecStartPre= lines, then become its ExecStart= under its restrictions (never returns)."""
+def start(unit_path: Path, state_root: Path, exposed: list[Path]) -> None:
+    """Run the unit's ExecStartPre= lines, then become its ExecStart= under its restrictions (never returns);
+    exposed: paths bound back read-only (see the module)."""
     unit = parse_unit(unit_path)
     user = pwd.getpwnam(unit.one("User", "root") or "root")
     group = unit.one("Group", user.pw_name) or user.pw_name
@@ -523,6 +534,8 @@ def start(unit_path: Path, state_root: Path) -> None:
     bounding, ambient = capabilities(unit)
     filters = seccomp_filters(unit)
     plan = mount_plan(unit, state_root)
+    for path in exposed:
+        plan.expose(str(path.resolve()))
     scratch = state_root / ".sandbox"
     scratch.mkdir(exist_ok=True)
     netns = unit.one("NetworkNamespacePath")
@@ -617,9 +630,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("unit", type=Path)
     parser.add_argument("--state-root", type=Path, required=True,
                         help="where StateDirectory= directories live (mounted at /var/lib/NAME)")
+    parser.add_argument("--expose", type=Path, action="append", default=[], metavar="PATH",
+                        help="bind PATH back read-only where the unit's mounts would hide it (repeatable)")
     options = parser.parse_args(args)
     try:
-        start(options.unit, options.state_root)
+        start(options.unit, options.state_root, options.expose)
     except (UnitError, OSError) as error:
         print(f"unit_sandbox: {error}", file=sys.stderr)
         sys.exit(1)
