@@ -57,6 +57,7 @@ from otcp.wire import build, limits
 
 C = TypeVar("C", bound=ExperimentConfig)
 T = TypeVar("T")
+OutcomeT = TypeVar("OutcomeT", bound=results.Outcome)
 SCHEME_NAMES = list(schemes.catalogue())
 FULL = {"senders": "4,8,16,32,64", "buffer_bytes": "85000,512000", "sru_bytes": 262144, "rounds": 50,
         "warmup_seconds": 5.0, "bw_mbps": 100.0, "ceiling_repeats": 3,
@@ -517,38 +518,39 @@ def simulated(run: Callable[[Progress], T], out: str) -> tuple[int | None, T | N
 
 def main_simulate_workload(config: sim_workload.SimWorkloadConfig) -> int:
     """otcp-experiment simulate workload: 0 when every run finished, 1 if any failed, 2 no simulator."""
-    try:
-        sim_build.program()
-    except sim_build.SimulatorUnavailable as exc:
-        print(f"otcp-experiment: {exc}", file=sys.stderr)
-        return 2
-    status, result = simulated(lambda progress: sim_workload.run_workload(config, progress), config.out)
-    if status is not None or result is None:
-        return 1 if status is None else status
-    summary, outcome = result
-    if outcome.runs or outcome.failures:
-        print(workload.summary_table(outcome.runs, outcome.failures))
-    return report_failures_and_results(outcome, summary, config.out)
+    return simulate_and_report(lambda: None, lambda progress: sim_workload.run_workload(config, progress),
+                               lambda outcome: workload.summary_table(outcome.runs, outcome.failures), config.out)
 
 
 def main_simulate(config: sim_incast.SimConfig) -> int:
     """otcp-experiment simulate incast: 0 when every run finished, 1 if any failed, 2 bad input or no simulator."""
+    def check_fabrics() -> None:  # every fabric and placement is checked before anything runs
+        for senders in config.senders:
+            for buffer_bytes in config.buffers:
+                sim_fabric.place(sim_incast.build_fabric(config, senders, buffer_bytes), senders, config.placement)
+
+    return simulate_and_report(check_fabrics, lambda progress: sim_incast.run_sweep(config, progress),
+                               lambda sweep: sim_incast.summary_table(sweep.runs, sweep.failures), config.out)
+
+
+def simulate_and_report(check: Callable[[], None], run: Callable[[Progress], tuple[str | None, OutcomeT]],
+                        table: Callable[[OutcomeT], str], out: str) -> int:
+    """Build the simulator and check the input (2 when either fails, said on stderr), run under a
+    progress bar, print the summary table and where the results are; 0 when every run finished,
+    1 if any failed or the simulator failed, 130 when interrupted."""
     try:
         sim_build.program()
-        for senders in config.senders:  # every fabric and placement is checked before anything runs
-            for buffer_bytes in config.buffers:
-                fabric = sim_incast.build_fabric(config, senders, buffer_bytes)
-                sim_fabric.place(fabric, senders, config.placement)
+        check()
     except (sim_build.SimulatorUnavailable, ValueError) as exc:
         print(f"otcp-experiment: {exc}", file=sys.stderr)
         return 2
-    status, result = simulated(lambda progress: sim_incast.run_sweep(config, progress), config.out)
+    status, result = simulated(run, out)
     if status is not None or result is None:
         return 1 if status is None else status
-    summary, sweep = result
-    if sweep.runs or sweep.failures:
-        print(sim_incast.summary_table(sweep.runs, sweep.failures))
-    return report_failures_and_results(sweep, summary, config.out)
+    summary, outcome = result
+    if outcome.runs or outcome.failures:
+        print(table(outcome))
+    return report_failures_and_results(outcome, summary, out)
 
 
 def report_failures_and_results(outcome: results.Outcome, summary: str | None, out: str) -> int:
