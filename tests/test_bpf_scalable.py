@@ -13,7 +13,6 @@ checked through otcp_scalable_rule, a syscall program built from the same C
 
 import ctypes
 import ctypes.util
-import json
 import math
 import os
 import re
@@ -37,6 +36,7 @@ from otcp.bpf.scalable import ScalableEntry
 from otcp.bpf.sockops import netns_cookie
 from otcp.experiments.kernel.testbed import Testbed, finish
 from otcp.planning import formulas
+from support.btf import btf_struct
 
 # The algorithm's name is machine-wide: wait for another OTCP process using it.
 WAIT_FOR_OTHERS_S = 900
@@ -198,15 +198,6 @@ def test_the_rule_program_refuses_an_unknown_operation(rules):
 
 
 # -- layouts, entries and keys -------------------------------------------------------------
-
-
-def btf_struct(obj, name):
-    dumped = json.loads(subprocess.run(["bpftool", "-j", "btf", "dump", "file", str(obj)], capture_output=True,
-                                       text=True, check=True).stdout)
-    for entry in dumped["types"]:
-        if entry.get("kind") == "STRUCT" and entry.get("name") == name:
-            return entry
-    raise AssertionError(f"{name} not in {obj}")
 
 
 def test_python_layouts_match_the_programs_btf():
