@@ -11,6 +11,7 @@ from otcp.controller import arp, config, delay, forwarding, store
 from otcp.controller.flowcount import FlowCounter
 from otcp.controller.topology import Host, Topology
 from otcp.planning import formulas, inventory
+from otcp.planning.paths import HostPaths, SwitchPaths
 from otcp.planning.planner import Plan
 from otcp.wire.messages import RouteResult
 from support.fabrics import fat_tree_fabric
@@ -266,13 +267,34 @@ def test_destination_entries_on_a_fat_tree_are_what_every_pairs_path_needs():
     assert {len(e) for e in entries.values()} == {len(fabric.hosts)}  # one entry per host, every switch
 
 
+def test_destination_entries_leave_out_the_hops_with_no_known_egress():
+    """A hop whose egress port is not known (one direction of a link seen) gets no entry; every
+    other entry is the port toward the next switch, or into the host, by destination in host order."""
+    fabric = fat_tree_fabric(4)
+    for (u, v) in fabric.links:
+        if u in fabric.switches:
+            fabric.egress[(u, v)] = (fabric.switches.index(u) + 1, hash((u, v)) % 1000 + 1)
+    for hop in sorted(fabric.egress)[::7]:
+        del fabric.egress[hop]
+    paths = HostPaths(SwitchPaths(fabric.switches, fabric.switch_links()), fabric.attachments())
+    expected: dict[int, dict[str, int]] = {}
+    for ip in paths.hosts:
+        for switch in fabric.switches:
+            hop = paths.path(switch, ip)
+            if hop is not None:
+                egress = fabric.egress.get((switch, hop[1] if len(hop) > 1 else ip))
+                if egress is not None:
+                    expected.setdefault(egress[0], {})[ip] = egress[1]
+    entries = forwarding.destination_entries(fabric, paths)
+    assert entries == expected and all(list(entries[dpid]) == list(expected[dpid]) for dpid in expected)
+    assert sum(map(len, entries.values())) < len(fabric.switches) * len(fabric.hosts)
+
+
 def test_entries_after_links_went_are_the_entries_made_afresh_and_keep_the_rest():
     """After links went, only the entries whose next hop changed are made again; a switch
     with none of them keeps its very dict. Anything else changed (an egress port moved, one
     went whose link is still there) is refused."""
     import random
-
-    from otcp.planning.paths import HostPaths, SwitchPaths
 
     fabric = fat_tree_fabric(6)
     for (u, v) in fabric.links:
@@ -326,13 +348,22 @@ def test_sync_messages_add_change_and_remove_and_drop_stale_pair_entries():
     ]
     assert messages[2].instructions[0].actions[0].port == 4
     assert forwarding.sync_messages(datapath, desired, desired) == []
-    # The added entries after the first are copies of it: each serialises exactly as one built alone.
+    # The added entries are made in bulk, without os-ken's constructor: each is a flow mod that prints,
+    # converts and serialises exactly as one built alone, and sending one touches no other.
     many = {f"10.0.{i // 256}.{i % 256}": i % 7 + 1 for i in range(300)}
-    for message in forwarding.sync_messages(datapath, {}, many):
+    messages = forwarding.sync_messages(datapath, {}, many)
+    assert len(messages) == len(many)
+    for xid, message in enumerate(messages):
         built = forwarding.destination_entry(datapath, message.match["ipv4_dst"], many[message.match["ipv4_dst"]])
+        assert isinstance(message, ofproto_v1_3_parser.OFPFlowMod) and type(message).__name__ == "OFPFlowMod"
+        assert str(message) == str(built) and message.to_jsondict() == built.to_jsondict()
+        message.set_xid(xid)
+        built.set_xid(xid)
         message.serialize()
         built.serialize()
         assert bytes(message.buf) == bytes(built.buf)
+    assert all(message.xid is None and message.buf is None
+               for message in forwarding.sync_messages(datapath, {}, many))
     punts = forwarding.punt_messages(datapath, {2, 3}, {3, 5})
     assert [(m.command, m.match["in_port"]) for m in punts] == [(ofproto_v1_3.OFPFC_ADD, 5),
                                                                  (ofproto_v1_3.OFPFC_DELETE_STRICT, 2)]

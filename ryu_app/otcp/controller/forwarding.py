@@ -20,6 +20,7 @@ sends them.
 
 from collections.abc import Iterable
 from functools import lru_cache
+from types import SimpleNamespace
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
@@ -57,16 +58,36 @@ def destination_entries(fabric: Fabric, paths: HostPaths) -> dict[int, dict[str,
     """{dpid: {dst_ip: out_port}}: on every switch with a path (paths: the
     forwarding toward each of the fabric's hosts) to a host, the port toward it,
     from the egress ports the fabric carries. A hop with no known egress (one
-    direction of a link seen, the other not yet or no longer) gets no entry."""
-    entries: dict[int, dict[str, int]] = {}
+    direction of a link seen, the other not yet or no longer) gets no entry.
+    Each switch's entries go by destination in the hosts' order."""
     switches = paths.switch_paths.switches
-    for d, ip in enumerate(paths.hosts):
-        row = paths.next_hop[d]
-        toward = [fabric.egress.get((switches[i], switches[row[i]])) for i in np.nonzero(row != UNREACHABLE)[0]]
-        switch = paths.attachment[ip]
-        for egress in [*toward, fabric.egress.get((switch, ip))]:
-            if egress is not None:
-                entries.setdefault(egress[0], {})[ip] = egress[1]
+    index = paths.switch_paths.index
+    dpids = sorted({dpid for dpid, _ in fabric.egress.values()})
+    row_of = {dpid: row for row, dpid in enumerate(dpids)}
+    # [i, j]: the row (among dpids) of the switch holding the egress from switch i to switch j, and its port;
+    # the row -1 where there is none (the last column too: next_hop's UNREACHABLE).
+    holder = np.full((len(switches), len(switches) + 1), -1, dtype=np.int64)
+    port = np.zeros(holder.shape, dtype=np.int64)
+    for (u, v), (dpid, out) in fabric.egress.items():
+        if u in index and v in index:
+            holder[index[u], index[v]], port[index[u], index[v]] = row_of[dpid], out
+    # ports[r, d]: the port of the switch at row r toward host d; -1 where it has no entry for d.
+    ports = np.full((len(dpids), len(paths.hosts)), -1, dtype=np.int64)
+    destination, switch = np.nonzero(paths.next_hop != UNREACHABLE)
+    hop = paths.next_hop[destination, switch]
+    rows = holder[switch, hop]
+    known = rows >= 0
+    ports[rows[known], destination[known]] = port[switch, hop][known]
+    for d, ip in enumerate(paths.hosts):  # the last hop, into the host
+        egress = fabric.egress.get((paths.attachment[ip], ip))
+        if egress is not None:
+            ports[row_of[egress[0]], d] = egress[1]
+    hosts = np.array(paths.hosts, dtype=object)
+    entries = {}
+    for dpid, toward in zip(dpids, ports):
+        held = np.nonzero(toward >= 0)[0]
+        if len(held):
+            entries[dpid] = dict(zip(hosts[held].tolist(), toward[held].tolist()))
     return entries
 
 
@@ -126,26 +147,43 @@ def sync_messages(datapath: OpenFlowCodec, installed: dict[str, int], desired: d
     moved = sorted(ip for ip, port in installed.items() if desired.get(ip) != port)
     messages = [remove_pair_entries_toward(datapath, ip) for ip in moved]
     added = [(ip, port) for ip, port in sorted(desired.items()) if installed.get(ip) != port]
-    if added:
-        # os-ken builds a flow mod in about 7 us; the first plan of a k=16 fat-tree
-        # adds 330 000 entries. The first is built, the others are copies of it
-        # with their own match and instructions (equal to built ones, byte for byte).
-        first = destination_entry(datapath, *added[0])
-        parser, ofproto = datapath.ofproto_parser, datapath.ofproto
-        messages.append(first)
-        messages += [_copy_message(first, match=_destination_match(parser, ip),
-                                   instructions=_output_instructions(ofproto, parser, port))
-                     for ip, port in added[1:]]
+    messages += _destination_entries_in_bulk(datapath, added)
     messages += [remove_destination_entry(datapath, ip) for ip in moved if ip not in desired]
     return messages
 
 
-def _copy_message(message: Message, **fields: Any) -> Message:
-    """A not yet serialised os-ken message with some fields replaced, without its constructor."""
-    assert message.buf is None, "copy messages before they are sent"
-    copy = object.__new__(type(message))
-    copy.__dict__ = {**message.__dict__, **fields}
-    return copy
+#: The fields of a destination entry's flow mod that differ from entry to entry; the others are alike in all.
+_OWN_FIELDS = frozenset({"datapath", "match", "instructions"})
+
+
+@lru_cache(maxsize=8)
+def _bulk_destination_entry_type(ofproto: Any, parser: Any) -> type:
+    """The flow mod type of destination entries made many at once: os-ken builds a flow mod in
+    about 7 us, and the first plan of a k=16 fat-tree adds 330 000 entries. A subclass of the
+    parser's OFPFlowMod, of the same name, whose instances hold only their own fields
+    (_OWN_FIELDS) and take the others from the class, as destination_entry gives them. os-ken
+    prints those as the message's own (its _opt_attributes), so an instance serialises and
+    prints exactly as one built by destination_entry."""
+    built = vars(_add(SimpleNamespace(ofproto=ofproto, ofproto_parser=parser), COOKIE, DESTINATION_PRIORITY,
+                      parser.OFPMatch(), []))
+    shared = {name: value for name, value in built.items() if name not in _OWN_FIELDS}
+    flow_mod = parser.OFPFlowMod
+    return type(flow_mod.__name__, (flow_mod,), {
+        **shared, "__module__": __name__, "__doc__": "A destination entry made in bulk (sync_messages).",
+        "_opt_attributes": sorted(shared.keys() - set(flow_mod._base_attributes))})
+
+
+def _destination_entries_in_bulk(datapath: OpenFlowCodec, added: list[tuple[str, int]]) -> list[Message]:
+    """destination_entry(datapath, ip, port) for each (ip, port) of added, made without os-ken's constructor."""
+    ofproto, parser = datapath.ofproto, datapath.ofproto_parser
+    entry_type = _bulk_destination_entry_type(ofproto, parser)
+    entries = []
+    for ip, port in added:
+        entry = object.__new__(entry_type)
+        entry.datapath, entry.match = datapath, _destination_match(parser, ip)
+        entry.instructions = _output_instructions(ofproto, parser, port)
+        entries.append(entry)
+    return entries
 
 
 def punt_messages(datapath: OpenFlowCodec, installed: set[int], desired: set[int]) -> list[Message]:
