@@ -193,10 +193,23 @@ def _numbered(fields: dict[str, np.ndarray]) -> tuple[np.ndarray, list[Parameter
     0 for a null field, quickack as 0 or 1): (each element's number, the route parameters of
     each number)."""
     shape = fields["rto_min_ms"].shape
+    # The tuples so far as mixed-radix numbers (each field's digit its value's rank), numbered
+    # again only where the next digit would take them past the table: the same order, so the
+    # same numbers in the end. A field alike everywhere (a long-path field on short paths) adds
+    # no digit.
     label = np.zeros(int(np.prod(shape)), dtype=np.int64)
+    tuples = 1  # label < tuples
     for name in PARAMETER_KEYS:
-        values, number = _distinct(fields[name].reshape(-1))
-        _, label = _distinct(label * len(values) + number)  # the tuples so far, numbered again
+        column = fields[name].reshape(-1)
+        if not len(column) or column.min() == column.max():
+            continue
+        values, number = _distinct(column)
+        if tuples * len(values) > _NUMBERING_TABLE:
+            _, label = _distinct(label)
+            tuples = int(label.max(initial=0)) + 1
+        label = label * len(values) + number
+        tuples *= len(values)
+    _, label = _distinct(label)
     # An element of each number (any: they are alike), for its parameters.
     element = np.zeros(int(label.max(initial=-1)) + 1, dtype=np.int64)
     element[label] = np.arange(len(label))
@@ -237,10 +250,14 @@ EXACT_AGAIN_SHARE = 0.75
 def _safe_side(fields: dict[str, np.ndarray], starts: np.ndarray) -> dict[str, np.ndarray]:
     """Per route field, the safe side (_SAFE_SIDE) of fields (flat arrays, 0 for a null field and
     in every field toward an address with no route) over each group of consecutive elements
-    (groups start at starts, none empty); 0 in every field where no element has a route."""
+    (groups start at starts, none empty); 0 in every field where no element has a route. A
+    field left out of fields (but rto_min_ms) is 0 in every element, so on the safe side too."""
     reachable = fields["rto_min_ms"] > 0
     safe = {}
     for name, side in _SAFE_SIDE.items():
+        if name not in fields:
+            safe[name] = np.zeros(len(starts), dtype=np.int64)
+            continue
         values = fields[name]
         if name in _ALL_OR_NONE:  # a null among the destinations with a route wins
             values = np.where(reachable, values, _UNBOUNDED)
@@ -367,7 +384,9 @@ class _RouteState:
         under = order[np.repeat(first[leaves] - starts, count) + np.arange(int(count.sum()))]
         labels = exact_labels[np.repeat(rows, count), under]
         values = self.exact.field_values()
-        safe = _safe_side({name: values[name][labels] for name in PARAMETER_KEYS}, starts)
+        # A field null under every label (a long-path field where no path is long) is gathered for no element.
+        safe = _safe_side({name: values[name][labels] for name in PARAMETER_KEYS
+                           if name == "rto_min_ms" or values[name].any()}, starts)
         covered = safe["rto_min_ms"] > 0
         numbered = np.full(len(rows), -1, dtype=np.int64)
         if covered.any():
@@ -698,9 +717,9 @@ class Plan:
     def _pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every reachable ordered pair (src, dst, index of its data path's switch path), in pair order."""
         n = len(self.hosts)
-        src, dst = np.divmod(np.arange(n * n, dtype=np.int64), n)
-        keep = (src != dst) & (self.switch_paths.hops[self._attach[src], self._attach[dst]] != UNREACHABLE)
-        src, dst = src[keep], dst[keep]
+        reachable = self.switch_paths.hops[np.ix_(self._attach, self._attach)] != UNREACHABLE
+        np.fill_diagonal(reachable, False)
+        src, dst = (index.astype(np.int64, copy=False) for index in np.nonzero(reachable))
         return src, dst, self._host_edge[src] * n + dst
 
     def _backward(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -1335,7 +1354,7 @@ class Plan:
             state = None
         if state is None:
             labels = np.full((len(self.hosts), len(self.hosts)), -1, dtype=np.int64)
-            labels[self.src, self.dst], params = _numbered(self._route_fields(np.arange(len(self.src))))
+            labels[self.src, self.dst], params = _numbered(self._route_fields(slice(None)))
             state = _RouteState.build(labels, params, tries)
             state.made = made
             over = over_budget(state)
@@ -1358,12 +1377,12 @@ class Plan:
                     self._tries.append((members, budget, trie, *trie.coarsened(edges.tolist(), budget)))
         return self._tries
 
-    def _route_fields(self, pairs: np.ndarray) -> dict[str, np.ndarray]:
-        """{route field: array}: what routes_for gives each of pairs (indices), 0 for a null
-        field (no clamp, the kernel's MSS, not paced, no long-path setting), quickack as 0 or 1,
-        congctl as its number (_CONGCTL_NAMES)."""
+    def _route_fields(self, pairs: np.ndarray | slice) -> dict[str, np.ndarray]:
+        """{route field: array}: what routes_for gives each of pairs (indices, or a slice: views
+        of the pair arrays then), 0 for a null field (no clamp, the kernel's MSS, not paced, no
+        long-path setting), quickack as 0 or 1, congctl as its number (_CONGCTL_NAMES)."""
         if self.segment.min(initial=self.bounds.mss_bytes) >= self.bounds.mss_bytes:  # the kernel's MSS everywhere
-            advmss = np.zeros(len(pairs), dtype=np.int64)
+            advmss = np.zeros(len(self.src[pairs]), dtype=np.int64)
         else:
             advmss = formulas.advmss_bytes(self._segment_toward[self.dst[pairs], self.src[pairs]], self.bounds)
         return {"rto_min_ms": self.rto_min_ms[pairs], "initcwnd": self.initcwnd[pairs],
