@@ -179,7 +179,7 @@ def _destination_entries_in_bulk(datapath: OpenFlowCodec, added: list[tuple[str,
     entry_type = _bulk_destination_entry_type(ofproto, parser)
     entries = []
     for ip, port in added:
-        entry = object.__new__(entry_type)
+        entry: Message = object.__new__(entry_type)
         entry.datapath, entry.match = datapath, _destination_match(parser, ip)
         entry.instructions = _output_instructions(ofproto, parser, port)
         entries.append(entry)
@@ -189,7 +189,7 @@ def _destination_entries_in_bulk(datapath: OpenFlowCodec, added: list[tuple[str,
 def punt_messages(datapath: OpenFlowCodec, installed: set[int], desired: set[int]) -> list[Message]:
     """Flow mods that turn one switch's punt entries (host ports) from installed into desired."""
     return [punt_entry(datapath, port) for port in sorted(desired - installed)] + [
-        _delete_strict(datapath, PUNT_PRIORITY, datapath.ofproto_parser.OFPMatch(in_port=port, eth_type=ETH_TYPE_IPV4))
+        _delete_strict(datapath, PUNT_PRIORITY, _punt_match(datapath.ofproto_parser, port))
         for port in sorted(installed - desired)]
 
 
@@ -242,9 +242,21 @@ def remove_destination_entry(datapath: OpenFlowCodec, dst_ip: str) -> Message:
 
 def punt_entry(datapath: OpenFlowCodec, port: int) -> Message:
     """Send IPv4 from a host's port that matches no pair entry up, through the packet-in meter."""
-    parser = datapath.ofproto_parser
-    return _add(datapath, COOKIE, PUNT_PRIORITY, parser.OFPMatch(in_port=port, eth_type=ETH_TYPE_IPV4),
-                [parser.OFPInstructionMeter(PACKET_IN_METER), *_apply(datapath, _to_controller(datapath))])
+    return _add(datapath, COOKIE, PUNT_PRIORITY, _punt_match(datapath.ofproto_parser, port),
+                _punt_instructions(datapath.ofproto, datapath.ofproto_parser))
+
+
+# A punt entry's match and instructions, shared like a destination entry's: a switch has its
+# host ports, numbered alike on every switch, and every punt entry the same instructions.
+@lru_cache(maxsize=1 << 12)
+def _punt_match(parser: Any, port: int) -> Any:
+    return parser.OFPMatch(in_port=port, eth_type=ETH_TYPE_IPV4)
+
+
+@lru_cache(maxsize=8)
+def _punt_instructions(ofproto: Any, parser: Any) -> list[Any]:
+    codec = SimpleNamespace(ofproto=ofproto, ofproto_parser=parser)
+    return [parser.OFPInstructionMeter(PACKET_IN_METER), *_apply(codec, _to_controller(codec))]
 
 
 def pair_entry(datapath: OpenFlowCodec, src_ip: str, dst_ip: str, out_port: int) -> Message:
