@@ -296,12 +296,13 @@ class Aggregation:
 
 def _leaf_masks(labels: np.ndarray, words: int) -> np.ndarray:
     """The candidate masks (..., words) of leaves with labels (...): the label's bit, every bit for -1."""
-    masks = np.zeros((*labels.shape, words), dtype=np.uint64)
     known = labels >= 0
-    index = np.nonzero(known)
-    label = labels[index]
-    masks[(*index, label // 64)] = np.left_shift(np.uint64(1), (label % 64).astype(np.uint64))
-    masks[~known] = np.iinfo(np.uint64).max
+    label = np.where(known, labels, 0).astype(np.uint64)
+    bit = np.left_shift(np.uint64(1), label % np.uint64(64))
+    masks = np.empty((*labels.shape, words), dtype=np.uint64)
+    for w in range(words):  # elementwise, a word at a time (a scatter of each label's bit is slower)
+        in_word = bit if words == 1 else np.where(label // np.uint64(64) == w, bit, np.uint64(0))
+        masks[..., w] = np.where(known, in_word, np.iinfo(np.uint64).max)
     return masks
 
 
