@@ -480,6 +480,26 @@ def test_long_path_settings_with_no_delay_or_an_infinite_link_are_short():
     long, ssthresh, increase = formulas.long_path_settings(np.array([np.inf, 1e9]), np.array([1e9, 1e9]),
                                                            np.array([0.1, 0.0]), formulas.LongPaths(griddt=True))
     assert long.tolist() == [False, False] and ssthresh.tolist() == [0, 0] and increase.tolist() == [0, 0]
+    assert ssthresh.dtype == increase.dtype == np.int64 and ssthresh is not increase
+
+
+@pytest.mark.parametrize("griddt", [False, True])
+def test_long_path_settings_where_none_is_long_are_the_ones_where_some_are(griddt):
+    """Where no path is long nothing is evaluated past the test, and the answer is what the same
+    paths get beside a long one; a bad MSS is refused either way."""
+    settings = formulas.LongPaths(griddt=griddt)
+    bottleneck, share, rtt = np.array([12.5e6, 125e6, 1e9]), np.array([6e6, 125e6, 1e9]), np.array([1e-3, 2e-4, 0.0])
+    alone = formulas.long_path_settings(bottleneck, share, rtt, settings, 1448)
+    beside = formulas.long_path_settings(np.append(bottleneck, 12.5e6), np.append(share, 12.5e6),
+                                         np.append(rtt, 0.12), settings, 1448)
+    assert not alone[0].any() and beside[0].tolist() == [False, False, False, True]
+    for mine, theirs in zip(alone, beside):
+        assert mine.dtype == theirs.dtype and np.array_equal(mine, theirs[:3])
+    scalar = formulas.long_path_settings(12.5e6, 6e6, 1e-3, settings, 1448)
+    assert [value.shape for value in scalar] == [(), (), ()] and int(scalar[1]) == int(scalar[2]) == 0
+    for bad_mss in (0, math.nan):
+        with pytest.raises(ValueError, match="mss_bytes"):
+            formulas.long_path_settings(bottleneck, share, rtt, settings, bad_mss)
 
 
 @pytest.mark.parametrize("bad", [dict(bdp_threshold_bytes=0), dict(bdp_threshold_bytes=math.nan),

@@ -449,6 +449,10 @@ def long_path_settings(bottleneck_bytes_per_s: ArrayLike, fair_share_bytes_per_s
     that is not long gets nothing, so its route is what it was without the setting."""
     bdp = np.asarray(bottleneck_bytes_per_s, dtype=float) * np.asarray(rtt_s, dtype=float)
     long = is_long_fat_path(np.where(np.isfinite(bdp), bdp, 0.0), long_paths.bdp_threshold_bytes)
+    _positive("mss_bytes", mss_bytes)  # refused whether or not a path is long
+    if not long.any():  # a data centre's paths: none is long, none gets anything
+        nothing = np.zeros(np.shape(long), dtype=np.int64)
+        return long, nothing, nothing.copy()
     # Evaluated on every path with harmless stand-ins where not long (a zero round trip or share).
     rtt = np.where(long, rtt_s, 1.0)
     share = np.where(long, fair_share_bytes_per_s, 1.0)
