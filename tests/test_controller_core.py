@@ -548,7 +548,8 @@ def test_a_host_seen_at_a_new_place_wins_at_once():
 
 def test_a_replan_pauses_the_garbage_collector_and_gives_it_back_as_it_was(monkeypatch):
     """The collector is off while the plan's objects are made (half the time of a k=16
-    fabric's flow mods went to it), and back to its earlier state after, also on an error."""
+    fabric's flow mods went to it), and back to its earlier state after, also on an error;
+    what the plan made is then in the oldest generation."""
     core = settled_core()
     seen = []
     original = core._sync_forwarding
@@ -558,6 +559,16 @@ def test_a_replan_pauses_the_garbage_collector_and_gives_it_back_as_it_was(monke
         gc.enable()
         core.replan(20.0)
         assert seen == [False] and gc.isenabled()
+        # What the plan made and kept joined the oldest generation without a walk; objects someone
+        # else froze stay frozen.
+        made = core._last_plan
+        assert any(o is made for o in gc.get_objects(generation=2))
+        marker = [made]
+        gc.freeze()
+        core.replan(20.5)
+        assert gc.isenabled() and gc.get_freeze_count() and not any(o is marker for o in gc.get_objects())
+        gc.unfreeze()
+        assert any(o is marker for o in gc.get_objects(generation=2))
         gc.disable()
         core.replan(21.0)
         assert not gc.isenabled()
