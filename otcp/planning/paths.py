@@ -96,7 +96,7 @@ class SwitchPaths:
         before = np.full((count, count), UNREACHABLE, dtype=np.int64)  # the switch before j on i's path to j
         layers = []
         layer = 0
-        while count:
+        while count and (hops[:, :count] == UNREACHABLE).any():  # a fabric in one piece: no last look at nothing
             layer += 1
             reached = np.where(hops == layer - 1, cost, np.inf)
             candidates = reached[:, neighbour] + weight[None, :, :]  # (source, switch, neighbour)
@@ -110,7 +110,7 @@ class SwitchPaths:
             before[new] = neighbour[np.nonzero(new)[1], best[new]]
             layers.append(new)
         self.hops, self._cost = np.ascontiguousarray(hops[:, :count]), cost
-        self.node_matrix = np.full((count, count, max(layer, 1)), UNREACHABLE, dtype=np.int32)
+        self.node_matrix = np.full((count, count, len(layers) + 1), UNREACHABLE, dtype=np.int32)
         self.node_matrix[np.arange(count), np.arange(count), 0] = np.arange(count)
         for hop, new in enumerate(layers, start=1):
             sources, targets = np.nonzero(new)
