@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from otcp.planning import formulas, inventory
-from otcp.planning.aggregate import Aggregation, PrefixTrie
+from otcp.planning.aggregate import Aggregation, PrefixTrie, _leaf_masks
 from otcp.planning.fabric import Fabric
 from otcp.planning.planner import EXACT_AGAIN_SHARE, Plan
 from support.fabrics import fat_tree_fabric, random_fabric
@@ -312,3 +312,14 @@ def test_an_updated_aggregation_is_the_aggregation_of_its_new_labels(seed):
         assert np.array_equal(kept.chosen, fresh.chosen) and np.array_equal(kept.emit, fresh.emit)
         assert routes_of(kept) == routes_of(fresh) == aggregate(trie, labels)
         assert kept.route_counts(np.arange(12)).tolist() == [len(r) for r in routes_of(fresh)]
+
+
+@pytest.mark.parametrize("words", [1, 2, 3])
+def test_a_leaf_mask_is_its_labels_bit_or_every_bit_for_dont_care(words):
+    rng = np.random.default_rng(words)
+    labels = rng.integers(-1, 64 * words, size=(40, 30))
+    masks = _leaf_masks(labels, words)
+    assert masks.shape == (40, 30, words) and masks.dtype == np.uint64
+    for label, mask in zip(labels.reshape(-1).tolist(), masks.reshape(-1, words).tolist()):
+        bits = sum(word << (64 * w) for w, word in enumerate(mask))
+        assert bits == ((1 << 64 * words) - 1 if label < 0 else 1 << label)
