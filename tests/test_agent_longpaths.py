@@ -8,13 +8,15 @@ import itertools
 import json
 import os
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from otcp import bpf as otcp_bpf
 from otcp.agent.client import ControllerClient
 from otcp.agent.core import Agent
-from otcp.agent.enforcement import Enforcement
+from otcp.agent.enforcement import Enforcement, status_path
 from otcp.agent.routes import ApplyError, RouteTable
 from otcp.bpf.scalable import ScalableEntry
 from otcp.bpf.sockops import netns_cookie
@@ -142,3 +144,37 @@ def test_routes_alone_keep_congctl_and_ssthresh_and_say_what_they_cannot(host, t
         assert "ssthresh lock 50" in otcp_routes(host)
         agent.revert()
         assert otcp_routes(host) == ""
+
+
+def show(ns, state, *options):
+    """``otcp-agent --netns NS show`` in a process of its own (it enters the namespace)."""
+    done = subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", ns, "show", *options, "--state", state],
+                          capture_output=True, text=True, cwd=str(Path(__file__).resolve().parent.parent))
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.root
+def test_show_lists_the_map_entries_and_the_routes_congctl_and_ssthresh(host, tmp_path):
+    state = str(tmp_path / "state.db")
+    enforcing = Enforcement.start("bpf", netns=host, status_path=status_path(state))
+    with Agent(state, netns=host, enforcement=enforcing) as agent:
+        agent.apply({"generation": 1, "routes": [route("10.78.0.2/32", **LONG),
+                                                 route("10.78.0.4/32", congctl="otcp_scalable", ssthresh=60),
+                                                 route("10.78.0.3/32")]}, "t")
+        wanted = [{"dst": "10.78.0.2/32", "congctl": "otcp_scalable", "initial_ssthresh": 50, "increase": 3.0,
+                   "griddt": True, "connections": 0},
+                  {"dst": "10.78.0.4/32", "congctl": "otcp_scalable", "initial_ssthresh": 60, "increase": 1.0,
+                   "griddt": False, "connections": 0}]
+        assert agent.show()["enforcement"]["scalable_entries"] == wanted
+        assert json.loads(show(host, state, "--json"))["enforcement"]["scalable_entries"] == wanted
+        lines = [line.split() for line in show(host, state).splitlines()]
+        assert ["10.78.0.2/32", "50", "3", "aimd", "(griddt)", "0"] in lines, lines
+        assert ["10.78.0.4/32", "60", "1", "scalable", "0"] in lines, lines
+        routes = {line[0].removesuffix("/32"): line for line in lines if "v0" in line}
+        assert routes["10.78.0.2"][-3:] == ["otcp_scalable", "50", "lock"], lines
+        assert routes["10.78.0.3"][-2:] == ["-", "-"], lines
+        agent.revert()
+        assert agent.show()["enforcement"]["scalable_entries"] == []
+    shown = show(host, state)
+    assert "OTCP_SCALABLE DESTINATION" not in shown, shown  # the agent's exit took its entries (and the map) away

@@ -28,6 +28,7 @@ import os
 import signal
 import ssl
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -379,7 +380,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         status = "active" if shown["active"] else "reverted"
         epoch = "" if shown["epoch"] is None else f" of epoch {shown['epoch']}"
         print(f"generation {shown['generation']}{epoch} ({status}, applied {when})")
-    rows = [("DESTINATION", "DEV", "GATEWAY", "TABLE", "RTO_MIN", "INITCWND", "CWND", "ADVMSS", "QUICKACK")]
+    rows = [("DESTINATION", "DEV", "GATEWAY", "TABLE", "RTO_MIN", "INITCWND", "CWND", "ADVMSS", "QUICKACK",
+             "CONGCTL", "SSTHRESH")]
     for r in shown["routes"]:
         rows.append((
             r["dst"], r["dev"] or "?", r["gateway"] or "-", table_name(r["table"]),
@@ -388,12 +390,10 @@ def cmd_show(args: argparse.Namespace) -> int:
             "-" if r["cwnd_clamp"] is None else f"{r['cwnd_clamp']} lock",
             "-" if r["advmss"] is None else str(r["advmss"]),
             "on" if r["quickack"] else "off",
+            r["congctl"] or "-",
+            "-" if r["ssthresh"] is None else f"{r['ssthresh']} lock",
         ))
-    if len(rows) > 1:
-        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-        for row in rows:
-            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
-    else:
+    if not _print_table(rows):
         print("no OTCP routes in the kernel")
     for skipped in shown["skipped"]:
         print(f"skipped {skipped['dst']}: {skipped['reason']}")
@@ -402,6 +402,16 @@ def cmd_show(args: argparse.Namespace) -> int:
     _print_enforcement(shown["enforcement"])
     _print_lease(shown["lease"], shown["generation"] is not None and shown["active"])
     return 0
+
+
+def _print_table(rows: Sequence[tuple[str, ...]]) -> bool:
+    """Print a header row and its rows in aligned columns, when there are rows; whether there were."""
+    if len(rows) < 2:
+        return False
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    return True
 
 
 def _print_lease(lease: dict[str, Any] | None, active: bool) -> None:
@@ -432,10 +442,14 @@ def _print_enforcement(enforcement: dict[str, Any]) -> None:
         rows.append((e["dst"], str(e["cwnd_clamp"] or "-"), str(e["initcwnd"] or "-"),
                      "-" if e["rto_min_us"] is None else f"{e['rto_min_us']}us",
                      "-" if e["pacing_rate"] is None else f"{e['pacing_rate']}B/s", str(e["connections"])))
-    if len(rows) > 1:
-        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-        for row in rows:
-            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    _print_table(rows)
+    if enforcement.get("scalable_error"):
+        print(f"  otcp_scalable entries unreadable: {enforcement['scalable_error']}")
+    scalable_rows = [("OTCP_SCALABLE DESTINATION", "SSTHRESH", "INCREASE", "ABOVE_16", "CONNECTIONS")]
+    for e in enforcement.get("scalable_entries", []):
+        scalable_rows.append((e["dst"], str(e["initial_ssthresh"] or "-"), f"{e['increase']:g}",
+                              "aimd (griddt)" if e["griddt"] else "scalable", str(e["connections"])))
+    _print_table(scalable_rows)
     if enforcement["counters"] is not None:
         counts = ", ".join(f"{name} {value}" for name, value in enforcement["counters"].items() if value)
         print(f"otcp_sockops counters of the whole machine (every namespace and host on it together, not this "

@@ -327,6 +327,7 @@ def shown_enforcement(state_path: str, netns: str | None = None) -> dict[str, An
     report["counters"] = None
     # One program at the cgroup-v2 root sees every socket of the machine: its counters are not per namespace.
     report["counters_scope"] = "machine"
+    report.update(_shown_scalable(netns))
     try:
         visitor = SockOpsEnforcer.open_pinned()
     except BpfUnavailable as error:
@@ -343,6 +344,29 @@ def shown_enforcement(state_path: str, netns: str | None = None) -> dict[str, An
     finally:
         visitor.close_maps()
     return report
+
+
+def _shown_scalable(netns: str | None) -> dict[str, Any]:
+    """This namespace's entries in otcp_scalable's map read back from the kernel (``scalable_entries``:
+    per destination the initial ssthresh, the increase A and whether GridDT mode holds, and the
+    connections that took it), none where no OTCP process registered it; ``scalable_error`` where
+    they cannot be read."""
+    shown: dict[str, Any] = {"scalable_entries": []}
+    try:
+        table = ScalableTable.open_pinned()
+    except BpfUnavailable:
+        return shown  # not registered: no entries
+    try:
+        entries = table.entries(netns_cookie(netns))
+        shown["scalable_entries"] = [
+            {"dst": prefix, "congctl": SCALABLE, "initial_ssthresh": entry.initial_ssthresh or None,
+             "increase": entry.increase, "griddt": entry.griddt, "connections": applied}
+            for prefix, (entry, applied) in entries.items()]
+    except (BpfUnavailable, OSError) as error:
+        shown["scalable_error"] = str(error)
+    finally:
+        table.close()
+    return shown
 
 
 def _entry(prefix: str, enforced: Enforced, applied: int) -> dict[str, Any]:
