@@ -16,6 +16,7 @@
 //                    the hole: the link's rate is what the sender's window allows).
 #pragma once
 
+#include "next_seg.h"
 #include "ns3/core-module.h"
 #include "ns3/internet-module.h"
 #include "ns3/network-module.h"
@@ -247,6 +248,7 @@ class LongPathRun
         uint64_t rate = d.at("bottleneck_bps").get<uint64_t>();
         m_capacityBps = double(rate);
         uint32_t mss = d.at("mss_bytes").get<uint32_t>();
+        m_mss = mss;
         m_binS = d.at("bin_s").get<double>();
         double duration = d.at("duration_s").get<double>();
         const json& flows = d.at("flows");
@@ -255,6 +257,7 @@ class LongPathRun
         Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(d.at("rcv_buf_bytes").get<uint32_t>()));
         Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(true));
         Config::SetDefault("ns3::TcpCubic::HyStart", BooleanValue(false));
+        SetSkipIdleLostScan(d.value("skip_idle_lost_scan", false));
 
         NodeContainer senders;
         senders.Create(flows.size());
@@ -439,7 +442,9 @@ class LongPathRun
     void OnRecv(Ptr<Socket> s)
     {
         uint32_t flow = m_flowOf[s];
-        while (Ptr<Packet> p = s->Recv())
+        // A segment at a time: one read of everything concatenates it into one packet by copying
+        // (TcpRxBuffer::Extract), which costs the square of what a filled hole releases.
+        while (Ptr<Packet> p = s->Recv(m_mss, 0))
         {
             m_current[flow] += p->GetSize();
         }
@@ -484,6 +489,7 @@ class LongPathRun
 
     const json& m_doc;
     double m_binS{0.1};
+    uint32_t m_mss{1448};
     std::vector<Ptr<Socket>> m_senders;
     std::vector<Ipv4Address> m_senderAddress;
     std::map<Ptr<Socket>, uint32_t> m_flowOf;
