@@ -296,6 +296,10 @@ class LongPathRun
         DynamicCast<PointToPointNetDevice>(core.Get(0))
             ->GetQueue()
             ->TraceConnectWithoutContext("Drop", MakeCallback(&LongPathRun::OnQueueDrop, this));
+        // Without a queue disc the traffic-control layer drops what arrives while the device's queue
+        // is stopped (full to within a packet): the bottleneck's tail drops are counted there.
+        routers.Get(0)->GetObject<TrafficControlLayer>()->TraceConnectWithoutContext(
+            "TcDrop", MakeCallback(&LongPathRun::OnQueueDrop, this));
         access.SetChannelAttribute("Delay", TimeValue(MicroSeconds(kCoreOneWayUs)));
         NetDeviceContainer last = access.Install(routers.Get(1), receiver);
         links.push_back(core);
