@@ -295,8 +295,9 @@ def _fairness_lines(rows: list[dict[str, Any]]) -> list[str]:
               "with the planned ssthresh of their share. Kelly, Ravot and Martin-Flatin measured "
               "202 / 514 Mb/s with standard TCP and 330 / 388 Mb/s with GridDT (A = 7 and 3). An AIMD sawtooth "
                  "at 1 Gb/s over these round trips lasts minutes (W / 2 round trips: about 700 s for the 181 ms "
-                 "flow at its half share), so the simulated seconds cover the first cycles from equal starts, "
-                 "not the steady state.", "",
+                 "flow at its half share), and both flows lose packets as slow start ends, after which the link "
+                 "runs well below its capacity and climbs through the whole measured time: the rates are the "
+                 "climb's from equal starts, not a steady state's.", "",
               "| run | A (181 / 117 ms) | measured | 181 ms flow | 117 ms flow | Jain | the paper's |",
               "|---|---|---|---|---|---|---|"]
     for row in rows:
