@@ -2,12 +2,14 @@
 (otcp.experiments.runner.counters), on a network whose commands answer from a script (no network)."""
 
 import contextlib
+import dataclasses
 import json
 import types
 
 import pytest
 
-from otcp.experiments.runner import counters
+from otcp.experiments.runner import counters, ovs_sockets
+from otcp.experiments.runner.datapath import Datapath, DatapathInUse
 
 
 def queues(egress_sent, egress_drops, buffer_sent, buffer_drops, backlog_packets=0):
@@ -58,9 +60,10 @@ class ScriptedNetwork:
     """An emulation whose hosts answer nstat, tc and ip from counts that grow by `step` per
     reading, and that logs what was read when; one IPv4 queue per link (h1's IFB the bottleneck)."""
 
-    def __init__(self):
+    def __init__(self, datapath=Datapath()):
         self.log = []
         self.readings = 0
+        self.datapath = DatapathInUse(datapath, datapath)
 
     def host(self, name):
         return types.SimpleNamespace(defaultIntf=lambda: types.SimpleNamespace(name=f"{name}-eth0",
@@ -104,6 +107,28 @@ def test_measuring_reads_the_queues_closest_to_the_run_and_the_machine_around_it
     change = window.change
     assert set(change.tcp) == {"h1", "h2"} and change.tcp["h1"]["TcpExtTCPTimeouts"] > 0
     assert change.loss.unexplained == 0
+
+
+def test_afxdp_ports_input_drops_are_read_around_the_run_and_named_in_the_loss_account(monkeypatch):
+    network = ScriptedNetwork(Datapath.named("afxdp-nonpmd"))
+    readings = iter([40, 47])
+    monkeypatch.setattr(counters, "switch_thread_time", lambda: None)
+    monkeypatch.setattr(ovs_sockets, "xdp_input_drops", lambda: next(readings))
+    with counters.Counters(network, ["h1", "h2"], "h1").measuring() as window:
+        pass
+    # 7 frames lost at the switch's input between the snapshots: named, so not unexplained.
+    assert window.change.loss.switch_input_drops == 7
+    assert window.change.loss.as_dict()["switch_input_drops"] == 7
+    assert window.change.loss.unexplained == counters.LossAccount(**{
+        **dataclasses.asdict(window.change.loss), "switch_input_drops": 0}).unexplained - 7
+
+
+def test_afpacket_ports_have_no_input_drops_to_read(monkeypatch):
+    monkeypatch.setattr(counters, "switch_thread_time", lambda: None)
+    monkeypatch.setattr(ovs_sockets, "xdp_input_drops", lambda: pytest.fail("AF_PACKET ports have no XSK to read"))
+    with counters.Counters(ScriptedNetwork(), ["h1"], "h1").measuring() as window:
+        pass
+    assert window.change.loss.switch_input_drops == 0
 
 
 def test_a_run_that_fails_has_no_after():

@@ -14,10 +14,14 @@ for ``overflow_ms`` more. Each row reports:
   got (distinct sequence numbers: ARP, LLDP and the rest are not counted);
 - drops: packets the bottleneck's buffer dropped (kernel counter of its
   IPv4 queue; ARP and LLDP go through a queue of their own);
-- unexplained: sent - received - drops, which must be 0.
+- switch_input_drops: frames the switch's AF_XDP ports dropped on input,
+  their receive rings full (the kernel's count; always 0 on AF_PACKET ports),
+  which must be 0 too: a faithful switch loses packets at its buffer only;
+- unexplained: sent - received - drops - switch_input_drops, which must be 0.
 
 The switch is Open vSwitch forwarding under the OTCP controller, as in the
-incast runs. The rows go to OUT/calibration.json with the command line that
+incast runs, on the datapath asked for (--datapath; each row names the one
+used). The rows go to OUT/calibration.json with the command line that
 made them and the code it ran.
 """
 
@@ -34,6 +38,7 @@ from otcp.experiments.analysis import results
 from otcp.experiments.runner import measure
 from otcp.experiments.runner.config import ExperimentConfig
 from otcp.experiments.runner.counters import CONTROL_QUEUE_HANDLE, Counters, parse_queue_counters
+from otcp.experiments.runner.datapath import DEFAULT_DATAPATH, DatapathInUse
 from otcp.experiments.runner.emulation import Emulation
 from otcp.experiments.runner.network import Network, RunError, start_network
 from otcp.experiments.runner.progress import Progress
@@ -89,11 +94,13 @@ class CalibrationRow:
     drops: int
     control_packets: int
     backlog_samples: int
+    switch_input_drops: int = 0
+    datapath: str = DEFAULT_DATAPATH
 
     @property
     def unexplained(self) -> int:
-        """Datagrams neither received nor dropped by the bottleneck's buffer."""
-        return self.sent - self.received - self.drops
+        """Datagrams neither received nor dropped by the bottleneck's buffer or the switch's input."""
+        return self.sent - self.received - self.drops - self.switch_input_drops
 
     @property
     def frame_bytes(self) -> int:
@@ -108,13 +115,13 @@ class CalibrationRow:
 
     @property
     def ok(self) -> bool:
-        """Filled (something dropped), within one packet, nothing unexplained."""
-        return self.drops > 0 and self.within_one_packet and self.unexplained == 0
+        """Filled (something dropped), within one packet, nothing lost anywhere but the buffer."""
+        return self.drops > 0 and self.within_one_packet and self.unexplained == 0 and self.switch_input_drops == 0
 
     def as_dict(self) -> dict[str, Any]:
         """The row as calibration.json holds it."""
         return {**dataclasses.asdict(self), "unexplained": self.unexplained, "frame_bytes": self.frame_bytes,
-                "within_one_packet": self.within_one_packet}
+                "within_one_packet": self.within_one_packet, "ok": self.ok}
 
 
 def run_calibration(config: CalibrationConfig, progress: Progress) -> list[CalibrationRow]:
@@ -123,6 +130,7 @@ def run_calibration(config: CalibrationConfig, progress: Progress) -> list[Calib
     code = results.code_version()
     progress.total = len(config.buffers) * len(config.packet_sizes)
     rows: list[CalibrationRow] = []
+    datapaths: list[DatapathInUse] = []
     burst_id = 0
     for buffer_bytes in config.buffers:
         topo = CalibrationTopo(bw=config.bw_mbps, buffer_bytes=buffer_bytes,
@@ -130,6 +138,8 @@ def run_calibration(config: CalibrationConfig, progress: Progress) -> list[Calib
         progress.message(f"building the calibration network: {buffer_bytes} B buffer, bottleneck "
                          f"{config.bw_mbps:g} Mb/s, sender link {config.overload * config.bw_mbps:g} Mb/s")
         with start_network(config, topo, os.path.join(config.out, "work", f"buffer{buffer_bytes}")) as network:
+            if network.emulation.datapath not in datapaths:
+                datapaths.append(network.emulation.datapath)
             network.ensure_connectivity([topo.sender], network.data_ips[topo.receiver])
             for packet_bytes in config.packet_sizes:
                 burst_id += 1
@@ -139,11 +149,11 @@ def run_calibration(config: CalibrationConfig, progress: Progress) -> list[Calib
                 rows.append(one_burst(network, buffer_bytes, packet_bytes, seconds, burst_id))
                 progress.update(1, 1)
                 progress.finish_run()
-                write_rows(config.out, rows, results.provenance(code, config.command))
+                write_rows(config.out, rows, results.provenance(code, config.command), datapaths)
     return rows
 
 
-def one_burst(network: Network[CalibrationConfig], buffer_bytes: int, packet_bytes: int, seconds: float,
+def one_burst(network: Network[Any], buffer_bytes: int, packet_bytes: int, seconds: float,
               burst_id: int) -> CalibrationRow:
     """Send one burst h2 -> h1 and account for every packet of it."""
     emulation, topo = network.emulation, network.topo
@@ -176,7 +186,8 @@ def one_burst(network: Network[CalibrationConfig], buffer_bytes: int, packet_byt
     return CalibrationRow(buffer_bytes=buffer_bytes, packet_bytes=packet_bytes, peak_backlog_bytes=sampler.peak,
                           sent=sent["sent"], received=received["received"], drops=account.drops,
                           control_packets=_control_packets(emulation, receiver, buffer_device) - control_before,
-                          backlog_samples=sampler.samples)
+                          backlog_samples=sampler.samples, switch_input_drops=account.switch_input_drops,
+                          datapath=emulation.datapath.used.label)
 
 
 def _control_packets(emulation: Emulation, host: str, device: str) -> int:
@@ -187,30 +198,37 @@ def _control_packets(emulation: Emulation, host: str, device: str) -> int:
     return counters.sent_packets + counters.drops
 
 
-def write_rows(out: str, rows: list[CalibrationRow], provenance: dict[str, Any]) -> str:
-    """Write OUT/calibration.json (atomically) and return its path; provenance: results.provenance's."""
+def write_rows(out: str, rows: list[CalibrationRow], provenance: dict[str, Any],
+               datapaths: list[DatapathInUse] | None = None) -> str:
+    """Write OUT/calibration.json (atomically) and return its path; provenance: results.provenance's;
+    datapaths: the switch's datapath asked for and used on each network."""
     return results.write_json(os.path.join(out, "calibration.json"),
-                              {"rows": [row.as_dict() for row in rows], **provenance})
+                              {"rows": [row.as_dict() for row in rows],
+                               "datapaths": [d.as_dict() for d in datapaths or []], **provenance})
 
 
 def calibration_table(rows: list[CalibrationRow]) -> str:
     """The table printed at the end of a calibration."""
     header = (f"{'buffer B':>9}{'packet B':>9}{'peak backlog B':>16}{'short by':>9}{'sent':>7}{'received':>9}"
-              f"{'drops':>7}{'unexplained':>12}{'ARP/LLDP':>9}  verdict")
+              f"{'drops':>7}{'switch in':>10}{'unexplained':>12}{'ARP/LLDP':>9}  datapath: verdict")
     lines = [header, "-" * len(header)]
     for row in rows:
         if row.ok:
             verdict = "ok"
         elif row.unexplained:
             verdict = "UNEXPLAINED LOSS"
+        elif row.switch_input_drops:
+            verdict = "LOST AT THE SWITCH'S INPUT"
         elif not row.drops:
             verdict = "never filled (no drops): burst too short"
         else:
             verdict = "NOT within one packet"
         lines.append(f"{row.buffer_bytes:>9}{row.packet_bytes:>9}{row.peak_backlog_bytes:>16}"
                      f"{row.buffer_bytes - row.peak_backlog_bytes:>9}{row.sent:>7}{row.received:>9}{row.drops:>7}"
-                     f"{row.unexplained:>12}{row.control_packets:>9}  {verdict}")
+                     f"{row.switch_input_drops:>10}{row.unexplained:>12}{row.control_packets:>9}  "
+                     f"{row.datapath}: {verdict}")
     lines.append("peak backlog in bytes of frames (Ethernet header included), short by: buffer - peak, within one "
-                 "frame when ok; drops: the bottleneck buffer's kernel counter; unexplained: sent - received - drops; "
+                 "frame when ok; drops: the bottleneck buffer's kernel counter; switch in: frames the switch's AF_XDP "
+                 "ports dropped on input (rings full); unexplained: sent - received - drops - switch in; "
                  "ARP/LLDP: control frames through the bottleneck, queued and counted apart")
     return "\n".join(lines)

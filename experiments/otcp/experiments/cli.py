@@ -4,6 +4,7 @@
         --rounds 50 --schemes default,fine-rto,small-packets,otcp --out results/NAME
     otcp-experiment incast --quick      # the README's main job: a few minutes, the headline plot
     otcp-experiment calibrate --buffer-bytes 32000,85000,512000 --packet-bytes 1500,750 --out DIR
+    otcp-experiment datapath --datapaths afpacket,afxdp-nonpmd:native,afxdp:native --out DIR  # choose the switch's
     otcp-experiment shell --topo leafspine,2,2,4 [--script FILE] [--controllers N]   # Mininet's CLI, OTCP in place
     otcp-experiment multipath --topo leafspine,2,2,4 --topo fattree,4 --out DIR   # load per spine/core link
     otcp-experiment failover --topo fattree,4 --out DIR              # two controllers, the master killed
@@ -36,9 +37,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from otcp.controller.roles import MAX_INSTANCES
-from otcp.experiments import calibrate, failover, fairness, incast, lease, multipath, shell, workload
+from otcp.experiments import calibrate, datapaths, failover, fairness, incast, lease, multipath, shell, workload
 from otcp.experiments.analysis import report, results
-from otcp.experiments.runner import schemes
+from otcp.experiments.runner import datapath, schemes
 from otcp.experiments.runner.config import ExperimentConfig
 from otcp.experiments.runner.emulation import EmulationError
 from otcp.experiments.runner.network import RunError, topology_from_spec
@@ -92,6 +93,8 @@ WORKLOAD_QUICK: dict[str, Any] = {
     "schemes": "default,fine-rto,static-rwnd,otcp,dctcp,otcp-lossless", "out": "results/quick/workload"}
 CALIBRATE = {"buffer_bytes": "32000,85000,512000", "packet_bytes": "1500,750", "out": "results/calibration"}
 # IP packet sizes a calibration burst may use: a UDP header and the burst's own, up to the hosts' MTU.
+DATAPATH = {"datapaths": "afpacket,afxdp-nonpmd:native,afxdp-nonpmd:generic,afxdp:native",
+            "buffer_bytes": "85000", "packet_bytes": "1500,750,400", "bursts": 3, "out": "results/datapath"}
 MIN_PACKET_BYTES = 64
 MAX_PACKET_BYTES = 1500
 MAX_SENDERS = 250
@@ -150,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--persistent", action="store_true", help="one connection per server for the whole run")
     run.add_argument("--forwarding", choices=["controller", "standalone"], default="controller",
                      help="the OTCP controller forwards (default), or standalone learning bridges")
+    add_datapath_arguments(run)
     run.add_argument("--probe-interval-ms", type=float, default=10.0, help="latency probe interval (default 10)")
     run.add_argument("--ceiling-seconds", type=int, default=3,
                      help="length of the ceiling measurement on each network (default 3)")
@@ -172,6 +176,24 @@ def build_parser() -> argparse.ArgumentParser:
                      help="how long each burst keeps the buffer full after filling it (default 200)")
     cal.add_argument("--forwarding", choices=["controller", "standalone"], default="controller",
                      help="the OTCP controller forwards (default), or a standalone learning bridge")
+    add_datapath_arguments(cal)
+    compare = commands.add_parser("datapath", help="the switch's datapath candidates side by side: ceilings, the "
+                                  "switch's CPU and calibration", description=first_line(datapaths.__doc__))
+    compare.add_argument("--datapaths", default=DATAPATH["datapaths"], metavar="KIND[:MODE],...",
+                         help=f"the candidates, each a datapath ({', '.join(datapath.DATAPATHS)}) and for the AF_XDP "
+                              f"ones an XDP mode ({', '.join(datapath.XDP_MODES)}; default "
+                              f"{datapath.DEFAULT_XDP_MODE}) (default {DATAPATH['datapaths']})")
+    compare.add_argument("--buffer-bytes", default=DATAPATH["buffer_bytes"],
+                         help=f"comma-separated bottleneck buffers in bytes (default {DATAPATH['buffer_bytes']})")
+    compare.add_argument("--packet-bytes", default=DATAPATH["packet_bytes"],
+                         help=f"comma-separated IP packet sizes (default {DATAPATH['packet_bytes']})")
+    compare.add_argument("--bursts", type=int, default=DATAPATH["bursts"],
+                         help=f"calibration bursts per buffer and packet size (default {DATAPATH['bursts']})")
+    compare.add_argument("--bw-mbps", type=float, default=100.0, help="bottleneck rate in Mb/s (default 100)")
+    compare.add_argument("--ceiling-seconds", type=int, default=3, help="seconds of each ceiling sample (default 3)")
+    compare.add_argument("--ceiling-repeats", type=int, default=3,
+                         help="ceiling samples per packet size (default 3, more where they disagree)")
+    compare.add_argument("--out", default=DATAPATH["out"], help=f"output directory (default {DATAPATH['out']})")
     mininet_shell = commands.add_parser("shell", help="a network with the controller and agents, then Mininet's CLI",
                                         description=first_line(shell.__doc__))
     mininet_shell.add_argument("--topo", required=True, metavar="NAME[,ARG...]",
@@ -611,11 +633,22 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
                         help=f"the fine-rto schemes' rto_min in ms (default {schemes.DEFAULT_FINE_RTO_MS})")
     parser.add_argument("--forwarding", choices=["controller", "standalone"], default="controller",
                         help="the OTCP controller forwards (default), or standalone learning bridges")
+    add_datapath_arguments(parser)
     parser.add_argument("--ceiling-seconds", type=int, default=3)
     parser.add_argument("--ceiling-repeats", type=int,
                         help=f"ceiling measurements per network and packet size (default "
                              f"{WORKLOAD['ceiling_repeats']}, {WORKLOAD_QUICK['ceiling_repeats']} with --quick)")
     return parser
+
+
+def add_datapath_arguments(parser: argparse.ArgumentParser) -> None:
+    """--datapath and --xdp-mode: what the switches' ports are (otcp.experiments.runner.datapath)."""
+    parser.add_argument("--datapath", choices=datapath.DATAPATHS, default=datapath.DEFAULT_DATAPATH,
+                        help="the switch ports' sockets: afpacket (default), afxdp-nonpmd (AF_XDP polled by the "
+                             "switch's main thread) or afxdp (AF_XDP, a PMD thread busy-polling a core); where "
+                             "this machine refuses AF_XDP the switch runs on afpacket and says why")
+    parser.add_argument("--xdp-mode", choices=datapath.XDP_MODES, default=datapath.DEFAULT_XDP_MODE,
+                        help=f"the AF_XDP datapaths' XDP mode on the veths (default {datapath.DEFAULT_XDP_MODE})")
 
 
 def workload_config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> workload.WorkloadConfig:
@@ -664,6 +697,7 @@ def workload_config_from_args(args: argparse.Namespace, parser: argparse.Argumen
     return workload.WorkloadConfig(
         out=out, schemes=names, bw_mbps=pick("bw_mbps"), buffers=buffers, delay_us=args.delay_us,
         forwarding=args.forwarding, fine_rto_ms=args.fine_rto_ms, queue_target_fraction=args.queue_target_fraction,
+        datapath=args.datapath, xdp_mode=args.xdp_mode,
         ceiling_seconds=args.ceiling_seconds, ceiling_repeats=pick("ceiling_repeats"), topo=pick("topo"),
         distribution=pick("distribution"), size_scale=size_scale, load=pick("load"),
         query_senders=fan_ins, query_bytes=sizes, query_rate=query_rate, query_load=query_load,
@@ -732,7 +766,43 @@ def calibration_config_from_args(args: argparse.Namespace,
         parser.error(f"--out: {out} exists and is not a directory")
     return calibrate.CalibrationConfig(out=out, buffers=buffers, packet_sizes=sizes, bw_mbps=args.bw_mbps,
                                        overload=args.overload, overflow_ms=args.overflow_ms,
-                                       forwarding=args.forwarding)
+                                       forwarding=args.forwarding, datapath=args.datapath, xdp_mode=args.xdp_mode)
+
+
+def datapath_config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> datapaths.DatapathConfig:
+    """Validate the datapath comparison's arguments; parser.error (exit 2) names the bad option."""
+    candidates = option_error(parser, parse_datapaths, args.datapaths)
+    buffers = option_error(parser, positive_int_list, args.buffer_bytes, "--buffer-bytes", MAX_BUFFER_BYTES)
+    sizes = option_error(parser, positive_int_list, args.packet_bytes, "--packet-bytes", MAX_PACKET_BYTES)
+    small = [s for s in sizes if s < MIN_PACKET_BYTES]
+    if small:
+        parser.error(f"--packet-bytes: {small[0]} is out of range ({MIN_PACKET_BYTES}..{MAX_PACKET_BYTES})")
+    tiny = [b for b in buffers if b < max(sizes) + calibrate.ETHERNET_HEADER]
+    if tiny:
+        parser.error(f"--buffer-bytes: {tiny[0]} cannot hold one {max(sizes) + calibrate.ETHERNET_HEADER} B frame")
+    check_ranges([("--bursts", args.bursts, 1, 100), ("--bw-mbps", args.bw_mbps, 0.001, MAX_BW_MBPS / 2),
+                  ("--ceiling-seconds", args.ceiling_seconds, 1, 600),
+                  ("--ceiling-repeats", args.ceiling_repeats, 1, 50)], parser)
+    out = os.path.abspath(args.out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        parser.error(f"--out: {out} exists and is not a directory")
+    return datapaths.DatapathConfig(out=out, buffers=buffers, packet_sizes=sizes, bw_mbps=args.bw_mbps,
+                                    candidates=candidates, bursts=args.bursts, ceiling_seconds=args.ceiling_seconds,
+                                    ceiling_repeats=args.ceiling_repeats)
+
+
+def parse_datapaths(text: str) -> list[datapath.Datapath]:
+    """The candidates of --datapaths (KIND[:MODE],...), each once (ValueError names the option)."""
+    found = []
+    for part in text.split(","):
+        kind, _, mode = part.partition(":")
+        try:
+            found.append(datapath.Datapath(kind, mode) if mode else datapath.Datapath.named(kind))
+        except ValueError as exc:
+            raise ValueError(f"--datapaths: {part!r}: {exc}") from None
+    if len(set(found)) != len(found):
+        raise ValueError(f"--datapaths: {text} lists a candidate twice")
+    return found
 
 
 def option_error(parser: argparse.ArgumentParser, parse: Callable[..., T], *arguments: Any) -> T:
@@ -773,7 +843,8 @@ def config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
         sru_bytes=None if args.total_bytes is not None else pick("sru_bytes"),
         total_bytes=args.total_bytes, rounds=pick("rounds"), warmup_seconds=pick("warmup_seconds"),
         persistent=args.persistent, bw_mbps=pick("bw_mbps"), delay_us=args.delay_us, fine_rto_ms=args.fine_rto_ms,
-        forwarding=args.forwarding, probe_interval_s=args.probe_interval_ms / 1000.0,
+        forwarding=args.forwarding, datapath=args.datapath, xdp_mode=args.xdp_mode,
+        probe_interval_s=args.probe_interval_ms / 1000.0,
         ceiling_seconds=args.ceiling_seconds, ceiling_repeats=pick("ceiling_repeats"),
         round_timeout_s=args.round_timeout, queue_target_fraction=args.queue_target_fraction)
 
@@ -812,6 +883,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return own[args.command](args, command)
     if args.command == "calibrate":
         return main_calibrate(with_command(calibration_config_from_args(args, parser), command))
+    if args.command == "datapath":
+        return main_datapath(with_command(datapath_config_from_args(args, parser), command))
     if args.command == "simulate" and args.workload == "workload":
         return main_simulate_workload(with_command(simulate_workload_config_from_args(args, parser), command))
     if args.command == "simulate":
@@ -979,6 +1052,16 @@ def main_workload(config: workload.WorkloadConfig) -> int:
     if outcome.runs or outcome.failures:
         print(workload.summary_table(outcome.runs, outcome.failures))
     return report_failures_and_results(outcome, summary, config.out)
+
+
+def main_datapath(config: datapaths.DatapathConfig) -> int:
+    """otcp-experiment datapath: 0 when every candidate was measured, 1 if one failed, 2 bad input or environment."""
+    status, summary = run_experiment(datapaths.run_comparison, config)
+    if status is not None or summary is None:
+        return 1 if status is None else status
+    print(datapaths.page(summary))
+    print(f"results: {os.path.join(config.out, 'summary.json')}, page: {os.path.join(config.out, 'datapath.md')}")
+    return 1 if any(c["error"] for c in summary["candidates"]) else 0
 
 
 def main_calibrate(config: calibrate.CalibrationConfig) -> int:

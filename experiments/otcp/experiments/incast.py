@@ -151,6 +151,7 @@ def run_network(config: IncastConfig, store: results.ResultStore, progress: Prog
     progress.message(f"building a star: {senders} senders, {buffer_bytes} B buffers, {config.bw_mbps:g} Mb/s links, "
                      f"forwarding by {forwarder}")
     with start_network(config, topo, workdir, with_agents) as network:
+        sweep.datapath(network.emulation.datapath)
         for note in network.notes:
             sweep.note(progress, note)
         network.ensure_connectivity(topo.senders + [topo.probe], network.data_ips[topo.receiver])

@@ -584,6 +584,7 @@ def run_fabric(config: WorkloadConfig, store: Store, progress: Progress, outcome
     progress.message(f"building {config.topo}: {len(hosts)} hosts, {buffer_bytes} B buffers, "
                      f"{config.bw_mbps:g} Mb/s links")
     with start_network(config, topo, workdir, any(s.kind == "otcp" for s in runnable)) as network:
+        outcome.datapath(network.emulation.datapath)
         for note in network.notes:
             outcome.note(progress, note)
         aggregator = hosts[0]

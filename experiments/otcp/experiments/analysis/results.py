@@ -34,6 +34,9 @@ The summary's schema::
      "unexplained_losses": [{"scheme", "senders", "buffer_bytes", "unexplained"}],  # runs that lost packets
                                                                                    # no counter names
      "unavailable": [{"scheme", "reason"}],   # schemes that could not run here
+     "datapaths": [{"asked", "used", "reason"}],  # the switches' port datapath asked for and used on
+                                              # each network (runner.datapath; reason: why not the
+                                              # one asked, null when it is), each distinct one once
      "notes": [str],                          # what the emulation could not enforce, and each
                                               # failure as "failed: LABEL: ERROR"
      "failures": [{"scheme", "senders", "buffer_bytes", "error"}],  # runs that failed, and why
@@ -267,12 +270,19 @@ class Outcome:
     failures: list[Failure] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
     unavailable: list[Unavailable] = dataclasses.field(default_factory=list)
+    # The switches' datapath per network (runner.datapath.DatapathInUse), each distinct one once.
+    datapaths: list[Any] = dataclasses.field(default_factory=list)
 
     def note(self, progress: Any, note: str | None) -> None:
         """Keep note once and show it (progress: runner.progress.Progress)."""
         if note and note not in self.notes:
             self.notes.append(note)
             progress.message(f"note: {note}")
+
+    def datapath(self, in_use: Any) -> None:
+        """Keep the datapath a network ran on (runner.datapath.DatapathInUse), once."""
+        if in_use not in self.datapaths:
+            self.datapaths.append(in_use)
 
     def ceiling(self, packet_bytes: int = 1500) -> float | None:
         """The median of every ceiling sample at packet_bytes (None before any)."""
@@ -346,6 +356,8 @@ SUMMARY_LISTS: tuple[tuple[str, Callable[[dict[str, Any]], bool], str], ...] = (
     ("failures", lambda entry: isinstance(entry.get("scheme"), str) and isinstance(entry.get("senders"), int)
      and isinstance(entry.get("buffer_bytes"), int) and isinstance(entry.get("error"), str),
      "{scheme, senders, buffer_bytes, error}"),
+    ("datapaths", lambda entry: isinstance(entry.get("asked"), str) and isinstance(entry.get("used"), str)
+     and isinstance(entry.get("reason"), (str, type(None))), "{asked, used, reason}"),
 )
 
 
@@ -507,6 +519,7 @@ def write_summary(out_dir: str, outcome: Outcome, code_at_start: dict[str, Any],
                 "runs": [summary_run(r, fields) for r in outcome.runs],
                 "unexplained_losses": unexplained_losses(outcome.runs),
                 "unavailable": [dataclasses.asdict(u) for u in outcome.unavailable],
+                "datapaths": [d.as_dict() for d in outcome.datapaths],
                 "notes": outcome.notes + [failure.note() for failure in outcome.failures],
                 "failures": [dataclasses.asdict(failure) for failure in outcome.failures],
                 **provenance(code_at_start, command)}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from otcp.experiments.runner.datapath import DEFAULT_DATAPATH, DEFAULT_XDP_MODE, Datapath
 from otcp.experiments.runner.schemes import DEFAULT_FINE_RTO_MS
 from otcp.planning.formulas import Lossless
 
@@ -28,7 +29,9 @@ class ExperimentConfig:
     catalogue's, runner.schemes); bw_mbps: every link's rate; buffers: the
     bottleneck buffers in bytes, one network each; delay_us: one-way delay
     per link (enforced only with sch_netem); forwarding: "controller" (the
-    OTCP controller forwards) or "standalone" (learning bridges);
+    OTCP controller forwards) or "standalone" (learning bridges); datapath,
+    xdp_mode: what the switches' ports should be (runner.datapath: afpacket,
+    afxdp-nonpmd or afxdp; native or generic XDP for the AF_XDP ones);
     fine_rto_ms: the fine-rto schemes' rto_min; queue_target_fraction:
     otcp-lossless's standing queue as a share of the buffer;
     ceiling_seconds / ceiling_repeats: each single-flow ceiling sample's
@@ -43,9 +46,15 @@ class ExperimentConfig:
     buffers: list[int] = dataclasses.field(default_factory=lambda: [SHALLOW_BUFFER_BYTES])
     delay_us: float | None = None
     forwarding: str = "controller"
+    datapath: str = DEFAULT_DATAPATH
+    xdp_mode: str = DEFAULT_XDP_MODE
     fine_rto_ms: int = DEFAULT_FINE_RTO_MS
     queue_target_fraction: float = Lossless.queue_target_fraction
     ceiling_seconds: int = 3
     ceiling_repeats: int = 3
     agent_timeout_s: float = 120.0
     command: list[str] = dataclasses.field(default_factory=list)
+
+    def switch_datapath(self) -> Datapath:
+        """The datapath asked for, as the emulation takes it."""
+        return Datapath.named(self.datapath, self.xdp_mode)

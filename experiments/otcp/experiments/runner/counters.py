@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from otcp.experiments.runner import ovs_sockets
+
 if TYPE_CHECKING:
     from otcp.bpf import Marker
     from otcp.experiments.runner.controller import Controller
@@ -66,8 +68,6 @@ TCP_COUNTERS = (
 DATA_QUEUE_HANDLE = "10:"
 # The queue of everything else: ARP, LLDP, IPv6 (BufferedIntf.CONTROL_HANDLE).
 CONTROL_QUEUE_HANDLE = "20:"
-#: Where Open vSwitch keeps its pid files (its own OVS_RUNDIR convention).
-OVS_RUNDIR = os.environ.get("OVS_RUNDIR", "/var/run/openvswitch")
 
 
 def counter_deltas(before: Mapping[str, int], after: Mapping[str, int], names: Iterable[str]) -> dict[str, int]:
@@ -123,8 +123,11 @@ class LossAccount:
     queued: change of what the buffers hold (0 once traffic has stopped);
     sender_queue_drops: drops in the hosts' own queues, before the wire
     (not between sender and receiver: TCP sees them as local congestion);
-    unexplained: sent - delivered - drops - drops_other_buffers - queued,
-    packets lost somewhere no kernel counter names (the switch itself).
+    switch_input_drops: frames the switch's AF_XDP ports dropped on input, their
+    receive rings full (otcp.experiments.runner.ovs_sockets.xdp_input_drops; 0 on
+    AF_PACKET ports, whose raised receive buffers are never full);
+    unexplained: sent - delivered - drops - drops_other_buffers - queued -
+    switch_input_drops, packets lost somewhere no kernel counter names (the switch itself).
     """
 
     sent: int
@@ -133,20 +136,24 @@ class LossAccount:
     drops_other_buffers: int
     queued: int
     sender_queue_drops: int
+    switch_input_drops: int = 0
 
     @property
     def unexplained(self) -> int:
         """Packets lost where no kernel counter names them."""
-        return self.sent - self.delivered - self.drops - self.drops_other_buffers - self.queued
+        return (self.sent - self.delivered - self.drops - self.drops_other_buffers - self.queued
+                - self.switch_input_drops)
 
     def as_dict(self) -> dict[str, int]:
         """The account as the summary and the database hold it, unexplained included."""
         return {**dataclasses.asdict(self), "unexplained": self.unexplained}
 
 
-def loss_account(before: Mapping[str, LinkQueues], after: Mapping[str, LinkQueues], bottleneck: str) -> LossAccount:
+def loss_account(before: Mapping[str, LinkQueues], after: Mapping[str, LinkQueues], bottleneck: str,
+                 switch_input_drops: int = 0) -> LossAccount:
     """The LossAccount between two snapshots {host: LinkQueues} (the same
-    hosts in both), bottleneck the host whose buffer is the bottleneck."""
+    hosts in both), bottleneck the host whose buffer is the bottleneck;
+    switch_input_drops: what the switch's AF_XDP ports dropped on input meanwhile."""
     if set(before) != set(after):
         raise ValueError(f"snapshots of different hosts: {sorted(set(before) ^ set(after))}")
     if bottleneck not in after:
@@ -158,7 +165,8 @@ def loss_account(before: Mapping[str, LinkQueues], after: Mapping[str, LinkQueue
                        drops=change[bottleneck].buffer.drops,
                        drops_other_buffers=sum(change[host].buffer.drops for host in others),
                        queued=sum(c.buffer.backlog_packets for c in change.values()),
-                       sender_queue_drops=sum(c.egress.drops for c in change.values()))
+                       sender_queue_drops=sum(c.egress.drops for c in change.values()),
+                       switch_input_drops=switch_input_drops)
 
 
 def parse_nstat(text: str) -> dict[str, int]:
@@ -336,18 +344,37 @@ def read_cpu_times() -> CpuTimes:
 
 
 def switch_thread_time() -> ThreadTime | None:
-    """ovs-vswitchd's main thread's CPU time now, or None when no ovs-vswitchd runs.
-    Without DPDK the userspace datapath runs no PMD threads: that one thread polls
-    every port and forwards every packet of the emulation, so its busy share of a
-    core is the switch's load."""
-    try:
-        with open(os.path.join(OVS_RUNDIR, "ovs-vswitchd.pid"), encoding="ascii") as handle:
-            pid = int(handle.read())
-        with open(f"/proc/{pid}/task/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            text = handle.read()
-    except (OSError, ValueError):
+    """The CPU time of ovs-vswitchd's forwarding threads now, or None when no ovs-vswitchd runs.
+
+    On AF_PACKET and afxdp-nonpmd ports (otcp.experiments.runner.datapath) the main thread polls
+    every port and forwards every packet of the emulation, so its busy share of a core is the
+    switch's load; afxdp ports are polled by PMD threads (``pmd-c..``) instead, whose time is
+    added (a PMD thread busy-polls: it is at 100 % of its core whatever the load)."""
+    pid = ovs_sockets.vswitchd_pid()
+    if pid is None:
         return None
-    return ThreadTime(pid, parse_task_stat(text, os.sysconf("SC_CLK_TCK")), time.monotonic())
+    ticks = os.sysconf("SC_CLK_TCK")
+    seconds = 0.0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat", encoding="ascii", errors="replace") as handle:
+                text = handle.read()
+        except OSError:
+            if int(task) == pid:
+                return None
+            continue
+        if int(task) == pid or _task_name(text).startswith("pmd"):
+            seconds += parse_task_stat(text, ticks)
+    return ThreadTime(pid, seconds, time.monotonic())
+
+
+def _task_name(stat: str) -> str:
+    """A task's name, the (comm) field of its /proc/PID/task/TID/stat line."""
+    return stat[stat.find("(") + 1:stat.rfind(")")]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -427,7 +454,8 @@ class Snapshot:
     account); tcp: {host: TCP_COUNTERS}; queues: {host: LinkQueues};
     interfaces: {"node:device": counters}; machine: CPU and switch thread;
     ce_marked: the marker's CE count (None: no marker); generation: the
-    controller's newest generation (None: not asked).
+    controller's newest generation (None: not asked); switch_input_drops: what
+    the switch's AF_XDP ports have dropped on input so far (None: AF_PACKET ports).
     """
 
     bottleneck: str
@@ -437,6 +465,7 @@ class Snapshot:
     machine: MachineTimes
     ce_marked: int | None = None
     generation: int | None = None
+    switch_input_drops: int | None = None
 
     def __sub__(self, before: Snapshot) -> Change:
         if self.bottleneck != before.bottleneck:
@@ -446,7 +475,8 @@ class Snapshot:
             queues={host: self.queues[host] - before.queues[host] for host in self.queues},
             interfaces={place: counter_deltas(before.interfaces[place], counters, counters)
                         for place, counters in self.interfaces.items()},
-            loss=loss_account(before.queues, self.queues, self.bottleneck),
+            loss=loss_account(before.queues, self.queues, self.bottleneck,
+                              _difference(before.switch_input_drops, self.switch_input_drops) or 0),
             machine=self.machine - before.machine,
             ce_marks=_difference(before.ce_marked, self.ce_marked),
             generations=_difference(before.generation, self.generation))
@@ -507,6 +537,8 @@ class Counters:
                 ("tcp", lambda: {host: tcp_counters(self.emulation, host) for host in self.hosts}),
                 ("interfaces", lambda: path_counters(self.emulation, self.interfaces)),
                 ("queues", lambda: link_queues(self.emulation, self.hosts))]
+            if self.emulation.datapath.used.is_xdp:
+                readers.insert(1, ("switch_input_drops", ovs_sockets.xdp_input_drops))
             return {name: read() for name, read in (reversed(readers) if closest_first else readers)}
 
     def _marked(self) -> int | None:

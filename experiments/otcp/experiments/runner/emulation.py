@@ -4,6 +4,9 @@
 the way this machine needs it (docs/experiments.md):
 
 - Open vSwitch switches with the userspace datapath (``datapath='user'``),
+  their ports AF_PACKET sockets or, when asked and this machine can,
+  AF_XDP sockets (otcp.experiments.runner.datapath: what was asked, what
+  the ports really are, and why, on the Emulation),
   OpenFlow 1.3, connected to a RemoteController on 127.0.0.1:<port> (the OTCP
   controller, started separately), or to several (the instances of one
   fabric's controller: every switch connects to each of them), or, for
@@ -11,8 +14,9 @@ the way this machine needs it (docs/experiments.md):
 - every link a ``otcp.topo.fabrics.BufferedLink``: HTB rate, the switch's egress
   buffer toward each host as a bfifo on an IFB in the host's namespace,
   tx checksum/TSO/GSO/GRO off on every veth;
-- Open vSwitch's send socket and its ports' receive sockets raised out of
-  reach while the network runs, and restored after (otcp.experiments.runner.ovs_sockets);
+- Open vSwitch's send socket and its ports' receive sockets (AF_XDP: their
+  send buffers) raised out of reach while the network runs, and restored
+  after (otcp.experiments.runner.ovs_sockets);
 - cubic pinned in every host before anything opens a socket (the kernel
   default here is bbr);
 - optionally an out-of-band management network (Mininet's connectToRootNS
@@ -46,6 +50,7 @@ from mininet.net import Mininet
 from mininet.node import Node, OVSBridge, OVSSwitch, RemoteController
 
 from otcp.experiments.runner import ovs_sockets
+from otcp.experiments.runner.datapath import Datapath, DatapathError, DatapathInUse, choose, log_offset, settle
 from otcp.topo.fabrics import BufferedIntf, BufferedLink
 
 CONGESTION_CONTROL = "cubic"
@@ -56,7 +61,23 @@ MANAGEMENT_ROOT = "otcpr"
 MANAGEMENT_DPID = "00000000000ffff0"
 
 
-class UserspaceSwitch(OVSSwitch):
+class DatapathPorts:
+    """What UserspaceSwitch and UserspaceBridge add to Mininet's OVSSwitch: the Interface
+    settings (otcp.experiments.runner.datapath.Datapath.interface_settings) every port gets in
+    the ovs-vsctl command that adds it. Set port_settings after the network is built and
+    before it starts."""
+
+    port_settings: list[str] = []
+
+    def intfOpts(self, intf: Any) -> str:
+        """Mininet's Interface options for intf, and this switch's port settings."""
+        options: str = super().intfOpts(intf)  # type: ignore[misc]
+        if not self.port_settings:
+            return options
+        return (options or f" -- set Interface {intf}") + " " + " ".join(self.port_settings)
+
+
+class UserspaceSwitch(DatapathPorts, OVSSwitch):
     """An OVS switch on the userspace datapath speaking OpenFlow 1.3 to a
     remote controller, forwarding nothing without one (fail mode secure).
 
@@ -71,7 +92,7 @@ class UserspaceSwitch(OVSSwitch):
         OVSSwitch.__init__(self, name, **params)
 
 
-class UserspaceBridge(OVSBridge):
+class UserspaceBridge(DatapathPorts, OVSBridge):
     """A standalone learning bridge on the userspace datapath."""
 
     def __init__(self, name: str, **params: Any) -> None:
@@ -108,6 +129,8 @@ class Emulation:
         self.management_root_ip = management_root_ip
         # None when cubic is every namespace's default, else why not.
         self.congestion_control_note: str | None = None
+        # What the data switches' ports were asked to be and are (emulate sets it once they are up).
+        self.datapath = DatapathInUse(Datapath(), Datapath())
         self._processes: list[subprocess.Popen[bytes]] = []
 
     def host(self, name: str) -> Any:
@@ -193,7 +216,8 @@ def _check_topology(topo: Any, controller: ControllerStarter | None,
 @contextlib.contextmanager
 def emulate(topo: Any, controller: ControllerStarter | None = None, management: bool = False,
             management_subnet: str = DEFAULT_MANAGEMENT_SUBNET, connect_timeout: float = 30,
-            log_level: str = "warning", raise_ovs_buffers: bool = True) -> Iterator[Emulation]:
+            log_level: str = "warning", raise_ovs_buffers: bool = True,
+            datapath: Datapath | None = None) -> Iterator[Emulation]:
     """Build and start topo; yield an Emulation; tear everything down on exit.
 
     controller: None for standalone learning bridges (only for loop-free
@@ -203,11 +227,15 @@ def emulate(topo: Any, controller: ControllerStarter | None = None, management: 
     management: add the management network (see the module docstring).
     raise_ovs_buffers: raise OVS's packet sockets while the network runs
     (otcp.experiments.runner.ovs_sockets; False only to measure what happens without).
+    datapath: what the data switches' ports should be (default AF_PACKET); where this
+    machine or Open vSwitch refuses it, they are AF_PACKET and emulate says why on stderr
+    (Emulation.datapath records both).
     """
     setLogLevel(log_level)
     subnet = ipaddress.ip_network(management_subnet) if management else None
     _check_topology(topo, controller, subnet)
     _refuse_existing(topo, management)
+    in_use = choose(datapath or Datapath(), topo)
     switch = UserspaceSwitch if controller is not None else UserspaceBridge
     net = Mininet(topo=topo, switch=switch, link=BufferedLink, controller=None, build=False,
                   autoSetMacs=False, autoStaticArp=False, waitConnected=False)
@@ -217,6 +245,9 @@ def emulate(topo: Any, controller: ControllerStarter | None = None, management: 
     stack = contextlib.ExitStack()
     try:
         net.build()
+        data_switches = list(net.switches)
+        for data_switch in data_switches:
+            data_switch.port_settings = in_use.used.interface_settings()
         management_ips: dict[str, str] = {}
         root_ip = None
         if subnet is not None:
@@ -227,12 +258,15 @@ def emulate(topo: Any, controller: ControllerStarter | None = None, management: 
             ports = [started] if isinstance(started, int) else list(started)
             for number, port in enumerate(ports):
                 net.addController(f"c{number}", controller=OpenFlowController, ip="127.0.0.1", port=port)
+        offset = log_offset()
         net.start()
+        in_use = _settle_datapath(in_use, data_switches, offset)
         if controller is not None:
             _wait_connected(net, ports, connect_timeout)
-        _prepare_switches(net, stack, raise_ovs_buffers)
+        _prepare_switches(net, stack, raise_ovs_buffers, in_use, data_switches, (management_ips, root_ip))
         problems = [_pin_congestion_control(host) for host in net.hosts]
         emulation = Emulation(net, topo, management_ips, root_ip)
+        emulation.datapath = in_use
         emulation.congestion_control_note = next((p for p in problems if p), None)
         yield emulation
     finally:
@@ -250,9 +284,23 @@ def emulate(topo: Any, controller: ControllerStarter | None = None, management: 
             signal.signal(signal.SIGTERM, previous)
 
 
-def _prepare_switches(net: Any, stack: contextlib.ExitStack, raise_ovs_buffers: bool) -> None:
+def _settle_datapath(in_use: DatapathInUse, switches: list[Any], offset: int) -> DatapathInUse:
+    """The data switches' ports checked against in_use (datapath.settle); a fallback said on stderr."""
+    ports = [intf.name for switch in switches for intf in switch.intfList() if intf.name != "lo"]
+    try:
+        settled = settle(in_use, ports, offset)
+    except DatapathError as exc:
+        raise EmulationError(str(exc)) from None
+    if settled.note:
+        print(f"otcp: {settled.note}", file=sys.stderr)
+    return settled
+
+
+def _prepare_switches(net: Any, stack: contextlib.ExitStack, raise_ovs_buffers: bool, in_use: DatapathInUse,
+                      data_switches: list[Any], management: tuple[dict[str, str], str | None]) -> None:
     """What the started switches need before traffic: their ports' shaping again, and OVS's
-    packet sockets raised (until stack closes)."""
+    packet sockets raised (until stack closes): with AF_XDP data ports, their send buffers,
+    and the AF_PACKET sockets of the management bridge's ports, where there is one."""
     # OVS's userspace datapath resets a port's qdisc when it adds the port:
     # the rate and buffer of switch ports go on after the switches start.
     for switch in net.switches:
@@ -260,10 +308,20 @@ def _prepare_switches(net: Any, stack: contextlib.ExitStack, raise_ovs_buffers: 
             if isinstance(intf, BufferedIntf):
                 intf.reshape()
     # OVS's packet sockets must never be where a packet is lost (otcp.experiments.runner.ovs_sockets).
-    if raise_ovs_buffers:
-        ports = [intf.name for switch in net.switches for intf in switch.intfList() if intf.name != "lo"]
-        _wait_send_socket(net)
+    if not raise_ovs_buffers:
+        return
+    afpacket_switches = [s for s in net.switches if not (in_use.used.is_xdp and s in data_switches)]
+    ports = [intf.name for switch in afpacket_switches for intf in switch.intfList() if intf.name != "lo"]
+    if ports:
+        management_ips, root_ip = management
+        # With AF_XDP data ports only the management bridge sends through the AF_PACKET socket.
+        addressed = [h for h in net.hosts if h.IP()]
+        pings = [(net.get(h), root_ip) for h in management_ips] if in_use.used.is_xdp else \
+            [(addressed[0], addressed[1].IP())] if len(addressed) >= 2 else []
+        _wait_send_socket(pings[:1])
         stack.enter_context(ovs_sockets.raised_buffers(ports))
+    if in_use.used.is_xdp:
+        stack.enter_context(ovs_sockets.raised_xdp_send_buffers())
 
 
 def delay_report(topo: Any) -> tuple[bool, str | None]:
@@ -346,16 +404,16 @@ def _add_management(net: Any, subnet: ipaddress.IPv4Network | ipaddress.IPv6Netw
     return root, management_ips, root_ip
 
 
-def _wait_send_socket(net: Any, timeout: float = 10.0) -> None:
+def _wait_send_socket(pings: list[tuple[Any, str | None]], timeout: float = 10.0) -> None:
     """Make sure ovs-vswitchd has opened its send socket (it does on its
-    first send): one ping between two hosts makes the switch send."""
+    first send): a ping (node, address) through an AF_PACKET port makes the switch send."""
     deadline = time.monotonic() + timeout
     while not any(s.port is None for s in ovs_sockets.packet_sockets()):
         if time.monotonic() > deadline:
             raise EmulationError(f"ovs-vswitchd opened no send socket within {timeout:.0f} s")
-        hosts = [h for h in net.hosts if h.IP()]
-        if len(hosts) >= 2:
-            hosts[0].cmd(shlex.join(["ping", "-c", "1", "-W", "1", hosts[1].IP()]))
+        if pings and pings[0][1]:
+            node, address = pings[0]
+            node.cmd(shlex.join(["ping", "-c", "1", "-W", "1", str(address)]))
         else:
             time.sleep(0.2)
 

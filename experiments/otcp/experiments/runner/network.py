@@ -161,9 +161,9 @@ def start_network(config: C, topo: Any, workdir: str, with_agents: bool = False,
         controller = Controller(workdir, inventory, with_agents, intervals=intervals,
                                 parameters={"queue_target_fraction": config.queue_target_fraction}, lease_s=lease_s)
     with emulate(topo, controller=controller, management=with_agents, log_level=log_level,
-                 raise_ovs_buffers=raise_ovs_buffers) as emulation:
+                 raise_ovs_buffers=raise_ovs_buffers, datapath=config.switch_datapath()) as emulation:
         enforced, delay_note = delay_report(topo)
         if enforced:
             topo.write_inventory(inventory, delay_enforced=True)
-        notes = [note for note in (emulation.congestion_control_note, delay_note) if note]
+        notes = [note for note in (emulation.congestion_control_note, delay_note, emulation.datapath.note) if note]
         yield Network(config, topo, workdir, emulation, controller, {h.name: h.IP() for h in emulation.hosts}, notes)

@@ -26,13 +26,18 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import os
 import re
 import socket
 import subprocess
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 SYS_PIDFD_GETFD = 438
+#: Where Open vSwitch keeps its pid files (its own OVS_RUNDIR convention).
+OVS_RUNDIR = os.environ.get("OVS_RUNDIR", "/var/run/openvswitch")
+T = TypeVar("T")
 SO_SNDBUFFORCE = getattr(socket, "SO_SNDBUFFORCE", 32)
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 # The kernel doubles what is asked and caps it at INT_MAX: 1 GiB of truesize,
@@ -144,3 +149,155 @@ def raised_buffers(ports: Iterable[str]) -> Iterator[list[PacketSocket]]:
                 _set_buffer(target, SO_SNDBUFFORCE, target.sndbuf // 2)
             else:
                 _set_buffer(target, SO_RCVBUFFORCE, target.rcvbuf // 2)
+
+
+# --- AF_XDP sockets (the afxdp datapath, otcp.experiments.runner.datapath) ---------------------
+#
+# An AF_XDP port in copy mode (all a veth offers) transmits through the kernel's xmit with an skb
+# charged to the port's XSK socket, exactly like the AF_PACKET send socket above: with the default
+# send buffer about 93 frames can be queued beyond the switch, past that the kernel refuses and the
+# frames wait in OVS's transmit ring, where no counter sees them. Its receive side is a ring of
+# 2048 descriptors that nothing in OVS can raise: what arrives while it is full is dropped and
+# counted in the socket's XDP_STATISTICS (rx_dropped: no free buffer; rx_ring_full: no free slot).
+# The kernel's sock_diag for AF_XDP does not say which port a socket serves here, so these read
+# and raise every AF_XDP socket of ovs-vswitchd: on a machine that runs one Mininet at a time
+# (the /tmp/otcp-mininet.lock convention) those are the running experiment's.
+
+AF_XDP = 44
+SOL_XDP = 283
+XDP_STATISTICS = 7
+SO_DOMAIN = getattr(socket, "SO_DOMAIN", 39)
+_XDP_STATISTICS_FIELDS = ("rx_dropped", "rx_invalid_descs", "tx_invalid_descs", "rx_ring_full",
+                          "rx_fill_ring_empty_descs", "tx_ring_empty_descs")
+
+
+@dataclasses.dataclass(frozen=True)
+class XdpSocket:
+    """One of ovs-vswitchd's AF_XDP sockets: its descriptor, send buffer (as the kernel reports
+    it, doubled) and frames its receive side dropped (rx_dropped + rx_ring_full)."""
+
+    pid: int
+    fd: int
+    inode: int
+    sndbuf: int
+    input_drops: int
+
+
+def vswitchd_pid() -> int | None:
+    """ovs-vswitchd's pid (from its pid file), or None when it does not run."""
+    try:
+        with open(os.path.join(OVS_RUNDIR, "ovs-vswitchd.pid"), encoding="ascii") as handle:
+            return int(handle.read())
+    except (OSError, ValueError):
+        return None
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _get_int(libc: ctypes.CDLL, fd: int, level: int, option: int) -> int | None:
+    value = ctypes.c_int(0)
+    size = ctypes.c_uint32(ctypes.sizeof(value))
+    if libc.getsockopt(fd, level, option, ctypes.byref(value), ctypes.byref(size)) != 0:
+        return None
+    return value.value
+
+
+def _xdp_input_drops(libc: ctypes.CDLL, fd: int) -> int:
+    """rx_dropped + rx_ring_full of an AF_XDP socket's XDP_STATISTICS (0 if unreadable)."""
+    counters = (ctypes.c_uint64 * len(_XDP_STATISTICS_FIELDS))()
+    size = ctypes.c_uint32(ctypes.sizeof(counters))
+    if libc.getsockopt(fd, SOL_XDP, XDP_STATISTICS, counters, ctypes.byref(size)) != 0:
+        return 0
+    named = dict(zip(_XDP_STATISTICS_FIELDS, counters, strict=True))
+    return int(named["rx_dropped"] + named["rx_ring_full"])
+
+
+def _with_duplicate(pid: int, fd: int, use: Callable[[ctypes.CDLL, int], T]) -> T | None:
+    """use(libc, a duplicate of pid's descriptor fd), or None if the process or descriptor is gone."""
+    libc = _libc()
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+    try:
+        duplicate = libc.syscall(SYS_PIDFD_GETFD, pidfd, fd, 0)
+        if duplicate < 0:
+            return None
+        try:
+            return use(libc, duplicate)
+        finally:
+            os.close(duplicate)
+    finally:
+        os.close(pidfd)
+
+
+def xdp_sockets() -> list[XdpSocket]:
+    """ovs-vswitchd's AF_XDP sockets now (none without AF_XDP ports, or without ovs-vswitchd)."""
+    pid = vswitchd_pid()
+    if pid is None:
+        return []
+    found = []
+    try:
+        entries = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+    for entry in entries:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{entry}")
+        except OSError:
+            continue
+        if not target.startswith("socket:["):
+            continue
+        inode = int(target[len("socket:["):-1])
+        found_socket = _with_duplicate(pid, int(entry), functools.partial(_read_xdp_socket, pid, int(entry), inode))
+        if found_socket is not None:
+            found.append(found_socket)
+    return found
+
+
+def _read_xdp_socket(pid: int, number: int, inode: int, libc: ctypes.CDLL, fd: int) -> XdpSocket | None:
+    """The XdpSocket behind fd (a duplicate of pid's descriptor number), None if it is not AF_XDP."""
+    if os.fstat(fd).st_ino != inode or _get_int(libc, fd, socket.SOL_SOCKET, SO_DOMAIN) != AF_XDP:
+        return None
+    return XdpSocket(pid, number, inode, _get_int(libc, fd, socket.SOL_SOCKET, socket.SO_SNDBUF) or 0,
+                     _xdp_input_drops(libc, fd))
+
+
+def xdp_input_drops() -> int:
+    """Frames the receive rings of ovs-vswitchd's AF_XDP sockets have dropped so far (kernel's count)."""
+    return sum(s.input_drops for s in xdp_sockets())
+
+
+def _force_send_buffer(target: XdpSocket, value: int) -> bool:
+    """SO_SNDBUFFORCE value on target (a duplicate of its descriptor); False if it is gone."""
+
+    def force(libc: ctypes.CDLL, fd: int) -> bool:
+        if os.fstat(fd).st_ino != target.inode:
+            return False
+        size = ctypes.c_int(value)
+        return libc.setsockopt(fd, socket.SOL_SOCKET, SO_SNDBUFFORCE, ctypes.byref(size),
+                               ctypes.sizeof(size)) == 0
+
+    return bool(_with_duplicate(target.pid, target.fd, force))
+
+
+@contextlib.contextmanager
+def raised_xdp_send_buffers() -> Iterator[list[XdpSocket]]:
+    """Raise the send buffer of every AF_XDP socket of ovs-vswitchd to SEND_BUFFER; put the
+    previous sizes back on exit (on the sockets still there). Yields the sockets as found
+    before; RuntimeError when there is none, or one cannot be raised."""
+    sockets = xdp_sockets()
+    if not sockets:
+        raise RuntimeError("ovs-vswitchd has no AF_XDP socket: no AF_XDP port is up")
+    changed: list[XdpSocket] = []
+    try:
+        for target in sockets:
+            if not _force_send_buffer(target, SEND_BUFFER):
+                raise RuntimeError(f"could not raise the send buffer of ovs-vswitchd's AF_XDP socket fd {target.fd}")
+            changed.append(target)
+        yield sockets
+    finally:
+        for target in changed:
+            _force_send_buffer(target, target.sndbuf // 2)

@@ -1,0 +1,278 @@
+"""``otcp-experiment datapath``: the switch's datapath candidates side by side, to choose the default.
+
+    otcp-experiment datapath --out results/datapath \\
+        --datapaths afpacket,afxdp-nonpmd:native,afxdp-nonpmd:generic,afxdp:native
+
+For every candidate (otcp.experiments.runner.datapath), on the calibration network
+(calibrate.CalibrationTopo: the receiver h1 behind the bottleneck, bw Mb/s and the buffer,
+the sender h2 on a link twice as fast), the OTCP controller forwarding:
+
+- the single-flow ceiling h2 -> h1 at each packet size (runner.ceiling.ceiling_samples),
+  with the switch's forwarding threads' CPU (counters.switch_thread_time, % of a core)
+  and both cores' busy share over the same seconds;
+- ``bursts`` calibration bursts per buffer and packet size (calibrate.one_burst): every
+  buffer held within one frame, nothing lost but at the buffer (the bfifo's drops), the
+  AF_XDP ports' input drops counted apart.
+
+Where the machine refuses a candidate, its row says so and what ran instead (the
+datapath used). Beside each ceiling: the wire's payload share at that packet size
+(wire_share_mbps), the most one TCP flow can carry through the bottleneck whatever the
+switch. It writes summary.json and datapath.md (the results page, with this command,
+and the choice the measurement makes) into --out, after each candidate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+from otcp.experiments.analysis import results, stats
+from otcp.experiments.calibrate import CalibrationConfig, CalibrationRow, CalibrationTopo, one_burst
+from otcp.experiments.runner.ceiling import ceiling_samples
+from otcp.experiments.runner.datapath import Datapath
+from otcp.experiments.runner.network import RunError, start_network
+from otcp.experiments.runner.progress import Progress
+
+#: What a TCP segment carries besides its payload (IPv4, TCP, the timestamp option) and the
+#: Ethernet header the bottleneck's rate counts with every frame.
+TCP_IP_HEADERS = 52
+ETHERNET_HEADER = 14
+#: Ceilings this close (share of the best) count as the same: the run-to-run spread of one flow.
+SAME_CEILING = 0.02
+
+
+def wire_share_mbps(bw_mbps: float, packet_bytes: int) -> float:
+    """The most goodput one TCP flow gets through a bw_mbps bottleneck in IP packets of
+    packet_bytes: the payload's share of each frame the rate counts."""
+    return bw_mbps * (packet_bytes - TCP_IP_HEADERS) / (packet_bytes + ETHERNET_HEADER)
+
+
+@dataclasses.dataclass(kw_only=True)
+class DatapathConfig(CalibrationConfig):
+    """One comparison: calibration's network and bursts (bursts per buffer and packet
+    size) for each candidate datapath, and the ceiling at each packet size."""
+
+    candidates: list[Datapath]
+    bursts: int = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class CeilingAt:
+    """One candidate's single-flow ceiling at one packet size: the samples kept (Mb/s), the
+    switch's forwarding threads' and both cores' busy share while they ran (medians, %)."""
+
+    packet_bytes: int
+    samples: tuple[float, ...]
+    switch_cpu_pct: float | None
+    cpu_busy_pct: float
+
+    @property
+    def median(self) -> float:
+        """The ceiling: the median sample."""
+        return stats.Spread(self.samples).median
+
+
+@dataclasses.dataclass
+class Candidate:
+    """One candidate's results: asked for, used (runner.datapath.DatapathInUse.as_dict, per
+    network), its ceilings and calibration rows, and the error that stopped it (None: none)."""
+
+    asked: str
+    used: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    ceilings: list[CeilingAt] = dataclasses.field(default_factory=list)
+    calibration: list[CalibrationRow] = dataclasses.field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def faithful(self) -> bool:
+        """Every burst filled its buffer to within one frame and lost nothing elsewhere."""
+        return bool(self.calibration) and self.error is None and all(row.ok for row in self.calibration)
+
+    @property
+    def ran_as_asked(self) -> bool:
+        """Every network ran on the datapath asked for."""
+        return bool(self.used) and all(u["used"] == self.asked for u in self.used)
+
+    def ceiling(self, packet_bytes: int) -> CeilingAt | None:
+        """The ceiling at packet_bytes (None: not measured)."""
+        return next((c for c in self.ceilings if c.packet_bytes == packet_bytes), None)
+
+    def as_dict(self) -> dict[str, Any]:
+        """As summary.json holds it."""
+        return {"asked": self.asked, "used": self.used, "error": self.error, "faithful": self.faithful,
+                "ceilings": [{**dataclasses.asdict(c), "samples": list(c.samples), "median": c.median}
+                             for c in self.ceilings],
+                "calibration": [row.as_dict() for row in self.calibration]}
+
+
+def run_comparison(config: DatapathConfig, progress: Progress) -> dict[str, Any]:
+    """Every candidate in turn; returns the summary (also written, with the page, after each)."""
+    os.makedirs(config.out, exist_ok=True)
+    code = results.code_version()
+    per_candidate = len(config.packet_sizes) * (1 + len(config.buffers) * config.bursts)
+    progress.total = len(config.candidates) * per_candidate
+    done: list[Candidate] = []
+    for datapath in config.candidates:
+        candidate = Candidate(datapath.label)
+        done.append(candidate)
+        try:
+            measure_candidate(config, datapath, candidate, progress)
+        except RunError as exc:
+            candidate.error = str(exc)
+            progress.message(f"{datapath.label}: {exc}")
+        summary = summarize(config, done, results.provenance(code, config.command))
+        write(config.out, summary)
+    return summary
+
+
+def measure_candidate(config: DatapathConfig, datapath: Datapath, candidate: Candidate, progress: Progress) -> None:
+    """One candidate's networks (one per buffer): the ceilings on the first, the bursts on each."""
+    asked = dataclasses.replace(config, datapath=datapath.kind, xdp_mode=datapath.xdp_mode or config.xdp_mode)
+    burst_id = 0
+    for index, buffer_bytes in enumerate(config.buffers):
+        topo = CalibrationTopo(bw=config.bw_mbps, buffer_bytes=buffer_bytes, sender_bw=config.overload * config.bw_mbps)
+        progress.message(f"{datapath.label}: building the calibration network, {buffer_bytes} B buffer")
+        workdir = os.path.join(config.out, "work", datapath.label.replace(" ", "-"), f"buffer{buffer_bytes}")
+        with start_network(asked, topo, workdir) as network:
+            in_use = network.emulation.datapath
+            if in_use.as_dict() not in candidate.used:
+                candidate.used.append(in_use.as_dict())
+            if in_use.note:
+                progress.message(f"note: {in_use.note}")
+            network.ensure_connectivity([topo.sender], network.data_ips[topo.receiver])
+            if index == 0:
+                for packet_bytes in config.packet_sizes:
+                    progress.start_run(f"{datapath.label}: ceiling at {packet_bytes} B")
+                    taken = ceiling_samples(network, topo.sender, topo.receiver, packet_bytes, progress)
+                    switch = [s.switch_cpu_pct for s in taken.kept if s.switch_cpu_pct is not None]
+                    candidate.ceilings.append(CeilingAt(
+                        packet_bytes, tuple(s.mbps for s in taken.kept),
+                        stats.Spread(tuple(switch)).median if switch else None,
+                        stats.Spread(tuple(s.cpu_busy_pct for s in taken.kept)).median))
+                    progress.finish_run()
+            for packet_bytes in config.packet_sizes:
+                for _ in range(config.bursts):
+                    burst_id += 1
+                    progress.start_run(f"{datapath.label}: burst {burst_id}, {buffer_bytes} B / {packet_bytes} B")
+                    row = one_burst(network, buffer_bytes, packet_bytes, config.burst_seconds(buffer_bytes), burst_id)
+                    candidate.calibration.append(row)
+                    progress.message(f"{datapath.label}: burst {buffer_bytes} B / {packet_bytes} B: peak "
+                                     f"{row.peak_backlog_bytes} B, drops {row.drops}, switch input "
+                                     f"{row.switch_input_drops}, unexplained {row.unexplained}")
+                    progress.finish_run()
+
+
+def summarize(config: DatapathConfig, candidates: list[Candidate], provenance: dict[str, Any]) -> dict[str, Any]:
+    """summary.json's document."""
+    return {"experiment": "datapath", "bw_mbps": config.bw_mbps, "buffers": config.buffers,
+            "packet_sizes": config.packet_sizes, "bursts": config.bursts,
+            "wire_share_mbps": {str(p): wire_share_mbps(config.bw_mbps, p) for p in config.packet_sizes},
+            "candidates": [c.as_dict() for c in candidates], "choice": choice(candidates, config.packet_sizes),
+            **provenance}
+
+
+def choice(candidates: list[Candidate], packet_sizes: list[int]) -> dict[str, Any]:
+    """The fastest candidate that keeps the switch faithful: of those that ran as asked and
+    passed every burst, the highest ceiling at the smallest packet size; among ceilings within
+    SAME_CEILING of it, the one whose switch used the least CPU at the largest packet's ceiling.
+    {"datapath": label or None, "why": the reasons, one per candidate}."""
+    smallest, largest = min(packet_sizes), max(packet_sizes)
+    why = []
+    eligible = []
+    for candidate in candidates:
+        if candidate.error is not None:
+            why.append(f"{candidate.asked}: failed ({candidate.error.splitlines()[0]})")
+        elif not candidate.ran_as_asked:
+            why.append(f"{candidate.asked}: not available here (ran on "
+                       f"{', '.join(sorted({u['used'] for u in candidate.used}))})")
+        elif not candidate.faithful:
+            bad = [row for row in candidate.calibration if not row.ok]
+            why.append(f"{candidate.asked}: not faithful: {len(bad)} of {len(candidate.calibration)} bursts failed "
+                       f"calibration ({sum(r.switch_input_drops for r in bad)} frames lost at the switch's input, "
+                       f"{sum(r.unexplained for r in bad)} unexplained, "
+                       f"{sum(1 for r in bad if not r.within_one_packet)} not within one frame)")
+        elif candidate.ceiling(smallest) is None:
+            why.append(f"{candidate.asked}: no ceiling measured")
+        else:
+            eligible.append(candidate)
+    if not eligible:
+        return {"datapath": None, "why": why}
+    best = max(c.ceiling(smallest).median for c in eligible)  # type: ignore[union-attr]
+    close = [c for c in eligible if c.ceiling(smallest).median >= (1 - SAME_CEILING) * best]  # type: ignore[union-attr]
+
+    def cpu(candidate: Candidate) -> float:
+        at = candidate.ceiling(largest)
+        return at.switch_cpu_pct if at is not None and at.switch_cpu_pct is not None else float("inf")
+
+    chosen = min(close, key=cpu)
+    for candidate in eligible:
+        at_small, at_large = candidate.ceiling(smallest), candidate.ceiling(largest)
+        assert at_small is not None
+        switch = f"{cpu(candidate):.0f} %" if cpu(candidate) != float("inf") else "not measured"
+        why.append(f"{candidate.asked}: faithful; {at_small.median:.1f} Mb/s at {smallest} B, switch at {switch} "
+                   f"of a core at the {largest} B ceiling" + (" (chosen)" if candidate is chosen else "")
+                   + ("" if at_large is not None else f" (no {largest} B ceiling)"))
+    return {"datapath": chosen.asked, "why": why}
+
+
+def write(out: str, summary: dict[str, Any]) -> None:
+    """OUT/summary.json and OUT/datapath.md."""
+    results.write_json(os.path.join(out, "summary.json"), summary)
+    with open(os.path.join(out, "datapath.md"), "w", encoding="utf-8") as handle:
+        handle.write(page(summary))
+
+
+def page(summary: dict[str, Any]) -> str:
+    """The results page (Markdown) of a comparison's summary."""
+    sizes = summary["packet_sizes"]
+    bw = summary["bw_mbps"]
+    lines = ["# The switch's datapath", "", "Made by the program from its run (`summary.json`):", "",
+             f"    {summary['command']}", "",
+             f"Per candidate, on the calibration network ({bw:g} Mb/s bottleneck, the sender's link twice as fast, "
+             "the OTCP controller forwarding): the single-flow ceiling at each packet size (median of the samples "
+             "kept), the switch's forwarding threads' CPU at it (% of one core: the main thread, and the PMD "
+             "thread of `afxdp`) and both cores' busy share, then calibration bursts (every buffer within one "
+             "frame, nothing lost but at the buffer). The wire's payload share is the most one TCP flow can "
+             f"carry through {bw:g} Mb/s at that packet size whatever the switch: {bw:g} x "
+             f"(packet - {TCP_IP_HEADERS}) / (packet + {ETHERNET_HEADER}) (IPv4, TCP and its timestamp option; "
+             "the Ethernet header the rate counts).", "",
+             "| datapath asked | used | packet B | ceiling Mb/s (samples) | wire's payload share Mb/s | "
+             "switch CPU at the ceiling | both cores busy |",
+             "|---|---|---|---|---|---|---|"]
+    for candidate in summary["candidates"]:
+        used = ", ".join(sorted({u["used"] for u in candidate["used"]})) or "-"
+        for ceiling in candidate["ceilings"]:
+            switch = "-" if ceiling["switch_cpu_pct"] is None else f"{ceiling['switch_cpu_pct']:.0f} %"
+            lines.append(f"| {candidate['asked']} | {used} | {ceiling['packet_bytes']} | {ceiling['median']:.1f} "
+                         f"({', '.join(f'{s:.1f}' for s in ceiling['samples'])}) | "
+                         f"{summary['wire_share_mbps'][str(ceiling['packet_bytes'])]:.1f} | {switch} | "
+                         f"{ceiling['cpu_busy_pct']:.0f} % |")
+        if not candidate["ceilings"]:
+            lines.append(f"| {candidate['asked']} | {used} | - | {candidate['error'] or 'not measured'} | | | |")
+    lines += ["", f"Calibration: {summary['bursts']} burst(s) per buffer and packet size "
+                  f"({', '.join(str(b) for b in summary['buffers'])} B; {', '.join(str(s) for s in sizes)} B).", "",
+              "| datapath asked | bursts | ok | largest shortfall B (frame B) | drops at the buffer | "
+              "lost at the switch's input | unexplained |", "|---|---|---|---|---|---|---|"]
+    for candidate in summary["candidates"]:
+        rows = candidate["calibration"]
+        if not rows:
+            lines.append(f"| {candidate['asked']} | 0 | - | - | - | - | - |")
+            continue
+        short = max(rows, key=lambda r: r["buffer_bytes"] - r["peak_backlog_bytes"])
+        ok = sum(1 for r in rows if r["ok"])
+        shortfall = short["buffer_bytes"] - short["peak_backlog_bytes"]
+        lines.append(f"| {candidate['asked']} | {len(rows)} | {ok} | {shortfall} ({short['frame_bytes']}) | "
+                     f"{sum(r['drops'] for r in rows)} | "
+                     f"{sum(r['switch_input_drops'] for r in rows)} | {sum(r['unexplained'] for r in rows)} |")
+    notes = [u["reason"] for c in summary["candidates"] for u in c["used"] if u["reason"]]
+    if notes:
+        lines += ["", "Where a candidate could not run as asked:", ""] + [f"- {n}" for n in dict.fromkeys(notes)]
+    chosen = summary["choice"]
+    lines += ["", "## The choice this run makes", "",
+              f"The fastest candidate that keeps the switch faithful: **{chosen['datapath'] or 'none'}** "
+              f"(faithful: every burst ok; fastest: the highest ceiling at {min(sizes)} B packets, and among "
+              f"ceilings within {SAME_CEILING:.0%} of it the least switch CPU at the {max(sizes)} B ceiling).", ""]
+    lines += [f"- {reason}" for reason in chosen["why"]]
+    lines.append("")
+    return "\n".join(lines)

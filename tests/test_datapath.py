@@ -1,0 +1,148 @@
+"""The switch's datapath (otcp.experiments.runner.datapath) and the comparison that chooses it
+(otcp.experiments.datapaths), on text and data: no network. The ports for real, the fallback
+where the kernel refuses XDP, and calibration on each datapath: tests/integration/test_calibration.py."""
+
+import json
+
+import pytest
+
+from otcp.experiments import datapaths
+from otcp.experiments.calibrate import CalibrationRow
+from otcp.experiments.cli import build_parser, datapath_config_from_args
+from otcp.experiments.runner import datapath
+from otcp.experiments.runner.datapath import Datapath, DatapathInUse
+from otcp.experiments.runner.emulation import UserspaceSwitch
+from otcp.topo.fabrics import LeafSpineTopo, StarTopo
+
+# What Open vSwitch 3.1 logged when the kernel refused native XDP on a veth whose peer's MTU is 9000.
+REFUSAL_LOG = """\
+2026-11-27T07:33:21.404Z|00059|netdev_afxdp|WARN|libbpf: prog 'xdp_pass': BPF program load failed: Operation not permitted
+2026-11-27T07:33:21.406Z|00063|netdev_afxdp|WARN|libbpf: Kernel error message: veth: Peer MTU is too large to set XDP
+2026-11-27T07:33:21.407Z|00064|netdev_afxdp|ERR|xsk_socket__create failed (Numerical result out of range) mode: native, use-need-wakeup: true, qid: 0
+2026-11-27T07:33:21.421Z|00065|netdev_afxdp|ERR|s1-eth1: Failed to create AF_XDP socket on queue 0 in native mode.
+2026-11-27T07:33:21.421Z|00067|netdev_afxdp|INFO|s1-eth1: Removing xdp program.
+2026-11-27T07:33:21.421Z|00071|dpif|WARN|netdev@ovs-netdev: failed to add s1-eth1 as port: Invalid argument
+2026-11-27T07:33:21.421Z|00072|bridge|WARN|could not add network device s1-eth1 to ofproto (Invalid argument)
+"""
+
+
+def test_a_datapath_names_its_port_type_and_settings_and_refuses_nonsense():
+    assert Datapath().interface_settings() == [] and Datapath().ovs_type == "system" and not Datapath().is_xdp
+    nonpmd = Datapath.named("afxdp-nonpmd", "generic")
+    assert nonpmd.interface_settings() == ["type=afxdp-nonpmd", "options:xdp-mode=generic"]
+    assert (nonpmd.ovs_type, nonpmd.label, nonpmd.is_xdp) == ("afxdp-nonpmd", "afxdp-nonpmd generic", True)
+    assert Datapath.named("afpacket", "generic") == Datapath()
+    for kind, mode in (("dpdk", None), ("afpacket", "native"), ("afxdp", None), ("afxdp", "native-with-zerocopy")):
+        with pytest.raises(ValueError):
+            Datapath(kind, mode)
+
+
+def test_mininet_adds_each_port_with_the_datapaths_settings(monkeypatch):
+    monkeypatch.setattr(UserspaceSwitch, "OVSVersion", "3.1.0", raising=False)
+    switch = UserspaceSwitch.__new__(UserspaceSwitch)
+    switch.ports = {"s1-eth1": 1}
+    assert switch.intfOpts("s1-eth1") == " -- set Interface s1-eth1 ofport_request=1"
+    switch.port_settings = Datapath.named("afxdp").interface_settings()
+    assert switch.intfOpts("s1-eth1") == \
+        " -- set Interface s1-eth1 ofport_request=1 type=afxdp options:xdp-mode=native"
+
+
+def test_before_the_network_starts_afxdp_falls_back_where_this_open_vswitch_or_topology_cannot():
+    star = StarTopo(2, bw=100, buffer_bytes=85000)
+    asked = Datapath.named("afxdp-nonpmd")
+    assert datapath.choose(asked, star, ["afxdp", "afxdp-nonpmd", "system"]) == DatapathInUse(asked, asked)
+    refused = datapath.choose(asked, star, ["system", "internal", "tap"])
+    assert refused.used == Datapath() and "no afxdp-nonpmd port type (iface_types: system, internal, tap)" in \
+        refused.reason
+    assert refused.note.startswith("datapath afxdp-nonpmd native not available, the switch runs on afpacket: ")
+    fabric = datapath.choose(asked, LeafSpineTopo(2, 2, 2, bw=100, buffer_bytes=85000), ["afxdp-nonpmd"])
+    assert fabric.used == Datapath() and "switch-to-switch links" in fabric.reason
+    assert datapath.choose(Datapath(), star, []) == DatapathInUse(Datapath(), Datapath())
+
+
+def test_open_vswitchs_answers_are_read_as_port_types_errors_and_xdp_modes():
+    listing = json.dumps({"headings": ["name", "type", "error"], "data": [
+        ["s1-eth1", "afxdp-nonpmd", "could not add network device s1-eth1 to ofproto (Invalid argument)"],
+        ["s1-eth2", "", ["set", []]]]})
+    assert datapath.parse_interfaces(listing) == {
+        "s1-eth1": ("afxdp-nonpmd", "could not add network device s1-eth1 to ofproto (Invalid argument)"),
+        "s1-eth2": ("system", None)}
+    show = """netdev@ovs-netdev:
+  lookups: hit:1 missed:1 lost:0
+  port 0: ovs-netdev (tap)
+  port 1: s1-eth1 (afxdp-nonpmd: n_rxq=1, use-need-wakeup=true, xdp-mode=native, xdp-mode-in-use=native)
+  port 2: s1-eth2 (afxdp: n_rxq=1, use-need-wakeup=true, xdp-mode=best-effort, xdp-mode-in-use=generic)
+  port 3: s2-eth1
+"""
+    assert datapath.parse_dpctl_modes(show) == {"s1-eth1": "native", "s1-eth2": "generic"}
+
+
+def test_the_reason_of_a_refusal_is_the_kernels_words_first_then_open_vswitchs_errors():
+    reasons = datapath.select_reasons(REFUSAL_LOG.splitlines(), ["s1-eth1", "s1-eth2"])
+    assert reasons[0] == "veth: Peer MTU is too large to set XDP"
+    assert reasons[1].startswith("xsk_socket__create failed (Numerical result out of range) mode: native")
+    assert "s1-eth1: Failed to create AF_XDP socket on queue 0 in native mode." in reasons
+    assert not any("Removing xdp program" in r or "2026-" in r for r in reasons)
+    assert datapath.select_reasons(["2026-11-27T07:33:21.421Z|00011|memory|INFO|15640 kB"], ["s1-eth1"]) == []
+
+
+def test_the_wires_payload_share_bounds_one_flow():
+    # 1448 of every 1514 B frame, 698 of 764, 348 of 414: at 400 B no switch reaches 90 Mb/s.
+    assert datapaths.wire_share_mbps(100, 1500) == pytest.approx(95.64, abs=0.01)
+    assert datapaths.wire_share_mbps(100, 750) == pytest.approx(91.36, abs=0.01)
+    assert datapaths.wire_share_mbps(100, 400) == pytest.approx(84.06, abs=0.01)
+
+
+def row(packet, drops=10, peak=84800, unexplained=0, switch_input=0, used="afpacket"):
+    return CalibrationRow(buffer_bytes=85000, packet_bytes=packet, peak_backlog_bytes=peak,
+                          sent=1000, received=1000 - drops - unexplained - switch_input, drops=drops,
+                          control_packets=0, backlog_samples=100, switch_input_drops=switch_input, datapath=used)
+
+
+def candidate(label, ceilings, switch_cpu, rows, used=None):
+    return datapaths.Candidate(label, used=[{"asked": label, "used": used or label, "reason": None}],
+                               ceilings=[datapaths.CeilingAt(p, (m,), switch_cpu, 50.0) for p, m in ceilings],
+                               calibration=rows)
+
+
+def test_the_choice_is_the_fastest_faithful_candidate_and_says_why_of_each():
+    ceilings = [(1500, 95.5), (400, 83.5)]
+    afpacket = candidate("afpacket", ceilings, 35.0, [row(1500), row(400)])
+    lossy = candidate("afxdp-nonpmd native", ceilings, 20.0, [row(1500), row(400, switch_input=261)])
+    cheaper = candidate("afxdp-nonpmd generic", [(1500, 95.4), (400, 83.0)], 22.0, [row(1500), row(400)])
+    refused = candidate("afxdp native", ceilings, 30.0, [row(1500)], used="afpacket")
+    chosen = datapaths.choice([afpacket, lossy, cheaper, refused], [1500, 400])
+    # Same ceiling at 400 B (within 2 %): the least switch CPU at 1500 B of the faithful ones.
+    assert chosen["datapath"] == "afxdp-nonpmd generic"
+    assert any("afxdp-nonpmd native: not faithful: 1 of 2 bursts failed calibration (261 frames lost at the "
+               "switch's input" in why for why in chosen["why"])
+    assert any("afxdp native: not available here (ran on afpacket)" in why for why in chosen["why"])
+    assert datapaths.choice([lossy], [1500, 400])["datapath"] is None
+
+
+def test_the_page_holds_every_candidates_ceilings_calibration_and_the_choice():
+    summary = {"experiment": "datapath", "bw_mbps": 100.0, "buffers": [85000], "packet_sizes": [1500, 400],
+               "bursts": 1, "wire_share_mbps": {"1500": 95.64, "400": 84.06},
+               "candidates": [candidate("afpacket", [(1500, 95.5), (400, 83.5)], 35.0,
+                                        [row(1500), row(400)]).as_dict(),
+                              candidate("afxdp native", [(1500, 95.4), (400, 83.6)], 99.0,
+                                        [row(1500, switch_input=5), row(400)]).as_dict()],
+               "command": "otcp-experiment datapath --out results/datapath", "choice": {"datapath": "afpacket",
+                                                                                     "why": ["afpacket: faithful"]}}
+    text = datapaths.page(summary)
+    assert "    otcp-experiment datapath --out results/datapath" in text
+    assert "| afpacket | afpacket | 400 | 83.5 (83.5) | 84.1 | 35 % | 50 % |" in text
+    assert "| afxdp native | 2 | 1 | 200 (1514) | 20 | 5 | 0 |" in text
+    assert "**afpacket**" in text
+
+
+def test_the_comparisons_options_are_checked():
+    parser = build_parser()
+    config = datapath_config_from_args(parser.parse_args(
+        ["datapath", "--datapaths", "afpacket,afxdp-nonpmd:generic,afxdp", "--out", "/tmp/otcp-datapath-args"]),
+        parser)
+    assert config.candidates == [Datapath(), Datapath("afxdp-nonpmd", "generic"), Datapath("afxdp", "native")]
+    assert (config.buffers, config.packet_sizes, config.bursts) == ([85000], [1500, 750, 400], 3)
+    for bad in ("afpacket,afpacket", "afxdp:zerocopy", "afpacket:native", "dpdk"):
+        with pytest.raises(SystemExit):
+            datapath_config_from_args(parser.parse_args(["datapath", "--datapaths", bad]), parser)
