@@ -2,8 +2,12 @@
 (otcp.experiments.runner.counters), on a network whose commands answer from a script (no network)."""
 
 import contextlib
+import ctypes
 import dataclasses
 import json
+import os
+import threading
+import time
 import types
 
 import pytest
@@ -138,3 +142,34 @@ def test_a_run_that_fails_has_no_after():
         raise RuntimeError("broke")
     with pytest.raises(RuntimeError, match="has not ended"):
         assert window.change is None
+
+
+def test_the_switch_time_is_its_main_threads_and_its_pmd_threads_not_the_others(monkeypatch):
+    # This process stands in for ovs-vswitchd: a thread named like a PMD thread, and another.
+    monkeypatch.setattr(ovs_sockets, "vswitchd_pid", os.getpid)
+    libc = ctypes.CDLL(None)
+    busy, stop = threading.Barrier(3), threading.Event()
+
+    def spin(name):
+        libc.prctl(15, name, 0, 0, 0)  # PR_SET_NAME
+        end = time.thread_time() + 0.3
+        while time.thread_time() < end:
+            pass
+        busy.wait()
+        stop.wait()
+
+    threads = [threading.Thread(target=spin, args=(name,)) for name in (b"pmd-c01", b"handler1")]
+    for thread in threads:
+        thread.start()
+    try:
+        busy.wait()
+        main = counters.parse_task_stat(open(f"/proc/{os.getpid()}/task/{os.getpid()}/stat").read(),
+                                        os.sysconf("SC_CLK_TCK"))
+        switch = counters.switch_thread_time()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert switch is not None and switch.tid == os.getpid()
+    # The PMD thread's 0.3 s counted (ticks of 10 ms or less), the handler's not.
+    assert 0.25 <= switch.cpu_s - main <= 0.45

@@ -1,0 +1,95 @@
+"""The switch's datapath for real (otcp.experiments.runner.datapath): the ports Open vSwitch
+and the kernel really have are the ones the emulation reports, and where the kernel refuses
+XDP on a veth the switch runs on AF_PACKET, says why in the kernel's words, and forwards.
+
+The refusal is real: native XDP on a veth whose peer's MTU is larger than a page-sized XDP
+frame holds (the host's end at 9000 B) is refused by the veth driver ("Peer MTU is too large
+to set XDP"), and Open vSwitch fails to add the port."""
+
+import json
+import subprocess
+
+from mininet.node import Switch
+
+from otcp.experiments.calibrate import CalibrationTopo
+from otcp.experiments.runner import ovs_sockets
+from otcp.experiments.runner.datapath import Datapath, DatapathInUse
+from otcp.experiments.runner.emulation import emulate
+from otcp.topo.fabrics import BufferedLink
+from support.emulations import ovs_bridges
+
+# The XDP attach modes `ip -d link` reports (IFLA_XDP_ATTACHED): driver (native) and generic (skb).
+XDP_ATTACHED = {"native": 1, "generic": 2}
+
+
+def ovs_type(port):
+    return subprocess.run(["ovs-vsctl", "get", "Interface", port, "type"], capture_output=True, text=True,
+                          check=True).stdout.strip().strip('"') or "system"
+
+
+def ovs_error(port):
+    return subprocess.run(["ovs-vsctl", "get", "Interface", port, "error"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def xdp_attached(port):
+    (link,) = json.loads(subprocess.run(["ip", "-j", "-d", "link", "show", "dev", port], capture_output=True,
+                                        text=True, check=True).stdout)
+    return link.get("xdp", {}).get("mode", 0)
+
+
+def pings(emulation):
+    return "1 received" in emulation.run("h2", ["ping", "-n", "-c", "1", "-W", "2", emulation.host("h1").IP()],
+                                         check=False)
+
+
+def test_the_ports_are_the_datapath_the_emulation_reports():
+    before = ovs_bridges()
+    for asked in (Datapath.named("afxdp-nonpmd", "native"), Datapath.named("afxdp-nonpmd", "generic"), Datapath()):
+        with emulate(CalibrationTopo(bw=100, buffer_bytes=85000, sender_bw=200), datapath=asked) as emulation:
+            assert emulation.datapath == DatapathInUse(asked, asked)
+            ports = [intf.name for intf in emulation.net.get("s1").intfList() if intf.name != "lo"]
+            assert ports == ["s1-eth1", "s1-eth2"]
+            for port in ports:
+                assert ovs_type(port) == asked.ovs_type and ovs_error(port) == "[]"
+                assert xdp_attached(port) == (XDP_ATTACHED[asked.xdp_mode] if asked.is_xdp else 0)
+            # One AF_XDP socket per port, its send buffer raised out of reach while the network runs.
+            xsks = ovs_sockets.xdp_sockets()
+            assert len(xsks) == (len(ports) if asked.is_xdp else 0)
+            assert all(s.sndbuf >= 2 * ovs_sockets.SEND_BUFFER for s in xsks)
+            assert pings(emulation)
+        assert ovs_sockets.xdp_sockets() == []
+    assert ovs_bridges() == before
+
+
+class JumboHostLink(BufferedLink):
+    """A BufferedLink whose host end has a 9000 B MTU (set before the switch adds its port)."""
+
+    def __init__(self, node1, node2, **params):
+        BufferedLink.__init__(self, node1, node2, **params)
+        host_end = self.intf2 if isinstance(node1, Switch) else self.intf1
+        host_end.node.pexec(["ip", "link", "set", "dev", host_end.name, "mtu", "9000"])
+
+
+class JumboCalibrationTopo(CalibrationTopo):
+    """The calibration network, every host's end at MTU 9000."""
+
+    def _link_options(self, bw, buffer_bytes, delay_us):
+        return {**super()._link_options(bw, buffer_bytes, delay_us), "cls": JumboHostLink}
+
+
+def test_where_the_kernel_refuses_xdp_the_switch_falls_back_to_afpacket_and_says_why(capfd):
+    before = ovs_bridges()
+    asked = Datapath.named("afxdp-nonpmd", "native")
+    with emulate(JumboCalibrationTopo(bw=100, buffer_bytes=85000, sender_bw=200), datapath=asked) as emulation:
+        in_use = emulation.datapath
+        assert (in_use.asked, in_use.used) == (asked, Datapath())
+        # Open vSwitch's error, and the kernel's reason from its log.
+        assert "could not add network device s1-eth" in in_use.reason
+        assert "Peer MTU is too large to set XDP" in in_use.reason
+        for port in ("s1-eth1", "s1-eth2"):
+            assert ovs_type(port) == "system" and ovs_error(port) == "[]" and xdp_attached(port) == 0
+        assert ovs_sockets.xdp_sockets() == []
+        assert pings(emulation)
+    assert f"otcp: {in_use.note}" in capfd.readouterr().err
+    assert ovs_bridges() == before
