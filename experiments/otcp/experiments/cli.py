@@ -94,7 +94,8 @@ WORKLOAD_QUICK: dict[str, Any] = {
 CALIBRATE = {"buffer_bytes": "32000,85000,512000", "packet_bytes": "1500,750", "out": "results/calibration"}
 # IP packet sizes a calibration burst may use: a UDP header and the burst's own, up to the hosts' MTU.
 DATAPATH = {"datapaths": "afpacket,afxdp-nonpmd:native,afxdp-nonpmd:generic,afxdp:native",
-            "buffer_bytes": "85000", "packet_bytes": "1500,750,400", "bursts": 3, "out": "results/datapath"}
+            "buffer_bytes": "85000,512000", "packet_bytes": "1500,750,400", "bursts": 3, "busy_loops": 2,
+            "out": "results/datapath"}
 MIN_PACKET_BYTES = 64
 MAX_PACKET_BYTES = 1500
 MAX_SENDERS = 250
@@ -189,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help=f"comma-separated IP packet sizes (default {DATAPATH['packet_bytes']})")
     compare.add_argument("--bursts", type=int, default=DATAPATH["bursts"],
                          help=f"calibration bursts per buffer and packet size (default {DATAPATH['bursts']})")
+    compare.add_argument("--busy-loops", type=int, default=DATAPATH["busy_loops"],
+                         help="processes spinning on the CPU during a second set of bursts, as busy as an incast of "
+                              f"many senders keeps the machine (default {DATAPATH['busy_loops']}; 0: none)")
     compare.add_argument("--bw-mbps", type=float, default=100.0, help="bottleneck rate in Mb/s (default 100)")
     compare.add_argument("--ceiling-seconds", type=int, default=3, help="seconds of each ceiling sample (default 3)")
     compare.add_argument("--ceiling-repeats", type=int, default=3,
@@ -780,14 +784,16 @@ def datapath_config_from_args(args: argparse.Namespace, parser: argparse.Argumen
     tiny = [b for b in buffers if b < max(sizes) + calibrate.ETHERNET_HEADER]
     if tiny:
         parser.error(f"--buffer-bytes: {tiny[0]} cannot hold one {max(sizes) + calibrate.ETHERNET_HEADER} B frame")
-    check_ranges([("--bursts", args.bursts, 1, 100), ("--bw-mbps", args.bw_mbps, 0.001, MAX_BW_MBPS / 2),
+    check_ranges([("--bursts", args.bursts, 1, 100), ("--busy-loops", args.busy_loops, 0, 64),
+                  ("--bw-mbps", args.bw_mbps, 0.001, MAX_BW_MBPS / 2),
                   ("--ceiling-seconds", args.ceiling_seconds, 1, 600),
                   ("--ceiling-repeats", args.ceiling_repeats, 1, 50)], parser)
     out = os.path.abspath(args.out)
     if os.path.exists(out) and not os.path.isdir(out):
         parser.error(f"--out: {out} exists and is not a directory")
     return datapaths.DatapathConfig(out=out, buffers=buffers, packet_sizes=sizes, bw_mbps=args.bw_mbps,
-                                    candidates=candidates, bursts=args.bursts, ceiling_seconds=args.ceiling_seconds,
+                                    candidates=candidates, bursts=args.bursts, busy_loops=args.busy_loops,
+                                    ceiling_seconds=args.ceiling_seconds,
                                     ceiling_repeats=args.ceiling_repeats)
 
 
