@@ -165,3 +165,18 @@ def test_the_comparisons_options_are_checked():
     for bad in ("afpacket,afpacket", "afxdp:zerocopy", "afpacket:native", "dpdk"):
         with pytest.raises(SystemExit):
             datapath_config_from_args(parser.parse_args(["datapath", "--datapaths", bad]), parser)
+
+
+def test_a_page_is_written_again_from_a_summary_by_the_rules_of_the_code(tmp_path):
+    quick = candidate("afxdp-nonpmd native", [(1500, 95.6), (400, 84.0)], 26.0, [row(1500), row(400)])
+    summary = {"experiment": "datapath", "bw_mbps": 100.0, "buffers": [85000], "packet_sizes": [1500, 400],
+               "bursts": 1, "wire_share_mbps": {"1500": 95.64, "400": 84.06},
+               "candidates": [candidate("afpacket", [(1500, 95.6), (400, 83.9)], 35.0,
+                                        [row(1500), row(400)]).as_dict(), quick.as_dict()],
+               # A choice recorded by older rules: made again from the rows.
+               "command": "otcp-experiment datapath --out DIR", "choice": {"datapath": None, "why": []}}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    text = datapaths.rewrite_page(str(tmp_path))
+    assert (tmp_path / "datapath.md").read_text() == text
+    assert "**afxdp-nonpmd native**" in text and "processes spinning" not in text
+    assert build_parser().parse_args(["datapath", "--rewrite-page", "--out", str(tmp_path)]).rewrite_page

@@ -198,6 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--ceiling-repeats", type=int, default=3,
                          help="ceiling samples per packet size (default 3, more where they disagree)")
     compare.add_argument("--out", default=DATAPATH["out"], help=f"output directory (default {DATAPATH['out']})")
+    compare.add_argument("--rewrite-page", action="store_true",
+                         help="measure nothing: write OUT/datapath.md again from OUT/summary.json (the verdicts and "
+                              "the choice made again by this code's rules)")
     mininet_shell = commands.add_parser("shell", help="a network with the controller and agents, then Mininet's CLI",
                                         description=first_line(shell.__doc__))
     mininet_shell.add_argument("--topo", required=True, metavar="NAME[,ARG...]",
@@ -890,7 +893,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "calibrate":
         return main_calibrate(with_command(calibration_config_from_args(args, parser), command))
     if args.command == "datapath":
-        return main_datapath(with_command(datapath_config_from_args(args, parser), command))
+        return rewrite_datapath_page(args.out) if args.rewrite_page else \
+            main_datapath(with_command(datapath_config_from_args(args, parser), command))
     if args.command == "simulate" and args.workload == "workload":
         return main_simulate_workload(with_command(simulate_workload_config_from_args(args, parser), command))
     if args.command == "simulate":
@@ -1058,6 +1062,16 @@ def main_workload(config: workload.WorkloadConfig) -> int:
     if outcome.runs or outcome.failures:
         print(workload.summary_table(outcome.runs, outcome.failures))
     return report_failures_and_results(outcome, summary, config.out)
+
+
+def rewrite_datapath_page(out: str) -> int:
+    """otcp-experiment datapath --rewrite-page: 0 when written, 1 without a readable summary."""
+    try:
+        print(datapaths.rewrite_page(out))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"otcp-experiment: --rewrite-page: {os.path.join(out, 'summary.json')}: {exc!r}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main_datapath(config: datapaths.DatapathConfig) -> int:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -145,6 +146,18 @@ class Candidate:
         """Every network ran on the datapath asked for."""
         return bool(self.used) and all(u["used"] == self.asked for u in self.used)
 
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> Candidate:
+        """A Candidate from its summary.json form (as_dict's)."""
+        names = {f.name for f in dataclasses.fields(CalibrationRow)}
+
+        def rows(key: str) -> list[CalibrationRow]:
+            return [CalibrationRow(**{k: v for k, v in row.items() if k in names}) for row in document.get(key, [])]
+
+        return cls(document["asked"], list(document["used"]),
+                   [CeilingAt(c["packet_bytes"], tuple(c["samples"]), c["switch_cpu_pct"], c["cpu_busy_pct"])
+                    for c in document["ceilings"]], rows("calibration"), rows("loaded"), document["error"])
+
     def ceiling(self, packet_bytes: int) -> CeilingAt | None:
         """The ceiling at packet_bytes (None: not measured)."""
         return next((c for c in self.ceilings if c.packet_bytes == packet_bytes), None)
@@ -244,6 +257,23 @@ def summarize(config: DatapathConfig, candidates: list[Candidate], provenance: d
             **provenance}
 
 
+def rederived(summary: dict[str, Any]) -> dict[str, Any]:
+    """summary with every candidate's verdicts and the choice made again from its rows and
+    ceilings by the rules of this code (what --rewrite-page writes a page from)."""
+    candidates = [Candidate.from_dict(c) for c in summary["candidates"]]
+    return {**summary, "busy_loops": summary.get("busy_loops", 0), "candidates": [c.as_dict() for c in candidates],
+            "choice": choice(candidates, summary["packet_sizes"])}
+
+
+def rewrite_page(out: str) -> str:
+    """Write OUT/datapath.md again from OUT/summary.json (rederived); return the page."""
+    with open(os.path.join(out, "summary.json"), encoding="utf-8") as handle:
+        text = page(rederived(json.load(handle)))
+    with open(os.path.join(out, "datapath.md"), "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return text
+
+
 def choice(candidates: list[Candidate], packet_sizes: list[int]) -> dict[str, Any]:
     """The fastest candidate that keeps the switch faithful: of those that ran as asked and
     passed every burst, the highest ceiling at the smallest packet size; among ceilings within
@@ -322,11 +352,11 @@ def page(summary: dict[str, Any]) -> str:
                          f"{ceiling['cpu_busy_pct']:.0f} % |")
         if not candidate["ceilings"]:
             lines.append(f"| {candidate['asked']} | {used} | - | {candidate['error'] or 'not measured'} | | | |")
+    loaded = f" and again with {summary['busy_loops']} processes spinning on the CPU" if summary["busy_loops"] else ""
     lines += ["", f"Calibration: {summary['bursts']} burst(s) per buffer and packet size "
                   f"({', '.join(str(b) for b in summary['buffers'])} B; {', '.join(str(s) for s in sizes)} B), on the "
-                  f"quiet machine and again with {summary['busy_loops']} processes spinning on the CPU. A buffer "
-                  "holds within one frame when the largest peak of its bursts does (the half-millisecond sampler "
-                  "may miss one burst's full moment).", "",
+                  f"quiet machine{loaded}. A buffer holds within one frame when the largest peak of its bursts does "
+                  "(the half-millisecond sampler may miss one burst's full moment).", "",
               "| datapath asked | machine | bursts | filled | buffers within one frame | largest shortfall B (frame B) "
               "| lost at the switch's input | unexplained | faithful |", "|---|---|---|---|---|---|---|---|---|"]
     for candidate in summary["candidates"]:
@@ -343,7 +373,7 @@ def page(summary: dict[str, Any]) -> str:
     chosen = summary["choice"]
     lines += ["", "## The choice this run makes", "",
               f"The fastest candidate that keeps the switch faithful: **{chosen['datapath'] or 'none'}** "
-              "(faithful: every buffer within one frame and nothing lost but at the buffer, quiet and loaded; "
+              "(faithful: every buffer within one frame and nothing lost but at the buffer, on each machine; "
               f"fastest: the highest ceiling at {min(sizes)} B packets, and among "
               f"ceilings within {SAME_CEILING:.0%} of it the least switch CPU at the {max(sizes)} B ceiling).", ""]
     lines += [f"- {reason}" for reason in chosen["why"]]
