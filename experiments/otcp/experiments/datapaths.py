@@ -268,7 +268,7 @@ def rederived(summary: dict[str, Any]) -> dict[str, Any]:
 def rewrite_page(out: str) -> str:
     """Write OUT/datapath.md again from OUT/summary.json (rederived); return the page."""
     with open(os.path.join(out, "summary.json"), encoding="utf-8") as handle:
-        text = page(rederived(json.load(handle)))
+        text = page(rederived(json.load(handle)), rewritten=f"otcp-experiment datapath --rewrite-page --out {out}")
     with open(os.path.join(out, "datapath.md"), "w", encoding="utf-8") as handle:
         handle.write(text)
     return text
@@ -325,12 +325,15 @@ def write(out: str, summary: dict[str, Any]) -> None:
         handle.write(page(summary))
 
 
-def page(summary: dict[str, Any]) -> str:
-    """The results page (Markdown) of a comparison's summary."""
+def page(summary: dict[str, Any], rewritten: str | None = None) -> str:
+    """The results page (Markdown) of a comparison's summary; rewritten: the command that wrote it
+    again from the summary, if one did."""
     sizes = summary["packet_sizes"]
     bw = summary["bw_mbps"]
     lines = ["# The switch's datapath", "", "Made by the program from its run (`summary.json`):", "",
-             f"    {summary['command']}", "",
+             f"    {summary['command']}", ""] + (
+                [f"and written again from its summary, by this code's rules, with `{rewritten}`.", ""]
+                if rewritten else []) + [
              f"Per candidate, on the calibration network ({bw:g} Mb/s bottleneck, the sender's link twice as fast, "
              "the OTCP controller forwarding): the single-flow ceiling at each packet size (median of the samples "
              "kept), the switch's forwarding threads' CPU at it (% of one core: the main thread, and the PMD "
