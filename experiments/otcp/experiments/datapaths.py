@@ -276,10 +276,11 @@ def rewrite_page(out: str) -> str:
 
 def choice(candidates: list[Candidate], packet_sizes: list[int]) -> dict[str, Any]:
     """The fastest candidate that keeps the switch faithful: of those that ran as asked and
-    passed every burst, the highest ceiling at the smallest packet size; among ceilings within
-    SAME_CEILING of it, the one whose switch used the least CPU at the largest packet's ceiling.
+    passed calibration, the highest ceiling at the smallest packet size; among ceilings within
+    SAME_CEILING of it, the one whose switch used the least CPU over its ceilings (summed over
+    the packet sizes: small packets are where the switch becomes the limit).
     {"datapath": label or None, "why": the reasons, one per candidate}."""
-    smallest, largest = min(packet_sizes), max(packet_sizes)
+    smallest = min(packet_sizes)
     why = []
     eligible = []
     for candidate in candidates:
@@ -304,17 +305,18 @@ def choice(candidates: list[Candidate], packet_sizes: list[int]) -> dict[str, An
     close = [c for c in eligible if c.ceiling(smallest).median >= (1 - SAME_CEILING) * best]  # type: ignore[union-attr]
 
     def cpu(candidate: Candidate) -> float:
-        at = candidate.ceiling(largest)
-        return at.switch_cpu_pct if at is not None and at.switch_cpu_pct is not None else float("inf")
+        measured = [c.switch_cpu_pct for c in candidate.ceilings if c.switch_cpu_pct is not None]
+        return sum(measured) if len(measured) == len(packet_sizes) else float("inf")
 
     chosen = min(close, key=cpu)
     for candidate in eligible:
-        at_small, at_large = candidate.ceiling(smallest), candidate.ceiling(largest)
+        at_small = candidate.ceiling(smallest)
         assert at_small is not None
-        switch = f"{cpu(candidate):.0f} %" if cpu(candidate) != float("inf") else "not measured"
-        why.append(f"{candidate.asked}: faithful; {at_small.median:.1f} Mb/s at {smallest} B, switch at {switch} "
-                   f"of a core at the {largest} B ceiling" + (" (chosen)" if candidate is chosen else "")
-                   + ("" if at_large is not None else f" (no {largest} B ceiling)"))
+        switch = " + ".join(f"{c.switch_cpu_pct:.0f}" if c.switch_cpu_pct is not None else "?"
+                            for c in sorted(candidate.ceilings, key=lambda c: -c.packet_bytes))
+        why.append(f"{candidate.asked}: faithful; {at_small.median:.1f} Mb/s at {smallest} B; switch CPU at the "
+                   f"ceilings ({', '.join(str(p) for p in sorted(packet_sizes, reverse=True))} B) {switch} = "
+                   f"{cpu(candidate):.0f} % of a core" + (" (chosen)" if candidate is chosen else ""))
     return {"datapath": chosen.asked, "why": why}
 
 
@@ -378,7 +380,7 @@ def page(summary: dict[str, Any], rewritten: str | None = None) -> str:
               f"The fastest candidate that keeps the switch faithful: **{chosen['datapath'] or 'none'}** "
               "(faithful: every buffer within one frame and nothing lost but at the buffer, on each machine; "
               f"fastest: the highest ceiling at {min(sizes)} B packets, and among "
-              f"ceilings within {SAME_CEILING:.0%} of it the least switch CPU at the {max(sizes)} B ceiling).", ""]
+              f"ceilings within {SAME_CEILING:.0%} of it the least switch CPU summed over the ceilings).", ""]
     lines += [f"- {reason}" for reason in chosen["why"]]
     lines.append("")
     return "\n".join(lines)
