@@ -202,8 +202,10 @@ def test_summary_table_shows_share_of_each_runs_ceiling_and_flags():
     table = incast.summary_table(runs, results.ceiling_summary(samples(95.0) + samples(60.0, packet_bytes=750)))
     lines = table.splitlines()
     assert "50%" in lines[2] and "default" in lines[2]
-    assert lines[0].split()[16] == "sw%" and lines[2].split()[16] == "71"
-    assert "75%" in lines[3] and "3!" in lines[3]
+    assert lines[0].split()[17] == "sw%" and lines[2].split()[17] == "71"
+    # %line: against the full-size (1500 B) ceiling, 45 / 95; %ceil: against the run's own packet size's, 45 / 60.
+    assert lines[0].split()[5:7] == ["%line", "%ceil"] and lines[3].split()[5:7] == ["47%", "75%"]
+    assert "3!" in lines[3]
     assert lines[0].split()[-1] == "swin" and lines[2].split()[-1] == "9.2k" and lines[3].split()[-1] == "-"
     assert "1500 B packets: median 95.0" in table and "750 B packets: median 60.0" in table
 
@@ -515,7 +517,10 @@ def test_the_results_page_gives_each_table_its_command_the_failures_and_the_plot
     # Runs from both sweeps in one table: both commands, the older one's missing.
     assert goodput.endswith("Made by: `otcp-experiment incast --quick --out results/quick`; "
                             f"(command not recorded: {older})")
-    assert "| 4 | 33 % | 33 % |" in goodput and "| 16 | 33 % |  |" in goodput
+    assert "| 4 | 31.5 Mb/s, 33 % | 31.5 Mb/s, 33 % |" in goodput and "| 16 | 31.5 Mb/s, 33 % |  |" in goodput
+    own_size = section.split("\n\n**")[1]
+    assert own_size.startswith("64 KB per server: goodput, share of the ceiling at the run's packet size")
+    assert "| 4 | 33 % | 33 % |" in own_size and "| 16 | 33 % |  |" in own_size
     # The failure at 8 senders was not run again; the one at 4 was (a finished run replaces it).
     assert "## Runs that failed\n\n- otcp n=8 buf=85000: timed out (`otcp-experiment incast --quick" in page
     assert "re-run" not in page
@@ -548,3 +553,35 @@ def test_a_page_shows_a_results_path_from_results_on_wherever_the_run_kept_it(tm
     assert cli.main(["report", run_dir, "--markdown", "--title", "T", "--output", str(output)]) == 0
     assert ("Made by: `otcp-experiment incast --quick --out results/quick --routes=results/routes "
             "--inventory /etc/otcp/inventory.yaml`") in output.read_text()
+
+
+def test_the_report_takes_the_full_size_ceiling_of_an_older_summary_from_its_ceiling_samples(tmp_path):
+    # A summary from before runs recorded full_ceiling_mbps: its network's 1500 B ceiling samples stand in.
+    run = a_run(scheme="otcp-lossless", senders=64, sru_bytes=65536, packet_bytes=400, ceiling_mbps=50.0,
+                goodput_mbps=40.0)
+    del run["full_ceiling_mbps"]
+    directory = write_sweep(tmp_path / "older", [run])
+    summary = json.loads((tmp_path / "older" / "summary.json").read_text())
+    network = {"senders": 64, "buffer_bytes": 85000, "median": 80.0}
+    summary["ceilings"] = [{"packet_bytes": 1500, "networks": [network, {**network, "senders": 8, "median": 1.0}]},
+                           {"packet_bytes": 400, "networks": [{**network, "median": 50.0}]}]
+    (tmp_path / "older" / "summary.json").write_text(json.dumps(summary))
+    page = report.report(report.load_runs([directory]))
+    assert "| 64 | 40.0 Mb/s, 50 % |" in page and "| 64 | 80 % |" in page
+    # Where the sweep has no 1500 B sample of that network, the table leaves the run out.
+    del summary["ceilings"][0]
+    (tmp_path / "older" / "summary.json").write_text(json.dumps(summary))
+    assert "full-size" not in report.report(report.load_runs([directory]))
+
+
+def test_the_goodput_plot_shows_shares_of_the_full_size_and_the_own_packet_ceiling():
+    runs = [dataclasses_asdict(full_record(scheme=s, senders=n, goodput_mbps=g, packet_bytes=p, ceiling_mbps=c,
+                                           full_ceiling_mbps=80.0))
+            for s, n, g, p, c in [("default", 64, 40.0, 1500, 80.0), ("otcp-lossless", 64, 20.0, 400, 40.0)]]
+    figure = plots.goodput_figure(runs, 80.0)
+    shares = figure.axes[1]
+    data = sorted((list(line.get_xdata()), list(line.get_ydata()), line.get_linestyle())
+                  for line in shares.get_lines() if len(line.get_xdata()))
+    # default: 50 % of the line; otcp-lossless: 25 % of it, and 50 % of its own packet size's ceiling (dotted).
+    assert data == [([64], [25.0], "-"), ([64], [50.0], "-"), ([64], [50.0], ":")]
+    plots.plt.close(figure)

@@ -163,15 +163,16 @@ def test_routes_for_one_host():
 # -- otcp-lossless ------------------------------------------------------------------------
 
 
-def lossless_plan_of(document, fraction=0.25, floor=256):
+def lossless_plan_of(document, fraction=0.25, floor=256, fan_in=1.0):
     inv = inventory.parse(document)
-    return Plan(inv.fabric(), formulas.Bounds(mss_bytes=inv.mss_bytes), formulas.Lossless(fraction, floor))
+    return Plan(inv.fabric(), formulas.Bounds(mss_bytes=inv.mss_bytes), formulas.Lossless(fraction, floor, fan_in))
 
 
 def test_lossless_16_senders_shrink_the_segment_to_fit_one_frame_each():
+    # Without the fan-in rule (fan_in_queue_fraction 0):
     # Target queue 85000 x 0.25 = 21250 B; BDP at s1->h1 = 12.5e6 x 100e-6 = 1250 B.
     # N = 16: window = (1250 + 21250) / 16 = 1406.25 B of frames -> segment 1406 - 66 = 1340 B, 1 frame.
-    plan = lossless_plan_of(star(16))
+    plan = lossless_plan_of(star(16), fan_in=0)
     record = pair(plan, "h2", "h1")
     assert (record["segment_bytes"], record["cwnd_clamp"], record["initcwnd"], record["rto_min_ms"]) == (1340, 1, 1, 14)
     # The receiver advertises it: h1's route toward h2 carries advmss 1340 + 12 (timestamps).
@@ -263,13 +264,74 @@ def test_lossless_quickack_only_where_the_window_back_is_one_segment():
 
 
 def test_lossless_64_senders_and_the_floor():
-    # 64: window = 22500 / 64 = 351.6 B -> segment 285 B, one frame each.
-    record = pair(lossless_plan_of(star(64)), "h2", "h1")
+    # Without the fan-in rule: 64: window = 22500 / 64 = 351.6 B -> segment 285 B, one frame each.
+    record = pair(lossless_plan_of(star(64), fan_in=0), "h2", "h1")
     assert (record["segment_bytes"], record["cwnd_clamp"]) == (285, 1)
     # 128: window = 175.8 B; the floor (256 B) wins, one frame each: 128 x 322 B exceeds the target
     # but still fits the buffer, which the formulas cannot do better than.
-    record = pair(lossless_plan_of(star(128)), "h2", "h1")
+    record = pair(lossless_plan_of(star(128), fan_in=0), "h2", "h1")
     assert (record["segment_bytes"], record["cwnd_clamp"], record["initcwnd"]) == (256, 1, 1)
+
+
+def segment_clamp_initcwnd(plan):
+    record = pair(plan, "h2", "h1")
+    return record["segment_bytes"], record["cwnd_clamp"], record["initcwnd"]
+
+
+@pytest.mark.parametrize(("senders", "expected"), [
+    # Budget 1250 + 21250 = 22500 B. 14 x 1514 B fit it: 22500 / 14 = 1607 B, 2 frames of 803 B (737 B
+    # payload), the same with or without the rule.
+    (14, (737, 2, 2)),
+    # 15 x 1514 = 22710 B do not: the rule takes over, and each sender keeps one full frame (the queue
+    # stands at up to 15 x 1514 - 1250 = 21460 B, inside the buffer).
+    (15, (1448, 1, 1)),
+    (16, (1448, 1, 1)),
+    # 56 x 1514 = 84784 B fit the buffer: still full frames. 57 do not: 85000 / 57 = 1491.2 B -> 1425 B.
+    (56, (1448, 1, 1)),
+    (57, (1425, 1, 1)),
+    # 85000 / 64 = 1328.1 B -> 1262 B; 85000 / 96 = 885.4 B -> 819 B; 85000 / 128 = 664.1 B -> 598 B.
+    (64, (1262, 1, 1)),
+    (96, (819, 1, 1)),
+    (128, (598, 1, 1)),
+])
+def test_lossless_fan_in_keeps_full_frames_while_the_buffer_holds_them(senders, expected):
+    assert segment_clamp_initcwnd(lossless_plan_of(star(senders))) == expected
+
+
+def test_lossless_fan_in_down_to_the_floor():
+    # A 42 500 B buffer: 42500 / 131 = 324.4 B -> 258 B; at 132 senders 322.0 B -> 255 B: below the
+    # floor, which wins (256 B), and 132 floor-sized frames (42 504 B) no longer fit the buffer: one
+    # frame each, as without the rule.
+    assert segment_clamp_initcwnd(lossless_plan_of(star(131, buffer_bytes=42500))) == (258, 1, 1)
+    assert segment_clamp_initcwnd(lossless_plan_of(star(132, buffer_bytes=42500))) == (256, 1, 1)
+
+
+def test_lossless_fan_in_leaves_short_fan_in_byte_identical():
+    # Where N full frames fit the budget (N <= 14 here), every route is what it was without the rule.
+    for senders in (1, 2, 4, 8, 14):
+        with_rule, without = lossless_plan_of(star(senders)), lossless_plan_of(star(senders), fan_in=0)
+        for host in with_rule.hosts:
+            assert with_rule.routes_for(host) == without.routes_for(host)
+    # With it, where the rule takes over, the bottleneck's buffer holds every sender's window at once.
+    for senders in (15, 32, 57, 64, 96, 128, 200):
+        segment, clamp, _ = segment_clamp_initcwnd(lossless_plan_of(star(senders)))
+        assert senders * clamp * (segment + formulas.FRAME_OVERHEAD_BYTES) <= 85000
+
+
+def test_fan_in_window_on_its_own():
+    bounds, lossless = formulas.Bounds(), formulas.Lossless(0.25, 256, 0.5)
+    # W >= a full frame: W stands, whatever the buffer's share.
+    assert formulas.fan_in_window_bytes(1514.0, 10.0, bounds, lossless).tolist() == 1514.0
+    # W below it: the queue may rise to half the buffer. Q / N = 21250 / 64 -> buf / N = 1328.1 B, half
+    # of it 664.1 B: above W = 351.6 B, so 664.1 B.
+    assert formulas.fan_in_window_bytes(351.5625, 21250 / 64, bounds, lossless).tolist() == pytest.approx(664.0625)
+    # ... never below W, never above a full frame.
+    assert formulas.fan_in_window_bytes(1000.0, 100.0, bounds, lossless).tolist() == 1000.0
+    assert formulas.fan_in_window_bytes(1000.0, 21250.0, bounds, lossless).tolist() == 1514.0
+    assert formulas.fan_in_window_bytes(math.inf, math.inf, bounds, lossless).tolist() == math.inf
+    for bad in (-0.1, 1.5, True, math.nan):
+        with pytest.raises(ValueError, match="fan_in_queue_fraction"):
+            formulas.Lossless(fan_in_queue_fraction=bad)
 
 
 def test_lossless_queue_target_is_a_share_of_the_buffer():

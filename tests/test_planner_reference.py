@@ -1,12 +1,14 @@
 """The vectorised planner agrees with the one-pair-at-a-time reference on
 random fabrics: mixed capacities, delays, buffers, flows and islands."""
 
+import dataclasses
+import ipaddress
 import random
 
 import pytest
 
 from otcp.planning import formulas, inventory
-from otcp.planning.fabric import PairRtt
+from otcp.planning.fabric import Fabric, PairRtt
 from otcp.planning.planner import Plan
 from support.inventories import random_inventory
 from support.reference import ReferencePlanner
@@ -202,3 +204,55 @@ def test_planner_matches_reference_with_host_measured_round_trips(seed):
         else:
             assert (record["initcwnd"], record["cwnd_clamp"] or 0, record["segment_bytes"]) == \
                 reference.lossless_pair(src, dst)
+
+
+def fan_in_fabric(rng, senders):
+    """A random tree of switches (a few extra links) with senders + 1 to + 6 hosts on random switches,
+    buffers, capacities and delays drawn per link, and senders of them sending to one receiver;
+    returns (fabric, receiver)."""
+    names = [f"s{i}" for i in range(rng.randint(1, 6))]
+    fabric = Fabric(switches=names, hosts={})
+
+    def link(a, b):
+        fabric.add_link(a, b, rng.choice([1.25e7, 1.25e8]), rng.uniform(1e-6, 1e-4), rng.choice([200000, 512000]))
+
+    for i in range(1, len(names)):
+        link(names[i], names[rng.randrange(i)])
+    for _ in range(len(names) // 2):
+        link(*rng.sample(names, 2))
+    for i in range(senders + 1 + rng.randint(0, 5)):
+        fabric.hosts[str(ipaddress.IPv4Address(0x0A000001 + i))] = f"h{i}"
+        link(str(ipaddress.IPv4Address(0x0A000001 + i)), rng.choice(names))
+    hosts = sorted(fabric.hosts)
+    receiver = rng.choice(hosts)
+    fabric.flows = {(host, receiver): 1 for host in rng.sample([h for h in hosts if h != receiver], senders)}
+    return fabric, receiver
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_lossless_fan_in_matches_reference_with_many_senders_into_one_host(seed):
+    """50-300 senders into one host of a random fabric, where their full frames do not fit the queue
+    target: the planner's otcp-lossless values for pairs into it (a sample: the reference takes every
+    sender's path for each) and its routes agree with the reference; and the fan-in rule did change
+    them (against the same plan without it)."""
+    rng = random.Random(seed)
+    senders = rng.randint(50, 300)
+    fabric, receiver = fan_in_fabric(rng, senders)
+    bounds = formulas.Bounds(mss_bytes=1448)
+    lossless = formulas.Lossless(queue_target_fraction=rng.choice([0.1, 0.25]), mss_floor_bytes=256,
+                                 fan_in_queue_fraction=rng.choice([0.9, 1.0]))
+    plan, reference = Plan(fabric, bounds, lossless), ReferencePlanner(fabric, bounds, lossless)
+    planned = by_addresses(plan)
+    into = [(src, dst) for (src, dst) in planned if dst == receiver]
+    assert len(into) == len(fabric.hosts) - 1
+    segments = set()
+    for key in rng.sample(into, 8):
+        got = planned[key]
+        expected = reference.lossless_pair(*key)
+        assert (got["initcwnd"], got["cwnd_clamp"] or 0, got["segment_bytes"]) == expected
+        segments.add(expected[2])
+    (segment,) = segments  # one segment per receiver
+    assert {route.advmss for route in plan.routes_for(receiver)} == {None if segment == 1448 else segment + 12}
+    shrunk = by_addresses(Plan(fabric, bounds, dataclasses.replace(lossless, fan_in_queue_fraction=0)))
+    raised = [planned[key]["segment_bytes"] - shrunk[key]["segment_bytes"] for key in into]
+    assert min(raised) >= 0 and max(raised) > 0, (senders, min(raised), max(raised))

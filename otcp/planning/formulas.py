@@ -61,15 +61,22 @@ class Lossless:
 
     queue_target_fraction: the standing queue each switch egress may hold,
     as a share of its buffer; mss_floor_bytes: the smallest segment payload
-    a path may be given.
+    a path may be given; fan_in_queue_fraction: the share of its buffer a
+    switch egress's queue may rise to where its flows' full frames do not
+    fit the queue target (high fan-in, :func:`fan_in_window_bytes`), 0 for
+    never: segments then shrink until one frame each fits the target.
     """
 
     queue_target_fraction: float = 0.25
     mss_floor_bytes: int = 256
+    fan_in_queue_fraction: float = 1.0
 
     def __post_init__(self) -> None:
-        if not 0 < self.queue_target_fraction <= 1:
-            raise ValueError(f"queue_target_fraction must be in (0, 1], got {self.queue_target_fraction}")
+        for name, low_open in (("queue_target_fraction", True), ("fan_in_queue_fraction", False)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) \
+                    or not (0 < value <= 1 if low_open else 0 <= value <= 1):
+                raise ValueError(f"{name} must be a number in {'(0' if low_open else '[0'}, 1], got {value!r}")
         if not 64 <= self.mss_floor_bytes:
             raise ValueError(f"mss_floor_bytes must be at least 64, got {self.mss_floor_bytes}")
 
@@ -202,6 +209,33 @@ def cwnd_clamp_segments(max_bytes: ArrayLike, bounds: Bounds = Bounds()) -> np.n
 def queue_target_bytes(buffer_bytes: ArrayLike, lossless: Lossless = Lossless()) -> np.ndarray:
     """The queue otcp-lossless aims to stand at a switch egress: a share of its buffer."""
     return np.asarray(buffer_bytes, dtype=float) * lossless.queue_target_fraction
+
+
+def fan_in_window_bytes(window_wire_bytes: ArrayLike, queue_target_share_bytes: ArrayLike, bounds: Bounds = Bounds(),
+                        lossless: Lossless = Lossless()) -> np.ndarray:
+    """otcp-lossless's window where N flows' full frames do not fit the budget (high fan-in).
+
+    window_wire_bytes is W = min over the path's switch egresses of (cap_l x RTT_prop + Q_l) / N_l;
+    queue_target_share_bytes is min over the same egresses of Q_l / N_l (Q_l = f x buf_l, the
+    queue target). Where W holds at least one full frame (MSS + FRAME_OVERHEAD_BYTES), W stands.
+    Below it, shrinking segments to fit W costs FRAME_OVERHEAD_BYTES per frame and the switch its
+    per-packet work; instead the queue may rise to g x buf_l (g = fan_in_queue_fraction):
+
+        W' = max(W, min(full frame, g x min_l buf_l / N_l))
+
+    so each flow keeps one full frame while N_l of them fit g x buf_l, and below that a frame of
+    g x buf_l / N_l. The link's BDP is left out on purpose: a synchronized round's first frames
+    arrive together and find the wire empty, so all N_l of them must fit the buffer at once.
+    N_l x W' <= g x buf_l at every egress, so the buffer holds them (lossless); the cost is a
+    standing queue of up to g x buf_l / cap_l seconds for everyone else on that port while the
+    fan-in lasts. minRTO already counts every buffer on the round trip full. g = 0 keeps W.
+    """
+    window = np.asarray(window_wire_bytes, dtype=float)
+    share = np.asarray(queue_target_share_bytes, dtype=float)
+    share = np.where(np.isfinite(share), share, 0.0)  # no switch egress: the window is unbounded anyway
+    full_frame = bounds.mss_bytes + FRAME_OVERHEAD_BYTES
+    fan_in = np.minimum(full_frame, share / lossless.queue_target_fraction * lossless.fan_in_queue_fraction)
+    return np.where(window < full_frame, np.maximum(window, fan_in), window)
 
 
 def segment_bytes(window_wire_bytes: ArrayLike, bounds: Bounds = Bounds(),

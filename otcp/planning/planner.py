@@ -952,13 +952,16 @@ class Plan:
         window = formulas.max_window_bytes(h["downlink_slope"].reshape(-1)[down, None],
                                            h["downlink_offset"].reshape(-1)[down, None], rtt)
         slope, offset = self._edge_line_rows
+        queue_share = h["downlink_offset"].reshape(-1)[down]  # min Q_l / N_l (lossless) over the switch egresses
         if slope.shape[1]:  # else no switch path has a link: one switch
             window = np.minimum(formulas.max_window_bytes(slope[line], offset[line], rtt), window)
+            queue_share = np.minimum(offset[line].min(axis=-1), queue_share)
         initcwnd = formulas.initcwnd_segments(formulas.initial_window_bytes(fair_share, rtt), self.bounds)
         if self.lossless is None:
             cwnd = formulas.cwnd_clamp_segments(window, self.bounds)
             segment = np.full(len(src), self.bounds.mss_bytes, dtype=np.int64)
         else:
+            window = formulas.fan_in_window_bytes(window, queue_share, self.bounds, self.lossless)
             segment = formulas.segment_bytes(window, self.bounds, self.lossless)
             cwnd = formulas.lossless_cwnd_segments(window, segment, self.bounds)
             initcwnd = formulas.lossless_initcwnd_segments(cwnd, initcwnd, self.bounds)

@@ -133,18 +133,22 @@ class ReferencePlanner:
         forward, round_trip, _, _ = found
         rtt = self.lossless_round_trip(src, dst, round_trip)
         facts = self.fabric.links
-        windows = []
+        windows, queue_shares = [], []
         for link in forward:
             if link[0] in self.fabric.hosts:
                 continue
             sharing = self._sharing(src, dst, link)
             target = facts[link].buffer_bytes * self.lossless.queue_target_fraction
             windows.append((facts[link].capacity_bytes_per_s * rtt + target) / sharing)
+            queue_shares.append(target / sharing)
         mss = self.bounds.mss_bytes
         if not windows:
             return None, mss
         window = min(windows)
         overhead = formulas.FRAME_OVERHEAD_BYTES
+        if window < mss + overhead:  # high fan-in: the queue may rise toward the buffer, up to a full frame each
+            fan_in = min(queue_shares) / self.lossless.queue_target_fraction * self.lossless.fan_in_queue_fraction
+            window = max(window, min(mss + overhead, fan_in))
         frames = min(self.bounds.cwnd_high, max(1, math.ceil(window / (mss + overhead) - 1e-9)))
         return window, max(self.lossless.mss_floor_bytes, min(mss, math.floor(window / frames + 1e-9) - overhead))
 

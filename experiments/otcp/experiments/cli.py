@@ -149,6 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--queue-target-fraction", type=float, default=Lossless.queue_target_fraction,
                      help="otcp-lossless: the standing queue its windows aim for, as a share of the buffer "
                           f"(0 < F <= 1, default {Lossless.queue_target_fraction:g})")
+    run.add_argument("--fan-in-queue-fraction", type=float, default=Lossless.fan_in_queue_fraction,
+                     help="otcp-lossless: where the senders' full frames do not fit that, the share of the buffer "
+                          "its queue may rise to instead of shrinking segments (0 <= G <= 1, 0: shrink; default "
+                          f"{Lossless.fan_in_queue_fraction:g})")
     run.add_argument("--fine-rto-ms", type=int, default=schemes.DEFAULT_FINE_RTO_MS,
                      help=f"the fine-rto schemes' rto_min in ms (default {schemes.DEFAULT_FINE_RTO_MS})")
     run.add_argument("--persistent", action="store_true", help="one connection per server for the whole run")
@@ -838,6 +842,7 @@ def config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
               ("--bw-mbps", pick("bw_mbps"), 0.001, MAX_BW_MBPS), ("--delay-us", args.delay_us, 0, 1e6),
               ("--fine-rto-ms", args.fine_rto_ms, 1, 200), ("--probe-interval-ms", args.probe_interval_ms, 2, 1000),
               ("--queue-target-fraction", args.queue_target_fraction, 1e-6, 1),
+              ("--fan-in-queue-fraction", args.fan_in_queue_fraction, 0, 1),
               ("--ceiling-seconds", args.ceiling_seconds, 1, 600),
               ("--ceiling-repeats", pick("ceiling_repeats"), 1, 50),
               ("--round-timeout", args.round_timeout, 1, 3600)]
@@ -855,7 +860,8 @@ def config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
         forwarding=args.forwarding, datapath=args.datapath, xdp_mode=args.xdp_mode,
         probe_interval_s=args.probe_interval_ms / 1000.0,
         ceiling_seconds=args.ceiling_seconds, ceiling_repeats=pick("ceiling_repeats"),
-        round_timeout_s=args.round_timeout, queue_target_fraction=args.queue_target_fraction)
+        round_timeout_s=args.round_timeout, queue_target_fraction=args.queue_target_fraction,
+        fan_in_queue_fraction=args.fan_in_queue_fraction)
 
 
 def environment_problem() -> str | None:

@@ -196,6 +196,7 @@ def keep_run(sweep: SweepResult, store: results.ResultStore, progress: Progress,
     if ceiling is None:
         raise RuntimeError(f"{run.label()}: no ceiling measured at {run.packet_bytes} B packets")
     run.ceiling_mbps = ceiling
+    run.full_ceiling_mbps = results.network_ceiling(sweep.ceilings, run.senders, run.buffer_bytes, ETHERNET_MTU)
     store.add_run(run, detail)
     sweep.runs.append(run)
     sweep.round_durations.append([r["duration_s"] * 1000 for r in detail.rounds])
@@ -366,8 +367,9 @@ def table_row(run: RunRecord) -> str:
                          for share in (run.backlog_empty_pct, run.backlog_empty_tail_pct))
     switch = "-" if run.switch_cpu_pct is None else f"{run.switch_cpu_pct:.0f}"
     held = "-" if run.switch_input_mean_bytes is None else f"{run.switch_input_mean_bytes / 1000:.1f}k"
+    line = "-" if run.share_of_full_ceiling is None else f"{100 * run.share_of_full_ceiling:.0f}%"
     return (f"{run.scheme:<18}{run.senders:>8}{run.buffer_bytes:>9}{run.packet_bytes:>5}"
-            f"{run.goodput_mbps:>8.1f}{100 * run.share_of_ceiling:>5.0f}%{run.fct_mean_ms:>7.0f}"
+            f"{run.goodput_mbps:>8.1f}{line:>6}{100 * run.share_of_ceiling:>5.0f}%{run.fct_mean_ms:>7.0f}"
             f"{run.fct_p95_ms:>7.0f}{run.fct_p99_ms:>7.0f}{run.drops:>7}"
             f"{run.drops_other_buffers + run.sender_queue_drops:>6}{f'{run.unexplained}{flag}':>7}"
             f"{run.peak_backlog_bytes // 1000:>6}k{run.timeouts:>6}{run.retransmissions:>7}"
@@ -384,8 +386,8 @@ def summary_table(runs: Sequence[RunRecord], ceilings: Sequence[dict[str, Any]],
                   failures: Sequence[Failure] = ()) -> str:
     """The table printed at the end of a sweep (runs: RunRecords; ceilings: the summary's "ceilings";
     failures: the runs that failed, a row each with its error, in the order the sweep ran)."""
-    header = (f"{'scheme':<18}{'senders':>8}{'buffer':>9}{'pkt':>5}{'goodput':>8}{'%ceil':>6}{'mean':>7}{'p95':>7}"
-              f"{'p99':>7}{'drops':>7}{'other':>6}{'unexpl':>7}{'peakq':>7}{'RTOs':>6}{'rtx':>7}{'cpu%':>5}{'sw%':>5}"
+    header = (f"{'scheme':<18}{'senders':>8}{'buffer':>9}{'pkt':>5}{'goodput':>8}{'%line':>6}{'%ceil':>6}{'mean':>7}"
+              f"{'p95':>7}{'p99':>7}{'drops':>7}{'other':>6}{'unexpl':>7}{'peakq':>7}{'RTOs':>6}{'rtx':>7}{'cpu%':>5}{'sw%':>5}"
               f"{'probe avg/max ms':>17}{'emptyq':>7}{'tail':>5}{'swin':>6}")
     lines = [header, "-" * len(header)]
     lines += [failed_row(row) if isinstance(row, Failure) else table_row(row)
@@ -394,7 +396,8 @@ def summary_table(runs: Sequence[RunRecord], ceilings: Sequence[dict[str, Any]],
                           f"({c['min']:.1f}-{c['max']:.1f}, ±{c['spread_pct']:.1f} %, {len(c['samples'])} samples)"
                           for c in ceilings)
     lines.append(f"single-flow ceiling: {described}")
-    lines.append("goodput in Mb/s, %ceil against the run's network's ceiling at the run's packet size (pkt, IP "
+    lines.append("goodput in Mb/s; %line against the run's network's single-flow ceiling at full-size (1500 B) "
+                 "packets, the headline; %ceil against its ceiling at the run's packet size (pkt, IP "
                  "bytes); completion times in ms; drops: at the bottleneck buffer; other: at the other buffers and "
                  "the senders' own queues; unexpl: IPv4 packets lost where no kernel counter names them (! flags "
                  "them); peakq: largest bottleneck backlog seen; RTOs and retransmitted segments summed over the "

@@ -179,6 +179,7 @@ class ParametersSection(Strict):
     formulas: Literal["published", "lossless"] = "published"
     queue_target_fraction: Annotated[float, Field(gt=0, le=1)] = Lossless.queue_target_fraction
     mss_floor_bytes: Annotated[int, int_range(64, 65535)] = Lossless.mss_floor_bytes
+    fan_in_queue_fraction: Annotated[float, Field(ge=0, le=1)] = Lossless.fan_in_queue_fraction
     pacing: bool = False
     pacing_headroom: Annotated[float, Field(ge=0, le=1)] = Pacing.headroom
 
@@ -186,7 +187,7 @@ class ParametersSection(Strict):
         """otcp-lossless's settings, or None for the published formulas."""
         if self.formulas != "lossless":
             return None
-        return Lossless(self.queue_target_fraction, self.mss_floor_bytes)
+        return Lossless(self.queue_target_fraction, self.mss_floor_bytes, self.fan_in_queue_fraction)
 
     def paced(self) -> Pacing | None:
         """otcp-paced's setting, or None when routes carry no pacing rate."""

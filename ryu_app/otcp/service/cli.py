@@ -91,7 +91,8 @@ def _plan_inputs(args: argparse.Namespace) -> tuple[Any, tuple[Any, Any, Any], s
     from otcp.planning import fabric, formulas, inventory
 
     formula_options = {"--lossless": args.lossless, "--queue-target-fraction": args.queue_target_fraction,
-                       "--mss-floor": args.mss_floor, "--pacing": args.pacing,
+                       "--mss-floor": args.mss_floor, "--fan-in-queue-fraction": args.fan_in_queue_fraction,
+                       "--pacing": args.pacing,
                        "--pacing-headroom": args.pacing_headroom, "--single-path": args.single_path,
                        "--no-long-paths": args.no_long_paths, "--bdp-threshold": args.bdp_threshold,
                        "--griddt": args.griddt, "--reference-rtt-ms": args.reference_rtt_ms}
@@ -117,7 +118,8 @@ def _plan_inputs(args: argparse.Namespace) -> tuple[Any, tuple[Any, Any, Any], s
     inv = inventory.load(args.inventory)
     lossless = None
     if args.lossless:
-        chosen = {"queue_target_fraction": args.queue_target_fraction, "mss_floor_bytes": args.mss_floor}
+        chosen = {"queue_target_fraction": args.queue_target_fraction, "mss_floor_bytes": args.mss_floor,
+                  "fan_in_queue_fraction": args.fan_in_queue_fraction}
         lossless = formulas.Lossless(**{key: value for key, value in chosen.items() if value is not None})
     if args.pacing_headroom is not None and not args.pacing:
         raise ValueError("--pacing-headroom needs --pacing")
@@ -497,6 +499,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="otcp-lossless: the standing queue per switch egress, as a share of its buffer")
     plan.add_argument("--mss-floor", type=int, metavar="BYTES",
                       help="otcp-lossless: the smallest segment payload a path may get")
+    plan.add_argument("--fan-in-queue-fraction", type=float, metavar="G",
+                      help="otcp-lossless: where N full frames do not fit the queue target, the share of its "
+                           "buffer a switch egress's queue may rise to (0: shrink segments instead)")
     plan.add_argument("--pacing", action="store_true",
                       help="otcp-paced: each pair also gets a pacing rate, its fair share at the bottleneck")
     plan.add_argument("--pacing-headroom", type=float, metavar="H",

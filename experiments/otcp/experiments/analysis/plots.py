@@ -1,7 +1,9 @@
 """The plots of an experiment (PNG, matplotlib's Agg backend: no display needed).
 
 - ``goodput.png``: goodput vs number of senders, one line per scheme and
-  buffer, the single-flow ceiling drawn (the headline plot);
+  buffer, the single-flow ceiling drawn (the headline plot); beside it the
+  same as a share of the full-size (1500 B) ceiling, and dotted, for a
+  scheme that sent smaller packets, of the ceiling at its packet size;
 - ``fct_cdf.png``: CDF of request completion times at the largest sender
   count, one line per scheme and buffer;
 - ``fct_bars.png``: mean and p95 completion time per scheme at the largest
@@ -50,10 +52,12 @@ def _label(scheme: str, buffer_bytes: int, buffers: Sequence[int]) -> str:
 
 
 def goodput_figure(runs: Sequence[Run], ceiling_mbps: float, failures: Iterable[Failure] = ()) -> Figure:
-    """Goodput vs senders, one line per (scheme, buffer), each failed run an x at the bottom."""
+    """Goodput vs senders, one line per (scheme, buffer), each failed run an x at the bottom; on a
+    second panel, each line's share of its network's full-size ceiling (solid) and, where its packets
+    were smaller, of its ceiling at its packet size (dotted)."""
     failures = list(failures)
     buffers = sorted({r["buffer_bytes"] for r in runs} | {f.buffer_bytes for f in failures})
-    figure, axes = plt.subplots(figsize=(7, 4.5))
+    figure, (axes, shares) = plt.subplots(1, 2, figsize=(12, 4.5), width_ratios=(7, 5))
     colours: dict[tuple[str, int], Any] = {}
     for (scheme, buffer_bytes), series in _series(runs).items():
         series.sort(key=lambda r: r["senders"])
@@ -72,8 +76,35 @@ def goodput_figure(runs: Sequence[Run], ceiling_mbps: float, failures: Iterable[
     sru = sorted({r["sru_bytes"] for r in runs})
     axes.set_title(f"Incast goodput, {', '.join(f'{s // 1024} KB' for s in sru)} per server" if sru
                    else "Incast goodput")
-    _finish(figure, axes)
+    _share_panel(shares, runs, colours, senders)
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
     return figure
+
+
+def _share_panel(axes: Any, runs: Sequence[Run], colours: dict[tuple[str, int], Any], senders: Sequence[int]) -> None:
+    """Goodput as a share of the full-size ceiling per line (solid; runs without one left out), and
+    dotted of the ceiling at the run's packet size where that was smaller."""
+    for key, series in _series(runs).items():
+        series.sort(key=lambda r: r["senders"])
+        full = [r for r in series if r.get("full_ceiling_mbps")]
+        axes.plot([r["senders"] for r in full], [100 * r["goodput_mbps"] / r["full_ceiling_mbps"] for r in full],
+                  marker="o", color=colours[key])
+        small = [r for r in series if r["packet_bytes"] < 1500]
+        if small:
+            axes.plot([r["senders"] for r in small], [100 * r["goodput_mbps"] / r["ceiling_mbps"] for r in small],
+                      marker=".", linestyle=":", color=colours[key])
+    axes.plot([], [], color="grey", label="of the full-size (1500 B) ceiling")
+    axes.plot([], [], color="grey", linestyle=":", label="of the ceiling at the run's smaller packets")
+    axes.set_xscale("log", base=2)
+    axes.set_xticks(senders, [str(s) for s in senders])
+    axes.set_xlabel("senders")
+    axes.set_ylabel("goodput, % of the single-flow ceiling")
+    axes.set_ylim(0, 110)
+    axes.set_title("Against the line")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=8)
 
 
 def _mark_failures(axes: Any, failures: Sequence[Failure], colours: dict[tuple[str, int], Any],

@@ -9,8 +9,10 @@ Reads every OUT/summary.json given (several directories are merged, a
 later one's run replacing an earlier one's of the same scheme, sender count
 and block: a re-run of points that failed) and prints, per block size:
 
-- goodput as a share of the ceiling at the run's packet size, per scheme
-  and sender count;
+- goodput as a share of the full-size (1500 B) ceiling, the line a user
+  compares with (from the run's record, or for a summary from before that
+  field from its network's 1500 B ceiling samples), and as a share of the
+  ceiling at the run's packet size, per scheme and sender count;
 - p95 round completion against the ideal (senders x block / the ceiling);
 - drops at the bottleneck and RTO timeouts;
 - the probe's average RTT;
@@ -71,7 +73,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from otcp.experiments.analysis import plots, workload_report
-from otcp.experiments.runner.schemes import DEFAULT_FINE_RTO_MS, catalogue
+from otcp.experiments.runner.schemes import DEFAULT_FINE_RTO_MS, ETHERNET_MTU, catalogue
 from otcp.experiments.sim.schemes import catalogue as sim_catalogue
 from otcp.planning.formulas import Lossless
 
@@ -120,6 +122,17 @@ class Sweep:
         return Lossless.queue_target_fraction
 
 
+    def full_ceiling(self, senders: int, buffer_bytes: int) -> float | None:
+        """The median single-flow ceiling at 1500 B packets the sweep measured on the network of
+        senders and buffer_bytes (None where it has none)."""
+        for ceiling in self.document.get("ceilings", []):
+            if ceiling["packet_bytes"] == ETHERNET_MTU:
+                for network in ceiling["networks"]:
+                    if (network["senders"], network["buffer_bytes"]) == (senders, buffer_bytes):
+                        return float(network["median"])
+        return None
+
+
 def published_command(command: str) -> str:
     """command with every absolute path into a results/ directory shown from its last results/ on, as a user
     runs it from the checkout: where the machine that ran it kept its results is nobody else's concern."""
@@ -139,6 +152,8 @@ def merged(sweeps: Sequence[Sweep]) -> list[tuple[Run, Sweep]]:
     runs: dict[tuple[str, int, int], tuple[Run, Sweep]] = {}
     for sweep in sweeps:
         for run in sweep.document["runs"]:
+            if run.get("full_ceiling_mbps") is None:
+                run["full_ceiling_mbps"] = sweep.full_ceiling(run["senders"], run["buffer_bytes"])
             runs[(run["scheme"], run["senders"], run["sru_bytes"])] = (run, sweep)
     return list(runs.values())
 
@@ -298,6 +313,9 @@ def _all(run: Run) -> bool:
 #: The tables of each block size, in order: which runs each shows (a run from before a field
 #: was recorded is left out of its table), its cells and its title after the block's.
 TABLES: tuple[tuple[Callable[[Run], bool], Callable[[Run], str], str], ...] = (
+    (lambda r: r.get("full_ceiling_mbps") is not None,
+     lambda r: f"{r['goodput_mbps']:.1f} Mb/s, {100 * r['goodput_mbps'] / r['full_ceiling_mbps']:.0f} %",
+     "goodput, and its share of the single-flow ceiling at full-size (1500 B) packets"),
     (_all, lambda r: f"{100 * r['goodput_mbps'] / r['ceiling_mbps']:.0f} %",
      "goodput, share of the ceiling at the run's packet size"),
     (_all, lambda r: f"{r['fct_p95_ms'] / ideal_ms(r):.2f}x",

@@ -17,6 +17,8 @@ The summary's schema::
                "fct_mean_ms", "fct_p50_ms", "fct_p95_ms", "fct_p99_ms", "drops",
                "timeouts", "probe_rtt_avg_ms", "probe_rtt_max_ms",
                "packet_bytes", "ceiling_mbps",          # the run's packet size and its network's ceiling at it
+               "full_ceiling_mbps",                     # its network's ceiling at 1500 B packets, the line
+                                                        # a user compares with (null: not measured)
                "sent", "delivered", "drops_other_buffers", "sender_queue_drops",
                "unexplained",                           # the loss account (runner.counters.LossAccount)
                "peak_backlog_bytes", "cpu_busy_pct", "cpu_busiest_pct",
@@ -82,6 +84,7 @@ RUN_FIELDS = {
     "probe_rtt_max_ms": (float, type(None)),
     "packet_bytes": int,
     "ceiling_mbps": float,
+    "full_ceiling_mbps": (float, type(None)),
     "sent": int,
     "delivered": int,
     "drops_other_buffers": int,
@@ -152,6 +155,8 @@ class RunRecord:
     # stats.switch_input: the switch's input sockets during rounds (None: not sampled)
     switch_input_mean_bytes: float | None = None
     switch_input_busy_pct: float | None = None
+    # The network's single-flow ceiling at full-size (1500 B) packets (None: not measured)
+    full_ceiling_mbps: float | None = None
 
     @classmethod
     def build(cls, head: Mapping[str, Any], rounds_summary: Mapping[str, Any], account: Any,
@@ -167,6 +172,11 @@ class RunRecord:
     def share_of_ceiling(self) -> float:
         """Goodput as a fraction of the ceiling the run is judged against."""
         return self.goodput_mbps / self.ceiling_mbps if self.ceiling_mbps else 0.0
+
+    @property
+    def share_of_full_ceiling(self) -> float | None:
+        """Goodput as a fraction of the network's full-size (1500 B) ceiling (None where not measured)."""
+        return self.goodput_mbps / self.full_ceiling_mbps if self.full_ceiling_mbps else None
 
     def label(self) -> str:
         """scheme n=senders buf=buffer, as the progress bar and messages name a run."""

@@ -34,6 +34,8 @@ class ExperimentConfig:
     afxdp-nonpmd or afxdp; native or generic XDP for the AF_XDP ones);
     fine_rto_ms: the fine-rto schemes' rto_min; queue_target_fraction:
     otcp-lossless's standing queue as a share of the buffer;
+    fan_in_queue_fraction: the share of the buffer its queue may rise to
+    where the senders' full frames do not fit that (formulas.Lossless);
     ceiling_seconds / ceiling_repeats: each single-flow ceiling sample's
     length and how many are taken; agent_timeout_s: how long the agents may
     take to get their routes and parameters; command: the command line that
@@ -50,6 +52,7 @@ class ExperimentConfig:
     xdp_mode: str = DEFAULT_XDP_MODE
     fine_rto_ms: int = DEFAULT_FINE_RTO_MS
     queue_target_fraction: float = Lossless.queue_target_fraction
+    fan_in_queue_fraction: float = Lossless.fan_in_queue_fraction
     ceiling_seconds: int = 3
     ceiling_repeats: int = 3
     agent_timeout_s: float = 120.0

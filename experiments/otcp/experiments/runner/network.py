@@ -159,7 +159,9 @@ def start_network(config: C, topo: Any, workdir: str, with_agents: bool = False,
     controller = None
     if config.forwarding == "controller":
         controller = Controller(workdir, inventory, with_agents, intervals=intervals,
-                                parameters={"queue_target_fraction": config.queue_target_fraction}, lease_s=lease_s)
+                                parameters={"queue_target_fraction": config.queue_target_fraction,
+                                            "fan_in_queue_fraction": config.fan_in_queue_fraction},
+                                lease_s=lease_s)
     with emulate(topo, controller=controller, management=with_agents, log_level=log_level,
                  raise_ovs_buffers=raise_ovs_buffers, datapath=config.switch_datapath()) as emulation:
         enforced, delay_note = delay_report(topo)

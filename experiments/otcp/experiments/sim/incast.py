@@ -273,6 +273,7 @@ def run_fabric(config: SimConfig, store: results.ResultStore, progress: Progress
         try:
             record, detail = run_scheme(config, fabric, placement, scheme, buffer_bytes, progress)
             record.ceiling_mbps = ceiling(record.packet_bytes - SEGMENT_OVERHEAD_BYTES)
+            record.full_ceiling_mbps = ceiling(formulas.DEFAULT_MSS_BYTES)
         except scenario.SimulationError as exc:
             sweep.failures.append(Failure(scheme.name, senders, buffer_bytes, str(exc)))
             progress.message(f"run failed: {label}: {exc}")
@@ -343,19 +344,22 @@ def make_record(config: SimConfig, fabric: SimFabric, placement: Placement, sche
 
 def summary_table(runs: Sequence[SimRunRecord], failures: Sequence[Failure] = ()) -> str:
     """The table printed at the end of a simulated sweep, in the order the sweep ran."""
-    header = (f"{'scheme':<15}{'senders':>8}{'buffer':>9}{'goodput':>9}{'%ceil':>6}{'p50':>8}{'p99':>8}{'ideal':>8}"
+    header = (f"{'scheme':<15}{'senders':>8}{'buffer':>9}{'goodput':>9}{'%line':>6}{'%ceil':>6}{'p50':>8}{'p99':>8}"
+              f"{'ideal':>8}"
               f"{'drops':>8}{'RTOs':>6}{'dups':>6}{'peakq':>8}{'meanq':>8}{'probe':>7}{'wall/sim':>9}")
     lines = [header, "-" * len(header)]
     for run in runs:
         probe = "-" if run.probe_rtt_avg_ms is None else f"{run.probe_rtt_avg_ms:.2f}"
-        lines.append(f"{run.scheme:<15}{run.senders:>8}{run.buffer_bytes:>9}{run.goodput_mbps:>9.1f}"
+        line = "-" if run.share_of_full_ceiling is None else f"{100 * run.share_of_full_ceiling:.0f}%"
+        lines.append(f"{run.scheme:<15}{run.senders:>8}{run.buffer_bytes:>9}{run.goodput_mbps:>9.1f}{line:>6}"
                      f"{100 * run.share_of_ceiling:>5.0f}%{run.fct_p50_ms:>8.2f}{run.fct_p99_ms:>8.2f}"
                      f"{run.ideal_ms:>8.2f}{run.drops:>8}{run.timeouts:>6}{run.duplicate_segments:>6}"
                      f"{run.peak_backlog_bytes // 1000:>7}k{run.queue_mean_bytes / 1000:>7.1f}k{probe:>7}"
                      f"{run.wall_per_sim_s:>9.1f}")
     lines += [f"{failure.scheme:<15}{failure.senders:>8}{failure.buffer_bytes:>9}  FAILED: {failure.brief()}"
               for failure in failures]
-    lines.append("goodput in Mb/s, %ceil against the simulated single-flow ceiling at the run's packet size; round "
+    lines.append("goodput in Mb/s; %line against the simulated single-flow ceiling at full-size (1500 B) packets, "
+                 "%ceil against it at the run's packet size; round "
                  "completion p50/p99 and the ideal round (every byte back to back at the bottleneck) in simulated ms; "
                  "drops at the bottleneck; RTOs and the receiver's duplicate segments summed over the hosts; the "
                  "bottleneck queue's peak and time-mean; probe: mean ping through it, ms; wall/sim: wall seconds "
