@@ -60,6 +60,9 @@ class SegmentTerms:
     receiver_bytes is the smallest own segment of the active pairs into the
     destination (0: none), which every path into it takes (its route
     carries one advmss); segment_bytes is the one the pair gets.
+    fan_in_queue_fraction is set where the high fan-in rule raised the
+    window above the queue target's (formulas.fan_in_window_bytes): the
+    share of the buffer the queue may rise to; None where it did not.
     """
 
     window_wire_bytes: float
@@ -70,6 +73,7 @@ class SegmentTerms:
     own_bytes: int
     receiver_bytes: int
     segment_bytes: int
+    fan_in_queue_fraction: float | None = None
 
 
 @dataclass(frozen=True)

@@ -1198,9 +1198,10 @@ class Plan:
             assert self._window is not None and self._own_segment is not None and self._receiver_segment is not None
             wire, segment = float(self._window[k]), int(self.segment[k])
             fitting = int(formulas.fitting_segment_bytes(wire, bounds))
+            raised = self.lossless.fan_in_queue_fraction if wire > window else None  # the fan-in rule took over
             segment_terms = SegmentTerms(wire, formulas.FRAME_OVERHEAD_BYTES, int(formulas.window_frames(wire, bounds)),
                                          fitting, self.lossless.mss_floor_bytes, int(self._own_segment[k]),
-                                         int(self._receiver_segment[self.dst[k]]), segment)
+                                         int(self._receiver_segment[self.dst[k]]), segment, raised)
             bounded("segment_bytes", fitting, ("parameters.mss_floor_bytes", self.lossless.mss_floor_bytes),
                     ("bounds.mss_bytes", bounds.mss_bytes))
             bounded("cwnd_clamp", float(formulas.whole_segments(wire, segment + formulas.FRAME_OVERHEAD_BYTES)),

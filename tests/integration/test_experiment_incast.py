@@ -125,3 +125,29 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
     assert "otcp_dctcp" not in open("/proc/sys/net/ipv4/tcp_available_congestion_control").read().split()
     assert not [p for p in os.listdir("/sys/fs/bpf/otcp") if p.startswith("mark-")] \
         if os.path.isdir("/sys/fs/bpf/otcp") else True
+
+
+def test_lossless_fan_in_keeps_full_frames_and_drops_nothing_where_they_do_not_fit_the_queue_target(tmp_path):
+    """12 senders (13 flows with the probe's) into a 20 000 B buffer at 25 Mb/s: the queue target,
+    5 000 B, plus the link's BDP (3 125 B per ms of round trip) holds fewer than 13 full frames of
+    1 514 B at any round trip under 4.6 ms, so without the fan-in rule the segments would shrink.
+    With it each sender keeps one full frame (13 x 1 514 = 19 682 B fit the buffer): full-size
+    packets, and the kernel's bfifo at the bottleneck drops nothing."""
+    out = tmp_path / "fan-in"
+    completed = subprocess.run(
+        [sys.executable, "-m", "otcp.experiments.cli", "incast", "--senders", "12", "--buffer-bytes", "20000",
+         "--sru-bytes", "65536", "--rounds", str(ROUNDS), "--warmup-seconds", "0.5", "--bw-mbps", "25",
+         "--schemes", "otcp-lossless", "--ceiling-seconds", "2", "--ceiling-repeats", "2", "--out", str(out)],
+        capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    (run,) = json.loads((out / "summary.json").read_text())["runs"]
+    # The receiver advertised the full segment (no advmss on its routes, as the kernel held them after the
+    # rounds): the senders' packets are full-size.
+    assert run["packet_bytes"] == 1500, run
+    receiver = (out / "routes" / "otcp-lossless" / "h1.txt").read_text().split("after the measured rounds")[1]
+    assert "proto 79" in receiver and "advmss" not in receiver, receiver
+    # One frame per sender: every window fits the buffer at once, so nothing dropped there.
+    sender = (out / "routes" / "otcp-lossless" / "h2.txt").read_text().split("after the measured rounds")[1]
+    assert re.search(r"^10\.0\.0\.\d+(?:/\d+)? dev \S+ proto 79 .*cwnd lock 1 .*initcwnd 1 ", sender, re.M), sender
+    assert run["drops"] == 0 and run["peak_backlog_bytes"] <= 20000, run
+    assert run["sent"] == run["delivered"] + run["drops_other_buffers"] + run["unexplained"], run

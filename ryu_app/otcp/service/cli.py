@@ -229,6 +229,10 @@ def render_explanation(e: Any) -> str:
                      f"{e.window_bytes:.0f} B -> cwnd_clamp {_dash(e.cwnd_clamp)}")
     else:
         lines.append("  window: no switch egress on the data path, no clamp")
+    if e.segment is not None and e.segment.fan_in_queue_fraction is not None:
+        lines.append(f"  high fan-in: N_l full frames do not fit that, so the queue may rise to "
+                     f"{e.segment.fan_in_queue_fraction:g} of the buffer: one full frame each, or that share of "
+                     f"buf_l / N_l where smaller -> {e.segment.window_wire_bytes:.0f} B")
     if e.segment is not None:
         g = e.segment
         lines.append(f"  segment: the window is {g.window_wire_bytes:.0f} B on the wire; a full frame is the MSS plus "
