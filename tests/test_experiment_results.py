@@ -230,6 +230,9 @@ def test_block_modes():
     (["--total-bytes", "3", "--senders", "4"], "--total-bytes"),
     (["--fine-rto-ms", "0"], "--fine-rto-ms"),
     (["--ceiling-repeats", "0"], "--ceiling-repeats"),
+    (["--fan-in-queue-fraction", "1.5"], "--fan-in-queue-fraction"),
+    (["--fan-in-queue-fraction", "nan"], "--fan-in-queue-fraction"),
+    (["--agent-timeout", "0"], "--agent-timeout"),
 ])
 def test_bad_arguments_exit_2_naming_the_option(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -283,6 +286,10 @@ def test_quick_preset_and_explicit_options():
     assert cli.config_from_args(parser.parse_args(["incast"]), parser).bw_mbps == 100.0
     full = cli.config_from_args(parser.parse_args(["incast", "--total-bytes", "1048576"]), parser)
     assert full.sru_bytes is None and full.block_bytes(16) == 65536
+    assert (full.fan_in_queue_fraction, full.agent_timeout_s) == (1.0, 120.0)
+    chosen = cli.config_from_args(parser.parse_args(["incast", "--fan-in-queue-fraction", "0", "--agent-timeout",
+                                                     "400"]), parser)
+    assert (chosen.fan_in_queue_fraction, chosen.agent_timeout_s) == (0.0, 400.0)
 
 
 def test_report_tables_and_the_dctcp_findings():

@@ -149,6 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--queue-target-fraction", type=float, default=Lossless.queue_target_fraction,
                      help="otcp-lossless: the standing queue its windows aim for, as a share of the buffer "
                           f"(0 < F <= 1, default {Lossless.queue_target_fraction:g})")
+    run.add_argument("--agent-timeout", type=float, default=ExperimentConfig.agent_timeout_s,
+                     help="seconds the OTCP schemes' agents may take to get their routes, and their warm-up to "
+                          f"get parameters for every flow (default {ExperimentConfig.agent_timeout_s:g}; a loaded "
+                          "machine with 100+ hosts may need more)")
     run.add_argument("--fan-in-queue-fraction", type=float, default=Lossless.fan_in_queue_fraction,
                      help="otcp-lossless: where the senders' full frames do not fit that, the share of the buffer "
                           "its queue may rise to instead of shrinking segments (0 <= G <= 1, 0: shrink; default "
@@ -843,6 +847,7 @@ def config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
               ("--fine-rto-ms", args.fine_rto_ms, 1, 200), ("--probe-interval-ms", args.probe_interval_ms, 2, 1000),
               ("--queue-target-fraction", args.queue_target_fraction, 1e-6, 1),
               ("--fan-in-queue-fraction", args.fan_in_queue_fraction, 0, 1),
+              ("--agent-timeout", args.agent_timeout, 1, 3600),
               ("--ceiling-seconds", args.ceiling_seconds, 1, 600),
               ("--ceiling-repeats", pick("ceiling_repeats"), 1, 50),
               ("--round-timeout", args.round_timeout, 1, 3600)]
@@ -861,7 +866,7 @@ def config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
         probe_interval_s=args.probe_interval_ms / 1000.0,
         ceiling_seconds=args.ceiling_seconds, ceiling_repeats=pick("ceiling_repeats"),
         round_timeout_s=args.round_timeout, queue_target_fraction=args.queue_target_fraction,
-        fan_in_queue_fraction=args.fan_in_queue_fraction)
+        fan_in_queue_fraction=args.fan_in_queue_fraction, agent_timeout_s=args.agent_timeout)
 
 
 def environment_problem() -> str | None:
