@@ -426,6 +426,18 @@ def test_config_pacing(tmp_path, text, pacing):
     assert config.load(str(path)).parameters.paced() == pacing
 
 
+@pytest.mark.parametrize("text, lossless", [
+    ("parameters: {formulas: lossless}\n", formulas.Lossless(0.25, 256, 1.0)),
+    ("parameters: {formulas: lossless, fan_in_queue_fraction: 0}\n", formulas.Lossless(0.25, 256, 0.0)),
+    ("parameters: {formulas: lossless, queue_target_fraction: 0.5, fan_in_queue_fraction: 0.8}\n",
+     formulas.Lossless(0.5, 256, 0.8)),
+])
+def test_config_lossless_fan_in(tmp_path, text, lossless):
+    path = tmp_path / "controller.yaml"
+    path.write_text(text)
+    assert config.load(str(path)).parameters.lossless() == lossless
+
+
 @pytest.mark.parametrize(
     "text, message",
     [
@@ -448,6 +460,10 @@ def test_config_pacing(tmp_path, text, pacing):
         ("parameters: {pacing: true, pacing_headroom: -0.01}\n", "parameters.pacing_headroom: -0.01 is below"),
         ("parameters: {pacing: true, pacing_headroom: 1.5}\n", "parameters.pacing_headroom: 1.5 is above"),
         ("parameters: {pacing: true, pacing_headroom: \"0.1\"}\n", "parameters.pacing_headroom: \"0.1\" is not a"),
+        ("parameters: {formulas: lossless, fan_in_queue_fraction: 1.5}\n",
+         "parameters.fan_in_queue_fraction: 1.5 is above"),
+        ("parameters: {formulas: lossless, fan_in_queue_fraction: .nan}\n",
+         "parameters.fan_in_queue_fraction: NaN is not a finite"),
         ("agents: {lease_s: 0.5}\n", "agents.lease_s: 0.5 is below the minimum 1"),
         ("agents: {lease_s: 86401}\n", "agents.lease_s: 86401 is above the maximum 86400"),
         ("agents: {lease_s: .nan}\n", "agents.lease_s: NaN is not a finite number"),
