@@ -220,9 +220,16 @@ def test_plan_shows_the_lossless_fields(tmp_path, capsys):
     status, out, _ = run_plan(capsys, path, "--lossless", "--json")
     assert status == 0
     h2_h1 = next(p for p in json.loads(out)["paths"] if (p["src"], p["dst"]) == ("h2", "h1"))
-    assert (h2_h1["segment_bytes"], h2_h1["cwnd_clamp"], h2_h1["initcwnd"]) == (1340, 1, 1)
+    # 16 full frames do not fit the queue target: each sender keeps one (the fan-in rule).
+    assert (h2_h1["segment_bytes"], h2_h1["cwnd_clamp"], h2_h1["initcwnd"]) == (1448, 1, 1)
     status, out, _ = run_plan(capsys, path, "--lossless")
     assert "segment_B" in out.splitlines()[0]
+    # Without the rule, the segment shrinks to fit the target: 22 500 / 16 - 66 = 1 340 B.
+    status, out, _ = run_plan(capsys, path, "--lossless", "--fan-in-queue-fraction", "0", "--json")
+    h2_h1 = next(p for p in json.loads(out)["paths"] if (p["src"], p["dst"]) == ("h2", "h1"))
+    assert status == 0 and (h2_h1["segment_bytes"], h2_h1["cwnd_clamp"]) == (1340, 1)
+    status, _, err = run_plan(capsys, path, "--lossless", "--fan-in-queue-fraction", "2")
+    assert status == 2 and "fan_in_queue_fraction must be a number in [0, 1], got 2.0" in err
 
 
 def test_plan_shows_the_pacing_rate(tmp_path, capsys):
