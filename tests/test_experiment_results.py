@@ -592,3 +592,23 @@ def test_the_goodput_plot_shows_shares_of_the_full_size_and_the_own_packet_ceili
     # default: 50 % of the line; otcp-lossless: 25 % of it, and 50 % of its own packet size's ceiling (dotted).
     assert data == [([64], [25.0], "-"), ([64], [50.0], "-"), ([64], [50.0], ":")]
     plots.plt.close(figure)
+
+
+def test_the_fan_in_targets_name_what_missed_and_the_load_beside_it():
+    runs = [a_run(scheme="default", senders=64, goodput_mbps=40.0), a_run(scheme="fine-rto", senders=64, goodput_mbps=70.0),
+            a_run(scheme="otcp-lossless", senders=64, goodput_mbps=65.0, drops=0, timeouts=2, cpu_busy_pct=99.0,
+                  switch_cpu_pct=47.0, backlog_empty_pct=65.0),
+            a_run(scheme="default", senders=16, goodput_mbps=50.0), a_run(scheme="fine-rto", senders=16, goodput_mbps=80.0),
+            a_run(scheme="otcp-lossless", senders=16, goodput_mbps=80.0, drops=0, timeouts=0),
+            a_run(scheme="otcp-lossless", senders=8, goodput_mbps=90.0, drops=0, timeouts=0)]  # no default at 8
+    text = report.fan_in_targets(runs)
+    lines = text.splitlines()
+    assert lines[0].startswith("Targets for otcp-lossless: 0 drops and 0 RTOs, goodput at least 1.5x default's")
+    assert lines[1] == "- otcp-lossless at 16 senders met its targets: 0 drops, 0 RTOs, 80.0 Mb/s against " \
+                       "default's 50.0 and fine-rto's 80.0"
+    # 65 / 40 = 1.62x default's, but 0.93x fine-rto's, and 2 RTOs.
+    assert lines[2] == "- otcp-lossless at 64 senders missed (2 RTOs, 0.93x fine-rto's): 65.0 Mb/s against default's " \
+                       "40.0 and fine-rto's 70.0; both cores 99 % busy, the switch's thread 47 % of a core, the " \
+                       "bottleneck's queue found empty in 65 % of samples"
+    assert len(lines) == 3
+    assert report.fan_in_targets([run for run in runs if run["scheme"] != "fine-rto"]) == ""

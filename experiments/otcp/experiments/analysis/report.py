@@ -297,6 +297,47 @@ def lossless_miss(run: Run, queue_target_fraction: float) -> str:
             f"buffer)")
 
 
+#: otcp-lossless's targets on an emulated incast: no drop and no RTO, and goodput at least this
+#: many times default's and at least fine-rto's (Mb/s; the full-size ceiling is the same line for all).
+LOSSLESS_OVER_DEFAULT = 1.5
+
+
+def fan_in_targets(runs: Sequence[Run]) -> str:
+    """Per sender count where otcp-lossless, default and fine-rto all finished an emulated run:
+    whether otcp-lossless met its targets (0 drops, 0 RTOs, goodput at least LOSSLESS_OVER_DEFAULT x
+    default's and at least fine-rto's); a miss names what missed and the measured load beside it
+    (both cores' busy share, the switch thread's, and how often the bottleneck's queue was found
+    empty: a link left idle while the machine was busy). "" where no sender count has all three."""
+    by_key = {(r["scheme"], r["senders"]): r for r in runs if not simulated(r)}
+    lines = []
+    for senders in sorted({count for scheme, count in by_key if scheme == "otcp-lossless"}):
+        mine, default, fine = (by_key.get((scheme, senders)) for scheme in ("otcp-lossless", "default", "fine-rto"))
+        if mine is None or default is None or fine is None:
+            continue
+        missed = [f"{mine[field]} {what}" for field, what in (("drops", "drops"), ("timeouts", "RTOs")) if mine[field]]
+        over_default, over_fine = (mine["goodput_mbps"] / other["goodput_mbps"] for other in (default, fine))
+        if over_default < LOSSLESS_OVER_DEFAULT:
+            missed.append(f"{over_default:.2f}x default's goodput")
+        if over_fine < 1:
+            missed.append(f"{over_fine:.2f}x fine-rto's")
+        figures = (f"{mine['goodput_mbps']:.1f} Mb/s against default's {default['goodput_mbps']:.1f} and fine-rto's "
+                   f"{fine['goodput_mbps']:.1f}")
+        if not missed:
+            lines.append(f"- otcp-lossless at {senders} senders met its targets: 0 drops, 0 RTOs, {figures}")
+            continue
+        load = [f"both cores {mine['cpu_busy_pct']:.0f} % busy"]
+        if mine.get("switch_cpu_pct") is not None:
+            load.append(f"the switch's thread {mine['switch_cpu_pct']:.0f} % of a core")
+        if mine.get("backlog_empty_pct") is not None:
+            load.append(f"the bottleneck's queue found empty in {mine['backlog_empty_pct']:.0f} % of samples")
+        lines.append(f"- otcp-lossless at {senders} senders missed ({', '.join(missed)}): {figures}; "
+                     + ", ".join(load))
+    if not lines:
+        return ""
+    return "\n".join([f"Targets for otcp-lossless: 0 drops and 0 RTOs, goodput at least {LOSSLESS_OVER_DEFAULT:g}x "
+                      "default's and at least fine-rto's:", *lines])
+
+
 def cpu_use(run: Run) -> str:
     """Both cores' busy share, its softirq and steal parts, and the switch thread's, as one cell
     ("-" for what a summary from before that field lacks)."""
@@ -375,7 +416,7 @@ def report(runs: Sequence[Run], made_by: MadeBy | None = None, heading: str = ""
             parts.append(f"{heading}{kb}")
         parts += [table([r for r in these if shown(r)], cell, f"{kb}: {title}", made_by)
                   for shown, cell, title in TABLES]
-        parts += [dctcp_findings(these), lossless_targets(these, queue_target_fraction)]
+        parts += [dctcp_findings(these), lossless_targets(these, queue_target_fraction), fan_in_targets(these)]
     return "\n\n".join(p for p in parts if p)
 
 
