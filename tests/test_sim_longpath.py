@@ -27,6 +27,10 @@ def test_the_scenario_takes_the_planners_ssthresh_and_the_bdp_buffer():
     # GridDT: A = round(2 x (rtt / 100 ms)^2): 6.55 -> 7 at 181 ms, 2.74 -> 3 at 117 ms; each flow's share is 1/2.
     assert [(f["increase"], f["ssthresh_segments"]) for f in fair["flows"]] == [(7.0, 7812), (3.0, 5050)]
     assert {f["cc"] for f in longpath.fairness_scenario(False, 10, 2_000_000)["flows"]} == {"reno"}
+    # The paper's jumbo frames: 9000 - 52 = 8948 B segments; floor(62.5e6 x 0.181 / 8948) = 1264, 817 at 117 ms.
+    jumbo = longpath.fairness_scenario(True, 10, 2_000_000, mtu_bytes=9000)
+    assert (jumbo["mss_bytes"], jumbo["mtu_bytes"]) == (8948, 9000)
+    assert [(f["increase"], f["ssthresh_segments"]) for f in jumbo["flows"]] == [(7.0, 1264), (3.0, 817)]
 
 
 def test_after_one_loss_reno_takes_the_aimd_formula_and_scalable_a_few_round_trips():
@@ -83,6 +87,23 @@ def test_a_bad_scenario_is_refused_with_the_programs_words():
     scenario = longpath.responsiveness_scenario("reno", 10e6, 0.0005, 5)
     with pytest.raises(SimulationError, match="rtt_s is below the core's round trip"):
         run_scenario(scenario)
+    scenario = {**longpath.fairness_scenario(False, 5, 30_000, mtu_bytes=9000), "mtu_bytes": 1500}
+    with pytest.raises(SimulationError, match="mss_bytes 8948 plus 52 B of headers exceeds mtu_bytes 1500"):
+        run_scenario(scenario)
+
+
+def test_jumbo_frames_carry_whole_segments_and_report_progress():
+    """At MTU 9000 every packet on the bottleneck is one 8948 B segment and its 52 B of headers (ns-3
+    would fragment a segment the links' MTU cannot carry); progress lines come every progress_s."""
+    scenario = {**longpath.fairness_scenario(False, 4, 60_000, mtu_bytes=9000), "progress_s": 1.0}
+    scenario["bottleneck_bps"] = 10_000_000
+    seen = []
+    result = run_scenario(scenario, on_progress=seen.append).result
+    assert [round(message["t"]) for message in seen] == [1, 2, 3] and seen[0]["end"] == 4  # the stop comes first at 4
+    read = sum(sum(bins) for bins in result["bins_bytes"])
+    sent = sum(result["link_bins_bytes"])
+    assert read > 0 and read % 8948 == 0  # the receiver reads whole segments
+    assert sent >= read and (sent - read) / sent < 0.2, (sent, read)
 
 
 def test_the_page_shows_formula_and_simulation_side_by_side():

@@ -24,8 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,10 @@ RECOVER_FRACTION = 0.95
 #: Kelly, Ravot and Martin-Flatin's figures (TERENA 2003), for the page.
 PAPER_FAIRNESS_MBPS = {"without": (202, 514), "with": (330, 388)}
 FAIRNESS_RTTS_S = (0.181, 0.117)
+#: The paper's fairness runs used jumbo frames (MTU 9 000 B).
+PAPER_FAIRNESS_MTU_BYTES = 9000
+#: IPv4, TCP and its timestamp option: a segment's payload is the MTU less these.
+IP_TCP_HEADER_BYTES = formulas.FRAME_OVERHEAD_BYTES - 14
 
 
 def bdp_segments(rate_bps: float, rtt_s: float) -> int:
@@ -72,19 +78,21 @@ def responsiveness_scenario(cc: str, rate_bps: float, rtt_s: float, max_sim_s: f
             "skip_idle_lost_scan": True}
 
 
-def fairness_scenario(griddt: bool, seconds: float, buffer_bytes: int) -> dict[str, Any]:
-    """The scenario of one RTT-fairness run: two flows of 181 and 117 ms through 1 Gb/s."""
+def fairness_scenario(griddt: bool, seconds: float, buffer_bytes: int, mtu_bytes: int = 1500) -> dict[str, Any]:
+    """The scenario of one RTT-fairness run: two flows of 181 and 117 ms through 1 Gb/s, on links
+    of mtu_bytes (the segment is what fits with IPv4, TCP and timestamps)."""
     rate = 1e9
+    mss = mtu_bytes - IP_TCP_HEADER_BYTES
     settings = formulas.LongPaths(griddt=griddt)
     flows = []
     for rtt in FAIRNESS_RTTS_S:
-        _, ssthresh, increase = formulas.long_path_settings(rate / 8, rate / 8 / 2, rtt, settings, MSS_BYTES)
+        _, ssthresh, increase = formulas.long_path_settings(rate / 8, rate / 8 / 2, rtt, settings, mss)
         flows.append({"rtt_s": rtt, "cc": "griddt" if griddt else "reno", "increase": float(increase or 1),
                       "ssthresh_segments": int(ssthresh)})
     buffers = int(4 * rate / 8 * max(FAIRNESS_RTTS_S))
-    return {"mode": "longpath", "seed": 1, "bottleneck_bps": int(rate), "mss_bytes": MSS_BYTES, "bin_s": 1.0,
-            "duration_s": seconds, "buffer_bytes": buffer_bytes, "snd_buf_bytes": buffers, "rcv_buf_bytes": buffers,
-            "flows": flows, "skip_idle_lost_scan": True}
+    return {"mode": "longpath", "seed": 1, "bottleneck_bps": int(rate), "mss_bytes": mss, "mtu_bytes": mtu_bytes,
+            "bin_s": 1.0, "duration_s": seconds, "buffer_bytes": buffer_bytes, "snd_buf_bytes": buffers,
+            "rcv_buf_bytes": buffers, "flows": flows, "skip_idle_lost_scan": True}
 
 
 def jain(rates: list[float]) -> float:
@@ -149,31 +157,38 @@ def _lowest_after(result: dict[str, Any], rate_bps: float) -> float | None:
     return min(after) * 8 / width / rate_bps if after else None
 
 
-def run_fairness(out: Path, seconds: float, measure_from_s: float, buffer_bytes: int) -> list[dict[str, Any]]:
-    """The two RTT-fairness runs, without and with the per-path increase."""
-    rows = []
-    for griddt in (False, True):
+def run_fairness(out: Path, seconds: float, measure_from_s: float, buffer_bytes: int,
+                 mtu_bytes: int, jobs: int = 1) -> list[dict[str, Any]]:
+    """The two RTT-fairness runs, without and with the per-path increase (jobs of them at once),
+    each showing its simulated time every tenth of the run."""
+
+    def one(griddt: bool) -> dict[str, Any]:
         name = f"fair-{'griddt' if griddt else 'reno'}"
         print(f"{name}: simulating {seconds:g} s", file=sys.stderr, flush=True)
-        scenario = fairness_scenario(griddt, seconds, buffer_bytes)
+        scenario = {**fairness_scenario(griddt, seconds, buffer_bytes, mtu_bytes), "progress_s": seconds / 10}
         started = time.monotonic()
-        outcome = run_scenario(scenario)
+        outcome = run_scenario(scenario, on_progress=lambda message: print(
+            f"{name}: {message['t']:.0f} / {message['end']:g} simulated s, {time.monotonic() - started:.0f} s",
+            file=sys.stderr, flush=True))
         result = outcome.result
         (out / name).mkdir(parents=True, exist_ok=True)
         (out / name / "result.json").write_text(json.dumps(result) + "\n")
         width = result["bin_s"]
         first = int(measure_from_s / width)
         rates = [sum(bins[first:]) * 8 / (len(bins[first:]) * width) for bins in result["bins_bytes"]]
-        rows.append({"name": name, "griddt": griddt, "rtts_s": list(FAIRNESS_RTTS_S),
-                     "increase": [flow["increase"] for flow in scenario["flows"]],
-                     "ssthresh_segments": [flow["ssthresh_segments"] for flow in scenario["flows"]],
-                     "rates_bps": rates, "jain": jain(rates), "measured_from_s": first * width,
-                     "measured_to_s": len(result["bins_bytes"][0]) * width, "buffer_bytes": buffer_bytes,
-                     "bottleneck_drops": result["bottleneck_drops"], "events": result["events"],
-                     "cpu_s": outcome.cpu_s, "wall_s": time.monotonic() - started,
-                     "max_rss_mb": outcome.max_rss_kb / 1024})
         print(f"{name}: {[round(r / 1e6) for r in rates]} Mb/s, Jain {jain(rates):.3f}", file=sys.stderr)
-    return rows
+        return {"name": name, "griddt": griddt, "rtts_s": list(FAIRNESS_RTTS_S),
+                "increase": [flow["increase"] for flow in scenario["flows"]],
+                "ssthresh_segments": [flow["ssthresh_segments"] for flow in scenario["flows"]],
+                "rates_bps": rates, "jain": jain(rates), "measured_from_s": first * width,
+                "measured_to_s": len(result["bins_bytes"][0]) * width, "buffer_bytes": buffer_bytes,
+                "mtu_bytes": mtu_bytes, "link_share": sum(rates) / 1e9,
+                "bottleneck_drops": result["bottleneck_drops"], "events": result["events"],
+                "cpu_s": outcome.cpu_s, "wall_s": time.monotonic() - started,
+                "max_rss_mb": outcome.max_rss_kb / 1024}
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:  # each run is its own process
+        return list(pool.map(one, (False, True)))
 
 
 def _duration(seconds: float | None) -> str:
@@ -329,6 +344,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--measure-from-s", type=float, default=20.0,
                      help="fairness: the rates are means from this simulated second on (default 20)")
     run.add_argument("--buffer-bytes", type=int, default=2_000_000, help="fairness: the bottleneck's buffer")
+    run.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                     help="fairness: runs at once (default: 2 where the machine has 2 CPUs)")
+    run.add_argument("--mtu-bytes", type=int, default=PAPER_FAIRNESS_MTU_BYTES,
+                     help=f"fairness: the links' MTU (default {PAPER_FAIRNESS_MTU_BYTES}, the paper's jumbo frames)")
     make = commands.add_parser("page", help="the results page from run directories' summary.json")
     make.add_argument("runs", nargs="+", help="run directories (each with summary.json)")
     make.add_argument("--output", required=True, help="the Markdown page to write")
@@ -344,13 +363,19 @@ def main(argv: list[str] | None = None) -> int:
             json.loads((Path(run) / "summary.json").read_text()) for run in args.no_harm)
         Path(args.output).write_text(page(summaries, shown, pair))  # type: ignore[arg-type]
         return 0
+    if args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: at least 1")
+    if args.mtu_bytes <= IP_TCP_HEADER_BYTES:
+        parser.error(f"--mtu-bytes {args.mtu_bytes}: must exceed the {IP_TCP_HEADER_BYTES} B of IPv4, TCP and "
+                     "timestamp headers")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.part == "responsiveness":
         summary: dict[str, Any] = {"responsiveness": run_responsiveness(out, args.max_aimd_sim_s, args.max_sim_s,
                                                                         args.max_window_segments)}
     else:
-        summary = {"fairness": run_fairness(out, args.seconds, args.measure_from_s, args.buffer_bytes)}
+        summary = {"fairness": run_fairness(out, args.seconds, args.measure_from_s, args.buffer_bytes,
+                                            args.mtu_bytes, args.jobs)}
     summary["command"] = " ".join(["python -m otcp.experiments.sim.longpath", *(sys.argv[1:] if argv is None
                                                                                   else argv)])
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")

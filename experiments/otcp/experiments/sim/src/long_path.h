@@ -33,6 +33,8 @@ namespace otcp
 {
 using namespace ns3;
 
+void Emit(const nlohmann::json& line); // otcp_sim.cc: one JSON line out
+
 class OtcpScalableOps : public TcpNewReno
 {
   public:
@@ -249,8 +251,18 @@ class LongPathRun
         m_capacityBps = double(rate);
         uint32_t mss = d.at("mss_bytes").get<uint32_t>();
         m_mss = mss;
+        // The links' IP MTU: 1500 unless the scenario gives jumbo frames (the segment, IPv4, TCP
+        // and its timestamp option must fit one packet: ns-3 would fragment otherwise).
+        uint32_t mtu = d.value("mtu_bytes", 1500U);
+        if (mss + 52 > mtu)
+        {
+            throw std::runtime_error("mss_bytes " + std::to_string(mss) + " plus 52 B of headers exceeds mtu_bytes " +
+                                     std::to_string(mtu));
+        }
         m_binS = d.at("bin_s").get<double>();
         double duration = d.at("duration_s").get<double>();
+        m_durationS = duration;
+        m_progressS = d.value("progress_s", 0.0);
         const json& flows = d.at("flows");
         Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(mss));
         Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(d.at("snd_buf_bytes").get<uint32_t>()));
@@ -271,9 +283,11 @@ class LongPathRun
 
         PointToPointHelper access;
         access.SetDeviceAttribute("DataRate", DataRateValue(DataRate(rate * 4)));
+        access.SetDeviceAttribute("Mtu", UintegerValue(mtu));
         access.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", QueueSizeValue(QueueSize("100000p")));
         PointToPointHelper bottleneck;
         bottleneck.SetDeviceAttribute("DataRate", DataRateValue(DataRate(rate)));
+        bottleneck.SetDeviceAttribute("Mtu", UintegerValue(mtu));
         bottleneck.SetChannelAttribute("Delay", TimeValue(MicroSeconds(kCoreOneWayUs)));
         bottleneck.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize",
                             QueueSizeValue(QueueSize(std::to_string(d.at("buffer_bytes").get<uint64_t>()) + "B")));
@@ -465,6 +479,12 @@ class LongPathRun
         }
         m_linkBins.push_back(m_linkCurrent);
         m_linkCurrent = 0;
+        double now = Simulator::Now().GetSeconds();
+        if (m_progressS > 0 && now >= m_progressAtS + m_progressS)
+        {
+            m_progressAtS = now;
+            Emit({{"event", "progress"}, {"t", now}, {"end", m_durationS}});
+        }
         if (m_drop && !m_fullSeen && m_linkBins.back() * 8.0 / m_binS >= kFullShare * m_capacityBps)
         {
             // At full rate: the drop is armed after_full_s later.
@@ -481,7 +501,6 @@ class LongPathRun
             {
                 m_rateBefore = bins[m_armedBin - 1] * 8.0 / m_binS; // the last whole bin before the drop
             }
-            double now = Simulator::Now().GetSeconds();
             if (now - m_binS > m_drop->droppedAtS && bins.back() * 8.0 / m_binS >= m_recoverFraction * m_capacityBps)
             {
                 m_recoveredS = now;
@@ -493,6 +512,9 @@ class LongPathRun
 
     const json& m_doc;
     double m_binS{0.1};
+    double m_durationS{0};
+    double m_progressS{0}; // simulated seconds between progress lines; 0: none
+    double m_progressAtS{0};
     uint32_t m_mss{1448};
     std::vector<Ptr<Socket>> m_senders;
     std::vector<Ipv4Address> m_senderAddress;
