@@ -2,6 +2,7 @@
 small paths that simulate in a second: one loss at full rate against the formulas, the
 planner's values in the scenarios, RTT fairness, and the results page from summaries."""
 
+import json
 import math
 
 import pytest
@@ -118,7 +119,7 @@ def test_the_page_shows_formula_and_simulation_side_by_side():
     assert "    CMD" in page
     assert "| 120 ms | 0.1 Gb/s | 62.15 s | 55.94 s | 52.40 s | - | - | - |" in page
     assert "| 200 ms | 2.5 Gb/s | 1.19 h | 1.07 h | not simulated |" in page
-    assert "| GridDT, planned A | 7 / 3 | 20-120 s | 450 Mb/s | 500 Mb/s | 0.997 |" in page
+    assert "| GridDT, planned A | 1500 B | 7 / 3 | 20-120 s | 450 Mb/s | 500 Mb/s | 95% | 0.997 | - |" in page
 
 
 def test_the_no_harm_section_compares_each_scheme_of_the_two_runs():
@@ -127,3 +128,32 @@ def test_the_no_harm_section_compares_each_scheme_of_the_two_runs():
                                    {"runs": [run, {**run, "scheme": "default", "drops": 7}]})
     assert "| otcp | 900.5 / 900.5 | 9.1 / 9.1 | 0 / 0 | 0 / 0 | yes |" in lines
     assert "| default | 900.5 / 900.5 | 9.1 / 9.1 | 5 / 7 | 0 / 0 | no |" in lines
+
+
+def test_fairness_figures_hand_worked():
+    """Two flows, 1 s bins, 4 s: flow 0 reads 125 000 B every second (1 Mb/s), flow 1 125 000 B then
+    375 000 B (1 then 3 Mb/s) in alternate seconds. From second 2 on: 1 and 2 Mb/s, Jain
+    9 / (2 x 5) = 0.9; per 2 s window both windows are 1 and 2 Mb/s."""
+    result = {"bin_s": 1.0, "bins_bytes": [[125_000] * 4, [125_000, 375_000] * 2], "bottleneck_drops": 3,
+              "events": 9}
+    assert longpath.window_rates(result, 2.0) == [[1e6, 1e6], [2e6, 2e6]]
+    figures = longpath.fairness_figures(result, 2.0)
+    assert figures["rates_bps"] == [1e6, 2e6] and figures["jain"] == pytest.approx(0.9)
+    assert (figures["measured_from_s"], figures["measured_to_s"]) == (2.0, 4.0)
+    assert figures["link_share"] == pytest.approx(3e6 / 1e9)
+
+
+def test_the_page_command_draws_the_fairness_plot(tmp_path):
+    result = {"bin_s": 1.0, "bins_bytes": [[125_000] * 300, [250_000] * 300], "bottleneck_drops": 0, "events": 1}
+    rows = [{"name": f"fair-{name}", "griddt": griddt, "rtts_s": [0.181, 0.117], "increase": [a, 1.0],
+             "mtu_bytes": 9000, **longpath.fairness_figures(result, 100.0)}
+            for name, griddt, a in (("reno", False, 1.0), ("griddt", True, 7.0))]
+    (tmp_path / "fair").mkdir()
+    (tmp_path / "fair" / "summary.json").write_text(json.dumps({"fairness": rows, "command": "RUN"}))
+    output = tmp_path / "pages" / "longpaths.md"
+    output.parent.mkdir()
+    assert longpath.main(["page", str(tmp_path / "fair"), "--output", str(output)]) == 0
+    text = output.read_text()
+    assert "![each flow's rate per 100 s](longpaths/fairness.png)" in text
+    assert (output.parent / "longpaths" / "fairness.png").stat().st_size > 10_000
+    assert "| Reno AIMD | 9000 B | 1 / 1 | 100-300 s | 1 Mb/s | 2 Mb/s | 0% | 0.900 | 0.900 - 0.900 |" in text

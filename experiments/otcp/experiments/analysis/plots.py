@@ -10,6 +10,8 @@
   sender count, one panel per buffer;
 - ``fairness-SCHEME.png`` (the fairness experiment): every flow's rate over
   time, the fair share marked, and the bottleneck's backlog underneath;
+- ``longpaths/fairness.png`` (the simulated long-path fairness runs): each flow's rate per window
+  over the simulated time, one panel per run, the paper's rates dashed;
 - ``slowdown-POINT.png`` (the workload experiment): p50 and p99 slowdown
   against flow size, one colour per scheme (the figure of pFabric, Homa,
   HPCC and Swift); ``qct-POINT.png``: the query completion times' CDFs;
@@ -230,6 +232,31 @@ def fairness_plot(path: str, run: Mapping[str, Any], duration_s: float, buffer_b
     queue.set_xlim(0, duration_s)
     queue.grid(True, alpha=0.3)
     queue.legend(fontsize=7)
+    figure.tight_layout()
+    return _save(figure, path)
+
+
+def long_path_fairness_plot(path: str, rows: Sequence[Mapping[str, Any]],
+                            paper_mbps: Mapping[bool, Sequence[float]]) -> str:
+    """The simulated RTT-fairness runs (``sim.longpath``'s rows): per run a panel of each flow's rate
+    per window against simulated time, the start of the measured time dotted, and the paper's
+    rates for the same run (paper_mbps by griddt) dashed in the flows' colours."""
+    figure, panels = plt.subplots(len(rows), 1, figsize=(8, 2.6 * len(rows)), sharex=True, squeeze=False)
+    for panel, row in zip(panels[:, 0], rows):
+        width = row["window_s"]
+        for index, (rtt, rates) in enumerate(zip(row["rtts_s"], row["window_rates_bps"])):
+            colour = f"C{index}"
+            panel.step([width * (i + 1) for i in range(len(rates))], [r / 1e6 for r in rates], where="pre",
+                       color=colour, label=f"{rtt * 1e3:g} ms, A = {row['increase'][index]:g}")
+            panel.axhline(paper_mbps[row["griddt"]][index], color=colour, linestyle="--", linewidth=0.8)
+        panel.axvline(row["measured_from_s"], color="black", linestyle=":", linewidth=0.8)
+        panel.set_title(f"{'GridDT, planned A' if row['griddt'] else 'Reno AIMD'}: Jain {row['jain']:.3f} "
+                        f"from {row['measured_from_s']:g} s (dashed: the paper's rates)", fontsize=9)
+        panel.set_ylabel(f"Mb/s per {width:g} s")
+        panel.set_ylim(0, None)
+        panel.grid(True, alpha=0.3)
+        panel.legend(fontsize=7, loc="lower right")
+    panels[-1, 0].set_xlabel("simulated seconds")
     figure.tight_layout()
     return _save(figure, path)
 

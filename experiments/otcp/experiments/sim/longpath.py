@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from otcp.experiments.analysis import plots
 from otcp.experiments.sim.scenario import run as run_scenario
 from otcp.planning import formulas
 
@@ -42,7 +43,11 @@ RTTS_S = (0.120, 0.200)
 RECOVER_FRACTION = 0.95
 #: Kelly, Ravot and Martin-Flatin's figures (TERENA 2003), for the page.
 PAPER_FAIRNESS_MBPS = {"without": (202, 514), "with": (330, 388)}
+#: Over how long the paper's rates are means, and how much of the link the two flows used.
+PAPER_FAIRNESS_PERIOD_S = 7000
+PAPER_LINK_USE = 0.72
 FAIRNESS_RTTS_S = (0.181, 0.117)
+FAIRNESS_BOTTLENECK_BPS = 1e9
 #: The paper's fairness runs used jumbo frames (MTU 9 000 B).
 PAPER_FAIRNESS_MTU_BYTES = 9000
 #: IPv4, TCP and its timestamp option: a segment's payload is the MTU less these.
@@ -81,7 +86,7 @@ def responsiveness_scenario(cc: str, rate_bps: float, rtt_s: float, max_sim_s: f
 def fairness_scenario(griddt: bool, seconds: float, buffer_bytes: int, mtu_bytes: int = 1500) -> dict[str, Any]:
     """The scenario of one RTT-fairness run: two flows of 181 and 117 ms through 1 Gb/s, on links
     of mtu_bytes (the segment is what fits with IPv4, TCP and timestamps)."""
-    rate = 1e9
+    rate = FAIRNESS_BOTTLENECK_BPS
     mss = mtu_bytes - IP_TCP_HEADER_BYTES
     settings = formulas.LongPaths(griddt=griddt)
     flows = []
@@ -93,6 +98,18 @@ def fairness_scenario(griddt: bool, seconds: float, buffer_bytes: int, mtu_bytes
     return {"mode": "longpath", "seed": 1, "bottleneck_bps": int(rate), "mss_bytes": mss, "mtu_bytes": mtu_bytes,
             "bin_s": 1.0, "duration_s": seconds, "buffer_bytes": buffer_bytes, "snd_buf_bytes": buffers,
             "rcv_buf_bytes": buffers, "flows": flows, "skip_idle_lost_scan": True}
+
+
+#: The fairness runs' rates are also kept per window of this many simulated seconds (the plot, and
+#: Jain's index over each window of the measured time).
+FAIRNESS_WINDOW_S = 100.0
+
+
+def window_rates(result: dict[str, Any], window_s: float) -> list[list[float]]:
+    """Each flow's mean rate (b/s) over every whole window of window_s from the run's start."""
+    per = max(1, round(window_s / result["bin_s"]))
+    return [[sum(bins[i:i + per]) * 8 / (per * result["bin_s"]) for i in range(0, len(bins) - per + 1, per)]
+            for bins in result["bins_bytes"]]
 
 
 def jain(rates: list[float]) -> float:
@@ -157,6 +174,23 @@ def _lowest_after(result: dict[str, Any], rate_bps: float) -> float | None:
     return min(after) * 8 / width / rate_bps if after else None
 
 
+def fairness_figures(result: dict[str, Any], measure_from_s: float) -> dict[str, Any]:
+    """What a fairness run's result shows: each flow's mean rate from measure_from_s on, Jain's
+    index of them, the link's share used, each flow's rate per window and the lowest and highest
+    Jain's index over the windows of the measured time."""
+    width = result["bin_s"]
+    first = int(measure_from_s / width)
+    rates = [sum(bins[first:]) * 8 / (len(bins[first:]) * width) for bins in result["bins_bytes"]]
+    windows = window_rates(result, FAIRNESS_WINDOW_S)
+    measured = [jain(list(pair)) for index, pair in enumerate(zip(*windows))
+                if index * FAIRNESS_WINDOW_S >= first * width]
+    return {"rates_bps": rates, "jain": jain(rates), "measured_from_s": first * width,
+            "measured_to_s": len(result["bins_bytes"][0]) * width,
+            "link_share": sum(rates) / FAIRNESS_BOTTLENECK_BPS, "window_s": FAIRNESS_WINDOW_S,
+            "window_rates_bps": windows, "window_jain": [min(measured), max(measured)] if measured else None,
+            "bottleneck_drops": result["bottleneck_drops"], "events": result["events"]}
+
+
 def run_fairness(out: Path, seconds: float, measure_from_s: float, buffer_bytes: int,
                  mtu_bytes: int, jobs: int = 1) -> list[dict[str, Any]]:
     """The two RTT-fairness runs, without and with the per-path increase (jobs of them at once),
@@ -173,17 +207,13 @@ def run_fairness(out: Path, seconds: float, measure_from_s: float, buffer_bytes:
         result = outcome.result
         (out / name).mkdir(parents=True, exist_ok=True)
         (out / name / "result.json").write_text(json.dumps(result) + "\n")
-        width = result["bin_s"]
-        first = int(measure_from_s / width)
-        rates = [sum(bins[first:]) * 8 / (len(bins[first:]) * width) for bins in result["bins_bytes"]]
-        print(f"{name}: {[round(r / 1e6) for r in rates]} Mb/s, Jain {jain(rates):.3f}", file=sys.stderr)
+        figures = fairness_figures(result, measure_from_s)
+        print(f"{name}: {[round(r / 1e6) for r in figures['rates_bps']]} Mb/s, Jain {figures['jain']:.3f}",
+              file=sys.stderr)
         return {"name": name, "griddt": griddt, "rtts_s": list(FAIRNESS_RTTS_S),
                 "increase": [flow["increase"] for flow in scenario["flows"]],
                 "ssthresh_segments": [flow["ssthresh_segments"] for flow in scenario["flows"]],
-                "rates_bps": rates, "jain": jain(rates), "measured_from_s": first * width,
-                "measured_to_s": len(result["bins_bytes"][0]) * width, "buffer_bytes": buffer_bytes,
-                "mtu_bytes": mtu_bytes, "link_share": sum(rates) / 1e9,
-                "bottleneck_drops": result["bottleneck_drops"], "events": result["events"],
+                "buffer_bytes": buffer_bytes, "mtu_bytes": mtu_bytes, **figures,
                 "cpu_s": outcome.cpu_s, "wall_s": time.monotonic() - started,
                 "max_rss_mb": outcome.max_rss_kb / 1024}
 
@@ -227,9 +257,9 @@ def no_harm_lines(with_long: dict[str, Any], without: dict[str, Any]) -> list[st
 
 
 def page(summaries: list[dict[str, Any]], command: str,
-         no_harm: tuple[dict[str, Any], dict[str, Any]] | None = None) -> str:
+         no_harm: tuple[dict[str, Any], dict[str, Any]] | None = None, fairness_plot: str | None = None) -> str:
     """The results page (Markdown) from run summaries, and the no-harm pair of incast summaries
-    (with the long path, without) where given."""
+    (with the long path, without) where given; fairness_plot: the fairness plot's link."""
     lines = ["# Long fat paths (ns-3)", "",
              "Made by the program from its run summaries (`summary.json` of each run directory, copied beside "
              "this page), with:", "", f"    {command}", "",
@@ -244,6 +274,8 @@ def page(summaries: list[dict[str, Any]], command: str,
         lines += _responsiveness_lines(responsiveness)
     if fairness:
         lines += _fairness_lines(fairness)
+        if fairness_plot:
+            lines += ["", f"![each flow's rate per {FAIRNESS_WINDOW_S:g} s]({fairness_plot})"]
     if no_harm is not None:
         lines += no_harm_lines(*no_harm)
     return "\n".join(lines) + "\n"
@@ -305,25 +337,26 @@ def _scalable_floor(rows: list[dict[str, Any]]) -> str:
 
 def _fairness_lines(rows: list[dict[str, Any]]) -> list[str]:
     """The RTT-fairness section of the page."""
+    mtus = sorted({row.get("mtu_bytes", 1500) for row in rows})
     lines = ["", "## RTT fairness: two flows, 181 and 117 ms, through 1 Gb/s", "",
-              "Each flow's mean rate over the measured time and Jain's index; both flows start together "
-              "with the planned ssthresh of their share. Kelly, Ravot and Martin-Flatin measured "
-              "202 / 514 Mb/s with standard TCP and 330 / 388 Mb/s with GridDT (A = 7 and 3). An AIMD sawtooth "
-                 "at 1 Gb/s over these round trips lasts minutes (W / 2 round trips: about 700 s for the 181 ms "
-                 "flow at its half share), and both flows lose packets as slow start ends, after which the link "
-                 "runs well below its capacity and climbs through the whole measured time: the rates are the "
-                 "climb's from equal starts, not a steady state's.", "",
-              "| run | A (181 / 117 ms) | measured | 181 ms flow | 117 ms flow | Jain | the paper's |",
-              "|---|---|---|---|---|---|---|"]
+              "Each flow's mean rate over the measured time, the link's use (both rates over its capacity) and "
+              "Jain's index; both flows start together with the planned ssthresh of their share, on links of "
+              f"MTU {' and '.join(f'{mtu} B' for mtu in mtus)}. Kelly, Ravot and Martin-Flatin measured, with "
+              f"MTU {PAPER_FAIRNESS_MTU_BYTES} B over {PAPER_FAIRNESS_PERIOD_S} s, 202 / 514 Mb/s with standard "
+              f"TCP and 330 / 388 Mb/s with GridDT (A = 7 and 3), the link {PAPER_LINK_USE:.0%} used in both.", "",
+              "| run | MTU | A (181 / 117 ms) | measured | 181 ms flow | 117 ms flow | link used | Jain "
+              f"| Jain per {FAIRNESS_WINDOW_S:g} s, lowest - highest | the paper's |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         paper = PAPER_FAIRNESS_MBPS["with" if row["griddt"] else "without"]
         slow, fast = (rate / 1e6 for rate in row["rates_bps"])
         paper_jain = jain([float(p) for p in paper])
         increases = " / ".join(f"{a:g}" for a in row["increase"])
-        lines.append(f"| {'GridDT, planned A' if row['griddt'] else 'Reno AIMD'} | {increases} | "
-                     f"{row['measured_from_s']:g}-{row['measured_to_s']:g} s | {slow:.0f} Mb/s | "
-                     f"{fast:.0f} Mb/s | {row['jain']:.3f} | {paper[0]} / {paper[1]} Mb/s, "
-                     f"Jain {paper_jain:.3f} |")
+        lines.append(f"| {'GridDT, planned A' if row['griddt'] else 'Reno AIMD'} | {row.get('mtu_bytes', 1500)} B | "
+                     f"{increases} | {row['measured_from_s']:g}-{row['measured_to_s']:g} s | {slow:.0f} Mb/s | "
+                     f"{fast:.0f} Mb/s | {(slow + fast) / 1e3:.0%} | {row['jain']:.3f} | "
+                     f"{'-' if not row.get('window_jain') else '{:.3f} - {:.3f}'.format(*row['window_jain'])} | "
+                     f"{paper[0]} / {paper[1]} Mb/s, Jain {paper_jain:.3f} |")
     return lines
 
 
@@ -361,7 +394,16 @@ def main(argv: list[str] | None = None) -> int:
                                           "--output", args.output])
         pair = None if args.no_harm is None else tuple(
             json.loads((Path(run) / "summary.json").read_text()) for run in args.no_harm)
-        Path(args.output).write_text(page(summaries, shown, pair))  # type: ignore[arg-type]
+        plotted = [row for s in summaries for row in s.get("fairness", []) if "window_rates_bps" in row]
+        link = None
+        if plotted:  # beside the page, in the directory of its name: longpaths.md -> longpaths/fairness.png
+            output = Path(args.output)
+            (output.parent / output.stem).mkdir(parents=True, exist_ok=True)
+            plots.long_path_fairness_plot(str(output.parent / output.stem / "fairness.png"), plotted,
+                                          {griddt: PAPER_FAIRNESS_MBPS["with" if griddt else "without"]
+                                           for griddt in (False, True)})
+            link = f"{output.stem}/fairness.png"
+        Path(args.output).write_text(page(summaries, shown, pair, link))  # type: ignore[arg-type]
         return 0
     if args.jobs < 1:
         parser.error(f"--jobs {args.jobs}: at least 1")
