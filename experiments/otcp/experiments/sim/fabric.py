@@ -24,6 +24,7 @@ import ipaddress
 from collections.abc import Sequence
 from typing import Any
 
+from otcp.bpf.marker import default_k_bytes
 from otcp.planning import inventory as inventory_module
 from otcp.planning.fabric import Fabric
 from otcp.planning.paths import UNREACHABLE, SwitchPaths
@@ -287,3 +288,29 @@ def tiers_from(rate_gbps: float, uplink_gbps: float | None, delays_us: Sequence[
     uplink = Tier((uplink_gbps or rate_gbps) * 1e9, tuple(d * 1e-6 for d in (uplink_delays_us or delays_us)),
                   uplink_buffer_bytes or buffer_bytes)
     return host, uplink
+
+
+@dataclasses.dataclass(kw_only=True)
+class SimFabricSettings:
+    """What every simulated experiment (simulate incast, simulate workload) takes for its fabric beside
+    the topology: per-tier rates (Gb/s), one-way delays (µs, a list dealt out over the links) and the
+    uplinks' buffers (None: as the host tier), the switches' marking threshold (None: DCTCP's for the
+    rate), the controller's poll interval and the kernel's HZ."""
+
+    bw_gbps: float = 10.0
+    uplink_gbps: float | None = None
+    link_delays_us: list[float] = dataclasses.field(default_factory=lambda: [5.0])
+    uplink_delays_us: list[float] | None = None
+    uplink_buffer_bytes: int | None = None
+    ecn_k_bytes: float | None = None
+    poll_interval_s: float = 1.0
+    hz: int = 250
+
+    def marking_threshold(self, rate_bps: float) -> float:
+        """The switches' marking threshold K in bytes: given, or DCTCP's for a link of rate_bps."""
+        return self.ecn_k_bytes if self.ecn_k_bytes is not None else float(default_k_bytes(rate_bps))
+
+    def tiers(self, buffer_bytes: int) -> tuple[Tier, Tier]:
+        """The host and uplink tiers with buffer_bytes at the host links' switch ends."""
+        return tiers_from(self.bw_gbps, self.uplink_gbps, self.link_delays_us, self.uplink_delays_us, buffer_bytes,
+                          self.uplink_buffer_bytes)

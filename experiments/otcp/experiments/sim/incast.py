@@ -27,7 +27,6 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from otcp.bpf.marker import default_k_bytes
 from otcp.experiments.analysis import results, stats
 from otcp.experiments.analysis.results import CeilingSample, Failure, RunDetail, RunRecord, run_label
 from otcp.experiments.incast import SweepResult, draw_plots
@@ -35,9 +34,9 @@ from otcp.experiments.runner.config import ExperimentConfig
 from otcp.experiments.runner.progress import Progress
 from otcp.experiments.sim import fabric as fabric_module
 from otcp.experiments.sim import mapping, scenario
-from otcp.experiments.sim.fabric import Placement, SimFabric
+from otcp.experiments.sim.fabric import Placement, SimFabric, SimFabricSettings
 from otcp.experiments.sim.loop import ClosedLoop
-from otcp.experiments.sim.schemes import SimScheme, catalogue
+from otcp.experiments.sim.schemes import SimScheme, selected
 from otcp.planning import formulas
 
 #: IPv4, TCP and the timestamp option around a segment; ns-3's point-to-point header on the wire.
@@ -98,10 +97,11 @@ class SimRunRecord(RunRecord):
 
 
 @dataclasses.dataclass(kw_only=True)
-class SimConfig(ExperimentConfig):
+class SimConfig(SimFabricSettings, ExperimentConfig):
     """One simulated sweep (validated by otcp.experiments.cli): the fabric (topo, an mn-style spec, or
-    inventory, a file), per-tier rates, delays and buffers (the base's buffers: every switch egress
-    toward a host), the workload and its placement, the controller's poll interval, the kernel's HZ."""
+    inventory, a file), per-tier rates, delays and buffers, the controller's poll interval and the
+    kernel's HZ (SimFabricSettings; the base's buffers: every switch egress toward a host), the workload
+    and its placement."""
 
     topo: str = "star"
     inventory: str | None = None
@@ -112,14 +112,6 @@ class SimConfig(ExperimentConfig):
     warmup_rounds: int = 2
     persistent: bool = False
     placement: str = "next"
-    bw_gbps: float = 10.0
-    uplink_gbps: float | None = None
-    link_delays_us: list[float] = dataclasses.field(default_factory=lambda: [5.0])
-    uplink_delays_us: list[float] | None = None
-    uplink_buffer_bytes: int | None = None
-    ecn_k_bytes: float | None = None
-    poll_interval_s: float = 1.0
-    hz: int = 250
     probe_interval_s: float = 0.01
     round_gap_s: float = 0.0
     round_timeout_s: float = 60.0
@@ -138,8 +130,7 @@ def build_fabric(config: SimConfig, senders: int, buffer_bytes: int) -> SimFabri
     """The sweep's fabric for one sender count and buffer (a star sized to the senders for "star")."""
     if config.inventory:
         return fabric_module.from_inventory(config.inventory)
-    host, uplink = fabric_module.tiers_from(config.bw_gbps, config.uplink_gbps, config.link_delays_us,
-                                            config.uplink_delays_us, buffer_bytes, config.uplink_buffer_bytes)
+    host, uplink = config.tiers(buffer_bytes)
     spec = f"star,{senders}" if config.topo == "star" else config.topo
     return fabric_module.from_topo(spec, host, uplink)
 
@@ -181,35 +172,19 @@ def workload_pairs(placement: Placement) -> list[tuple[str, str]]:
     return [pair for peer in peers for pair in ((peer, placement.receiver), (placement.receiver, peer))]
 
 
-def ecn_threshold(config: SimConfig, fabric: SimFabric, placement: Placement) -> float:
-    """The switches' marking threshold K: given, or DCTCP's for the receiver's link rate."""
-    if config.ecn_k_bytes is not None:
-        return config.ecn_k_bytes
-    return float(default_k_bytes(fabric.bottleneck_rate_bps(placement.receiver)))
-
-
 def scenario_document(config: SimConfig, fabric: SimFabric, placement: Placement, scheme: SimScheme,
                       buffer_bytes: int) -> dict[str, Any]:
-    """The scenario program's input for one scheme's run."""
-    return {
-        "mode": "incast", "hz": config.hz, **fabric.scenario(), "host_queue_packets": HOST_QUEUE_PACKETS,
-        "ecn_k_bytes": round(ecn_threshold(config, fabric, placement)) if scheme.ecn else None,
-        "tcp": {"congestion_control": scheme.congestion_control, "ecn": scheme.ecn},
-        "settings": static_settings(config, fabric, placement, scheme, buffer_bytes),
-        "poll_s": config.poll_interval_s if scheme.planned else None,
-        "workload": {"receiver": placement.receiver, "senders": placement.senders,
-                     "block_bytes": config.block_bytes(len(placement.senders)), "persistent": config.persistent,
-                     "gap_s": config.round_gap_s, "round_timeout_s": config.round_timeout_s,
-                     "warmup_rounds": config.warmup_rounds, "rounds": config.rounds, "probe": placement.probe,
-                     "probe_interval_s": config.probe_interval_s, "drain_s": config.drain_s},
-    }
-
-
-def closed_loop(config: SimConfig, fabric: SimFabric, placement: Placement, scheme: SimScheme) -> ClosedLoop:
-    """The controller and agents of an OTCP scheme's run."""
-    lossless = formulas.Lossless(config.queue_target_fraction) if scheme.formulas == "lossless" else None
-    return ClosedLoop(fabric, workload_pairs(placement), formulas.Bounds(), lossless,
-                      formulas.Pacing() if scheme.pacing else None, scheme.follows)
+    """The scenario program's input for one scheme's run (the marking threshold: given, or DCTCP's for
+    the receiver's link rate)."""
+    k_bytes = config.marking_threshold(fabric.bottleneck_rate_bps(placement.receiver))
+    return scenario.scheme_document(
+        "incast", config, fabric, scheme, HOST_QUEUE_PACKETS, k_bytes,
+        static_settings(config, fabric, placement, scheme, buffer_bytes),
+        {"receiver": placement.receiver, "senders": placement.senders,
+         "block_bytes": config.block_bytes(len(placement.senders)), "persistent": config.persistent,
+         "gap_s": config.round_gap_s, "round_timeout_s": config.round_timeout_s,
+         "warmup_rounds": config.warmup_rounds, "rounds": config.rounds, "probe": placement.probe,
+         "probe_interval_s": config.probe_interval_s, "drain_s": config.drain_s})
 
 
 def measure_ceiling(hz: int, fabric: SimFabric, placement: Placement, segment_bytes: int) -> float:
@@ -232,8 +207,7 @@ def run_sweep(config: SimConfig, progress: Progress) -> tuple[str | None, SweepR
     """Run the whole sweep; return (summary path or None, SweepResult)."""
     os.makedirs(config.out, exist_ok=True)
     code = results.code_version()
-    known = catalogue(config.fine_rto_ms)
-    chosen = [known[name] for name in sorted(config.schemes, key=list(known).index)]
+    chosen = selected(config.schemes, config.fine_rto_ms)
     sweep = SweepResult()
     store = results.ResultStore(os.path.join(config.out, "results.db"), dataclasses.asdict(config), SimRunRecord)
     progress.total = len(config.buffers) * len(config.senders) * len(chosen)
@@ -289,7 +263,8 @@ def run_fabric(config: SimConfig, store: results.ResultStore, progress: Progress
 def run_scheme(config: SimConfig, fabric: SimFabric, placement: Placement, scheme: SimScheme, buffer_bytes: int,
                progress: Progress) -> tuple[SimRunRecord, RunDetail]:
     """One scheme's run on one fabric: its record (ceiling_mbps still 0) and its detail."""
-    loop = closed_loop(config, fabric, placement, scheme) if scheme.planned else None
+    loop = ClosedLoop.for_scheme(fabric, workload_pairs(placement), scheme, config.queue_target_fraction) \
+        if scheme.planned else None
     total = config.warmup_rounds + config.rounds
 
     def on_round(message: dict[str, Any]) -> None:

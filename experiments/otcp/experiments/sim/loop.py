@@ -24,6 +24,7 @@ from typing import Any
 from otcp.controller.flowcount import FlowCounter, HeldFlows
 from otcp.experiments.sim import mapping
 from otcp.experiments.sim.fabric import SimFabric
+from otcp.experiments.sim.schemes import SimScheme
 from otcp.planning import formulas
 from otcp.planning.fabric import Fabric
 from otcp.planning.planner import Plan
@@ -66,6 +67,15 @@ class ClosedLoop:
         self.plan: Plan | None = None
         self.settings: dict[tuple[str, str], mapping.ConnSettings] = {}
         self.polls: list[PollRecord] = []
+
+    @classmethod
+    def for_scheme(cls, fabric: SimFabric, pairs: Iterable[tuple[str, str]], scheme: SimScheme,
+                   queue_target_fraction: float) -> ClosedLoop:
+        """The loop of an OTCP scheme's run: the scheme's formulas (lossless with queue_target_fraction),
+        pacing and enforcement, the default bounds."""
+        lossless = formulas.Lossless(queue_target_fraction) if scheme.formulas == "lossless" else None
+        return cls(fabric, pairs, formulas.Bounds(), lossless, formulas.Pacing() if scheme.pacing else None,
+                   scheme.follows)
 
     def poll(self, t: float, counts: Sequence[PairCount]) -> dict[str, Any]:
         """Take one poll's counters; return the settings that changed, as the scenario reads them

@@ -18,7 +18,9 @@ from typing import Any
 
 from otcp.experiments.runner.counters import cpu_busy, cpu_parts, read_cpu_times
 from otcp.experiments.sim.build import program
+from otcp.experiments.sim.fabric import SimFabric, SimFabricSettings
 from otcp.experiments.sim.loop import ClosedLoop
+from otcp.experiments.sim.schemes import SimScheme
 
 
 class SimulationError(RuntimeError):
@@ -39,6 +41,23 @@ class Outcome:
     cpu_busy_pct: float
     cpu_busiest_pct: float
     cpu_parts: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+def scheme_document(mode: str, config: SimFabricSettings, fabric: SimFabric, scheme: SimScheme,
+                    host_queue_packets: int, k_bytes: float, settings: dict[str, Any],
+                    workload: dict[str, Any]) -> dict[str, Any]:
+    """The program's input for one scheme's run of a simulated experiment (mode: "incast" or
+    "workload") on fabric: the kernel's HZ and the controller's poll from config (a poll only for a
+    planned scheme), the hosts' queues, the switches' marking threshold k_bytes (only for an ECN
+    scheme), the scheme's TCP, every host's settings before any plan and the experiment's workload."""
+    return {
+        "mode": mode, "hz": config.hz, **fabric.scenario(), "host_queue_packets": host_queue_packets,
+        "ecn_k_bytes": round(k_bytes) if scheme.ecn else None,
+        "tcp": {"congestion_control": scheme.congestion_control, "ecn": scheme.ecn},
+        "settings": settings,
+        "poll_s": config.poll_interval_s if scheme.planned else None,
+        "workload": workload,
+    }
 
 
 def run(scenario: dict[str, Any], loop: ClosedLoop | None = None,

@@ -13,6 +13,7 @@ and the switches mark at K.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from otcp.experiments.runner import schemes as runner_schemes
 from otcp.experiments.runner.schemes import DEFAULT_FINE_RTO_MS
@@ -68,3 +69,10 @@ def catalogue(fine_rto_ms: int = DEFAULT_FINE_RTO_MS) -> dict[str, SimScheme]:
                             "connection the fair share of the bottleneck's BDP and buffer, (C x RTT + B) / N, at "
                             "least one segment; Linux defaults otherwise", static_rwnd=True))
     return {scheme.name: scheme for scheme in chosen}
+
+
+def selected(names: Sequence[str], fine_rto_ms: int = DEFAULT_FINE_RTO_MS) -> list[SimScheme]:
+    """The schemes a simulated experiment was asked for (names, each known), in the catalogue's order:
+    the order every simulated experiment runs them in."""
+    known = catalogue(fine_rto_ms)
+    return [known[name] for name in sorted(names, key=list(known).index)]

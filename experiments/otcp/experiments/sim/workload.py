@@ -32,17 +32,16 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from otcp.bpf.marker import default_k_bytes
 from otcp.experiments import workload
 from otcp.experiments.analysis import fct, results
 from otcp.experiments.analysis.results import CeilingSample, Failure
 from otcp.experiments.runner.progress import Progress
 from otcp.experiments.sim import fabric as fabric_module
 from otcp.experiments.sim import mapping, scenario
-from otcp.experiments.sim.fabric import Placement, SimFabric
+from otcp.experiments.sim.fabric import Placement, SimFabric, SimFabricSettings
 from otcp.experiments.sim.incast import PPP_HEADER_BYTES, SEGMENT_OVERHEAD_BYTES, measure_ceiling
 from otcp.experiments.sim.loop import ClosedLoop
-from otcp.experiments.sim.schemes import SimScheme, catalogue
+from otcp.experiments.sim.schemes import SimScheme, selected
 from otcp.experiments.traffic import arrivals
 from otcp.planning import formulas
 
@@ -82,21 +81,12 @@ SIM_WORKLOAD_FIELDS: dict[str, Any] = {
 
 
 @dataclasses.dataclass(kw_only=True)
-class SimWorkloadConfig(workload.WorkloadConfig):
+class SimWorkloadConfig(SimFabricSettings, workload.WorkloadConfig):
     """One simulated workload experiment (validated by otcp.experiments.cli): the workload's mix,
     queries, background flows, seconds and seed (WorkloadConfig; bw_mbps is the host links' rate,
     which the load is a share of), and the simulated fabric's per-tier rates, delays and buffers (the
     base's buffers: every switch egress toward a host), the marking threshold, the controller's poll
-    interval and the kernel's HZ, as simulate incast takes them."""
-
-    bw_gbps: float = 10.0
-    uplink_gbps: float | None = None
-    link_delays_us: list[float] = dataclasses.field(default_factory=lambda: [5.0])
-    uplink_delays_us: list[float] | None = None
-    uplink_buffer_bytes: int | None = None
-    ecn_k_bytes: float | None = None
-    poll_interval_s: float = 1.0
-    hz: int = 250
+    interval and the kernel's HZ, as simulate incast takes them (SimFabricSettings)."""
 
     @property
     def measure_start_s(self) -> float:
@@ -105,8 +95,7 @@ class SimWorkloadConfig(workload.WorkloadConfig):
 
     def build_fabric(self, buffer_bytes: int) -> SimFabric:
         """The fabric of one buffer (FabricError names a bad --topo)."""
-        host, uplink = fabric_module.tiers_from(self.bw_gbps, self.uplink_gbps, self.link_delays_us,
-                                                self.uplink_delays_us, buffer_bytes, self.uplink_buffer_bytes)
+        host, uplink = self.tiers(buffer_bytes)
         return fabric_module.from_topo(self.topo, host, uplink, probe=False)
 
 
@@ -252,27 +241,20 @@ def host_settings(fabric: SimFabric, scheme: SimScheme, window: int | None) -> d
 def scenario_document(config: SimWorkloadConfig, fabric: SimFabric, scheme: SimScheme, flows: Sequence[ScenarioFlow],
                       window: int | None) -> dict[str, Any]:
     """The scenario program's input for one scheme's run."""
-    k_bytes = config.ecn_k_bytes if config.ecn_k_bytes is not None else float(default_k_bytes(config.bw_gbps * 1e9))
     end = config.measure_start_s + config.seconds
-    return {
-        "mode": "workload", "hz": config.hz, **fabric.scenario(), "host_queue_packets": HOST_QUEUE_PACKETS,
-        "ecn_k_bytes": round(k_bytes) if scheme.ecn else None,
-        "tcp": {"congestion_control": scheme.congestion_control, "ecn": scheme.ecn},
-        "settings": host_settings(fabric, scheme, window),
-        "poll_s": config.poll_interval_s if scheme.planned else None,
-        "workload": {"flows": [flow.as_json() for flow in flows], "measure_start_s": config.measure_start_s,
-                     "measure_end_s": end, "drain_s": config.drain_seconds,
-                     "progress_s": (end + config.drain_seconds) / PROGRESS_STEPS},
-    }
+    return scenario.scheme_document(
+        "workload", config, fabric, scheme, HOST_QUEUE_PACKETS, config.marking_threshold(config.bw_gbps * 1e9),
+        host_settings(fabric, scheme, window),
+        {"flows": [flow.as_json() for flow in flows], "measure_start_s": config.measure_start_s,
+         "measure_end_s": end, "drain_s": config.drain_seconds,
+         "progress_s": (end + config.drain_seconds) / PROGRESS_STEPS})
 
 
 def closed_loop(config: SimWorkloadConfig, fabric: SimFabric, scheme: SimScheme,
                 flows: Sequence[ScenarioFlow]) -> ClosedLoop:
     """The controller and agents of an OTCP scheme's run, for every pair a flow joins, both ways."""
-    lossless = formulas.Lossless(config.queue_target_fraction) if scheme.formulas == "lossless" else None
     pairs = {pair for flow in flows for pair in ((flow.src, flow.dst), (flow.dst, flow.src))}
-    return ClosedLoop(fabric, pairs, formulas.Bounds(), lossless, formulas.Pacing() if scheme.pacing else None,
-                      scheme.follows)
+    return ClosedLoop.for_scheme(fabric, pairs, scheme, config.queue_target_fraction)
 
 
 def run_scheme(config: SimWorkloadConfig, fabric: SimFabric, scheme: SimScheme, schedule: arrivals.Schedule,
@@ -328,8 +310,7 @@ def run_workload(config: SimWorkloadConfig, progress: Progress) -> tuple[str | N
     """Run every buffer's fabric, point and scheme; return (summary path or None, outcome)."""
     os.makedirs(config.out, exist_ok=True)
     code = results.code_version()
-    known = catalogue(config.fine_rto_ms)
-    chosen = [known[name] for name in sorted(config.schemes, key=list(known).index)]
+    chosen = selected(config.schemes, config.fine_rto_ms)
     outcome = workload.WorkloadOutcome()
     store = workload.Store(os.path.join(config.out, "results.db"), dataclasses.asdict(config))
     progress.total = len(config.buffers) * len(config.points()) * len(chosen)
