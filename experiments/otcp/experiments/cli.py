@@ -28,6 +28,7 @@ SIGTERM stops the sweep, tears the network down and exits 130.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import shutil
@@ -308,9 +309,7 @@ def lease_config_from_args(args: argparse.Namespace, parser: argparse.ArgumentPa
                   ("--kill-after-s", args.kill_after_s, 0.5, 600), ("--poll-s", args.poll_s, 0.05, 10),
                   ("--ceiling-seconds", args.ceiling_seconds, 1, 600),
                   ("--ceiling-repeats", args.ceiling_repeats, 1, 50)], parser)
-    out = os.path.abspath(args.out)
-    if os.path.exists(out) and not os.path.isdir(out):
-        parser.error(f"--out: {out} exists and is not a directory")
+    out = output_directory(args.out, parser)
     return lease.LeaseConfig(
         out=out, senders=[args.senders], buffers=[args.buffer_bytes], schemes=[lease.SCHEME],
         sru_bytes=args.sru_bytes, bw_mbps=args.bw_mbps, warmup_seconds=args.warmup_seconds, lease_s=args.lease_s,
@@ -338,15 +337,8 @@ def add_simulate_arguments(commands: Any) -> None:
     block = run.add_mutually_exclusive_group(required=True)
     block.add_argument("--sru-bytes", type=int, help="block per server per round")
     block.add_argument("--total-bytes", type=int, help="block per round in all, split over the servers")
-    run.add_argument("--bw-gbps", type=float, required=True, help="host links' rate in Gb/s")
-    run.add_argument("--uplink-gbps", type=float, help="switch-to-switch links' rate (default --bw-gbps)")
-    run.add_argument("--buffer-bytes", required=True, help="comma-separated switch egress buffers toward hosts")
-    run.add_argument("--uplink-buffer-bytes", type=int, help="switch-to-switch egress buffers (default the buffer)")
-    run.add_argument("--delay-us", default="5", help="host links' one-way delay in µs (default 5)")
-    run.add_argument("--uplink-delay-us", help="comma-separated switch-to-switch delays in µs, dealt out over the "
-                                               "edge switches' uplinks (default --delay-us)")
-    run.add_argument("--ecn-k-bytes", type=float, help="DCTCP marking threshold at every switch egress "
-                                                       "(default: DCTCP's for the host rate)")
+    add_simulated_fabric_arguments(run, "host links' rate in Gb/s",
+                                   "comma-separated switch egress buffers toward hosts")
     run.add_argument("--rounds", type=int, required=True, help="measured rounds per run")
     run.add_argument("--warmup-rounds", type=int, default=2, help="unmeasured rounds first (default 2)")
     run.add_argument("--schemes", default=SIM_DEFAULT_SCHEMES, help=f"comma-separated, from "
@@ -357,13 +349,7 @@ def add_simulate_arguments(commands: Any) -> None:
     run.add_argument("--persistent", action="store_true", help="one connection per server for the whole run")
     run.add_argument("--poll-interval-ms", type=float, default=1000.0,
                      help="the controller's flow-statistics poll (default 1000, the controller's)")
-    run.add_argument("--hz", type=int, default=250, choices=(100, 250, 300, 1000),
-                     help="the kernel's HZ: RTOs are whole jiffies (default 250, Debian's)")
-    run.add_argument("--fine-rto-ms", type=int, default=schemes.DEFAULT_FINE_RTO_MS,
-                     help=f"fine-rto's rto_min in ms (default {schemes.DEFAULT_FINE_RTO_MS})")
-    run.add_argument("--queue-target-fraction", type=float, default=Lossless.queue_target_fraction,
-                     help=f"otcp-lossless's standing queue, share of the buffer (default "
-                          f"{Lossless.queue_target_fraction:g})")
+    add_simulated_scheme_arguments(run)
     run.add_argument("--round-gap-ms", type=float, default=0.0, help="idle time between rounds (default 0)")
     run.add_argument("--probe-interval-ms", type=float, default=10.0, help="latency probe interval (default 10)")
     run.add_argument("--round-timeout", type=float, default=60.0, help="simulated seconds before a round fails")
@@ -407,20 +393,33 @@ def add_simulate_workload_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--schemes", default=SIM_DEFAULT_SCHEMES, help=f"comma-separated, from "
                                                                     f"{', '.join(SIM_SCHEME_NAMES)} (default all)")
     run.add_argument("--out", required=True, help="output directory")
-    run.add_argument("--bw-gbps", type=float, required=True, help="host links' rate in Gb/s (the load's base)")
+    add_simulated_fabric_arguments(run, "host links' rate in Gb/s (the load's base)",
+                                   "comma-separated switch egress buffers toward hosts, a fabric each")
+    run.add_argument("--poll-interval-ms", type=float, default=SIM_WORKLOAD["poll_interval_ms"],
+                     help=f"the controller's flow-statistics poll in simulated ms (default "
+                          f"{SIM_WORKLOAD['poll_interval_ms']:g}: the live controller's 1 s scaled to the "
+                          f"simulated seconds)")
+    add_simulated_scheme_arguments(run)
+
+
+def add_simulated_fabric_arguments(run: argparse.ArgumentParser, bw_help: str, buffer_help: str) -> None:
+    """The options of every simulate command that make its fabric's tiers (sim.fabric.SimFabricSettings):
+    rates, buffers (bw_help, buffer_help: what the command's --bw-gbps and --buffer-bytes are for), delays,
+    and the marking threshold."""
+    run.add_argument("--bw-gbps", type=float, required=True, help=bw_help)
     run.add_argument("--uplink-gbps", type=float, help="switch-to-switch links' rate (default --bw-gbps)")
-    run.add_argument("--buffer-bytes", required=True, help="comma-separated switch egress buffers toward hosts, a "
-                                                           "fabric each")
+    run.add_argument("--buffer-bytes", required=True, help=buffer_help)
     run.add_argument("--uplink-buffer-bytes", type=int, help="switch-to-switch egress buffers (default the buffer)")
     run.add_argument("--delay-us", default="5", help="host links' one-way delay in µs (default 5)")
     run.add_argument("--uplink-delay-us", help="comma-separated switch-to-switch delays in µs, dealt out over the "
                                                "edge switches' uplinks (default --delay-us)")
     run.add_argument("--ecn-k-bytes", type=float, help="DCTCP marking threshold at every switch egress "
                                                        "(default: DCTCP's for the host rate)")
-    run.add_argument("--poll-interval-ms", type=float, default=SIM_WORKLOAD["poll_interval_ms"],
-                     help=f"the controller's flow-statistics poll in simulated ms (default "
-                          f"{SIM_WORKLOAD['poll_interval_ms']:g}: the live controller's 1 s scaled to the "
-                          f"simulated seconds)")
+
+
+def add_simulated_scheme_arguments(run: argparse.ArgumentParser) -> None:
+    """The options of every simulate command that the schemes' hosts run with: the kernel's HZ, fine-rto's
+    rto_min and otcp-lossless's standing queue."""
     run.add_argument("--hz", type=int, default=250, choices=(100, 250, 300, 1000),
                      help="the kernel's HZ: RTOs are whole jiffies (default 250, Debian's)")
     run.add_argument("--fine-rto-ms", type=int, default=schemes.DEFAULT_FINE_RTO_MS,
@@ -447,44 +446,31 @@ def float_list(text: str, what: str, low: float, high: float) -> list[float]:
 def simulate_config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> sim_incast.SimConfig:
     """Validate the simulate incast arguments; parser.error (exit 2) names the bad option."""
     senders = option_error(parser, positive_int_list, args.senders, "--senders", MAX_SIM_SENDERS)
-    buffers = option_error(parser, positive_int_list, args.buffer_bytes, "--buffer-bytes", MAX_BUFFER_BYTES)
-    delays = option_error(parser, float_list, args.delay_us, "--delay-us", 0, 1e6)
-    uplink_delays = None if args.uplink_delay_us is None else \
-        option_error(parser, float_list, args.uplink_delay_us, "--uplink-delay-us", 0, 1e6)
-    names = [n for n in args.schemes.split(",") if n]
-    unknown = [n for n in names if n not in SIM_SCHEME_NAMES]
-    if unknown or not names or len(set(names)) != len(names):
-        parser.error(f"--schemes: {args.schemes!r}: each of {', '.join(SIM_SCHEME_NAMES)} at most once")
+    names, buffers, fabric = simulated_fabric_from_args(args, parser, min_poll_ms=1)
     checks = [("--rounds", args.rounds, 1, 100_000), ("--warmup-rounds", args.warmup_rounds, 0, 1000),
               ("--sru-bytes", args.sru_bytes, 1, 1 << 34), ("--total-bytes", args.total_bytes, 1, 1 << 40),
-              ("--bw-gbps", args.bw_gbps, 1e-6, 1000), ("--uplink-gbps", args.uplink_gbps, 1e-6, 1000),
-              ("--uplink-buffer-bytes", args.uplink_buffer_bytes, 1, MAX_BUFFER_BYTES),
-              ("--ecn-k-bytes", args.ecn_k_bytes, 1, MAX_BUFFER_BYTES),
-              ("--poll-interval-ms", args.poll_interval_ms, 1, 60_000), ("--fine-rto-ms", args.fine_rto_ms, 1, 200),
-              ("--queue-target-fraction", args.queue_target_fraction, 1e-6, 1),
               ("--round-gap-ms", args.round_gap_ms, 0, 60_000),
               ("--probe-interval-ms", args.probe_interval_ms, 0.01, 1000),
               ("--round-timeout", args.round_timeout, 0.001, 1e6)]
     check_ranges(checks, parser)
     if args.total_bytes is not None and args.total_bytes < max(senders):
         parser.error(f"--total-bytes: {args.total_bytes} is less than one byte per server at {max(senders)} senders")
-    out = os.path.abspath(args.out)
-    if os.path.exists(out) and not os.path.isdir(out):
-        parser.error(f"--out: {out} exists and is not a directory")
     return sim_incast.SimConfig(
-        out=out, schemes=names, bw_mbps=args.bw_gbps * 1000, buffers=buffers, fine_rto_ms=args.fine_rto_ms,
+        **dataclasses.asdict(fabric), out=output_directory(args.out, parser), schemes=names,
+        bw_mbps=args.bw_gbps * 1000, buffers=buffers, fine_rto_ms=args.fine_rto_ms,
         queue_target_fraction=args.queue_target_fraction, topo=args.topo, inventory=args.inventory,
         senders=senders, sru_bytes=args.sru_bytes, total_bytes=args.total_bytes, rounds=args.rounds,
         warmup_rounds=args.warmup_rounds, persistent=args.persistent, placement=args.placement,
-        bw_gbps=args.bw_gbps, uplink_gbps=args.uplink_gbps, link_delays_us=delays, uplink_delays_us=uplink_delays,
-        uplink_buffer_bytes=args.uplink_buffer_bytes, ecn_k_bytes=args.ecn_k_bytes,
-        poll_interval_s=args.poll_interval_ms / 1000, hz=args.hz, probe_interval_s=args.probe_interval_ms / 1000,
-        round_gap_s=args.round_gap_ms / 1000, round_timeout_s=args.round_timeout)
+        probe_interval_s=args.probe_interval_ms / 1000, round_gap_s=args.round_gap_ms / 1000,
+        round_timeout_s=args.round_timeout)
 
 
-def simulate_workload_config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser
-                                       ) -> sim_workload.SimWorkloadConfig:
-    """Validate the simulate workload arguments; parser.error (exit 2) names the bad option."""
+def simulated_fabric_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser, min_poll_ms: float
+                               ) -> tuple[list[str], list[int], sim_fabric.SimFabricSettings]:
+    """Validate the options every simulate command takes (--schemes, --buffer-bytes and the fabric's:
+    add_simulated_fabric_arguments, add_simulated_scheme_arguments, --poll-interval-ms from min_poll_ms
+    up); return the scheme names, the buffers and the fabric's settings. parser.error (exit 2) names
+    the bad option."""
     buffers = option_error(parser, positive_int_list, args.buffer_bytes, "--buffer-bytes", MAX_BUFFER_BYTES)
     delays = option_error(parser, float_list, args.delay_us, "--delay-us", 0, 1e6)
     uplink_delays = None if args.uplink_delay_us is None else \
@@ -493,41 +479,41 @@ def simulate_workload_config_from_args(args: argparse.Namespace, parser: argpars
     unknown = [n for n in names if n not in SIM_SCHEME_NAMES]
     if unknown or not names or len(set(names)) != len(names):
         parser.error(f"--schemes: {args.schemes!r}: each of {', '.join(SIM_SCHEME_NAMES)} at most once")
-    fan_ins = option_error(parser, positive_int_list, args.query_senders, "--query-senders", MAX_SIM_SENDERS) \
-        if args.query_senders else []
-    sizes = option_error(parser, positive_int_list, args.query_bytes, "--query-bytes", 1 << 34) \
-        if args.query_bytes else []
-    if bool(fan_ins) != bool(sizes):
-        parser.error("--query-senders and --query-bytes go together: queries need both")
-    if fan_ins and args.query_rate is None and args.query_load is None:
-        parser.error("--query-rate or --query-load: queries need a rate")
-    if not fan_ins and (args.query_rate is not None or args.query_load is not None):
-        parser.error("--query-rate/--query-load: no queries (--query-senders, --query-bytes) to set a rate for")
+    check_ranges([("--bw-gbps", args.bw_gbps, 1e-6, 1000), ("--uplink-gbps", args.uplink_gbps, 1e-6, 1000),
+                  ("--uplink-buffer-bytes", args.uplink_buffer_bytes, 1, MAX_BUFFER_BYTES),
+                  ("--ecn-k-bytes", args.ecn_k_bytes, 1, MAX_BUFFER_BYTES),
+                  ("--poll-interval-ms", args.poll_interval_ms, min_poll_ms, 60_000),
+                  ("--fine-rto-ms", args.fine_rto_ms, 1, 200),
+                  ("--queue-target-fraction", args.queue_target_fraction, 1e-6, 1)], parser)
+    fabric = sim_fabric.SimFabricSettings(
+        bw_gbps=args.bw_gbps, uplink_gbps=args.uplink_gbps, link_delays_us=delays, uplink_delays_us=uplink_delays,
+        uplink_buffer_bytes=args.uplink_buffer_bytes, ecn_k_bytes=args.ecn_k_bytes,
+        poll_interval_s=args.poll_interval_ms / 1000, hz=args.hz)
+    return names, buffers, fabric
+
+
+def simulate_workload_config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser
+                                       ) -> sim_workload.SimWorkloadConfig:
+    """Validate the simulate workload arguments; parser.error (exit 2) names the bad option."""
+    names, buffers, fabric = simulated_fabric_from_args(args, parser, min_poll_ms=0.01)
+    rate_given = args.query_rate is not None or args.query_load is not None
+    fan_ins, sizes = query_points(parser, args.query_senders, args.query_bytes, MAX_SIM_SENDERS, 1 << 34,
+                                  rate_given, rate_given)
     checks = [("--load", args.load, 0, 2), ("--size-scale", args.size_scale, 1e-6, 1e3),
               ("--query-rate", args.query_rate, 1e-3, 1e7), ("--query-load", args.query_load, 1e-6, 2),
               ("--background-flows", args.background_flows, 0, MAX_SIM_SENDERS),
               ("--seconds", args.seconds, 1e-4, 3600), ("--warmup-seconds", args.warmup_seconds, 0, 600),
-              ("--drain-seconds", args.drain_seconds, 1e-3, 600), ("--seed", args.seed, 0, 2**63),
-              ("--bw-gbps", args.bw_gbps, 1e-6, 1000), ("--uplink-gbps", args.uplink_gbps, 1e-6, 1000),
-              ("--uplink-buffer-bytes", args.uplink_buffer_bytes, 1, MAX_BUFFER_BYTES),
-              ("--ecn-k-bytes", args.ecn_k_bytes, 1, MAX_BUFFER_BYTES),
-              ("--poll-interval-ms", args.poll_interval_ms, 0.01, 60_000), ("--fine-rto-ms", args.fine_rto_ms, 1, 200),
-              ("--queue-target-fraction", args.queue_target_fraction, 1e-6, 1)]
+              ("--drain-seconds", args.drain_seconds, 1e-3, 600), ("--seed", args.seed, 0, 2**63)]
     check_ranges(checks, parser)
     if not args.load and not fan_ins and not args.background_flows:
         parser.error("--load 0 with no queries and no background flows: nothing to run")
-    out = os.path.abspath(args.out)
-    if os.path.exists(out) and not os.path.isdir(out):
-        parser.error(f"--out: {out} exists and is not a directory")
     config = sim_workload.SimWorkloadConfig(
-        out=out, schemes=names, bw_mbps=args.bw_gbps * 1000, buffers=buffers, fine_rto_ms=args.fine_rto_ms,
+        **dataclasses.asdict(fabric), out=output_directory(args.out, parser), schemes=names,
+        bw_mbps=args.bw_gbps * 1000, buffers=buffers, fine_rto_ms=args.fine_rto_ms,
         queue_target_fraction=args.queue_target_fraction, topo=args.topo, distribution=args.distribution,
         size_scale=args.size_scale, load=args.load, query_senders=fan_ins, query_bytes=sizes,
         query_rate=args.query_rate, query_load=args.query_load, background_flows=args.background_flows,
-        seconds=args.seconds, warmup_seconds=args.warmup_seconds, drain_seconds=args.drain_seconds, seed=args.seed,
-        bw_gbps=args.bw_gbps, uplink_gbps=args.uplink_gbps, link_delays_us=delays, uplink_delays_us=uplink_delays,
-        uplink_buffer_bytes=args.uplink_buffer_bytes, ecn_k_bytes=args.ecn_k_bytes,
-        poll_interval_s=args.poll_interval_ms / 1000, hz=args.hz)
+        seconds=args.seconds, warmup_seconds=args.warmup_seconds, drain_seconds=args.drain_seconds, seed=args.seed)
     try:
         hosts = len(config.build_fabric(buffers[0]).hosts)
     except ValueError as exc:
@@ -676,17 +662,10 @@ def workload_config_from_args(args: argparse.Namespace, parser: argparse.Argumen
 
     names = scheme_names(pick("schemes"), parser)
     buffers = option_error(parser, positive_int_list, str(pick("buffer_bytes")), "--buffer-bytes", MAX_BUFFER_BYTES)
-    fan_ins = option_error(parser, positive_int_list, str(pick("query_senders")), "--query-senders", MAX_SENDERS) \
-        if pick("query_senders") else []
-    sizes = option_error(parser, positive_int_list, str(pick("query_bytes")), "--query-bytes", 1 << 30) \
-        if pick("query_bytes") else []
-    if bool(fan_ins) != bool(sizes):
-        parser.error("--query-senders and --query-bytes go together: queries need both")
     query_rate, query_load = pick("query_rate"), pick("query_load")
-    if fan_ins and query_rate is None and query_load is None:
-        parser.error("--query-rate or --query-load: queries need a rate")
-    if not fan_ins and (args.query_rate is not None or args.query_load is not None):
-        parser.error("--query-rate/--query-load: no queries (--query-senders, --query-bytes) to set a rate for")
+    fan_ins, sizes = query_points(parser, pick("query_senders"), pick("query_bytes"), MAX_SENDERS, 1 << 30,
+                                  query_rate is not None or query_load is not None,
+                                  args.query_rate is not None or args.query_load is not None)
     size_scale = SIZE_SCALES[pick("distribution")] if pick("size_scale") is None else pick("size_scale")
     checks = [("--load", pick("load"), 0, 2), ("--size-scale", size_scale, 1e-6, 1e3),
               ("--query-rate", query_rate, 1e-3, 1e4), ("--query-load", query_load, 1e-6, 2),
@@ -706,9 +685,7 @@ def workload_config_from_args(args: argparse.Namespace, parser: argparse.Argumen
     others = len(topo.hosts()) - 1
     if fan_ins and max(fan_ins) > others or pick("background_flows") > others:
         parser.error(f"--query-senders/--background-flows: {pick('topo')} has {others} hosts besides the aggregator")
-    out = os.path.abspath(pick("out"))
-    if os.path.exists(out) and not os.path.isdir(out):
-        parser.error(f"--out: {out} exists and is not a directory")
+    out = output_directory(pick("out"), parser)
     return workload.WorkloadConfig(
         out=out, schemes=names, bw_mbps=pick("bw_mbps"), buffers=buffers, delay_us=args.delay_us,
         forwarding=args.forwarding, fine_rto_ms=args.fine_rto_ms, queue_target_fraction=args.queue_target_fraction,
@@ -718,6 +695,25 @@ def workload_config_from_args(args: argparse.Namespace, parser: argparse.Argumen
         query_senders=fan_ins, query_bytes=sizes, query_rate=query_rate, query_load=query_load,
         background_flows=pick("background_flows"), seconds=pick("seconds"), warmup_seconds=pick("warmup_seconds"),
         drain_seconds=args.drain_seconds, seed=pick("seed"))
+
+
+def query_points(parser: argparse.ArgumentParser, senders: str | None, response_bytes: str | None,
+                 max_senders: int, max_bytes: int, has_rate: bool, rate_given: bool) -> tuple[list[int], list[int]]:
+    """The query fan-ins and response sizes of a workload command (--query-senders, --query-bytes; None
+    or empty: no queries), which need each other and a rate: has_rate, a --query-rate or --query-load
+    applies (given or preset); rate_given, the command line gives one, which needs queries.
+    parser.error (exit 2) names the bad option."""
+    fan_ins = option_error(parser, positive_int_list, str(senders), "--query-senders", max_senders) \
+        if senders else []
+    sizes = option_error(parser, positive_int_list, str(response_bytes), "--query-bytes", max_bytes) \
+        if response_bytes else []
+    if bool(fan_ins) != bool(sizes):
+        parser.error("--query-senders and --query-bytes go together: queries need both")
+    if fan_ins and not has_rate:
+        parser.error("--query-rate or --query-load: queries need a rate")
+    if not fan_ins and rate_given:
+        parser.error("--query-rate/--query-load: no queries (--query-senders, --query-bytes) to set a rate for")
+    return fan_ins, sizes
 
 
 def fairness_config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> fairness.FairnessConfig:
@@ -776,9 +772,7 @@ def calibration_config_from_args(args: argparse.Namespace,
     if args.bw_mbps * args.overload > MAX_BW_MBPS:
         parser.error(f"--overload: the sender link would run at {args.bw_mbps * args.overload:g} Mb/s, "
                      f"over {MAX_BW_MBPS}")
-    out = os.path.abspath(args.out)
-    if os.path.exists(out) and not os.path.isdir(out):
-        parser.error(f"--out: {out} exists and is not a directory")
+    out = output_directory(args.out, parser)
     return calibrate.CalibrationConfig(out=out, buffers=buffers, packet_sizes=sizes, bw_mbps=args.bw_mbps,
                                        overload=args.overload, overflow_ms=args.overflow_ms,
                                        forwarding=args.forwarding, datapath=args.datapath, xdp_mode=args.xdp_mode)
@@ -799,9 +793,7 @@ def datapath_config_from_args(args: argparse.Namespace, parser: argparse.Argumen
                   ("--bw-mbps", args.bw_mbps, 0.001, MAX_BW_MBPS / 2),
                   ("--ceiling-seconds", args.ceiling_seconds, 1, 600),
                   ("--ceiling-repeats", args.ceiling_repeats, 1, 50)], parser)
-    out = os.path.abspath(args.out)
-    if os.path.exists(out) and not os.path.isdir(out):
-        parser.error(f"--out: {out} exists and is not a directory")
+    out = output_directory(args.out, parser)
     return datapaths.DatapathConfig(out=out, buffers=buffers, packet_sizes=sizes, bw_mbps=args.bw_mbps,
                                     candidates=candidates, bursts=args.bursts, busy_loops=args.busy_loops,
                                     ceiling_seconds=args.ceiling_seconds,
@@ -820,6 +812,14 @@ def parse_datapaths(text: str) -> list[datapath.Datapath]:
     if len(set(found)) != len(found):
         raise ValueError(f"--datapaths: {text} lists a candidate twice")
     return found
+
+
+def output_directory(path: str, parser: argparse.ArgumentParser) -> str:
+    """An --out value as an absolute path; parser.error (exit 2) when it exists and is not a directory."""
+    out = os.path.abspath(path)
+    if os.path.exists(out) and not os.path.isdir(out):
+        parser.error(f"--out: {out} exists and is not a directory")
+    return out
 
 
 def option_error(parser: argparse.ArgumentParser, parse: Callable[..., T], *arguments: Any) -> T:
@@ -854,9 +854,7 @@ def config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
     check_ranges(checks, parser)
     if args.total_bytes is not None and args.total_bytes < max(senders):
         parser.error(f"--total-bytes: {args.total_bytes} is less than one byte per server at {max(senders)} senders")
-    out = os.path.abspath(pick("out"))
-    if os.path.exists(out) and not os.path.isdir(out):
-        parser.error(f"--out: {out} exists and is not a directory")
+    out = output_directory(pick("out"), parser)
     return incast.IncastConfig(
         out=out, senders=senders, buffers=buffers, schemes=names,
         sru_bytes=None if args.total_bytes is not None else pick("sru_bytes"),
