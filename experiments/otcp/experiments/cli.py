@@ -954,18 +954,32 @@ def main_incast(config: incast.IncastConfig) -> int:
     return report_failures_and_results(sweep, summary, config.out)
 
 
-def main_shell(args: argparse.Namespace, command: list[str]) -> int:
-    """otcp-experiment shell: 0 after the CLI ends, 1 if the network or OTCP did not come up, 2 bad input."""
+def parsed_for_this_machine(parse: Callable[[], T]) -> T | None:
+    """For the commands that check their own arguments: parse()'s value when it raises no ValueError
+    (bad input) and this machine can run Mininet experiments now (environment_problem); else None,
+    the reason said on stderr (the command exits 2)."""
     try:
-        topo = topology_from_spec(args.topo)
-        if not 1 <= args.controllers <= MAX_INSTANCES:
-            raise ValueError(f"--controllers: {args.controllers} is not in 1..{MAX_INSTANCES}")
+        value = parse()
     except ValueError as exc:
         print(f"otcp-experiment: {exc}", file=sys.stderr)
-        return 2
+        return None
     problem = environment_problem()
     if problem:
         print(f"otcp-experiment: {problem}", file=sys.stderr)
+        return None
+    return value
+
+
+def main_shell(args: argparse.Namespace, command: list[str]) -> int:
+    """otcp-experiment shell: 0 after the CLI ends, 1 if the network or OTCP did not come up, 2 bad input."""
+    def checked_topology() -> Any:
+        topo = topology_from_spec(args.topo)
+        if not 1 <= args.controllers <= MAX_INSTANCES:
+            raise ValueError(f"--controllers: {args.controllers} is not in 1..{MAX_INSTANCES}")
+        return topo
+
+    topo = parsed_for_this_machine(checked_topology)
+    if topo is None:
         return 2
     try:
         return shell.run(shell.shell_config(topo, args.script, command, args.controllers))
@@ -976,14 +990,8 @@ def main_shell(args: argparse.Namespace, command: list[str]) -> int:
 
 def main_multipath(args: argparse.Namespace, command: list[str]) -> int:
     """otcp-experiment multipath: 0 when written, 1 if a network or a flow failed, 2 bad input."""
-    try:
-        topologies = [(spec, topology_from_spec(spec)) for spec in args.topo]
-    except ValueError as exc:
-        print(f"otcp-experiment: {exc}", file=sys.stderr)
-        return 2
-    problem = environment_problem()
-    if problem:
-        print(f"otcp-experiment: {problem}", file=sys.stderr)
+    topologies = parsed_for_this_machine(lambda: [(spec, topology_from_spec(spec)) for spec in args.topo])
+    if topologies is None:
         return 2
     try:
         return multipath.run(topologies, args.out, shlex.join(command))
