@@ -27,7 +27,6 @@ entry once, when the algorithm is initialised on it.
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import struct
 from collections.abc import Mapping
@@ -39,7 +38,7 @@ from otcp.bpf.congestion import RegisteredStructOps
 from otcp.bpf.errors import BpfUnavailable, run
 from otcp.bpf.machine import bpffs, outer
 from otcp.bpf.objects import PIN_ROOT, PinnedMap, close_at_exit, closed, unpin
-from otcp.bpf.sockops import possible_cpus
+from otcp.bpf.sockops import lpm_address, lpm_prefix, possible_cpus
 
 CC_NAME = "otcp_scalable"
 PIN = PIN_ROOT / "scalable"
@@ -66,7 +65,6 @@ COUNTERS = ("connections", "matched", "ssthresh_from_map", "acks", "not_cwnd_lim
             "scalable_cuts", "halvings", "cuts_without_hook", "ssthresh_repaired", "cwnd_repaired")
 #: The largest initial ssthresh an entry may carry (segments): the program's sane-window bound, less one.
 MAX_SSTHRESH = 2**20 - 1
-_V4_MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")
 
 
 @dataclass(frozen=True)
@@ -114,12 +112,7 @@ class ScalableEntry:
 
 def encode_key(netns_cookie: int, prefix: str) -> bytes:
     """The LPM-trie key of a host's entry for ``prefix`` (IPv4 as ::ffff:a.b.c.d/96+len)."""
-    network = ipaddress.ip_network(prefix)
-    if isinstance(network, ipaddress.IPv4Network):
-        address = _V4_MAPPED.network_address.packed[:12] + network.network_address.packed
-        bits = 96 + network.prefixlen
-    else:
-        address, bits = network.network_address.packed, network.prefixlen
+    address, bits = lpm_address(prefix)
     if isinstance(netns_cookie, bool) or not isinstance(netns_cookie, int) or not 0 <= netns_cookie < 2**64:
         raise ValueError(f"bad netns cookie {netns_cookie!r}")
     return KEY.pack(HOST_BITS + bits, netns_cookie, address)
@@ -128,11 +121,7 @@ def encode_key(netns_cookie: int, prefix: str) -> bytes:
 def decode_key(raw: bytes) -> tuple[int, str]:
     """(netns cookie, prefix) of a key; the inverse of :func:`encode_key`."""
     bits, cookie, address = KEY.unpack(raw)
-    bits -= HOST_BITS
-    v6 = ipaddress.IPv6Address(address)
-    if bits >= 96 and v6 in _V4_MAPPED:
-        return cookie, str(ipaddress.ip_network((ipaddress.IPv4Address(address[12:]), bits - 96)))
-    return cookie, str(ipaddress.ip_network((v6, bits)))
+    return cookie, lpm_prefix(address, bits - HOST_BITS)
 
 
 class ScalableTable:

@@ -125,14 +125,26 @@ def enforced_for(route: RouteParams) -> Enforced:
                     pacing_rate=route.pacing_rate or 0)
 
 
-def encode_key(netns_cookie: int, slot: int, prefix: str) -> bytes:
-    """The LPM-trie key of a host's entry for ``prefix`` (IPv4 as ::ffff:a.b.c.d/96+len)."""
+def lpm_address(prefix: str) -> tuple[bytes, int]:
+    """The address part of an OTCP map's LPM-trie key for ``prefix``, after the host's part: 16 bytes
+    (IPv4 as ::ffff:a.b.c.d) and the prefix length over them (96 + len for IPv4)."""
     network = ipaddress.ip_network(prefix)
     if isinstance(network, ipaddress.IPv4Network):
-        address = _V4_MAPPED.network_address.packed[:12] + network.network_address.packed
-        bits = 96 + network.prefixlen
-    else:
-        address, bits = network.network_address.packed, network.prefixlen
+        return _V4_MAPPED.network_address.packed[:12] + network.network_address.packed, 96 + network.prefixlen
+    return network.network_address.packed, network.prefixlen
+
+
+def lpm_prefix(address: bytes, bits: int) -> str:
+    """The prefix of a key's 16 address bytes and its length over them; the inverse of :func:`lpm_address`."""
+    v6 = ipaddress.IPv6Address(address)
+    if bits >= 96 and v6 in _V4_MAPPED:
+        return str(ipaddress.ip_network((ipaddress.IPv4Address(address[12:]), bits - 96)))
+    return str(ipaddress.ip_network((v6, bits)))
+
+
+def encode_key(netns_cookie: int, slot: int, prefix: str) -> bytes:
+    """The LPM-trie key of a host's entry for ``prefix`` (IPv4 as ::ffff:a.b.c.d/96+len)."""
+    address, bits = lpm_address(prefix)
     if slot not in (0, 1) or not 0 <= netns_cookie < 2**64:
         raise ValueError(f"bad slot {slot} or netns cookie {netns_cookie}")
     return KEY.pack(HOST_BITS + bits, netns_cookie, slot, address)
@@ -141,11 +153,7 @@ def encode_key(netns_cookie: int, slot: int, prefix: str) -> bytes:
 def decode_key(raw: bytes) -> tuple[int, int, str]:
     """(netns cookie, slot, prefix) of a key; the inverse of :func:`encode_key`."""
     bits, cookie, slot, address = KEY.unpack(raw)
-    bits -= HOST_BITS
-    v6 = ipaddress.IPv6Address(address)
-    if bits >= 96 and v6 in _V4_MAPPED:
-        return cookie, slot, str(ipaddress.ip_network((ipaddress.IPv4Address(address[12:]), bits - 96)))
-    return cookie, slot, str(ipaddress.ip_network((v6, bits)))
+    return cookie, slot, lpm_prefix(address, bits - HOST_BITS)
 
 
 def netns_cookie(netns: str | None = None) -> int:
