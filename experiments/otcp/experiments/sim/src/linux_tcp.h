@@ -17,6 +17,7 @@
 //                   set by the scenario) recovers a lost tail without waiting for the RTO.
 #pragma once
 
+#include "forwarding_ops.h"
 #include "ns3/core-module.h"
 #include "ns3/internet-module.h"
 #include "ns3/network-module.h"
@@ -196,7 +197,7 @@ class LinuxRtt : public RttEstimator
  * the clamp after every hook that may grow it, and Linux DCTCP's floor of two segments under
  * ssthresh (dctcp_ssthresh), which ns-3's TcpDctcp lacks.
  */
-class ClampOps : public TcpCongestionOps
+class ClampOps : public ForwardingOps
 {
   public:
     static TypeId GetTypeId()
@@ -208,10 +209,9 @@ class ClampOps : public TcpCongestionOps
     ClampOps() = default;
 
     ClampOps(const ClampOps& other)
-        : TcpCongestionOps(other),
+        : ForwardingOps(other),
           m_clampBytes(other.m_clampBytes),
-          m_ssthreshFloor(other.m_ssthreshFloor),
-          m_inner(other.m_inner ? other.m_inner->Fork() : nullptr)
+          m_ssthreshFloor(other.m_ssthreshFloor)
     {
     }
 
@@ -226,45 +226,29 @@ class ClampOps : public TcpCongestionOps
     //! The clamp in bytes (0: none).
     void SetClamp(uint32_t bytes) { m_clampBytes = bytes ? bytes : UINT32_MAX; }
 
-    std::string GetName() const override { return m_inner->GetName(); }
-
-    void Init(Ptr<TcpSocketState> tcb) override { m_inner->Init(tcb); } // TcpDctcp turns ECN on here
-
     uint32_t GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlight) override
     {
-        uint32_t ssthresh = m_inner->GetSsThresh(tcb, bytesInFlight);
+        uint32_t ssthresh = ForwardingOps::GetSsThresh(tcb, bytesInFlight);
         return m_ssthreshFloor ? std::max(ssthresh, 2 * tcb->m_segmentSize) : ssthresh;
     }
 
     void IncreaseWindow(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked) override
     {
-        m_inner->IncreaseWindow(tcb, segmentsAcked);
+        ForwardingOps::IncreaseWindow(tcb, segmentsAcked);
         Clamp(tcb);
     }
 
     void PktsAcked(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked, const Time& rtt) override
     {
-        m_inner->PktsAcked(tcb, segmentsAcked, rtt);
+        ForwardingOps::PktsAcked(tcb, segmentsAcked, rtt);
         Clamp(tcb);
     }
-
-    void CongestionStateSet(Ptr<TcpSocketState> tcb, const TcpSocketState::TcpCongState_t state) override
-    {
-        m_inner->CongestionStateSet(tcb, state);
-    }
-
-    void CwndEvent(Ptr<TcpSocketState> tcb, const TcpSocketState::TcpCAEvent_t event) override
-    {
-        m_inner->CwndEvent(tcb, event);
-    }
-
-    bool HasCongControl() const override { return m_inner->HasCongControl(); }
 
     void CongControl(Ptr<TcpSocketState> tcb,
                      const TcpRateOps::TcpRateConnection& rc,
                      const TcpRateOps::TcpRateSample& rs) override
     {
-        m_inner->CongControl(tcb, rc, rs);
+        ForwardingOps::CongControl(tcb, rc, rs);
         Clamp(tcb);
     }
 
@@ -285,7 +269,6 @@ class ClampOps : public TcpCongestionOps
 
     uint32_t m_clampBytes{UINT32_MAX};
     bool m_ssthreshFloor{false};
-    Ptr<TcpCongestionOps> m_inner;
 };
 
 //! What one host's TCP takes toward one peer: its route's attributes and the agent's BPF settings.

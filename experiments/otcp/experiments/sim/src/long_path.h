@@ -16,6 +16,7 @@
 //                    the hole: the link's rate is what the sender's window allows).
 #pragma once
 
+#include "forwarding_ops.h"
 #include "next_seg.h"
 #include "ns3/core-module.h"
 #include "ns3/internet-module.h"
@@ -117,7 +118,7 @@ NS_OBJECT_ENSURE_REGISTERED(OtcpScalableOps);
  * ACK where the connection holds none yet (still unbounded). ns-3 3.44 sets a connection's
  * ssthresh to the unbounded value when it is established, whatever InitialSlowStartThreshold says.
  */
-class InitialSsthreshOps : public TcpCongestionOps
+class InitialSsthreshOps : public ForwardingOps
 {
   public:
     static TypeId GetTypeId()
@@ -130,9 +131,8 @@ class InitialSsthreshOps : public TcpCongestionOps
     InitialSsthreshOps() = default;
 
     InitialSsthreshOps(const InitialSsthreshOps& other)
-        : TcpCongestionOps(other),
-          m_bytes(other.m_bytes),
-          m_inner(other.m_inner ? other.m_inner->Fork() : nullptr)
+        : ForwardingOps(other),
+          m_bytes(other.m_bytes)
     {
     }
 
@@ -144,53 +144,19 @@ class InitialSsthreshOps : public TcpCongestionOps
         return ops;
     }
 
-    std::string GetName() const override { return m_inner->GetName(); }
-
-    void Init(Ptr<TcpSocketState> tcb) override { m_inner->Init(tcb); }
-
-    uint32_t GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlight) override
-    {
-        return m_inner->GetSsThresh(tcb, bytesInFlight);
-    }
-
     void IncreaseWindow(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked) override
     {
         if (m_bytes > 0 && tcb->m_ssThresh.Get() == UINT32_MAX)
         {
             tcb->m_ssThresh = m_bytes;
         }
-        m_inner->IncreaseWindow(tcb, segmentsAcked);
-    }
-
-    void PktsAcked(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked, const Time& rtt) override
-    {
-        m_inner->PktsAcked(tcb, segmentsAcked, rtt);
-    }
-
-    void CongestionStateSet(Ptr<TcpSocketState> tcb, const TcpSocketState::TcpCongState_t state) override
-    {
-        m_inner->CongestionStateSet(tcb, state);
-    }
-
-    void CwndEvent(Ptr<TcpSocketState> tcb, const TcpSocketState::TcpCAEvent_t event) override
-    {
-        m_inner->CwndEvent(tcb, event);
-    }
-
-    bool HasCongControl() const override { return m_inner->HasCongControl(); }
-
-    void CongControl(Ptr<TcpSocketState> tcb,
-                     const TcpRateOps::TcpRateConnection& rc,
-                     const TcpRateOps::TcpRateSample& rs) override
-    {
-        m_inner->CongControl(tcb, rc, rs);
+        ForwardingOps::IncreaseWindow(tcb, segmentsAcked);
     }
 
     Ptr<TcpCongestionOps> Fork() override { return CopyObject<InitialSsthreshOps>(this); }
 
   private:
     uint32_t m_bytes{0};
-    Ptr<TcpCongestionOps> m_inner;
 };
 
 NS_OBJECT_ENSURE_REGISTERED(InitialSsthreshOps);
