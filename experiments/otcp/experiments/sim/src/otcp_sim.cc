@@ -248,6 +248,7 @@ class Scenario
     void WorkProgress();
     json Measured(double end);
     void Poll();
+    void OpenMeasurement();
     void StartMeasuring();
     void StopMeasuring();
     void Probe();
@@ -842,8 +843,10 @@ Scenario::FinishRound()
     Simulator::Schedule(Seconds(m_gapS), &Scenario::StartRound, this);
 }
 
+// The measured time starts now, in either mode: the packet account opens, the queues' statistics
+// restart and the counters are taken as they stand.
 void
-Scenario::StartMeasuring()
+Scenario::OpenMeasurement()
 {
     m_measuring = true;
     m_account.open = true;
@@ -853,6 +856,12 @@ Scenario::StartMeasuring()
         q->Restart();
     }
     std::copy(std::begin(m_counters), std::end(m_counters), std::begin(m_countersAtStart));
+}
+
+void
+Scenario::StartMeasuring()
+{
+    OpenMeasurement();
     if (m_probeHost >= 0)
     {
         m_probing = true;
@@ -960,14 +969,7 @@ Scenario::OnWorkRecv(Ptr<Socket> s)
 void
 Scenario::StartWorkMeasuring()
 {
-    m_measuring = true;
-    m_account.open = true;
-    m_measureStart = Simulator::Now().GetSeconds();
-    for (auto& q : m_queues)
-    {
-        q->Restart();
-    }
-    std::copy(std::begin(m_counters), std::end(m_counters), std::begin(m_countersAtStart));
+    OpenMeasurement();
     for (WorkFlow& flow : m_work)
     {
         flow.receivedAtStart = flow.received;
