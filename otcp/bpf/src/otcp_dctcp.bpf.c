@@ -37,21 +37,19 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "otcp_cc.h"
+
 char _license[] SEC("license") = "Dual BSD/GPL";
 
 /* From include/net/tcp.h; #defines are not in BTF. */
 #define TCP_ECN_DEMAND_CWR 4
 #define TCP_CONG_NEEDS_ECN 0x2
-#define FLAG_DATA_ACKED 0x04 /* net/ipv4/tcp_input.c: this ACK acknowledged new data */
 
 /* alpha is fixed point: ALPHA_ONE is 1.0. 20 bits keep alpha's decay exact
  * enough that it reaches ~0 after a long unmarked stretch. */
 #define ALPHA_SHIFT 20
 #define ALPHA_ONE (1U << ALPHA_SHIFT)
 #define G_SHIFT 4 /* g = 1/16 */
-#define INFINITE_SSTHRESH 0x7fffffff
-/* No window on this kind of path comes near 2^20 segments (1.5 GB). */
-#define SANE_WINDOW (1U << 20)
 
 /* Counters the loader reads (otcp_bpf.dctcp.RegisteredCC.stats). */
 struct otcp_dctcp_stats {
@@ -175,7 +173,7 @@ __u32 BPF_PROG(otcp_dctcp_ssthresh, struct sock *sk)
 {
 	struct tcp_sock *tp = tcp_of(sk);
 	struct otcp_dctcp *ca = ca_of(sk);
-	__u32 cwnd = tp->snd_cwnd < SANE_WINDOW ? tp->snd_cwnd : ca->good_cwnd;
+	__u32 cwnd = otcp_cc_sane_cwnd(tp, ca->good_cwnd);
 
 	ca->loss_cwnd = cwnd;
 	ca->ssthresh = dctcp_cut(ca, cwnd);
@@ -189,7 +187,7 @@ static __always_inline void react_to_loss(struct sock *sk)
 {
 	struct tcp_sock *tp = tcp_of(sk);
 	struct otcp_dctcp *ca = ca_of(sk);
-	__u32 cwnd = tp->snd_cwnd < SANE_WINDOW ? tp->snd_cwnd : ca->good_cwnd;
+	__u32 cwnd = otcp_cc_sane_cwnd(tp, ca->good_cwnd);
 	__u32 half = cwnd >> 1;
 
 	ca->loss_cwnd = cwnd;
@@ -266,14 +264,12 @@ void BPF_PROG(otcp_dctcp_cong_control, struct sock *sk, __u32 ack, int flag, con
 	__u8 state = icsk->icsk_ca_state;
 	__u32 cwnd;
 
-	if (tp->snd_cwnd >= SANE_WINDOW || tp->snd_cwnd == 0) {
-		tp->snd_cwnd = ca->good_cwnd > 2 ? ca->good_cwnd : 2;
+	if (otcp_cc_repair_cwnd(tp, ca->good_cwnd))
 		COUNT(cwnd_repaired);
-	}
 	if (state == TCP_CA_CWR || state == TCP_CA_Recovery) {
 		if (!ca->in_reduction) {
 			/* The kernel entered the episode but ssthresh() did not run. */
-			cwnd = tp->prior_cwnd > 0 && tp->prior_cwnd < SANE_WINDOW ? tp->prior_cwnd : ca->good_cwnd;
+			cwnd = otcp_cc_episode_cwnd(tp, ca->good_cwnd);
 			ca->loss_cwnd = cwnd;
 			if (state == TCP_CA_Recovery)
 				ca->ssthresh = cwnd >> 1 > 2 ? cwnd >> 1 : 2;
@@ -282,21 +278,14 @@ void BPF_PROG(otcp_dctcp_cong_control, struct sock *sk, __u32 ack, int flag, con
 			ca->in_reduction = 1;
 			COUNT(cuts_without_hook);
 		}
-		if (tp->snd_ssthresh != ca->ssthresh) {
-			if (tp->snd_ssthresh >= SANE_WINDOW)
-				COUNT(ssthresh_repaired);
-			tp->snd_ssthresh = ca->ssthresh;
-		}
+		if (otcp_cc_hold_ssthresh(tp, ca->ssthresh))
+			COUNT(ssthresh_repaired);
 		if (tp->snd_cwnd > ca->ssthresh)
 			tp->snd_cwnd = ca->ssthresh;
 	} else {
 		ca->in_reduction = 0;
-		if (tp->snd_ssthresh >= SANE_WINDOW && tp->snd_ssthresh != INFINITE_SSTHRESH) {
-			tp->snd_ssthresh = ca->ssthresh;
+		if (otcp_cc_follow_ssthresh(tp, &ca->ssthresh))
 			COUNT(ssthresh_repaired);
-		} else {
-			ca->ssthresh = tp->snd_ssthresh; /* e.g. an undo restored it */
-		}
 		/* Grow on in-order delivery only (RFC 5681), as the kernel does. */
 		if (flag & FLAG_DATA_ACKED)
 			tcp_reno_cong_avoid(sk, ack, rs->acked_sacked);
@@ -315,10 +304,9 @@ SEC("struct_ops/otcp_dctcp_undo_cwnd")
 __u32 BPF_PROG(otcp_dctcp_undo_cwnd, struct sock *sk)
 {
 	struct otcp_dctcp *ca = ca_of(sk);
-	__u32 cwnd = tcp_of(sk)->snd_cwnd < SANE_WINDOW ? tcp_of(sk)->snd_cwnd : ca->good_cwnd;
 
 	ca->in_reduction = 0;
-	return cwnd > ca->loss_cwnd ? cwnd : ca->loss_cwnd;
+	return otcp_cc_undo_cwnd(tcp_of(sk), ca->good_cwnd, ca->loss_cwnd);
 }
 
 /* libbpf 1.1 registers maps from ".struct_ops" (it skips ".struct_ops.link"). */

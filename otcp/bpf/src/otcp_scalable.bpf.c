@@ -39,16 +39,13 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "otcp_cc.h"
 #include "otcp_scalable.h"
 
 char _license[] SEC("license") = "Dual BSD/GPL";
 
 #define AF_INET 2
 #define AF_INET6 10
-#define FLAG_DATA_ACKED 0x04 /* net/ipv4/tcp_input.c: this ACK acknowledged new data */
-#define INFINITE_SSTHRESH 0x7fffffff
-/* No window on any path comes near 2^20 segments (1.5 GB). */
-#define SANE_WINDOW (1U << 20)
 
 struct otcp_sc_key {
 	__u32 prefixlen;        /* bits of what follows that must match */
@@ -204,7 +201,7 @@ __u32 BPF_PROG(otcp_scalable_ssthresh, struct sock *sk)
 	struct tcp_sock *tp = tcp_of(sk);
 	struct otcp_sc *ca = ca_of(sk);
 
-	cut(ca, tp->snd_cwnd < SANE_WINDOW ? tp->snd_cwnd : ca->good_cwnd, counters());
+	cut(ca, otcp_cc_sane_cwnd(tp, ca->good_cwnd), counters());
 	return ca->ssthresh;
 }
 
@@ -253,24 +250,17 @@ void BPF_PROG(otcp_scalable_cong_control, struct sock *sk, __u32 ack, int flag, 
 	struct tcp_sock *tp = tcp_of(sk);
 	struct otcp_sc *ca = ca_of(sk);
 	__u8 state = icsk->icsk_ca_state;
-	__u32 cwnd;
 
-	if (tp->snd_cwnd >= SANE_WINDOW || tp->snd_cwnd == 0) {
-		tp->snd_cwnd = ca->good_cwnd > 2 ? ca->good_cwnd : 2;
+	if (otcp_cc_repair_cwnd(tp, ca->good_cwnd))
 		COUNT(c, cwnd_repaired);
-	}
 	if (state >= TCP_CA_CWR) {
 		if (!ca->in_reduction) {
 			/* The kernel entered the episode but ssthresh() did not run. */
-			cwnd = tp->prior_cwnd > 0 && tp->prior_cwnd < SANE_WINDOW ? tp->prior_cwnd : ca->good_cwnd;
-			cut(ca, cwnd, c);
+			cut(ca, otcp_cc_episode_cwnd(tp, ca->good_cwnd), c);
 			COUNT(c, cuts_without_hook);
 		}
-		if (tp->snd_ssthresh != ca->ssthresh) {
-			if (tp->snd_ssthresh >= SANE_WINDOW)
-				COUNT(c, ssthresh_repaired);
-			tp->snd_ssthresh = ca->ssthresh;
-		}
+		if (otcp_cc_hold_ssthresh(tp, ca->ssthresh))
+			COUNT(c, ssthresh_repaired);
 		if (state == TCP_CA_Loss) {
 			if ((flag & FLAG_DATA_ACKED) && cwnd_limited(tp))
 				grow(tp, ca, rs->acked_sacked, c);
@@ -279,12 +269,8 @@ void BPF_PROG(otcp_scalable_cong_control, struct sock *sk, __u32 ack, int flag, 
 		}
 	} else {
 		ca->in_reduction = 0;
-		if (tp->snd_ssthresh >= SANE_WINDOW && tp->snd_ssthresh != INFINITE_SSTHRESH) {
-			tp->snd_ssthresh = ca->ssthresh;
+		if (otcp_cc_follow_ssthresh(tp, &ca->ssthresh))
 			COUNT(c, ssthresh_repaired);
-		} else {
-			ca->ssthresh = tp->snd_ssthresh; /* e.g. an undo restored it */
-		}
 		/* Grow on in-order delivery only (RFC 5681), as the kernel does. */
 		if (flag & FLAG_DATA_ACKED) {
 			COUNT(c, acks);
@@ -301,10 +287,9 @@ SEC("struct_ops/otcp_scalable_undo_cwnd")
 __u32 BPF_PROG(otcp_scalable_undo_cwnd, struct sock *sk)
 {
 	struct otcp_sc *ca = ca_of(sk);
-	__u32 cwnd = tcp_of(sk)->snd_cwnd < SANE_WINDOW ? tcp_of(sk)->snd_cwnd : ca->good_cwnd;
 
 	ca->in_reduction = 0;
-	return cwnd > ca->loss_cwnd ? cwnd : ca->loss_cwnd;
+	return otcp_cc_undo_cwnd(tcp_of(sk), ca->good_cwnd, ca->loss_cwnd);
 }
 
 /* libbpf 1.1 registers maps from ".struct_ops" (it skips ".struct_ops.link"). */
