@@ -33,14 +33,13 @@ from otcp.bpf.build import object_path
 from otcp.bpf.congestion import available_congestion_controls
 from otcp.bpf.objects import PIN_ROOT, load_pinned
 from otcp.bpf.scalable import ScalableEntry
-from otcp.bpf.sockops import netns_cookie
+from otcp.bpf.sockops import in_netns, netns_cookie
 from otcp.experiments.kernel.testbed import Testbed, finish
 from otcp.planning import formulas
 from support.btf import btf_struct
 
 # The algorithm's name is machine-wide: wait for another OTCP process using it.
 WAIT_FOR_OTHERS_S = 900
-CLONE_NEWNET = 0x40000000
 
 # struct otcp_sc_run: op, acks, acked, increase_x256, flags, pad; the window (frac, cwnd, ssthresh, clamp,
 # pad); then slow_start_acked, additive_acked, additive_increase, additive_rounds_x1024, scalable_acked,
@@ -367,68 +366,49 @@ def _sample(sock):
     return Sample(raw[1], cwnd, ssthresh, total_retrans, delivered)
 
 
-def _enter(ns):
-    """Move this thread into namespace ``ns`` (a thread of its own: it ends after)."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    fd = os.open(f"/run/netns/{ns}", os.O_RDONLY)
-    try:
-        assert libc.setns(fd, CLONE_NEWNET) == 0, os.strerror(ctypes.get_errno())
-    finally:
-        os.close(fd)
-
-
 def traced_transfer(bed, port, seconds, choose=True):
     """Send for ``seconds`` from the sender namespace with otcp_scalable (chosen by the socket, or
     with ``choose`` False by whatever the route says), reading TCP_INFO every millisecond and
     ``ss -tin`` once mid-way; returns (samples, the algorithm the socket used, the ss line of the
     connection)."""
     sink = bed.sink(port, "cubic", flows=1)  # the receiver's algorithm plays no part
-    result = {}
 
     def send():
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if choose:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, scalable.CC_NAME.encode())
+        sock.connect((bed.receiver_ip, port))
+        samples = [_sample(sock)]
+        sending = threading.Event()
+        sending.set()
+
+        def sample():
+            while sending.is_set():
+                samples.append(_sample(sock))
+                time.sleep(0.001)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        chunk, end, seen = b"\0" * 65536, time.monotonic() + seconds, ""
         try:
-            _enter(bed.sender)
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            if choose:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, scalable.CC_NAME.encode())
-            sock.connect((bed.receiver_ip, port))
-            samples = [_sample(sock)]
-            sending = threading.Event()
-            sending.set()
+            while time.monotonic() < end:
+                sock.sendall(chunk)
+                if not seen and time.monotonic() > end - seconds / 2:
+                    seen = subprocess.run(["ip", "netns", "exec", bed.sender, "ss", "-tin", "dst",
+                                           f"{bed.receiver_ip}:{port}"], capture_output=True, text=True,
+                                          check=True).stdout
+        finally:
+            sending.clear()
+            sampler.join()
+        cc = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0").decode()
+        sock.shutdown(socket.SHUT_WR)
+        sock.recv(1)
+        sock.close()
+        return samples, cc, seen
 
-            def sample():
-                while sending.is_set():
-                    samples.append(_sample(sock))
-                    time.sleep(0.001)
-
-            sampler = threading.Thread(target=sample)
-            sampler.start()
-            chunk, end, seen = b"\0" * 65536, time.monotonic() + seconds, ""
-            try:
-                while time.monotonic() < end:
-                    sock.sendall(chunk)
-                    if not seen and time.monotonic() > end - seconds / 2:
-                        seen = subprocess.run(["ip", "netns", "exec", bed.sender, "ss", "-tin", "dst",
-                                               f"{bed.receiver_ip}:{port}"], capture_output=True, text=True,
-                                              check=True).stdout
-            finally:
-                sending.clear()
-                sampler.join()
-            result["cc"] = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0").decode()
-            sock.shutdown(socket.SHUT_WR)
-            sock.recv(1)
-            sock.close()
-            result.update(samples=samples, ss=seen)
-        except BaseException as error:  # the test thread reports it
-            result["error"] = error
-
-    sender = threading.Thread(target=send)
-    sender.start()
-    sender.join()
-    if "error" in result:
-        raise result["error"]
+    measured = in_netns(bed.sender, send)
     finish(sink)
-    return result["samples"], result["cc"], result["ss"]
+    return measured
 
 
 def growth(samples, regime):

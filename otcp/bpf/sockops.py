@@ -42,11 +42,11 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar, cast
 
 from otcp.bpf.build import build, object_path
 from otcp.bpf.errors import BpfUnavailable, run
@@ -85,6 +85,8 @@ COUNTERS = ("established", "not_otcp", "no_entry", "own_address", "matched", "cl
 #: SO_MAX_PACING_RATE takes an int from BPF (net/core/filter.c): at most 2^32 - 2 bytes/s (~34 Gb/s).
 MAX_PACING_RATE = 2**32 - 2
 _V4_MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")
+#: What in_netns returns: its work's value.
+T = TypeVar("T")
 _instances = itertools.count()
 
 
@@ -156,6 +158,39 @@ def decode_key(raw: bytes) -> tuple[int, int, str]:
     return cookie, slot, lpm_prefix(address, bits - HOST_BITS)
 
 
+def in_netns(netns: str, work: Callable[[], T]) -> T:
+    """work()'s value, run in a thread of its own moved into the network namespace ``netns`` (a name
+    under /run/netns or a path): setns moves only that thread, which then ends. What work (or the
+    move, OSError naming the namespace) raises is raised here."""
+    result: dict[str, Any] = {}
+
+    def inside() -> None:
+        try:
+            _enter_netns(netns)
+            result["value"] = work()
+        except BaseException as error:  # raised again in the calling thread
+            result["error"] = error
+
+    thread = threading.Thread(target=inside)
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return cast(T, result["value"])
+
+
+def _enter_netns(netns: str) -> None:
+    """Move the calling thread into the network namespace ``netns``; OSError names it."""
+    path = netns if netns.startswith("/") else f"/run/netns/{netns}"
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns {path}: {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(fd)
+
+
 def netns_cookie(netns: str | None = None) -> int:
     """The network namespace cookie (what ``bpf_get_netns_cookie`` returns
     there) of this process's namespace, or of ``netns`` (a name under
@@ -164,28 +199,7 @@ def netns_cookie(netns: str | None = None) -> int:
     if netns is None:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             return int.from_bytes(sock.getsockopt(socket.SOL_SOCKET, SO_NETNS_COOKIE, 8), "little")
-    path = netns if netns.startswith("/") else f"/run/netns/{netns}"
-    result: dict[str, Any] = {}
-
-    def inside() -> None:  # setns moves only this thread, which then ends
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                if libc.setns(fd, CLONE_NEWNET) != 0:
-                    raise OSError(ctypes.get_errno(), f"setns {path}: {os.strerror(ctypes.get_errno())}")
-            finally:
-                os.close(fd)
-            result["cookie"] = netns_cookie()
-        except OSError as error:
-            result["error"] = error
-
-    thread = threading.Thread(target=inside)
-    thread.start()
-    thread.join()
-    if "error" in result:
-        raise result["error"]
-    return int(result["cookie"])
+    return in_netns(netns, netns_cookie)
 
 
 def possible_cpus() -> int:
