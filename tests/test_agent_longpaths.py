@@ -23,6 +23,7 @@ from otcp.bpf.sockops import netns_cookie
 from otcp.experiments.kernel.firstconn import PREFIX
 from otcp.wire import framing, messages
 from support.agents import RacedRouteTable
+from support.namespaces import Named, otcp_route_lines
 from support.privileges import needs_root
 from support.routes import route
 
@@ -50,21 +51,6 @@ def host():
         subprocess.run(["ip", "netns", "del", name], check=False)
 
 
-class _Ip:
-    """What RacedRouteTable needs of a namespace: ``ip`` in it."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def ip(self, *args):
-        return subprocess.run(["ip", "-n", self.name, *args], check=True, capture_output=True, text=True).stdout
-
-
-def otcp_routes(ns):
-    return subprocess.run(["ip", "-n", ns, "route", "show", "proto", "79"], capture_output=True, text=True,
-                          check=True).stdout
-
-
 def entries(enforcing, ns):
     return {prefix: entry for prefix, (entry, _) in enforcing.scalable.entries(netns_cookie(ns)).items()}
 
@@ -79,7 +65,7 @@ def test_a_route_and_its_map_entry_are_applied_and_undone_together(host, tmp_pat
         assert not before.scalable_map and "opened when a set first names otcp_scalable" in before.reason
         _, results = agent.apply(first, "t")
         assert [r.status for r in results] == ["applied", "applied"] and all(r.reason is None for r in results)
-        shown = otcp_routes(host)
+        shown = otcp_route_lines(host)
         first_line, second_line = shown.splitlines()
         assert first_line.startswith("10.78.0.2 ") and "ssthresh lock 50" in first_line, shown
         assert "congctl otcp_scalable" in first_line and "congctl" not in second_line, shown
@@ -87,11 +73,11 @@ def test_a_route_and_its_map_entry_are_applied_and_undone_together(host, tmp_pat
                                                                              griddt=True)}
         # The kernel refuses a route: the routes and the map entry both stay as they were.
         agent.routes.close()
-        agent.routes = RacedRouteTable(host, _Ip(host), "10.78.0.12/32")
+        agent.routes = RacedRouteTable(host, Named(host), "10.78.0.12/32")
         with pytest.raises(ApplyError, match="previous routes were restored"):
             agent.apply({"generation": 2, "routes": [route("10.78.0.2/32", **{**LONG, "ssthresh": 70}),
                                                      route("10.78.0.12/32", **LONG)]}, "t")
-        assert otcp_routes(host) == shown
+        assert otcp_route_lines(host) == shown
         assert entries(enforcing, host)["10.78.0.2/32"].initial_ssthresh == 50
         agent.routes.close()
         agent.routes = RouteTable(host)
@@ -100,7 +86,7 @@ def test_a_route_and_its_map_entry_are_applied_and_undone_together(host, tmp_pat
         table.close()
         with pytest.raises(ApplyError, match="otcp_scalable's map refused.*routes rolled back"):
             agent.apply({"generation": 3, "routes": [route("10.78.0.2/32", **{**LONG, "ssthresh": 90})]}, "t")
-        assert otcp_routes(host) == shown and agent.state.applied_generation() == 1
+        assert otcp_route_lines(host) == shown and agent.state.applied_generation() == 1
         enforcing.scalable.entries_map = type(table)(table.path, table.value_size, table.key_size)
         assert entries(enforcing, host)["10.78.0.2/32"].initial_ssthresh == 50
         # Scalable TCP proper (no increase): the entry keeps A = 1 outside GridDT mode; the ack says the map
@@ -115,12 +101,12 @@ def test_a_route_and_its_map_entry_are_applied_and_undone_together(host, tmp_pat
         _, results = agent.apply({"generation": 5, "routes": [route("10.78.0.2/32", congctl="nosuchcc",
                                                                      ssthresh=40)]}, "t")
         assert results[0].status == "applied" and "congctl nosuchcc not enforced" in results[0].reason
-        assert "congctl" not in otcp_routes(host) and "ssthresh lock 40" in otcp_routes(host)
+        assert "congctl" not in otcp_route_lines(host) and "ssthresh lock 40" in otcp_route_lines(host)
         assert entries(enforcing, host) == {}
         agent.apply({"generation": 6, "routes": [route("10.78.0.2/32", **LONG)]}, "t")
-        assert entries(enforcing, host) and "congctl otcp_scalable" in otcp_routes(host)
+        assert entries(enforcing, host) and "congctl otcp_scalable" in otcp_route_lines(host)
         agent.revert()
-        assert otcp_routes(host) == "" and entries(enforcing, host) == {}
+        assert otcp_route_lines(host) == "" and entries(enforcing, host) == {}
     assert enforcing.scalable is None
 
 
@@ -133,7 +119,7 @@ def test_routes_alone_keep_congctl_and_ssthresh_and_say_what_they_cannot(host, t
         _, results = agent.apply({"generation": 1, "routes": [route("10.78.0.2/32", congctl="cubic", ssthresh=50,
                                                                      increase=3)]}, "t")
         assert results[0].status == "applied"
-        assert "congctl cubic" in otcp_routes(host) and "ssthresh lock 50" in otcp_routes(host)
+        assert "congctl cubic" in otcp_route_lines(host) and "ssthresh lock 50" in otcp_route_lines(host)
         assert results[0].reason is None  # cubic is no otcp_scalable: no map entry was asked for
         _, results = agent.apply({"generation": 2, "routes": [route("10.78.0.2/32", **LONG)]}, "t")
         # otcp_scalable is not registered by a routes-alone agent: the route goes without it.
@@ -141,9 +127,9 @@ def test_routes_alone_keep_congctl_and_ssthresh_and_say_what_they_cannot(host, t
         if "otcp_scalable" not in available:
             assert "congctl otcp_scalable not enforced" in results[0].reason
         assert "ssthresh 50 and increase 3 not enforced from the first packet: routes alone" in results[0].reason
-        assert "ssthresh lock 50" in otcp_routes(host)
+        assert "ssthresh lock 50" in otcp_route_lines(host)
         agent.revert()
-        assert otcp_routes(host) == ""
+        assert otcp_route_lines(host) == ""
 
 
 def show(ns, state, *options):

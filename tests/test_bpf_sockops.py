@@ -43,6 +43,7 @@ from support.agents import RacedRouteTable
 from support.btf import btf_struct
 from support.channel import AgentProcess, Controller, wait_for
 from support.fresh_machine import mounts, run_fresh
+from support.namespaces import Named, otcp_route_lines
 from support.privileges import needs_root
 from support.routes import route
 from support.testbeds import deleted_after
@@ -246,7 +247,7 @@ def test_the_agent_switches_routes_and_entries_together(host, tmp_path):
                                                          "10.77.0.3/32": Enforced(5, 1, 14_000)}
         # The kernel refuses a route: the routes and the entries both stay as they were.
         agent.routes.close()
-        agent.routes = RacedRouteTable(host, _Ip(host), "10.77.0.12/32")
+        agent.routes = RacedRouteTable(host, Named(host), "10.77.0.12/32")
         with pytest.raises(ApplyError, match="previous routes were restored"):
             agent.apply({"generation": 2, "routes": [route("10.77.0.2/32", cwnd_clamp=7), route("10.77.0.12/32")]},
                         "t")
@@ -254,11 +255,11 @@ def test_the_agent_switches_routes_and_entries_together(host, tmp_path):
         agent.routes.close()
         agent.routes = RouteTable(host)
         # The map refuses: the routes are rolled back as well.
-        routes_before = _otcp_routes(host)
+        routes_before = otcp_route_lines(host)
         enforcing.enforcer.params_map.close()
         with pytest.raises(ApplyError, match="sock_ops map refused.*routes rolled back"):
             agent.apply({"generation": 3, "routes": [route("10.77.0.2/32", cwnd_clamp=9)]}, "t")
-        assert _otcp_routes(host) == routes_before
+        assert otcp_route_lines(host) == routes_before
         assert agent.state.applied_generation() == 1
         enforcing.enforcer.params_map = sockops.PinnedMap(enforcing.enforcer.params_map.path, VALUE.size, KEY.size)
         # Skipped destinations get no entry: the routes stay the record.
@@ -276,21 +277,6 @@ def test_the_agent_switches_routes_and_entries_together(host, tmp_path):
     assert enforcing.enforcer is None
 
 
-class _Ip:
-    """What RacedRouteTable needs of a namespace: ``ip`` in it."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def ip(self, *args):
-        return subprocess.run(["ip", "-n", self.name, *args], check=True, capture_output=True, text=True).stdout
-
-
-def _otcp_routes(ns):
-    return subprocess.run(["ip", "-n", ns, "route", "show", "proto", "79"], capture_output=True, text=True,
-                          check=True).stdout
-
-
 @pytest.mark.root
 def test_without_bpf_the_agent_says_why_and_uses_routes(host, tmp_path, monkeypatch):
     # The verifier refuses the classifier as a sock_ops program: a real refusal, in the kernel's words.
@@ -304,7 +290,7 @@ def test_without_bpf_the_agent_says_why_and_uses_routes(host, tmp_path, monkeypa
     with Agent(state, netns=host, enforcement=enforcing) as agent:
         assert agent.hello().enforcement == enforcing.report()
         _, results = agent.apply({"generation": 1, "routes": [route("10.77.0.2/32")]}, "t")
-        assert results[0].status == "applied" and "cwnd lock 3" in _otcp_routes(host)
+        assert results[0].status == "applied" and "cwnd lock 3" in otcp_route_lines(host)
         shown = show(host, state)
         assert "enforcement: routes (BPF unavailable: loading otcp_mark.bpf.o failed" in shown
     assert not os.path.exists(status_path(state))
@@ -398,7 +384,7 @@ def agents(bed, tmp_path, mode):
 def test_with_routes_alone_the_first_connection_is_not_clamped(bed, tmp_path):
     sender, receiver = agents(bed, tmp_path, "routes")
     try:
-        assert "cwnd lock 3" in _otcp_routes(bed.sender)
+        assert "cwnd lock 3" in otcp_route_lines(bed.sender)
         first = one_connection(bed, SECONDS)
     finally:
         sender.close()
@@ -613,7 +599,7 @@ def test_the_running_agent_reports_its_enforcement_and_cleans_up_on_sigterm(host
     agents_run = []
     try:
         controller.publish("10.77.0.1", {"generation": 1, "routes": [route("10.77.0.2/32")]})
-        agent = AgentProcess(_Ip(host), controller.port, tmp_path)  # --enforce bpf, the default
+        agent = AgentProcess(Named(host), controller.port, tmp_path)  # --enforce bpf, the default
         agents_run.append(agent)
         wait_for(lambda: controller.acked(1), "the ack of generation 1")  # the server checked its enforcement
         (_, hello), = controller.agents
@@ -628,10 +614,10 @@ def test_the_running_agent_reports_its_enforcement_and_cleans_up_on_sigterm(host
             assert visitor.entries(netns_cookie(host)) == {}
             visitor.close_maps()
         assert not os.path.exists(status_path(str(agent.state)))
-        assert "cwnd lock 3" in _otcp_routes(host)  # the routes stay, as before
+        assert "cwnd lock 3" in otcp_route_lines(host)  # the routes stay, as before
 
         controller.publish("10.77.0.1", {"generation": 2, "routes": [route("10.77.0.3/32")]})
-        routes_only = AgentProcess(_Ip(host), controller.port, tmp_path, name="routes", extra=["--enforce", "routes"])
+        routes_only = AgentProcess(Named(host), controller.port, tmp_path, name="routes", extra=["--enforce", "routes"])
         agents_run.append(routes_only)
         wait_for(lambda: controller.acked(2), "the ack of generation 2")
         assert mode_and_reason(controller.agents[1][1].enforcement) == (
@@ -774,7 +760,7 @@ def test_the_initial_window_is_the_entrys_not_the_routes(bed, tmp_path):
     try:
         sender.apply({"generation": 2, "routes": [
             route(f"{bed.receiver_ip}/32", rto_min_ms=10, initcwnd=10, cwnd_clamp=None)]}, "test")
-        assert "initcwnd 10" in _otcp_routes(bed.sender)
+        assert "initcwnd 10" in otcp_route_lines(bed.sender)
         assert cwnd_at_connect(bed) == 10  # the entry says the same as the route
         sender.enforcement.enforcer.update(sender.enforcement.cookie, {f"{bed.receiver_ip}/32": Enforced(0, 2)})
         assert cwnd_at_connect(bed) == 2  # TCP_BPF_IW at ESTABLISHED, after the route's initcwnd was set
@@ -789,7 +775,7 @@ def test_revert_removes_what_a_killed_agent_left(host, tmp_path):
     agent = None
     try:
         controller.publish("10.77.0.1", {"generation": 1, "routes": [route("10.77.0.2/32")]})
-        agent = AgentProcess(_Ip(host), controller.port, tmp_path)
+        agent = AgentProcess(Named(host), controller.port, tmp_path)
         wait_for(lambda: controller.acked(1), "the ack of generation 1")
         agent.process.send_signal(signal.SIGKILL)  # no clean-up runs
         agent.process.wait()
@@ -802,7 +788,7 @@ def test_revert_removes_what_a_killed_agent_left(host, tmp_path):
                                    str(agent.state)], capture_output=True, text=True,
                                   cwd=str(Path(__file__).resolve().parent.parent))
         assert reverted.returncode == 0, reverted.stderr
-        assert _otcp_routes(host) == ""
+        assert otcp_route_lines(host) == ""
         visitor = SockOpsEnforcer.open_pinned()
         if visitor is not None:  # other OTCP processes hold the program
             assert visitor.live_slot(cookie) is None and visitor.entries(cookie) == {}

@@ -14,12 +14,28 @@ from otcp.agent.routes import OTCP_PROTO
 _counter = itertools.count()
 
 
-class Namespace:
+class Named:
+    """A namespace by name (made elsewhere): ``ip`` in it, what RacedRouteTable and AgentProcess
+    need of one."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def ip(self, *args):
+        return subprocess.run(["ip", "-n", self.name, *args], check=True, capture_output=True, text=True).stdout
+
+
+def otcp_route_lines(name):
+    """The IPv4 main table's OTCP routes in namespace ``name``, as ``ip route`` prints them."""
+    return Named(name).ip("route", "show", "proto", str(OTCP_PROTO))
+
+
+class Namespace(Named):
     """A throwaway namespace: veth v0 (10.77.0.1/16, 2001:db8::1/64) whose
     peer v1 is up, and a gateway route 10.88.0.0/16 via 10.77.0.254."""
 
     def __init__(self):
-        self.name = f"otcp-test-{os.getpid()}-{next(_counter)}"
+        super().__init__(f"otcp-test-{os.getpid()}-{next(_counter)}")
         subprocess.run(["ip", "netns", "add", self.name], check=True)
         try:
             for command in (
@@ -35,9 +51,6 @@ class Namespace:
         except BaseException:
             self.delete()
             raise
-
-    def ip(self, *args):
-        return subprocess.run(["ip", "-n", self.name, *args], check=True, capture_output=True, text=True).stdout
 
     def otcp_routes(self):
         """{dst: attributes} of every proto-79 route, both families, all tables."""
