@@ -3,9 +3,7 @@ between two namespaces through a shaped bottleneck with the ECN marker on
 it. Needs root and the BPF toolchain (scripts/bootstrap.sh); nothing skips."""
 
 import re
-import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -15,6 +13,7 @@ from otcp.bpf.dctcp import available_congestion_controls, unregister_leftover
 from otcp.bpf.objects import PIN_ROOT
 from otcp.experiments.kernel.testbed import finish
 from support.privileges import needs_root
+from support.registrations import registered_then_killed
 from support.testbeds import deleted_after
 
 pytestmark = pytest.mark.root
@@ -122,20 +121,10 @@ def test_marker_detach_leaves_the_interface_as_it_was(testbed):
 
 
 def test_a_registration_left_by_a_killed_process_is_cleaned_up_on_request():
-    killed = subprocess.Popen(
-        [sys.executable, "-c", "import time\nfrom otcp import bpf as otcp_bpf\n"
-         f"cc = otcp_bpf.register_dctcp(wait_s={WAIT_FOR_OTHERS_S})\n"
-         "print(cc.map_id, flush=True)\n"
-         "time.sleep(120)\n"],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        map_id = int(killed.stdout.readline())
+    with registered_then_killed("register_dctcp", WAIT_FOR_OTHERS_S) as map_id:
         # While its owner lives, clean-up leaves it alone.
         assert unregister_leftover() == []
         assert otcp_bpf.CC_NAME in available_congestion_controls()
-    finally:
-        killed.send_signal(signal.SIGKILL)
-        killed.wait()
     assert otcp_bpf.CC_NAME in available_congestion_controls()
     assert unregister_leftover() == [map_id]
     assert otcp_bpf.CC_NAME not in available_congestion_controls()

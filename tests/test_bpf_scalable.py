@@ -16,7 +16,6 @@ import ctypes.util
 import math
 import os
 import re
-import signal
 import socket
 import struct
 import subprocess
@@ -37,6 +36,7 @@ from otcp.bpf.sockops import in_netns, netns_cookie
 from otcp.experiments.kernel.testbed import Testbed, finish
 from otcp.planning import formulas
 from support.btf import btf_struct
+from support.registrations import registered_then_killed
 
 # The algorithm's name is machine-wide: wait for another OTCP process using it.
 WAIT_FOR_OTHERS_S = 900
@@ -308,20 +308,10 @@ def test_a_hosts_entries_are_set_exactly_read_back_and_removed(cc):
 
 
 def test_a_registration_left_by_a_killed_process_is_cleaned_up_on_request():
-    killed = subprocess.Popen(
-        [sys.executable, "-c", "import time\nfrom otcp import bpf as otcp_bpf\n"
-         f"cc = otcp_bpf.register_scalable(wait_s={WAIT_FOR_OTHERS_S})\n"
-         "print(cc.map_id, flush=True)\n"
-         "time.sleep(120)\n"],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        map_id = int(killed.stdout.readline())
+    with registered_then_killed("register_scalable", WAIT_FOR_OTHERS_S) as map_id:
         # While its owner lives, clean-up leaves it alone.
         assert scalable.cleanup_leftover() == []
         assert scalable.CC_NAME in available_congestion_controls() and scalable.PIN.exists()
-    finally:
-        killed.send_signal(signal.SIGKILL)
-        killed.wait()
     assert scalable.CC_NAME in available_congestion_controls() and scalable.PIN.exists()
     cleaned = subprocess.run([sys.executable, "-m", "otcp.bpf", "cleanup"], capture_output=True, text=True)
     assert cleaned.returncode == 0, cleaned.stderr
