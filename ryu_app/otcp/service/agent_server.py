@@ -366,12 +366,7 @@ class AgentServer:
                     message, delta = connection.params_for(param_set, self.publications.peers, epoch)
                     assert connection.session is not None  # the writer starts after the handshake
                     data = connection.session.seal(message)
-                    try:
-                        with hub.Timeout(self.write_timeout):
-                            connection.sock.sendall(data)
-                    except hub.Timeout:
-                        self._refuse(connection, "slow_reader", f"slow reader: generation {param_set.generation} "
-                                     f"({len(data)} bytes) not taken within {self.write_timeout:g} s")
+                    if not self._send(connection, data, f"generation {param_set.generation} ({len(data)} bytes)"):
                         return
                     if delta is None:
                         self.log.info("sent generation %d (%d routes, %d bytes, epoch %d) to agent %s for %s",
@@ -391,6 +386,17 @@ class AgentServer:
             # Closing makes the agent reconnect and ask again, instead of holding a connection that sends nothing.
             self._close(connection, f"cannot send to it: {type(error).__name__}: {error}", level=logging.ERROR)
 
+    def _send(self, connection: "_Connection", data: bytes, what: str) -> bool:
+        """Send sealed data to the agent within the write timeout; False when it did not take it (what:
+        what the data is, for the message) and was refused as a slow reader."""
+        try:
+            with hub.Timeout(self.write_timeout):
+                connection.sock.sendall(data)
+        except hub.Timeout:
+            self._refuse(connection, "slow_reader", f"slow reader: {what} not taken within {self.write_timeout:g} s")
+            return False
+        return True
+
     def _renew(self, connection: "_Connection") -> bool:
         """Renew the lease of the set the agent acknowledged on this connection (none before it
         acknowledged one); False when the agent was cut off as a slow reader."""
@@ -401,12 +407,7 @@ class AgentServer:
         generation = connection.acked_set.generation
         assert connection.session is not None  # the writer starts after the handshake
         data = connection.session.seal(messages.renew_message(generation, self.lease_s, epoch))
-        try:
-            with hub.Timeout(self.write_timeout):
-                connection.sock.sendall(data)
-        except hub.Timeout:
-            self._refuse(connection, "slow_reader", f"slow reader: the renewal of generation {generation} "
-                         f"not taken within {self.write_timeout:g} s")
+        if not self._send(connection, data, f"the renewal of generation {generation}"):
             return False
         self.log.debug("renewed the lease of generation %d (%g s) of agent %s for %s", generation, self.lease_s,
                        connection.peer, connection.host_ip)
