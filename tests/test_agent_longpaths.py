@@ -23,7 +23,7 @@ from otcp.bpf.sockops import netns_cookie
 from otcp.experiments.kernel.firstconn import PREFIX
 from otcp.wire import framing, messages
 from support.agents import RacedRouteTable
-from support.namespaces import Named, otcp_route_lines
+from support.namespaces import Named, otcp_route_lines, veth_host
 from support.privileges import needs_root
 from support.routes import route
 
@@ -39,16 +39,8 @@ def built():
 @pytest.fixture
 @needs_root
 def host():
-    name = f"{PREFIX}l{os.getpid()}-{next(_names)}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        for command in (["link", "set", "lo", "up"], ["link", "add", "v0", "type", "veth", "peer", "name", "v1"],
-                        ["link", "set", "v0", "up"], ["link", "set", "v1", "up"],
-                        ["addr", "add", "10.78.0.1/16", "dev", "v0"]):
-            subprocess.run(["ip", "-n", name, *command], check=True, capture_output=True)
+    with veth_host(f"{PREFIX}l{os.getpid()}-{next(_names)}", "10.78.0.1/16") as name:
         yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
 
 
 def entries(enforcing, ns):

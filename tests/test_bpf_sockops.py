@@ -43,7 +43,7 @@ from support.agents import RacedRouteTable
 from support.btf import btf_struct
 from support.channel import AgentProcess, Controller, wait_for
 from support.fresh_machine import mounts, run_fresh
-from support.namespaces import Named, otcp_route_lines
+from support.namespaces import Named, otcp_route_lines, veth_host
 from support.privileges import needs_root
 from support.routes import route
 from support.testbeds import deleted_after
@@ -222,16 +222,8 @@ def test_a_refused_write_leaves_the_live_set(private):
 @pytest.fixture
 @needs_root
 def host():
-    name = unique(f"{PREFIX}h")
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        for command in (["link", "set", "lo", "up"], ["link", "add", "v0", "type", "veth", "peer", "name", "v1"],
-                        ["link", "set", "v0", "up"], ["link", "set", "v1", "up"],
-                        ["addr", "add", "10.77.0.1/16", "dev", "v0"]):
-            subprocess.run(["ip", "-n", name, *command], check=True, capture_output=True)
+    with veth_host(unique(f"{PREFIX}h"), "10.77.0.1/16") as name:
         yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
 
 
 @pytest.mark.root

@@ -5,6 +5,7 @@ nothing outside it is touched. What the kernel holds is read back with
 `ip route show` (iproute2, not the agent's own netlink code).
 """
 
+import contextlib
 import itertools
 import os
 import subprocess
@@ -23,6 +24,21 @@ class Named:
 
     def ip(self, *args):
         return subprocess.run(["ip", "-n", self.name, *args], check=True, capture_output=True, text=True).stdout
+
+
+@contextlib.contextmanager
+def veth_host(name, address):
+    """Namespace ``name`` with veth v0 (``address``, e.g. 10.77.0.1/16) whose peer v1 is up: a host for
+    an agent under test; yields the name and deletes the namespace on leaving."""
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        for command in (["link", "set", "lo", "up"], ["link", "add", "v0", "type", "veth", "peer", "name", "v1"],
+                        ["link", "set", "v0", "up"], ["link", "set", "v1", "up"],
+                        ["addr", "add", address, "dev", "v0"]):
+            subprocess.run(["ip", "-n", name, *command], check=True, capture_output=True)
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=False)
 
 
 def otcp_route_lines(name):
