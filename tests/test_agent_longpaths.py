@@ -7,9 +7,6 @@ toolchain (scripts/bootstrap.sh); nothing skips. Namespaces are named otcps*."""
 import itertools
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -22,7 +19,7 @@ from otcp.bpf.scalable import ScalableEntry
 from otcp.bpf.sockops import netns_cookie
 from otcp.experiments.kernel.firstconn import PREFIX
 from otcp.wire import framing, messages
-from support.agents import RacedRouteTable
+from support.agents import RacedRouteTable, agent_show
 from support.namespaces import Named, otcp_route_lines, veth_host
 from support.privileges import needs_root
 from support.routes import route
@@ -124,14 +121,6 @@ def test_routes_alone_keep_congctl_and_ssthresh_and_say_what_they_cannot(host, t
         assert otcp_route_lines(host) == ""
 
 
-def show(ns, state, *options):
-    """``otcp-agent --netns NS show`` in a process of its own (it enters the namespace)."""
-    done = subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", ns, "show", *options, "--state", state],
-                          capture_output=True, text=True, cwd=str(Path(__file__).resolve().parent.parent))
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 @pytest.mark.root
 def test_show_lists_the_map_entries_and_the_routes_congctl_and_ssthresh(host, tmp_path):
     state = str(tmp_path / "state.db")
@@ -145,8 +134,8 @@ def test_show_lists_the_map_entries_and_the_routes_congctl_and_ssthresh(host, tm
                   {"dst": "10.78.0.4/32", "congctl": "otcp_scalable", "initial_ssthresh": 60, "increase": 1.0,
                    "griddt": False, "connections": 0}]
         assert agent.show()["enforcement"]["scalable_entries"] == wanted
-        assert json.loads(show(host, state, "--json"))["enforcement"]["scalable_entries"] == wanted
-        lines = [line.split() for line in show(host, state).splitlines()]
+        assert json.loads(agent_show(host, state, "--json"))["enforcement"]["scalable_entries"] == wanted
+        lines = [line.split() for line in agent_show(host, state).splitlines()]
         assert ["10.78.0.2/32", "50", "3", "aimd", "(griddt)", "0"] in lines, lines
         assert ["10.78.0.4/32", "60", "1", "scalable", "0"] in lines, lines
         routes = {line[0].removesuffix("/32"): line for line in lines if "v0" in line}
@@ -154,5 +143,5 @@ def test_show_lists_the_map_entries_and_the_routes_congctl_and_ssthresh(host, tm
         assert routes["10.78.0.3"][-2:] == ["-", "-"], lines
         agent.revert()
         assert agent.show()["enforcement"]["scalable_entries"] == []
-    shown = show(host, state)
+    shown = agent_show(host, state)
     assert "OTCP_SCALABLE DESTINATION" not in shown, shown  # the agent's exit took its entries (and the map) away

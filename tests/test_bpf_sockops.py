@@ -39,7 +39,7 @@ from otcp.bpf.sockops import (
 from otcp.experiments.kernel.firstconn import PORT, PREFIX, one_connection, receiver_set, sender_set, ss_sample
 from otcp.wire import framing, messages
 from otcp.wire.paramset import RouteParams
-from support.agents import RacedRouteTable
+from support.agents import RacedRouteTable, agent_show
 from support.btf import btf_struct
 from support.channel import AgentProcess, Controller, wait_for
 from support.fresh_machine import mounts, run_fresh
@@ -283,7 +283,7 @@ def test_without_bpf_the_agent_says_why_and_uses_routes(host, tmp_path, monkeypa
         assert agent.hello().enforcement == enforcing.report()
         _, results = agent.apply({"generation": 1, "routes": [route("10.77.0.2/32")]}, "t")
         assert results[0].status == "applied" and "cwnd lock 3" in otcp_route_lines(host)
-        shown = show(host, state)
+        shown = agent_show(host, state)
         assert "enforcement: routes (BPF unavailable: loading otcp_mark.bpf.o failed" in shown
     assert not os.path.exists(status_path(state))
     off = Enforcement.start("routes")
@@ -415,21 +415,13 @@ def test_with_bpf_the_very_first_connection_is_held_and_revert_removes_it(bed, t
         assert not sockops.attached() and not sockops.PIN.exists()
 
 
-def show(ns, state):
-    """``otcp-agent --netns NS show`` in a process of its own (it enters the namespace)."""
-    done = subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", ns, "show", "--state", state],
-                          capture_output=True, text=True, cwd=str(Path(__file__).resolve().parent.parent))
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 @pytest.mark.root
 def test_show_reads_the_entries_back_from_the_kernel(bed, tmp_path):
     state = str(tmp_path / "s.db")
     enforcing = Enforcement.start("bpf", netns=bed.sender, status_path=status_path(state))
     with Agent(state, netns=bed.sender, enforcement=enforcing) as agent:
         agent.apply(sender_set(bed, 1, CLAMP), "test")
-        shown = show(bed.sender, state)
+        shown = agent_show(bed.sender, state)
         assert "enforcement: bpf\n" in shown
         assert [f"{bed.receiver_ip}/32", "3", "3", "10000us", "-", "0"] in [line.split() for line in shown.splitlines()]
         assert "otcp_sockops counters of the whole machine (every namespace and host on it together, " in shown
@@ -437,7 +429,7 @@ def test_show_reads_the_entries_back_from_the_kernel(bed, tmp_path):
         assert agent.show()["enforcement"]["entries"] == [
             {"dst": f"{bed.receiver_ip}/32", "cwnd_clamp": 3, "initcwnd": 3, "rto_min_us": 10_000,
              "pacing_rate": None, "connections": 0}]
-    shown = show(bed.sender, state)
+    shown = agent_show(bed.sender, state)
     assert "enforcement: routes (no otcp-agent run is enforcing in this namespace)" in shown
     assert f"{bed.receiver_ip}/32" in shown  # the route stays after the agent's exit ...
     assert "BPF DESTINATION" not in shown  # ... its entries went with it
@@ -495,7 +487,7 @@ def test_a_paced_connection_carries_the_sets_pacing_rate(fast_bed, tmp_path):
         assert results[0].status == "applied" and results[0].reason is None
         entries = sender.enforcement.enforcer.entries(sender.enforcement.cookie)
         assert entries[f"{fast_bed.receiver_ip}/32"][0].pacing_rate == PACING_RATE
-        assert f"{PACING_RATE}B/s" in show(fast_bed.sender, state)
+        assert f"{PACING_RATE}B/s" in agent_show(fast_bed.sender, state)
         paced = one_connection(fast_bed, 3.0)
     finally:
         sender.close()
@@ -596,7 +588,7 @@ def test_the_running_agent_reports_its_enforcement_and_cleans_up_on_sigterm(host
         wait_for(lambda: controller.acked(1), "the ack of generation 1")  # the server checked its enforcement
         (_, hello), = controller.agents
         assert mode_and_reason(hello.enforcement) == ("bpf", None)
-        shown = show(host, str(agent.state))
+        shown = agent_show(host, str(agent.state))
         assert "enforcement: bpf\n" in shown
         assert ["10.77.0.2/32", "3", "1", "14000us", "-", "0"] in [line.split() for line in shown.splitlines()]
         assert agent.stop() == 0
@@ -614,7 +606,7 @@ def test_the_running_agent_reports_its_enforcement_and_cleans_up_on_sigterm(host
         wait_for(lambda: controller.acked(2), "the ack of generation 2")
         assert mode_and_reason(controller.agents[1][1].enforcement) == (
             "routes", "BPF enforcement turned off (otcp-agent run --enforce routes)")
-        assert "enforcement: routes (BPF enforcement turned off" in show(host, str(routes_only.state))
+        assert "enforcement: routes (BPF enforcement turned off" in agent_show(host, str(routes_only.state))
     finally:
         for process in agents_run:
             process.stop()
@@ -775,7 +767,7 @@ def test_revert_removes_what_a_killed_agent_left(host, tmp_path):
         visitor = SockOpsEnforcer.open_pinned()
         assert visitor is not None and list(visitor.entries(cookie)) == ["10.77.0.2/32"]
         visitor.close_maps()
-        assert "enforcement: routes (the otcp-agent run that enforced (pid" in show(host, str(agent.state))
+        assert "enforcement: routes (the otcp-agent run that enforced (pid" in agent_show(host, str(agent.state))
         reverted = subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", host, "revert", "--state",
                                    str(agent.state)], capture_output=True, text=True,
                                   cwd=str(Path(__file__).resolve().parent.parent))

@@ -17,6 +17,15 @@ def otcp_agent(ns, *args, stdin=None):
                           capture_output=True, text=True, input=stdin)
 
 
+def agent_show(netns, state, *options):
+    """``otcp-agent --netns NETNS show OPTIONS --state STATE`` in a process of its own (it enters the
+    namespace, a name), which must succeed: its output."""
+    done = subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", netns, "show", *options, "--state", state],
+                          capture_output=True, text=True, cwd=REPOSITORY)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 class RacedRouteTable(RouteTable):
     """Another program adds a route for one destination between the agent's
     planning and its writing; the kernel then refuses the agent's route."""
