@@ -90,6 +90,24 @@ def test_a_gone_switch_takes_its_links_and_hosts_along():
     assert not core.switch_gone(8.0, 2).replan
 
 
+def test_a_reconnected_switch_has_its_hosts_back_before_they_send_anything():
+    # A switch that drops its controller connection (a loaded controller missing the switch's
+    # inactivity probe) and connects again: hosts whose agents wait for their first set are
+    # silent, yet must be located again, or no set goes to them and no flow is counted.
+    core = settled_core()
+    core.switch_gone(7.0, 2)
+    assert core.topology.host(H2[0]) is None and core.agent_epoch(H2[0]) is None  # meanwhile: not there
+    core.switch_features(2, FakeDatapath(2))
+    core.switch_ready(2)
+    assert core.port_description(8.0, 2, port_infos(2)).replan
+    assert core.topology.host(H2[0]) == Host(*H2, 2, 2)
+    assert core.agent_epoch(H2[0]) is not None
+    assert H2[0] in core.topology.located_hosts()
+    # Seen elsewhere, the host is learned there, as a host that moved.
+    learn_hosts(core, 9.0, (*H2, 1, 3))
+    assert core.topology.host(H2[0]) == Host(*H2, 1, 3) and H2[0] not in core.topology.hints
+
+
 def test_links_on_host_ports_are_refused(caplog):
     core = settled_core()
     assert not core.link_added(1.0, (1, 2), (2, 2)).replan

@@ -39,7 +39,8 @@ class Topology:
         self.switches: dict[int, dict[int, float]] = {}  # dpid -> {port_no: speed in bytes/s (0 if unknown)}
         self.links: dict[SwitchPort, SwitchPort] = {}  # source end -> destination end
         self.hosts: dict[str, Host] = {}  # ip -> Host, learned from its traffic
-        self.hints: dict[str, Host] = {}  # ip -> where a host was before a restart, until it is seen again
+        # ip -> where a host was before a restart or before its switch disconnected, until it is seen again
+        self.hints: dict[str, Host] = {}
         self._link_ports: dict[SwitchPort, int] = {}  # either end of a link -> how many links use it
         self._hosts_at: dict[SwitchPort, set[str]] = {}  # (dpid, port) -> ips of the hosts there
         self._names: dict[int, str] = {}
@@ -71,7 +72,14 @@ class Topology:
         return changed
 
     def remove_switch(self, dpid: int) -> bool:
-        """Forget a switch with its links and the hosts attached to it."""
+        """Forget a switch with its links; the hosts attached to it become hints.
+
+        A switch that reconnects (its controller connection dropped: a loaded
+        controller missing the switch's inactivity probe) has its hosts where
+        they were, and hosts whose agents wait for their first set send no
+        traffic to be learned from again: as hints they are located as soon
+        as the switch describes their ports.
+        """
         if dpid not in self.switches:
             return False
         del self.switches[dpid]
@@ -79,7 +87,9 @@ class Topology:
             if dpid in (src[0], dst[0]):
                 self.remove_link(src, dst)
         for ip in [ip for ip, host in self.hosts.items() if host.dpid == dpid]:
-            self._unplace(self.hosts.pop(ip))
+            host = self.hosts.pop(ip)
+            self._unplace(host)
+            self.hints[ip] = host
         return True
 
     def host_port(self, dpid: int, port: int) -> bool:
