@@ -434,6 +434,32 @@ def test_only_the_latest_set_is_sent(controller, good_agent):
     assert peer.receive()["set"]["generation"] == 3
 
 
+def test_a_set_withheld_for_want_of_authority_goes_once_the_controller_leads_the_host_again(cleanup):
+    # The host's switch reconnecting (or led by another instance) when its agent connects: the set
+    # is withheld. Taking the switch back publishes nothing new when the parameters are the same,
+    # so the withheld set must go then: after the next plan, or at the writer's next renewal.
+    leading = set()
+    controller = Controller(lease_s=3, authority=lambda host_ip: 0 if host_ip in leading else None)
+    cleanup.append(controller)
+    controller.publish("10.9.0.30", set_for(4, "10.9.0.2/32"))
+    controller.publish("10.9.0.31", set_for(5, "10.9.0.2/32"))
+    after_plan, at_renewal = GreenPeer(controller.port), GreenPeer(controller.port)
+    assert after_plan.authenticate(addresses=("10.9.0.30",)) and at_renewal.authenticate(addresses=("10.9.0.31",))
+    wait_for(lambda: len(controller.agents) == 2, "both agents mapped to their hosts")
+    with pytest.raises(hub.Timeout):
+        after_plan.read(timeout=0.5)
+    leading.add("10.9.0.31")  # no plan follows: the writer's renewal tick (every lease / 3) sends it
+    assert at_renewal.receive()["set"]["generation"] == 5
+    leading.add("10.9.0.30")
+    controller.server.release_withheld()  # what the app does after each plan
+    assert after_plan.receive()["set"]["generation"] == 4
+    controller.server.release_withheld()  # nothing is withheld any more: nothing goes twice
+    with pytest.raises(hub.Timeout):
+        after_plan.read(timeout=0.5)
+    with pytest.raises(hub.Timeout):
+        at_renewal.read(timeout=0.5)
+
+
 def test_too_many_connections_are_refused(cleanup):
     controller = Controller(max_connections=2, max_unauthenticated=2, handshake_timeout=5.0)
     cleanup.append(controller)

@@ -34,8 +34,11 @@ gets the set again (whole, unless it holds the acknowledged one).
 
 Every set and renewal carries the epoch `authority(host_ip)` gives: this controller's authority
 over the host, as MASTER of its switch (`otcp.controller.roles`). Where it gives None (this
-instance is a standby there) nothing is sent: no set, no renewal. Each agent's ``held`` (what it
-holds, whoever sent it) goes to `on_held(generation)`, as does the applied generation of its hello.
+instance is a standby there, or the host's switch is reconnecting) nothing is sent: no set, no
+renewal. A set so withheld goes once the authority is back: after the next plan
+(`release_withheld`, which the app calls) or at the writer's next renewal tick. Each agent's
+``held`` (what it holds, whoever sent it) goes to `on_held(generation)`, as does the applied
+generation of its hello.
 
 Every set carries the lease `lease_s` (``agents.lease_s``); every third of it the
 writer renews the lease of the generation the agent acknowledged on the connection
@@ -210,6 +213,26 @@ class AgentServer:
         if connection is not None and latest is not None:
             connection.send_latest(latest)
 
+    def release_withheld(self) -> None:
+        """Send every set withheld for want of authority whose host this controller leads now.
+
+        A set is withheld when the host's switch is not led by this instance, or the host is not
+        located (its switch reconnecting): the controller publishes no new generation when it
+        takes the switch (back) and the host's parameters are the same, so without this the
+        agent would wait for the next change. The app calls it after each plan; each writer
+        also tries at its lease renewals."""
+        for connection in list(self._agents):
+            self._release(connection)
+
+    def _release(self, connection: "_Connection") -> None:
+        """Have the writer send the host's latest set, if one was withheld and may go now."""
+        if not connection.withheld or connection.host_ip is None or self.authority(connection.host_ip) is None:
+            return
+        latest = self.publications.latest(connection.host_ip)
+        if latest is not None:
+            connection.withheld = False
+            connection.send_latest(latest)
+
     def agents(self) -> list[dict[str, Any]]:
         """One record per authenticated agent that sent its hello, for display: its peer address, the
         host it is mapped to (None until a set is published for one of its addresses) and what it reported."""
@@ -359,10 +382,12 @@ class AgentServer:
                     param_set, connection.pending = connection.pending, None
                     epoch = self.authority(connection.host_ip)
                     if epoch is None:
-                        self.log.debug("generation %d not sent to agent %s for %s: this controller is not the "
-                                       "master of its switch", param_set.generation, connection.peer,
+                        connection.withheld = True
+                        self.log.debug("generation %d withheld from agent %s for %s: this controller does not "
+                                       "lead its switch now", param_set.generation, connection.peer,
                                        connection.host_ip)
                         continue
+                    connection.withheld = False
                     message, delta = connection.params_for(param_set, self.publications.peers, epoch)
                     assert connection.session is not None  # the writer starts after the handshake
                     data = connection.session.seal(message)
@@ -378,8 +403,10 @@ class AgentServer:
                                       delta["base"], len(delta["added"]), len(delta["copied"]), len(delta["changed"]),
                                       len(delta["removed"]), len(param_set.routes), len(data), connection.peer,
                                       connection.host_ip)
-                if time.monotonic() >= connection.renew_at and not self._renew(connection):
-                    return
+                if time.monotonic() >= connection.renew_at:
+                    self._release(connection)
+                    if not self._renew(connection):
+                        return
         except OSError as error:
             self._close(connection, f"connection error while sending: {error}", level=logging.INFO)
         except Exception as error:  # a writer that cannot go on must not leave the agent waiting
@@ -501,6 +528,7 @@ class _Connection:
         self.addresses: list[str] = []
         self.host_ip: str | None = None
         self.pending: ParamSet | None = None
+        self.withheld = False  # a set was not sent for want of authority over the host; sent once it is there
         # generation -> (the set, whether it went as a delta), until acked or rejected
         self.sent: dict[int, tuple[ParamSet, bool]] = {}
         self.acked_set: ParamSet | None = None  # the latest set the agent acknowledged here: the base of deltas

@@ -157,6 +157,8 @@ class OTCPController(app_manager.OSKenApp):
         actions = self.core.replan(now)
         self.live.planned(now, actions, time.perf_counter() - started)
         self._carry_out(actions)
+        if self.agent_server is not None:  # a switch back, a host located: sets held back may go now
+            self.agent_server.release_withheld()
 
     def _prune(self) -> None:
         retention = self.config.retention
