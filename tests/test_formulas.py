@@ -286,24 +286,25 @@ def segment_clamp_initcwnd(plan):
     # stands at up to 15 x 1514 - 1250 = 21460 B, inside the buffer).
     (15, (1448, 1, 1)),
     (16, (1448, 1, 1)),
-    # 56 x 1514 = 84784 B fit the buffer: still full frames. 57 do not: 85000 / 57 = 1491.2 B -> 1425 B.
-    (56, (1448, 1, 1)),
-    (57, (1425, 1, 1)),
-    # 85000 / 64 = 1328.1 B -> 1262 B; 85000 / 96 = 885.4 B -> 819 B; 85000 / 128 = 664.1 B -> 598 B.
-    (64, (1262, 1, 1)),
-    (96, (819, 1, 1)),
-    (128, (598, 1, 1)),
+    # The budget is the buffer less one full frame kept free (a ping, handshakes, FINs): 85000 - 1514 =
+    # 83486 B. 55 x 1514 = 83270 B fit it: still full frames. 56 do not: 83486 / 56 = 1490.8 B -> 1424 B.
+    (55, (1448, 1, 1)),
+    (56, (1424, 1, 1)),
+    # 83486 / 64 = 1304.5 B -> 1238 B; 83486 / 96 = 869.6 B -> 803 B; 83486 / 128 = 652.2 B -> 586 B.
+    (64, (1238, 1, 1)),
+    (96, (803, 1, 1)),
+    (128, (586, 1, 1)),
 ])
 def test_lossless_fan_in_keeps_full_frames_while_the_buffer_holds_them(senders, expected):
     assert segment_clamp_initcwnd(lossless_plan_of(star(senders))) == expected
 
 
 def test_lossless_fan_in_down_to_the_floor():
-    # A 42 500 B buffer: 42500 / 131 = 324.4 B -> 258 B; at 132 senders 322.0 B -> 255 B: below the
-    # floor, which wins (256 B), and 132 floor-sized frames (42 504 B) no longer fit the buffer: one
-    # frame each, as without the rule.
-    assert segment_clamp_initcwnd(lossless_plan_of(star(131, buffer_bytes=42500))) == (258, 1, 1)
-    assert segment_clamp_initcwnd(lossless_plan_of(star(132, buffer_bytes=42500))) == (256, 1, 1)
+    # A 42 500 B buffer, a budget of 42500 - 1514 = 40986 B: 40986 / 126 = 325.3 B -> 259 B; at 128
+    # senders 320.2 B -> 254 B: below the floor, which wins (256 B), and 128 floor-sized frames
+    # (41 216 B) no longer fit the budget: one frame each, as without the rule.
+    assert segment_clamp_initcwnd(lossless_plan_of(star(126, buffer_bytes=42500))) == (259, 1, 1)
+    assert segment_clamp_initcwnd(lossless_plan_of(star(128, buffer_bytes=42500))) == (256, 1, 1)
 
 
 def test_lossless_fan_in_leaves_short_fan_in_byte_identical():
@@ -312,23 +313,38 @@ def test_lossless_fan_in_leaves_short_fan_in_byte_identical():
         with_rule, without = lossless_plan_of(star(senders)), lossless_plan_of(star(senders), fan_in=0)
         for host in with_rule.hosts:
             assert with_rule.routes_for(host) == without.routes_for(host)
-    # With it, where the rule takes over, the bottleneck's buffer holds every sender's window at once.
+    # With it, where the rule takes over, the bottleneck's buffer holds every sender's window at once
+    # with a full frame to spare.
     for senders in (15, 32, 57, 64, 96, 128, 200):
         segment, clamp, _ = segment_clamp_initcwnd(lossless_plan_of(star(senders)))
-        assert senders * clamp * (segment + formulas.FRAME_OVERHEAD_BYTES) <= 85000
+        assert senders * clamp * (segment + formulas.FRAME_OVERHEAD_BYTES) <= 85000 - 1514
+
+
+def test_fan_in_share_on_its_own():
+    bounds, half = formulas.Bounds(), formulas.Lossless(0.25, 256, 0.5)
+    # (g x buf - one full frame) / N: (0.5 x 85000 - 1514) / 64 = 40986 / 64 = 640.4 B.
+    assert formulas.fan_in_share_bytes(85000, 64, bounds, half).tolist() == pytest.approx(640.40625)
+    # The whole buffer, 65 flows (64 senders and a ping): (85000 - 1514) / 65 = 1284.4 B, and 65 frames
+    # of it leave 1514 B free where 85000 / 65 left 40 B.
+    assert formulas.fan_in_share_bytes(85000, 65, bounds).tolist() == pytest.approx(1284.4, abs=0.05)
+    # No room beyond the kept frame, or g = 0: no share, the rule changes nothing.
+    assert formulas.fan_in_share_bytes(2000, 2, bounds, half).tolist() == 0.0
+    assert formulas.fan_in_share_bytes(85000, 8, bounds, formulas.Lossless(0.25, 256, 0.0)).tolist() == 0.0
+    # Arrays of links, as the planner passes them.
+    assert formulas.fan_in_share_bytes([85000, 42500], [64, 1], bounds).tolist() == pytest.approx([1304.47, 40986],
+                                                                                                    abs=0.01)
 
 
 def test_fan_in_window_on_its_own():
-    bounds, lossless = formulas.Bounds(), formulas.Lossless(0.25, 256, 0.5)
-    # W >= a full frame: W stands, whatever the buffer's share.
-    assert formulas.fan_in_window_bytes(1514.0, 10.0, bounds, lossless).tolist() == 1514.0
-    # W below it: the queue may rise to half the buffer. Q / N = 21250 / 64 -> buf / N = 1328.1 B, half
-    # of it 664.1 B: above W = 351.6 B, so 664.1 B.
-    assert formulas.fan_in_window_bytes(351.5625, 21250 / 64, bounds, lossless).tolist() == pytest.approx(664.0625)
+    bounds = formulas.Bounds()
+    # W >= a full frame: W stands, whatever the share.
+    assert formulas.fan_in_window_bytes(1514.0, 10.0, bounds).tolist() == 1514.0
+    # W below it: the share, 640.4 B (above), is above W = 351.6 B, so 640.4 B.
+    assert formulas.fan_in_window_bytes(351.5625, 640.40625, bounds).tolist() == pytest.approx(640.40625)
     # ... never below W, never above a full frame.
-    assert formulas.fan_in_window_bytes(1000.0, 100.0, bounds, lossless).tolist() == 1000.0
-    assert formulas.fan_in_window_bytes(1000.0, 21250.0, bounds, lossless).tolist() == 1514.0
-    assert formulas.fan_in_window_bytes(math.inf, math.inf, bounds, lossless).tolist() == math.inf
+    assert formulas.fan_in_window_bytes(1000.0, 100.0, bounds).tolist() == 1000.0
+    assert formulas.fan_in_window_bytes(1000.0, 21250.0, bounds).tolist() == 1514.0
+    assert formulas.fan_in_window_bytes(math.inf, math.inf, bounds).tolist() == math.inf
     for bad in (-0.1, 1.5, True, math.nan):
         with pytest.raises(ValueError, match="fan_in_queue_fraction"):
             formulas.Lossless(fan_in_queue_fraction=bad)

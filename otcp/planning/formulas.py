@@ -211,31 +211,45 @@ def queue_target_bytes(buffer_bytes: ArrayLike, lossless: Lossless = Lossless())
     return np.asarray(buffer_bytes, dtype=float) * lossless.queue_target_fraction
 
 
-def fan_in_window_bytes(window_wire_bytes: ArrayLike, queue_target_share_bytes: ArrayLike, bounds: Bounds = Bounds(),
-                        lossless: Lossless = Lossless()) -> np.ndarray:
+def fan_in_share_bytes(buffer_bytes: ArrayLike, flows_sharing_link: ArrayLike, bounds: Bounds = Bounds(),
+                       lossless: Lossless = Lossless()) -> np.ndarray:
+    """One flow's share of a switch egress's buffer under the high fan-in rule: (g x buf_l - F) / N_l.
+
+    g = fan_in_queue_fraction, N_l the flows sharing the link, F one full frame (MSS +
+    FRAME_OVERHEAD_BYTES) held back: the flows' frames fill g x buf_l to within a full frame,
+    not to within a few bytes, so what the windows do not count (a ping, the connections'
+    handshakes and FINs, an ACK) still has room. 0 where g x buf_l holds no more than that frame.
+    """
+    full_frame = bounds.mss_bytes + FRAME_OVERHEAD_BYTES
+    budget = np.asarray(buffer_bytes, dtype=float) * lossless.fan_in_queue_fraction - full_frame
+    return np.maximum(budget, 0.0) / np.asarray(flows_sharing_link, dtype=float)
+
+
+def fan_in_window_bytes(window_wire_bytes: ArrayLike, fan_in_share: ArrayLike, bounds: Bounds = Bounds()) -> np.ndarray:
     """otcp-lossless's window where N flows' full frames do not fit the budget (high fan-in).
 
-    window_wire_bytes is W = min over the path's switch egresses of (cap_l x RTT_prop + Q_l) / N_l;
-    queue_target_share_bytes is min over the same egresses of Q_l / N_l (Q_l = f x buf_l, the
-    queue target). Where W holds at least one full frame (MSS + FRAME_OVERHEAD_BYTES), W stands.
-    Below it, shrinking segments to fit W costs FRAME_OVERHEAD_BYTES per frame and the switch its
-    per-packet work; instead the queue may rise to g x buf_l (g = fan_in_queue_fraction):
+    window_wire_bytes is W = min over the path's switch egresses of (cap_l x RTT_prop + Q_l) / N_l
+    (Q_l = f x buf_l, the queue target); fan_in_share is S = min over the same egresses of
+    :func:`fan_in_share_bytes`, (g x buf_l - F) / N_l (g = fan_in_queue_fraction, F one full frame,
+    MSS + FRAME_OVERHEAD_BYTES). Where W holds at least one full frame, W stands. Below it,
+    shrinking segments to fit W costs FRAME_OVERHEAD_BYTES per frame and the switch its
+    per-packet work; instead the queue may rise toward g x buf_l:
 
-        W' = max(W, min(full frame, g x min_l buf_l / N_l))
+        W' = max(W, min(F, S))
 
-    so each flow keeps one full frame while N_l of them fit g x buf_l, and below that a frame of
-    g x buf_l / N_l. The link's BDP is left out on purpose: a synchronized round's first frames
-    arrive together and find the wire empty, so all N_l of them must fit the buffer at once.
-    N_l x W' <= g x buf_l at every egress, so the buffer holds them (lossless); the cost is a
+    so each flow keeps one full frame while N_l of them fit g x buf_l - F, and below that a frame
+    of S. The link's BDP is left out on purpose: a synchronized round's first frames arrive
+    together and find the wire empty, so all N_l of them must fit the buffer at once, with a
+    full frame to spare for the packets no window counts (a ping, handshakes, FINs).
+    N_l x W' <= g x buf_l - F at every egress, so the buffer holds them (lossless); the cost is a
     standing queue of up to g x buf_l / cap_l seconds for everyone else on that port while the
     fan-in lasts. minRTO already counts every buffer on the round trip full. g = 0 keeps W.
     """
     window = np.asarray(window_wire_bytes, dtype=float)
-    share = np.asarray(queue_target_share_bytes, dtype=float)
+    share = np.asarray(fan_in_share, dtype=float)
     share = np.where(np.isfinite(share), share, 0.0)  # no switch egress: the window is unbounded anyway
     full_frame = bounds.mss_bytes + FRAME_OVERHEAD_BYTES
-    fan_in = np.minimum(full_frame, share / lossless.queue_target_fraction * lossless.fan_in_queue_fraction)
-    return np.where(window < full_frame, np.maximum(window, fan_in), window)
+    return np.where(window < full_frame, np.maximum(window, np.minimum(full_frame, share)), window)
 
 
 def segment_bytes(window_wire_bytes: ArrayLike, bounds: Bounds = Bounds(),

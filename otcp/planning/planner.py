@@ -598,16 +598,18 @@ class Plan:
     # their first axis: [0] for a pair that is not itself a flow
     # (N_l = F_l + 1), [1] for one that is (N_l = F_l).
 
-    def _forward_terms(self, forward: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _forward_terms(self, forward: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """For forward links (..., columns): per sharing (see above), the smallest cap_l / N_l,
         shape (2, ...), and each column's window line, the slope cap_l / N_l and the offset
         buf_l / N_l (the queue target's share with lossless) where the link's tail is a switch,
-        0 and +inf elsewhere (so it never wins the minimum), shapes (2, columns, ...)."""
+        0 and +inf elsewhere (so it never wins the minimum), shapes (2, columns, ...); with
+        lossless, the smallest high fan-in share over the switch egresses
+        (formulas.fan_in_share_bytes, +inf where there is none), shape (2, ...), else None."""
         t = self._links
         capacity, egress = t.capacity[forward], t.switch_egress[forward]
         queue = (t.buffer[forward] if self.lossless is None
                  else formulas.queue_target_bytes(t.buffer[forward], self.lossless))
-        shares, slopes, offsets = [], [], []
+        shares, slopes, offsets, fan_ins = [], [], [], []
         for pair_is_active in (False, True):
             # N_l >= 1 always; only padding columns could reach 0 here.
             sharing = np.maximum(formulas.flows_sharing(t.flows[forward], pair_is_active), 1)
@@ -615,7 +617,10 @@ class Plan:
             shares.append(share.min(axis=-1, initial=np.inf))
             slopes.append(np.moveaxis(np.where(egress, share, 0.0), -1, 0))
             offsets.append(np.moveaxis(np.where(egress, queue / sharing, np.inf), -1, 0))
-        return np.stack(shares), np.stack(slopes), np.stack(offsets)
+            if self.lossless is not None:
+                fan_in = formulas.fan_in_share_bytes(t.buffer[forward], sharing, self.bounds, self.lossless)
+                fan_ins.append(np.where(egress, fan_in, np.inf).min(axis=-1, initial=np.inf))
+        return np.stack(shares), np.stack(slopes), np.stack(offsets), np.stack(fan_ins) if fan_ins else None
 
     def _round_trip_sums(self, round_trip: np.ndarray) -> Terms:
         """Sums (maximum for the delay source) over links (..., columns)."""
@@ -634,7 +639,9 @@ class Plan:
         changed = self._paths_changed_since(previous)
         if changed is None or 2 * changed.sum() > len(changed):  # gathering most paths costs more than all in order
             terms = self._round_trip_sums(forward)
-            terms["share"], slope, offset = self._forward_terms(forward)
+            terms["share"], slope, offset, fan_in = self._forward_terms(forward)
+            if fan_in is not None:
+                terms["fan_in_share"] = fan_in
             terms["capacity"] = self._links.capacity[forward].min(axis=-1, initial=np.inf)
             self._edge_lines = slope, offset
             terms["slope"], terms["offset"] = _undominated(slope, offset)
@@ -646,7 +653,9 @@ class Plan:
             return kept
         redone = forward[changed]
         terms = self._round_trip_sums(redone)
-        terms["share"], slope, offset = self._forward_terms(redone)
+        terms["share"], slope, offset, fan_in = self._forward_terms(redone)
+        if fan_in is not None:
+            terms["fan_in_share"] = fan_in
         terms["capacity"] = self._links.capacity[redone].min(axis=-1, initial=np.inf)
         merged = {}
         for name, values in terms.items():
@@ -709,8 +718,10 @@ class Plan:
         share and its downlink's share and window line (an uplink's tail is the host: no line)."""
         terms = self._round_trip_sums(np.stack([self._uplink, self._downlink], axis=-1))
         terms["uplink_share"] = self._forward_terms(self._uplink[:, None])[0]
-        terms["downlink_share"], slope, offset = self._forward_terms(self._downlink[:, None])
+        terms["downlink_share"], slope, offset, fan_in = self._forward_terms(self._downlink[:, None])
         terms["downlink_slope"], terms["downlink_offset"] = slope[:, 0], offset[:, 0]
+        if fan_in is not None:
+            terms["downlink_fan_in_share"] = fan_in
         terms["capacity"] = np.minimum(self._links.capacity[self._uplink], self._links.capacity[self._downlink])
         return terms
 
@@ -952,16 +963,16 @@ class Plan:
         window = formulas.max_window_bytes(h["downlink_slope"].reshape(-1)[down, None],
                                            h["downlink_offset"].reshape(-1)[down, None], rtt)
         slope, offset = self._edge_line_rows
-        queue_share = h["downlink_offset"].reshape(-1)[down]  # min Q_l / N_l (lossless) over the switch egresses
         if slope.shape[1]:  # else no switch path has a link: one switch
             window = np.minimum(formulas.max_window_bytes(slope[line], offset[line], rtt), window)
-            queue_share = np.minimum(offset[line].min(axis=-1), queue_share)
         initcwnd = formulas.initcwnd_segments(formulas.initial_window_bytes(fair_share, rtt), self.bounds)
         if self.lossless is None:
             cwnd = formulas.cwnd_clamp_segments(window, self.bounds)
             segment = np.full(len(src), self.bounds.mss_bytes, dtype=np.int64)
         else:
-            window = formulas.fan_in_window_bytes(window, queue_share, self.bounds, self.lossless)
+            fan_in_share = np.minimum(e["fan_in_share"].reshape(-1)[line],  # over the data path's switch egresses
+                                      h["downlink_fan_in_share"].reshape(-1)[down])
+            window = formulas.fan_in_window_bytes(window, fan_in_share, self.bounds)
             segment = formulas.segment_bytes(window, self.bounds, self.lossless)
             cwnd = formulas.lossless_cwnd_segments(window, segment, self.bounds)
             initcwnd = formulas.lossless_initcwnd_segments(cwnd, initcwnd, self.bounds)

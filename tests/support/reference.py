@@ -133,22 +133,23 @@ class ReferencePlanner:
         forward, round_trip, _, _ = found
         rtt = self.lossless_round_trip(src, dst, round_trip)
         facts = self.fabric.links
-        windows, queue_shares = [], []
+        windows, fan_in_shares = [], []
+        mss = self.bounds.mss_bytes
+        overhead = formulas.FRAME_OVERHEAD_BYTES
         for link in forward:
             if link[0] in self.fabric.hosts:
                 continue
             sharing = self._sharing(src, dst, link)
-            target = facts[link].buffer_bytes * self.lossless.queue_target_fraction
+            buffer = facts[link].buffer_bytes
+            target = buffer * self.lossless.queue_target_fraction
             windows.append((facts[link].capacity_bytes_per_s * rtt + target) / sharing)
-            queue_shares.append(target / sharing)
-        mss = self.bounds.mss_bytes
+            # The high fan-in budget: g x buf_l, one full frame kept free for what no window counts.
+            fan_in_shares.append(max(0.0, buffer * self.lossless.fan_in_queue_fraction - (mss + overhead)) / sharing)
         if not windows:
             return None, mss
         window = min(windows)
-        overhead = formulas.FRAME_OVERHEAD_BYTES
         if window < mss + overhead:  # high fan-in: the queue may rise toward the buffer, up to a full frame each
-            fan_in = min(queue_shares) / self.lossless.queue_target_fraction * self.lossless.fan_in_queue_fraction
-            window = max(window, min(mss + overhead, fan_in))
+            window = max(window, min(mss + overhead, min(fan_in_shares)))
         frames = min(self.bounds.cwnd_high, max(1, math.ceil(window / (mss + overhead) - 1e-9)))
         return window, max(self.lossless.mss_floor_bytes, min(mss, math.floor(window / frames + 1e-9) - overhead))
 

@@ -231,8 +231,9 @@ def render_explanation(e: Any) -> str:
         lines.append("  window: no switch egress on the data path, no clamp")
     if e.segment is not None and e.segment.fan_in_queue_fraction is not None:
         lines.append(f"  high fan-in: N_l full frames do not fit that, so the queue may rise to "
-                     f"{e.segment.fan_in_queue_fraction:g} of the buffer: one full frame each, or that share of "
-                     f"buf_l / N_l where smaller -> {e.segment.window_wire_bytes:.0f} B")
+                     f"{e.segment.fan_in_queue_fraction:g} of the buffer, less one full frame kept free: one full "
+                     f"frame each, or (that share of buf_l - a full frame) / N_l where smaller -> "
+                     f"{e.segment.window_wire_bytes:.0f} B")
     if e.segment is not None:
         g = e.segment
         lines.append(f"  segment: the window is {g.window_wire_bytes:.0f} B on the wire; a full frame is the MSS plus "
