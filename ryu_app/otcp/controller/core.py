@@ -371,7 +371,10 @@ class ControllerCore:
         return actions
 
     def switch_gone(self, now: float, dpid: int) -> Actions:
-        """The switch disconnected: forget it and what was measured through it."""
+        """The switch disconnected: forget it and what was measured through it (its hosts stay as hints)."""
+        if dpid in self._switches:
+            self.log.warning("s%d disconnected: its links are forgotten, its hosts kept where they were until it "
+                             "connects again", dpid)
         self._switches.pop(dpid, None)
         self.roles.gone(dpid)
         self.delays.forget_switch(dpid)

@@ -231,6 +231,8 @@ class AgentServer:
         latest = self.publications.latest(connection.host_ip)
         if latest is not None:
             connection.withheld = False
+            self.log.info("agent %s for %s: generation %d was withheld while this controller had no authority "
+                          "over the host; sending it now", connection.peer, connection.host_ip, latest.generation)
             connection.send_latest(latest)
 
     def agents(self) -> list[dict[str, Any]]:
