@@ -180,3 +180,10 @@ def test_a_page_is_written_again_from_a_summary_by_the_rules_of_the_code(tmp_pat
     assert (tmp_path / "datapath.md").read_text() == text
     assert "**afxdp-nonpmd native**" in text and "processes spinning" not in text
     assert build_parser().parse_args(["datapath", "--rewrite-page", "--out", str(tmp_path)]).rewrite_page
+
+
+def test_a_comparison_failed_when_a_candidate_could_not_be_measured():
+    measured = datapaths.Candidate("afpacket")
+    assert not datapaths.Comparison([measured], {}).failed
+    stopped = datapaths.Candidate("afxdp-nonpmd:native", error="ovs-vsctl: the port was refused")
+    assert datapaths.Comparison([measured, stopped], {}).failed

@@ -1093,12 +1093,12 @@ def rewrite_datapath_page(out: str) -> int:
 
 def main_datapath(config: datapaths.DatapathConfig) -> int:
     """otcp-experiment datapath: 0 when every candidate was measured, 1 if one failed, 2 bad input or environment."""
-    status, summary = run_experiment(datapaths.run_comparison, config)
-    if status is not None or summary is None:
+    status, comparison = run_experiment(datapaths.run_comparison, config)
+    if status is not None or comparison is None:
         return 1 if status is None else status
-    print(datapaths.page(summary))
+    print(datapaths.page(comparison.summary))
     print(f"results: {os.path.join(config.out, 'summary.json')}, page: {os.path.join(config.out, 'datapath.md')}")
-    return 1 if any(c["error"] for c in summary["candidates"]) else 0
+    return 1 if comparison.failed else 0
 
 
 def main_calibrate(config: calibrate.CalibrationConfig) -> int:

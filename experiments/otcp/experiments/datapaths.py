@@ -173,8 +173,21 @@ class Candidate:
                              for name, rows in (("quiet", self.calibration), ("loaded", self.loaded)) if rows}}
 
 
-def run_comparison(config: DatapathConfig, progress: Progress) -> dict[str, Any]:
-    """Every candidate in turn; returns the summary (also written, with the page, after each)."""
+@dataclasses.dataclass
+class Comparison:
+    """A finished comparison: its candidates, and summary.json's document (what ``page`` reads)."""
+
+    candidates: list[Candidate]
+    summary: dict[str, Any]
+
+    @property
+    def failed(self) -> bool:
+        """Whether a candidate could not be measured."""
+        return any(candidate.error is not None for candidate in self.candidates)
+
+
+def run_comparison(config: DatapathConfig, progress: Progress) -> Comparison:
+    """Every candidate in turn (the summary and page written after each)."""
     os.makedirs(config.out, exist_ok=True)
     code = results.code_version()
     rounds = 2 if config.busy_loops else 1
@@ -191,7 +204,7 @@ def run_comparison(config: DatapathConfig, progress: Progress) -> dict[str, Any]
             progress.message(f"{datapath.label}: {exc}")
         summary = summarize(config, done, results.provenance(code, config.command))
         write(config.out, summary)
-    return summary
+    return Comparison(done, summary)
 
 
 def measure_candidate(config: DatapathConfig, datapath: Datapath, candidate: Candidate, progress: Progress) -> None:
