@@ -106,6 +106,8 @@ def test_each_directory_is_a_section_of_its_own(tmp_path):
       "--uplink-delay-us", "5,x"], "--uplink-delay-us: 'x' is not a number"),
     (["--senders", "4", "--sru-bytes", "100", "--bw-gbps", "nan", "--buffer-bytes", "85000", "--rounds", "1"],
      "--bw-gbps: nan is out of range"),
+    (["--senders", "4", "--sru-bytes", "100", "--bw-gbps", "1", "--buffer-bytes", "85000", "--rounds", "1",
+      "--fan-in-queue-fraction", "1.5"], "--fan-in-queue-fraction: 1.5 is out of range"),
 ])
 def test_bad_simulate_arguments_exit_2_naming_the_option(argv, message, capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:

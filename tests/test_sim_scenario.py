@@ -108,6 +108,21 @@ def test_the_closed_loop_plans_a_lossless_run(tmp_path):
     assert run["peak_backlog_bytes"] <= 85000 * 0.25 + 8 * run["packet_bytes"]
 
 
+def test_the_fan_in_share_is_the_commands(tmp_path):
+    """12 senders into 20 000 B at 1 Gb/s: 12 full frames do not fit the queue target (5 000 B and the
+    BDP), so the fan-in rule lets the queue rise toward the buffer, where the shrink to the target
+    (--fan-in-queue-fraction 0) holds it near the target; both lossless."""
+    peaks = {}
+    for share in (1.0, 0.0):
+        document, _ = sweep(tmp_path / str(share), schemes=["otcp-lossless"], senders=[12], sru_bytes=32768,
+                            bw_gbps=1.0, buffers=[20000], rounds=3, warmup_rounds=1, poll_interval_s=0.05,
+                            fan_in_queue_fraction=share)
+        (run,) = document["runs"]
+        assert run["drops"] == 0 and run["timeouts"] == 0, (share, run)
+        peaks[share] = run["peak_backlog_bytes"]
+    assert peaks[0.0] < 10_000 < peaks[1.0] <= 20_000, peaks
+
+
 def test_established_receivers_take_the_quickack_of_a_new_plan(tmp_path):
     # Persistent connections made under the idle fabric's plan (a window of several segments, delayed
     # ACKs), then the poll's plan of 8 flows into a 20 000 B buffer: one segment per sender and quickack

@@ -427,6 +427,10 @@ def add_simulated_scheme_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--queue-target-fraction", type=float, default=Lossless.queue_target_fraction,
                      help=f"otcp-lossless's standing queue, share of the buffer (default "
                           f"{Lossless.queue_target_fraction:g})")
+    run.add_argument("--fan-in-queue-fraction", type=float, default=Lossless.fan_in_queue_fraction,
+                     help="otcp-lossless: where the senders' full frames do not fit its target, the share of the "
+                          "buffer its queue may rise to instead of shrinking segments (0 <= G <= 1, 0: shrink; "
+                          f"default {Lossless.fan_in_queue_fraction:g})")
 
 
 def float_list(text: str, what: str, low: float, high: float) -> list[float]:
@@ -458,7 +462,8 @@ def simulate_config_from_args(args: argparse.Namespace, parser: argparse.Argumen
     return sim_incast.SimConfig(
         **dataclasses.asdict(fabric), out=output_directory(args.out, parser), schemes=names,
         bw_mbps=args.bw_gbps * 1000, buffers=buffers, fine_rto_ms=args.fine_rto_ms,
-        queue_target_fraction=args.queue_target_fraction, topo=args.topo, inventory=args.inventory,
+        queue_target_fraction=args.queue_target_fraction, fan_in_queue_fraction=args.fan_in_queue_fraction,
+        topo=args.topo, inventory=args.inventory,
         senders=senders, sru_bytes=args.sru_bytes, total_bytes=args.total_bytes, rounds=args.rounds,
         warmup_rounds=args.warmup_rounds, persistent=args.persistent, placement=args.placement,
         probe_interval_s=args.probe_interval_ms / 1000, round_gap_s=args.round_gap_ms / 1000,
@@ -484,7 +489,8 @@ def simulated_fabric_from_args(args: argparse.Namespace, parser: argparse.Argume
                   ("--ecn-k-bytes", args.ecn_k_bytes, 1, MAX_BUFFER_BYTES),
                   ("--poll-interval-ms", args.poll_interval_ms, min_poll_ms, 60_000),
                   ("--fine-rto-ms", args.fine_rto_ms, 1, 200),
-                  ("--queue-target-fraction", args.queue_target_fraction, 1e-6, 1)], parser)
+                  ("--queue-target-fraction", args.queue_target_fraction, 1e-6, 1),
+                  ("--fan-in-queue-fraction", args.fan_in_queue_fraction, 0, 1)], parser)
     fabric = sim_fabric.SimFabricSettings(
         bw_gbps=args.bw_gbps, uplink_gbps=args.uplink_gbps, link_delays_us=delays, uplink_delays_us=uplink_delays,
         uplink_buffer_bytes=args.uplink_buffer_bytes, ecn_k_bytes=args.ecn_k_bytes,
@@ -510,7 +516,8 @@ def simulate_workload_config_from_args(args: argparse.Namespace, parser: argpars
     config = sim_workload.SimWorkloadConfig(
         **dataclasses.asdict(fabric), out=output_directory(args.out, parser), schemes=names,
         bw_mbps=args.bw_gbps * 1000, buffers=buffers, fine_rto_ms=args.fine_rto_ms,
-        queue_target_fraction=args.queue_target_fraction, topo=args.topo, distribution=args.distribution,
+        queue_target_fraction=args.queue_target_fraction, fan_in_queue_fraction=args.fan_in_queue_fraction,
+        topo=args.topo, distribution=args.distribution,
         size_scale=args.size_scale, load=args.load, query_senders=fan_ins, query_bytes=sizes,
         query_rate=args.query_rate, query_load=args.query_load, background_flows=args.background_flows,
         seconds=args.seconds, warmup_seconds=args.warmup_seconds, drain_seconds=args.drain_seconds, seed=args.seed)

@@ -58,6 +58,11 @@ class ExperimentConfig:
     agent_timeout_s: float = 120.0
     command: list[str] = dataclasses.field(default_factory=list)
 
+    def lossless(self) -> Lossless:
+        """otcp-lossless's settings: its queue target and fan-in share."""
+        return Lossless(queue_target_fraction=self.queue_target_fraction,
+                        fan_in_queue_fraction=self.fan_in_queue_fraction)
+
     def switch_datapath(self) -> Datapath:
         """The datapath asked for, as the emulation takes it."""
         return Datapath.named(self.datapath, self.xdp_mode)

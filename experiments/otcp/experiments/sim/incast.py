@@ -263,7 +263,7 @@ def run_fabric(config: SimConfig, store: results.ResultStore, progress: Progress
 def run_scheme(config: SimConfig, fabric: SimFabric, placement: Placement, scheme: SimScheme, buffer_bytes: int,
                progress: Progress) -> tuple[SimRunRecord, RunDetail]:
     """One scheme's run on one fabric: its record (ceiling_mbps still 0) and its detail."""
-    loop = ClosedLoop.for_scheme(fabric, workload_pairs(placement), scheme, config.queue_target_fraction) \
+    loop = ClosedLoop.for_scheme(fabric, workload_pairs(placement), scheme, config.lossless()) \
         if scheme.planned else None
     total = config.warmup_rounds + config.rounds
 

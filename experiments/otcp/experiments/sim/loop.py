@@ -70,10 +70,10 @@ class ClosedLoop:
 
     @classmethod
     def for_scheme(cls, fabric: SimFabric, pairs: Iterable[tuple[str, str]], scheme: SimScheme,
-                   queue_target_fraction: float) -> ClosedLoop:
-        """The loop of an OTCP scheme's run: the scheme's formulas (lossless with queue_target_fraction),
+                   lossless_settings: formulas.Lossless) -> ClosedLoop:
+        """The loop of an OTCP scheme's run: the scheme's formulas (lossless with lossless_settings),
         pacing and enforcement, the default bounds."""
-        lossless = formulas.Lossless(queue_target_fraction) if scheme.formulas == "lossless" else None
+        lossless = lossless_settings if scheme.formulas == "lossless" else None
         return cls(fabric, pairs, formulas.Bounds(), lossless, formulas.Pacing() if scheme.pacing else None,
                    scheme.follows)
 

@@ -254,7 +254,7 @@ def closed_loop(config: SimWorkloadConfig, fabric: SimFabric, scheme: SimScheme,
                 flows: Sequence[ScenarioFlow]) -> ClosedLoop:
     """The controller and agents of an OTCP scheme's run, for every pair a flow joins, both ways."""
     pairs = {pair for flow in flows for pair in ((flow.src, flow.dst), (flow.dst, flow.src))}
-    return ClosedLoop.for_scheme(fabric, pairs, scheme, config.queue_target_fraction)
+    return ClosedLoop.for_scheme(fabric, pairs, scheme, config.lossless())
 
 
 def run_scheme(config: SimWorkloadConfig, fabric: SimFabric, scheme: SimScheme, schedule: arrivals.Schedule,
