@@ -43,13 +43,18 @@ def controller(tmp_path, monkeypatch):
 
 
 class RecordingAgentServer:
-    """Stands in for the agent channel: records which hosts a set was delivered to."""
+    """Stands in for the agent channel: records which hosts a set was delivered to, and how often
+    withheld sets were released."""
 
     def __init__(self):
         self.delivered = []
+        self.releases = 0
 
     def deliver(self, host_ip):
         self.delivered.append(host_ip)
+
+    def release_withheld(self):
+        self.releases += 1
 
 
 def state_event(datapath, state):
@@ -141,6 +146,7 @@ def test_every_handler_drives_the_core_and_sends_through_the_datapath(controller
     generation, _, records = controller.store.latest_generation()
     assert generation == 1 and len(records) == 2
     assert controller.agent_server.delivered == [H1[0], H2[0]]
+    assert controller.agent_server.releases == 1  # after the plan, sets held back may go
     assert controller.store.latest_link_measurements()[("s1", "s2")]["flows"] == 1
 
     # Probes stop crossing the link: the probe round after LINK_TIMEOUT_ROUNDS unanswered ones forgets it.
