@@ -7,6 +7,7 @@ import types
 
 import pytest
 from os_ken.lib.packet import arp as arp_packet
+from os_ken.lib.packet import tcp
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
 from otcp.controller import core as core_module
@@ -15,7 +16,7 @@ from otcp.controller.arp import probe_frame as arp_probe_frame
 from otcp.controller.core import ARP_PENDING_S, ECHO_PAYLOAD, MAX_GENERATION_LEAP
 from otcp.controller.publication import Publications
 from otcp.controller.topology import Host
-from otcp.wire.limits import GENERATION
+from otcp.wire.limits import GENERATION, RTT_PROBE_PORT
 from otcp.wire.paramset import ParamSet, RouteParams
 from support.controller_fakes import (
     H1,
@@ -32,6 +33,7 @@ from support.controller_fakes import (
     parsed,
     port_infos,
     port_mac,
+    tcp_frame,
 )
 
 
@@ -415,6 +417,33 @@ def test_a_hosts_first_packet_of_a_pair_installs_its_counting_entry_at_the_ingre
         1, forwarding.PAIR_COOKIE, forwarding.PAIR_PRIORITY, H1[0], H2[0])
     assert entry.instructions[0].actions[0].port == 1 and entry.idle_timeout == forwarding.PAIR_IDLE_S
     assert (out_dpid, out.actions[0].port) == (1, 1)  # on toward s2 by the destination entries
+
+
+@pytest.mark.parametrize("ip_options", [b"", b"\x01\x01\x01\x00"])  # NOPs and end: a 24-byte header
+def test_an_agents_round_trip_probe_goes_on_without_a_counting_entry(ip_options):
+    core = settled_core()
+    core.replan(1.0)
+    syn = core.packet_in(4.0, 1, 2, tcp_frame(H1, H2, 40000, RTT_PROBE_PORT, ip_options=ip_options))
+    rst = core.packet_in(4.0, 1, 3, tcp_frame(H3, H2, RTT_PROBE_PORT, 40000, tcp.TCP_RST | tcp.TCP_ACK,
+                                               ip_options=ip_options))
+    for actions in (syn, rst):
+        assert [(dpid, port) for dpid, port, _ in packet_outs(actions)] == [(1, 1)]  # on toward s2
+        assert len(actions.sends) == 1  # and no pair entry
+    data = core.packet_in(4.0, 1, 2, tcp_frame(H1, H2, 40000, 5001, ip_options=ip_options))
+    assert [m.cookie for _, m in data.sends if isinstance(m, ofproto_v1_3_parser.OFPFlowMod)] == [
+        forwarding.PAIR_COOKIE]
+
+
+def test_only_a_whole_tcp_header_to_or_from_the_probe_port_is_a_probe():
+    probe = tcp_frame(H1, H2, 40000, RTT_PROBE_PORT)
+    assert core_module.is_rtt_probe(probe)
+    assert core_module.is_rtt_probe(tcp_frame(H1, H2, RTT_PROBE_PORT, 40000, tcp.TCP_RST))
+    assert not core_module.is_rtt_probe(tcp_frame(H1, H2, 40000, RTT_PROBE_PORT + 1))
+    assert not core_module.is_rtt_probe(probe[:36])  # the ports cut off
+    udp = bytearray(probe)
+    udp[23] = 17
+    assert not core_module.is_rtt_probe(bytes(udp))  # port 9 of another protocol
+    assert not core_module.is_rtt_probe(ipv4_frame(H1, H2))
 
 
 # -- generations and publication ---------------------------------------------------------------

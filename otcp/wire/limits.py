@@ -15,6 +15,10 @@
 #: every controller it is connected to what it holds (``held``).
 VERSION = 9
 
+#: The closed port every agent's round-trip probe (a TCP SYN) goes to; the destination's kernel
+#: answers with a RST from it. The controller forwards these without a flow-counting entry.
+RTT_PROBE_PORT = 9
+
 #: Largest frame either side accepts once authenticated (a 10 000-route set is about 1 MB).
 MAX_FRAME_BYTES = 8 * 1024 * 1024
 #: Largest frame accepted before authentication (challenge, auth, welcome).

@@ -5,7 +5,7 @@ The network: s1 and s2 joined by s1:1 <-> s2:1; h1 on s1:2, h3 on s1:3
 """
 
 from os_ken.lib.packet import arp as arp_packet
-from os_ken.lib.packet import ethernet, ipv4, packet
+from os_ken.lib.packet import ethernet, ipv4, packet, tcp
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
 from otcp.controller.config import ControllerConfig
@@ -119,6 +119,17 @@ def ipv4_frame(src, dst):
     frame = packet.Packet()
     frame.add_protocol(ethernet.ethernet(dst=dst[1], src=src[1], ethertype=0x0800))
     frame.add_protocol(ipv4.ipv4(src=src[0], dst=dst[0], proto=17))
+    frame.serialize()
+    return bytes(frame.data)
+
+
+def tcp_frame(src, dst, src_port, dst_port, bits=tcp.TCP_SYN, ip_options=b""):
+    """A TCP segment from host src to host dst, each (ip, mac); ip_options lengthen the IPv4 header."""
+    frame = packet.Packet()
+    frame.add_protocol(ethernet.ethernet(dst=dst[1], src=src[1], ethertype=0x0800))
+    frame.add_protocol(ipv4.ipv4(header_length=5 + len(ip_options) // 4, src=src[0], dst=dst[0], proto=6,
+                                 option=ip_options or None))
+    frame.add_protocol(tcp.tcp(src_port=src_port, dst_port=dst_port, bits=bits))
     frame.serialize()
     return bytes(frame.data)
 

@@ -30,12 +30,11 @@ from typing import Literal
 
 from pyroute2.netlink.diag import DiagSocket
 
+from otcp.wire.limits import RTT_PROBE_PORT
 from otcp.wire.messages import RoundTrip
 
 TCP_ESTABLISHED = 1
 INET_DIAG_INFO = 2
-#: A closed port on every host: the probe only wants the kernel's RST.
-PROBE_PORT = 9
 
 
 @dataclass(frozen=True)
@@ -140,7 +139,7 @@ def syn_probe(dst: str, timeout_s: float) -> float | None:
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setblocking(False)
         started = time.perf_counter()
-        code = probe.connect_ex((dst, PROBE_PORT))
+        code = probe.connect_ex((dst, RTT_PROBE_PORT))
         if code not in (errno.EINPROGRESS, errno.ECONNREFUSED, 0):
             return None
         if code == errno.EINPROGRESS:

@@ -23,6 +23,7 @@ import math
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from socket import IPPROTO_TCP
 from typing import Any, TypeVar
 
 from os_ken.lib.packet import arp as arp_packet
@@ -41,7 +42,7 @@ from otcp.planning.fabric import Fabric, Pair, PairRtt
 from otcp.planning.inventory import Inventory
 from otcp.planning.paths import HostPaths, SwitchPaths
 from otcp.planning.planner import Plan, PlanRecords
-from otcp.wire.limits import GENERATION
+from otcp.wire.limits import GENERATION, RTT_PROBE_PORT
 from otcp.wire.messages import RoundTrip
 
 ETH_TYPE_LLDP = 0x88CC
@@ -178,6 +179,18 @@ def ipv4_addresses(data: bytes) -> tuple[str, str] | None:
     if len(data) < 34:
         return None
     return ".".join(map(str, data[26:30])), ".".join(map(str, data[30:34]))
+
+
+def is_rtt_probe(data: bytes) -> bool:
+    """Whether an untagged IPv4 frame is an agent's round-trip probe: a TCP segment to or from
+    RTT_PROBE_PORT (the SYN, or the kernel's RST that answers it). Read without a parser."""
+    if len(data) < 34 or data[23] != IPPROTO_TCP:
+        return False
+    ports_at = 14 + (data[14] & 0x0F) * 4
+    if len(data) < ports_at + 4:
+        return False
+    src_port, dst_port = struct.unpack_from("!HH", data, ports_at)
+    return RTT_PROBE_PORT in (src_port, dst_port)
 
 
 class ControllerCore:
@@ -485,11 +498,17 @@ class ControllerCore:
     def _first_of_pair(self, dpid: int, in_port: int, pair: Pair, data: bytes) -> list[Send]:
         """A host's packet with no pair entry at its edge switch: the pair entry
         (for flow counting) toward the port the destination's entry names, and
-        the packet sent out of it; without a destination entry yet, delivered."""
+        the packet sent out of it; without a destination entry yet, delivered.
+
+        An agent's round-trip probe is sent on without an entry: it is one packet, never a
+        flow, and with every agent probing its peers, entries for probes would grow to one per
+        host pair, which every flow-statistics poll would carry."""
         switch = self._switches[dpid]
         out_port = switch.installed.get(pair[1])
         if out_port is None or out_port == in_port:
             return self._deliver_missed(dpid, in_port, pair, data)
+        if is_rtt_probe(data):
+            return [(dpid, forwarding.packet_out(switch.codec, out_port, data))]
         return [(dpid, forwarding.pair_entry(switch.codec, *pair, out_port)),
                 (dpid, forwarding.packet_out(switch.codec, out_port, data))]
 
