@@ -612,3 +612,15 @@ def test_the_fan_in_targets_name_what_missed_and_the_load_beside_it():
                        "bottleneck's queue found empty in 65 % of samples"
     assert len(lines) == 3
     assert report.fan_in_targets([run for run in runs if run["scheme"] != "fine-rto"]) == ""
+
+
+def test_a_fan_in_target_above_the_full_size_ceiling_is_called_out_of_reach():
+    # default at 18.8 of a 23.9 Mb/s line: 1.5x default's is 28.2 Mb/s, above the line.
+    runs = [a_run(scheme="default", senders=64, goodput_mbps=18.8, full_ceiling_mbps=23.9),
+            a_run(scheme="fine-rto", senders=64, goodput_mbps=20.4, full_ceiling_mbps=23.9),
+            a_run(scheme="otcp-lossless", senders=64, goodput_mbps=23.5, drops=0, timeouts=0, full_ceiling_mbps=23.9)]
+    assert report.fan_in_targets(runs).splitlines()[1].startswith(
+        "- otcp-lossless at 64 senders missed (1.25x default's goodput (the target, 28.2 Mb/s, is above the "
+        "full-size ceiling, 23.9)): 23.5 Mb/s")
+    runs[0]["goodput_mbps"] = 15.9  # 23.85: within reach, and missed
+    assert "(1.48x default's goodput):" in report.fan_in_targets(runs)

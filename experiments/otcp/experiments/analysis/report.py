@@ -305,7 +305,8 @@ LOSSLESS_OVER_DEFAULT = 1.5
 def fan_in_targets(runs: Sequence[Run]) -> str:
     """Per sender count where otcp-lossless, default and fine-rto all finished an emulated run:
     whether otcp-lossless met its targets (0 drops, 0 RTOs, goodput at least LOSSLESS_OVER_DEFAULT x
-    default's and at least fine-rto's); a miss names what missed and the measured load beside it
+    default's and at least fine-rto's); a miss names what missed (and says so where default runs so
+    near the line that the goodput target lies above the full-size ceiling) and the measured load beside it
     (both cores' busy share, the switch thread's, and how often the bottleneck's queue was found
     empty: a link left idle while the machine was busy). "" where no sender count has all three."""
     by_key = {(r["scheme"], r["senders"]): r for r in runs if not simulated(r)}
@@ -317,7 +318,10 @@ def fan_in_targets(runs: Sequence[Run]) -> str:
         missed = [f"{mine[field]} {what}" for field, what in (("drops", "drops"), ("timeouts", "RTOs")) if mine[field]]
         over_default, over_fine = (mine["goodput_mbps"] / other["goodput_mbps"] for other in (default, fine))
         if over_default < LOSSLESS_OVER_DEFAULT:
-            missed.append(f"{over_default:.2f}x default's goodput")
+            wanted = LOSSLESS_OVER_DEFAULT * default["goodput_mbps"]
+            beyond = (f" (the target, {wanted:.1f} Mb/s, is above the full-size ceiling, "
+                      f"{mine['full_ceiling_mbps']:.1f})" if wanted > mine["full_ceiling_mbps"] else "")
+            missed.append(f"{over_default:.2f}x default's goodput{beyond}")
         if over_fine < 1:
             missed.append(f"{over_fine:.2f}x fine-rto's")
         figures = (f"{mine['goodput_mbps']:.1f} Mb/s against default's {default['goodput_mbps']:.1f} and fine-rto's "
