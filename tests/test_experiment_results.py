@@ -536,6 +536,31 @@ def test_the_results_page_gives_each_table_its_command_the_failures_and_the_plot
     assert f"- {quick}: committed code" in page and "abcdef0" not in page
 
 
+def test_a_folder_of_sweeps_is_one_section_with_one_table(tmp_path):
+    emulator = tmp_path / "results" / "emulator"
+    first = write_sweep(emulator / "a-counts", [a_run(senders=16, sru_bytes=65536), a_run(senders=64, sru_bytes=65536)],
+                        command="otcp-experiment incast --senders 16,64 --out results/emulator/a-counts")
+    again = write_sweep(emulator / "b-again", [a_run(senders=64, sru_bytes=65536, goodput_mbps=50.0),
+                                               a_run(scheme="otcp", senders=16, sru_bytes=65536)],
+                        command="otcp-experiment incast --senders 16,64 --out results/emulator/b-again")
+    apart = write_sweep(tmp_path / "results" / "apart", [a_run(senders=8, sru_bytes=65536)], command="apart")
+    output = tmp_path / "page.md"
+    assert cli.main(["report", str(emulator), apart, "--markdown", "--each", "--title", "T",
+                     "--output", str(output)]) == 0
+    page = output.read_text()
+    assert page.count("\n## ") >= 2 and "\n## emulator\n" in page and "\n## apart\n" in page
+    emulated = page.split("\n## emulator\n", 1)[1].split("\n## apart\n", 1)[0]
+    goodput = emulated.split("\n\n**")[1]
+    # One table of both folders' runs, the later folder's run at 64 replacing the earlier one's.
+    assert "| 16 | 31.5 Mb/s, 33 % | 31.5 Mb/s, 33 % |" in goodput and "| 64 | 50.0 Mb/s, 53 % |  |" in goodput
+    assert "| 8 |" not in goodput
+    assert goodput.endswith("Made by: `otcp-experiment incast --senders 16,64 --out results/emulator/a-counts`; "
+                            "`otcp-experiment incast --senders 16,64 --out results/emulator/b-again`")
+    assert f"- {first}: committed code" in page and f"- {again}: committed code" in page
+    assert report.text([str(emulator)]).splitlines()[-2:] == [
+        f"- {first}: commit abcdef0", f"- {again}: commit abcdef0"]
+
+
 def test_the_report_without_markdown_prints_the_tables_as_before(tmp_path, capsys):
     quick = write_sweep(tmp_path / "quick", [a_run(senders=4, sru_bytes=65536)], command="otcp-experiment incast")
     assert cli.main(["report", quick]) == 0

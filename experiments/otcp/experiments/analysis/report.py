@@ -41,20 +41,22 @@ scheme (goodput on synchronized reads beside the p99 short-flow slowdown
 and the drops), and --tradeoff-plot FILE draws it; a page made with
 --no-tradeoff leaves it out (incast and workload runs of different fabrics).
 
-With --markdown it writes a results page instead: a title, the same tables
-each followed by the exact command that produced its runs (as the summary
-recorded it), the runs that failed with their errors, links to every
-sweep's plots (not with --no-plots), and whether each sweep ran committed code
-(a page names no commit; the printed tables do). With --each every directory
-is a section of its own (its runs not merged with the others'), headed by its
-name. Where simulated sweeps ran more than two static rto_min values on one setting,
-a table sets them against OTCP's per-path values (fine-rto's value from each
-sweep's --fine-rto-ms); and where simulated runs are among them, a cost table
-follows: wall time per simulated second and memory, by topology, link rate and
-senders. Each
---validate MININET_DIR=SIM_DIR adds a table of the simulated runs against the
-emulated ones of the same scheme, senders and block: the ratios of goodput (as
-a share of each one's ceiling), drops and p95 completion. With --output the
+With --markdown it writes a results page instead: a title, the same tables each
+followed by the exact command that produced its runs (as the summary recorded
+it), the runs that failed with their errors, links to every sweep's plots (not
+with --no-plots), and whether each sweep ran committed code (a page names no
+commit; the printed tables do). With --each every directory is a section of its
+own (its runs not merged with the others'), headed by its name. A directory
+without a summary of its own, whose folders each hold one, is read as one sweep
+(its folders' runs merged in name order): a sweep made by several runs of the
+program, one table for it all. Where simulated sweeps ran more than two static
+rto_min values on one setting, a table sets them against OTCP's per-path values
+(fine-rto's value from each sweep's --fine-rto-ms); and where simulated runs
+are among them, a cost table follows: wall time per simulated second and
+memory, by topology, link rate and senders. Each --validate MININET_DIR=SIM_DIR
+adds a table of the simulated runs against the emulated ones of the same
+scheme, senders and block: the ratios of goodput (as a share of each one's
+ceiling), drops and p95 completion. With --output the
 page (or the tables) go to that file, and the plots' links are relative to its
 directory.
 
@@ -158,9 +160,20 @@ def merged(sweeps: Sequence[Sweep]) -> list[tuple[Run, Sweep]]:
     return list(runs.values())
 
 
+def sweeps_in(directory: str) -> list[Sweep]:
+    """The sweep of directory (its summary.json); where it holds none but folders that do, their
+    sweeps in name order: one sweep told in several runs of the program, read as one."""
+    if not os.path.isfile(os.path.join(directory, "summary.json")):
+        inner = sorted(path for path in glob.glob(os.path.join(directory, "*"))
+                       if os.path.isfile(os.path.join(path, "summary.json")))
+        if inner:
+            return [Sweep.load(path) for path in inner]
+    return [Sweep.load(directory)]
+
+
 def load_runs(directories: Sequence[str]) -> list[Run]:
     """Every run of the summaries in directories, as dicts (summary.json's "runs"), merged."""
-    return [run for run, _ in merged([Sweep.load(directory) for directory in directories])]
+    return [run for run, _ in merged([sweep for directory in directories for sweep in sweeps_in(directory)])]
 
 
 def code_line(directory: str, with_commit: bool = True) -> str:
@@ -487,15 +500,17 @@ def page(directories: Sequence[str], title: str, relative_to: str, each: bool = 
          validations: Sequence[tuple[str, str]] = (), plots: bool = True, tradeoff_plot: str | None = None,
          with_tradeoff: bool = True) -> str:
     """The results page of the sweeps in directories (see the module docstring)."""
-    sweeps = [Sweep.load(directory) for directory in directories]
+    given = [(directory, sweeps_in(directory)) for directory in directories]
+    sweeps = [sweep for _, inner in given for sweep in inner]
     incast = [sweep for sweep in sweeps if not sweep.workload]
     work = [sweep for sweep in sweeps if sweep.workload]
     made = "\n".join(f"    {sweep.command or '(command not recorded)'}" for sweep in sweeps)
     parts = [f"# {title}", f"Made by:\n\n{made}"]
-    groups = [[sweep] for sweep in incast] if each else [incast]
+    sections = [(directory, [sweep for sweep in inner if not sweep.workload]) for directory, inner in given]
+    groups = [(directory, group) for directory, group in sections if group] if each else [("", incast)]
     incast_runs: list[Run] = []
     incast_origins: dict[int, Sweep] = {}
-    for group in groups:
+    for directory, group in groups:
         pairs = merged(group)
         runs = [run for run, _ in pairs]
         incast_runs += runs
@@ -503,7 +518,7 @@ def page(directories: Sequence[str], title: str, relative_to: str, each: bool = 
         incast_origins.update(origins)
         heading = "## "
         if each:
-            parts.append(f"## {os.path.basename(os.path.normpath(group[0].directory))}")
+            parts.append(f"## {os.path.basename(os.path.normpath(directory))}")
             heading = "### "
         parts += [report(runs, commands_line(origins), heading, queue_targets(origins)), failed_runs(group, runs),
                   plot_links(group, relative_to) if plots else ""]
@@ -519,7 +534,7 @@ def page(directories: Sequence[str], title: str, relative_to: str, each: bool = 
     parts.append(static_values(sweeps))
     parts.append(cost_table(incast_runs))
     parts += [validation(Sweep.load(emulated), Sweep.load(simulation)) for emulated, simulation in validations]
-    parts.append("## Code\n\n" + "\n".join(f"- {code_line(directory, with_commit=False)}" for directory in directories))
+    parts.append("## Code\n\n" + "\n".join(f"- {code_line(sweep.directory, with_commit=False)}" for sweep in sweeps))
     return "\n\n".join(part for part in parts if part) + "\n"
 
 
@@ -726,7 +741,7 @@ def validation(emulated: Sweep, simulation: Sweep) -> str:
 def text(directories: Sequence[str], tradeoff_plot: str | None = None, only_tradeoff: bool = False) -> str:
     """The tables of the sweeps in directories, then the code each ran (only_tradeoff: the trade-off
     alone; ValueError without an incast and a workload summary)."""
-    sweeps = [Sweep.load(directory) for directory in directories]
+    sweeps = [sweep for directory in directories for sweep in sweeps_in(directory)]
     runs = [run for run, _ in merged([sweep for sweep in sweeps if not sweep.workload])]
     work_runs = [run for run, _ in workload_report.merged_runs([(s.document, s) for s in sweeps if s.workload])]
     table = tradeoff(runs, work_runs, "", tradeoff_plot)
@@ -735,13 +750,14 @@ def text(directories: Sequence[str], tradeoff_plot: str | None = None, only_trad
             raise ValueError("--tradeoff needs an incast summary with runs and a workload summary with runs")
         return table + "\n"
     parts = [table, report(runs), workload_report.sections(work_runs, None, ""),
-             "\n".join(f"- {code_line(d)}" for d in directories)]
+             "\n".join(f"- {code_line(sweep.directory)}" for sweep in sweeps)]
     return "\n\n".join(part for part in parts if part) + "\n"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The report's arguments, on parser (otcp-experiment report's, or its own)."""
-    parser.add_argument("directories", nargs="+", help="output directories of experiments (each with summary.json)")
+    parser.add_argument("directories", nargs="+", help="output directories of experiments (each with summary.json, or "
+                        "folders that each hold one: one sweep)")
     parser.add_argument("--markdown", action="store_true",
                         help="a results page: title, tables each with the command that made its runs, failed runs, "
                              "plots, code")
