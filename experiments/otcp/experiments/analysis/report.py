@@ -533,7 +533,7 @@ def page(directories: Sequence[str], title: str, relative_to: str, each: bool = 
               failed_runs(work, work_runs), plot_links(work, relative_to) if plots else ""]
     parts.append(static_values(sweeps))
     parts.append(cost_table(incast_runs))
-    parts += [validation(Sweep.load(emulated), Sweep.load(simulation)) for emulated, simulation in validations]
+    parts += [validation(emulated, Sweep.load(simulation)) for emulated, simulation in validations]
     parts.append("## Code\n\n" + "\n".join(f"- {code_line(sweep.directory, with_commit=False)}" for sweep in sweeps))
     return "\n\n".join(part for part in parts if part) + "\n"
 
@@ -695,11 +695,12 @@ def gap_lines(chosen: Mapping[tuple[str, int], tuple[Run, Run]], schemes: Sequen
     return [f"Gaps over {GAP:.0%} (simulated / emulated), and what differs between the two runs:", "", *lines, ""]
 
 
-def validation(emulated: Sweep, simulation: Sweep) -> str:
-    """The simulated runs against the emulated ones of the same scheme, senders and block: per cell the
-    ratios (simulated / emulated) of goodput as a share of each one's ceiling, drops at the bottleneck
-    and p95 completion, with the two commands."""
-    mininet = {(r["scheme"], r["senders"], r["sru_bytes"]): r for r in emulated.document["runs"]}
+def validation(emulated_directory: str, simulation: Sweep) -> str:
+    """The simulated runs against the emulated ones of the same scheme, senders and block (the sweep of
+    emulated_directory: see sweeps_in): per cell the ratios (simulated / emulated) of goodput as a
+    share of each one's ceiling, drops at the bottleneck and p95 completion, with the commands."""
+    emulated = sweeps_in(emulated_directory)
+    mininet = {(r["scheme"], r["senders"], r["sru_bytes"]): r for r, _ in merged(emulated)}
     pairs = [(run, mininet[key]) for run in simulation.document["runs"]
              if (key := (run["scheme"], run["senders"], run["sru_bytes"])) in mininet]
     if not pairs:
@@ -707,7 +708,7 @@ def validation(emulated: Sweep, simulation: Sweep) -> str:
     order = scheme_order()
     schemes = sorted({run["scheme"] for run, _ in pairs}, key=order.index)
     name = f"{os.path.basename(os.path.normpath(simulation.directory))} against " \
-           f"{os.path.basename(os.path.normpath(emulated.directory))}"
+           f"{os.path.basename(os.path.normpath(emulated_directory))}"
     lines = [f"## Validation: {name}", "",
              "Each cell: simulated / emulated, for goodput (share of its own ceiling), drops at the bottleneck and "
              "p95 round completion; beneath, the emulated values (goodput %, drops, p95 ms); then what tells a gap's "
@@ -734,7 +735,7 @@ def validation(emulated: Sweep, simulation: Sweep) -> str:
             lines.append(f"| {senders} | " + " | ".join(cells) + " |")
         lines.append("")
         lines += gap_lines(chosen, schemes)
-    lines.append(f"Made by: `{simulation.command}` against `{emulated.command}`")
+    lines.append(f"Made by: `{simulation.command}` against " + "; ".join(f"`{sweep.command}`" for sweep in emulated))
     return "\n".join(lines)
 
 
