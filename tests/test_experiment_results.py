@@ -37,6 +37,19 @@ def test_unexplained_may_be_negative_but_not_a_float():
         results.check_run(a_run(unexplained=1.5))
 
 
+def test_a_run_keeps_what_the_af_xdp_rings_dropped_and_its_table_row_counts_it_as_other():
+    fields = a_run(rounds=3, persistent=0, retransmissions=200, probe_rtt_std_ms=1.0, probe_lost=0.0)
+    loss_fields = ("drops", "sent", "delivered", "drops_other_buffers", "sender_queue_drops", "unexplained")
+    head = {key: value for key, value in fields.items() if key not in loss_fields}
+    account = counters.LossAccount(sent=1000, delivered=980, drops=10, drops_other_buffers=2, queued=0,
+                                   sender_queue_drops=1, switch_input_drops=4)
+    record = results.RunRecord.build(head, {}, account, {})
+    assert (record.switch_input_drops, record.unexplained) == (4, 4)  # 1000 - 980 - 10 - 2 - 4
+    assert record.drops_other_buffers + record.sender_queue_drops + record.switch_input_drops == 7
+    columns = incast.table_row(record).split()
+    assert columns[columns.index(str(record.drops)) + 1] == "7"
+
+
 def test_ce_marks_are_a_count_or_null():
     results.check_run(a_run(ce_marks=586))
     with pytest.raises(results.SchemaError, match="ce_marks"):

@@ -368,10 +368,11 @@ def table_row(run: RunRecord) -> str:
     switch = "-" if run.switch_cpu_pct is None else f"{run.switch_cpu_pct:.0f}"
     held = "-" if run.switch_input_mean_bytes is None else f"{run.switch_input_mean_bytes / 1000:.1f}k"
     line = "-" if run.share_of_full_ceiling is None else f"{100 * run.share_of_full_ceiling:.0f}%"
+    elsewhere = run.drops_other_buffers + run.sender_queue_drops + (run.switch_input_drops or 0)
     return (f"{run.scheme:<18}{run.senders:>8}{run.buffer_bytes:>9}{run.packet_bytes:>5}"
             f"{run.goodput_mbps:>8.1f}{line:>6}{100 * run.share_of_ceiling:>5.0f}%{run.fct_mean_ms:>7.0f}"
             f"{run.fct_p95_ms:>7.0f}{run.fct_p99_ms:>7.0f}{run.drops:>7}"
-            f"{run.drops_other_buffers + run.sender_queue_drops:>6}{f'{run.unexplained}{flag}':>7}"
+            f"{elsewhere:>6}{f'{run.unexplained}{flag}':>7}"
             f"{run.peak_backlog_bytes // 1000:>6}k{run.timeouts:>6}{run.retransmissions:>7}"
             f"{run.cpu_busy_pct:>5.0f}{switch:>5}{probe:>17}{empty:>7}{empty_tail:>5}{held:>6}")
 
@@ -397,14 +398,14 @@ def summary_table(runs: Sequence[RunRecord], ceilings: Sequence[dict[str, Any]],
                           for c in ceilings)
     lines.append(f"single-flow ceiling: {described}")
     lines.append("goodput in Mb/s; %line against the run's network's single-flow ceiling at full-size (1500 B) "
-                 "packets, the headline; %ceil against its ceiling at the run's packet size (pkt, IP "
-                 "bytes); completion times in ms; drops: at the bottleneck buffer; other: at the other buffers and "
-                 "the senders' own queues; unexpl: IPv4 packets lost where no kernel counter names them (! flags "
-                 "them); peakq: largest bottleneck backlog seen; RTOs and retransmitted segments summed over the "
-                 "hosts; cpu%: both cores' busy share during the measured rounds (/proc/stat); sw%: the switch's "
-                 "forwarding thread (ovs-vswitchd's main thread), % of one core; emptyq: share of the "
+                 "packets, the headline; %ceil against its ceiling at the run's packet size (pkt, IP bytes); "
+                 "completion times in ms; drops: at the bottleneck buffer; other: at the other buffers, the senders'"
+                 " own queues and the AF_XDP ports' input rings; unexpl: IPv4 packets lost where no kernel counter "
+                 "names them (! flags them); peakq: largest bottleneck backlog seen; RTOs and retransmitted segments"
+                 " summed over the hosts; cpu%: both cores' busy share during the measured rounds (/proc/stat); sw%:"
+                 " the switch's forwarding thread (ovs-vswitchd's main thread), % of one core; emptyq: share of the "
                  "bottleneck's backlog samples during rounds that found its queue empty; tail: the same after each "
-                 "round's first connection had finished; swin: mean memory held during rounds by the switch's "
-                 "input sockets, frames the userspace switch had not yet taken in (skb truesize); FAILED: a run "
-                 "that did not finish, with the first line of its error")
+                 "round's first connection had finished; swin: mean memory held during rounds by the switch's input "
+                 "sockets, frames the userspace switch had not yet taken in (skb truesize); FAILED: a run that did "
+                 "not finish, with the first line of its error")
     return "\n".join(lines)

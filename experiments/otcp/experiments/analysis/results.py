@@ -155,6 +155,8 @@ class RunRecord:
     # stats.switch_input: the switch's input sockets during rounds (None: not sampled)
     switch_input_mean_bytes: float | None = None
     switch_input_busy_pct: float | None = None
+    # Frames the switch's AF_XDP ports dropped on input, their rings full (LossAccount; 0 on AF_PACKET)
+    switch_input_drops: int | None = None
     # The network's single-flow ceiling at full-size (1500 B) packets (None: not measured)
     full_ceiling_mbps: float | None = None
 
@@ -166,7 +168,8 @@ class RunRecord:
         loss = account.as_dict()
         return cls(**head, **rounds_summary, drops=loss["drops"], sent=loss["sent"], delivered=loss["delivered"],
                    drops_other_buffers=loss["drops_other_buffers"], sender_queue_drops=loss["sender_queue_drops"],
-                   unexplained=loss["unexplained"], **probe_summary, **rest)
+                   unexplained=loss["unexplained"], switch_input_drops=loss["switch_input_drops"],
+                   **probe_summary, **rest)
 
     @property
     def share_of_ceiling(self) -> float:
