@@ -662,3 +662,5 @@ def test_a_fan_in_target_above_the_full_size_ceiling_is_called_out_of_reach():
         "full-size ceiling, 23.9)): 23.5 Mb/s")
     runs[0]["goodput_mbps"] = 15.9  # 23.85: within reach, and missed
     assert "(1.48x default's goodput):" in report.fan_in_targets(runs)
+    runs[2]["drops"] = 1
+    assert "missed (1 drop, 1.48x default's goodput):" in report.fan_in_targets(runs)

@@ -328,7 +328,8 @@ def fan_in_targets(runs: Sequence[Run]) -> str:
         mine, default, fine = (by_key.get((scheme, senders)) for scheme in ("otcp-lossless", "default", "fine-rto"))
         if mine is None or default is None or fine is None:
             continue
-        missed = [f"{mine[field]} {what}" for field, what in (("drops", "drops"), ("timeouts", "RTOs")) if mine[field]]
+        missed = [f"{mine[field]} {what}{'' if mine[field] == 1 else 's'}"
+                  for field, what in (("drops", "drop"), ("timeouts", "RTO")) if mine[field]]
         over_default, over_fine = (mine["goodput_mbps"] / other["goodput_mbps"] for other in (default, fine))
         if over_default < LOSSLESS_OVER_DEFAULT:
             wanted = LOSSLESS_OVER_DEFAULT * default["goodput_mbps"]
