@@ -23,7 +23,6 @@ import math
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from socket import IPPROTO_TCP
 from typing import Any, TypeVar
 
 from os_ken.lib.packet import arp as arp_packet
@@ -63,6 +62,8 @@ ARP_PROBE_INTERVAL_S = 1.0
 PACKET_IN_RATE_PPS = 1000
 # Payload of the controller's echo requests, so other echoes are not timed.
 ECHO_PAYLOAD = b"otcp"
+# IPv4's protocol number of TCP (the header's byte 9), for reading frames in place.
+IP_PROTO_TCP = 6
 # How far ahead of the controller an agent's applied generation may be and
 # still be followed: more generations than a controller makes in a century
 # at one a second. Anything further is a corrupt or forged state, refused
@@ -184,7 +185,7 @@ def ipv4_addresses(data: bytes) -> tuple[str, str] | None:
 def is_rtt_probe(data: bytes) -> bool:
     """Whether an untagged IPv4 frame is an agent's round-trip probe: a TCP segment to or from
     RTT_PROBE_PORT (the SYN, or the kernel's RST that answers it). Read without a parser."""
-    if len(data) < 34 or data[23] != IPPROTO_TCP:
+    if len(data) < 34 or data[23] != IP_PROTO_TCP:
         return False
     ports_at = 14 + (data[14] & 0x0F) * 4
     if len(data) < ports_at + 4:
