@@ -3,6 +3,7 @@
 import json
 import sqlite3
 import types
+from pathlib import Path
 
 import pytest
 
@@ -572,6 +573,36 @@ def test_a_folder_of_sweeps_is_one_section_with_one_table(tmp_path):
     assert f"- {first}: committed code" in page and f"- {again}: committed code" in page
     assert report.text([str(emulator)]).splitlines()[-2:] == [
         f"- {first}: commit abcdef0", f"- {again}: commit abcdef0"]
+
+
+def test_a_folder_of_sweeps_gets_one_goodput_plot_of_all_its_runs(tmp_path, monkeypatch):
+    def ceilings(*medians):
+        return [{"packet_bytes": 1500, "networks": [{"senders": 16 * (i + 1), "buffer_bytes": 85000, "median": m}
+                                                   for i, m in enumerate(medians)]}]
+
+    emulator = tmp_path / "results" / "emulator"
+    first = write_sweep(emulator / "a-counts", [a_run(senders=16, sru_bytes=65536), a_run(senders=64, sru_bytes=65536)],
+                        failures=[{"scheme": "otcp", "senders": 128, "buffer_bytes": 85000, "error": "timed out"},
+                                  {"scheme": "otcp", "senders": 16, "buffer_bytes": 85000, "error": "re-run"}],
+                        plots_drawn=("goodput.png", "fct_cdf.png"))
+    again = write_sweep(emulator / "b-again", [a_run(senders=64, sru_bytes=65536, goodput_mbps=50.0),
+                                               a_run(scheme="otcp", senders=16, sru_bytes=65536)])
+    for folder, medians in ((first, (90.0, 80.0)), (again, (70.0,))):
+        document = json.loads((Path(folder) / "summary.json").read_text())
+        (Path(folder) / "summary.json").write_text(json.dumps({**document, "ceilings": ceilings(*medians)}))
+    drawn = []
+    monkeypatch.setattr(report.plots, "goodput_plot", lambda path, runs, line, failures: drawn.append(
+        (path, sorted((r["scheme"], r["senders"], r["goodput_mbps"]) for r in runs), line,
+         [(f.scheme, f.senders) for f in failures])) or path)
+    output = tmp_path / "page.md"
+    assert cli.main(["report", str(emulator), "--markdown", "--each", "--title", "T", "--output", str(output)]) == 0
+    # One plot of both folders' runs (the later run at 64 replacing the earlier), drawn into the folder, at the
+    # median of the three networks' full-size ceilings, with the failure no run replaced.
+    assert drawn == [(str(emulator / "goodput.png"),
+                      [("default", 16, 31.5), ("default", 64, 50.0), ("otcp", 16, 31.5)], 80.0, [("otcp", 128)])]
+    page = output.read_text()
+    assert f"![goodput against senders, every run of {emulator}](results/emulator/goodput.png)" in page
+    assert "a-counts/goodput.png" not in page and "](results/emulator/a-counts/fct_cdf.png)" in page
 
 
 def test_the_report_without_markdown_prints_the_tables_as_before(tmp_path, capsys):

@@ -70,11 +70,12 @@ import glob
 import json
 import os
 import shlex
+import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from otcp.experiments.analysis import plots, workload_report
+from otcp.experiments.analysis import plots, results, workload_report
 from otcp.experiments.runner.schemes import DEFAULT_FINE_RTO_MS, ETHERNET_MTU, catalogue
 from otcp.experiments.sim.schemes import catalogue as sim_catalogue
 from otcp.planning.formulas import Lossless
@@ -448,23 +449,49 @@ def commands_line(origins: Mapping[int, Sweep]) -> MadeBy:
     return made_by
 
 
-def failed_runs(sweeps: Sequence[Sweep], runs: Sequence[Run]) -> str:
-    """The page's list of runs that failed and were not run again later, with their errors and commands
-    (a workload run's senders: its query fan-in)."""
+def unresolved_failures(sweeps: Sequence[Sweep], runs: Sequence[Run]) -> list[tuple[dict[str, Any], Sweep]]:
+    """Every failure entry of sweeps that no run of runs replaced, with its sweep (a workload run's
+    senders: its query fan-in)."""
     finished = {(r["scheme"], r["senders"] if "senders" in r else r["query_senders"], r["buffer_bytes"])
                 for r in runs}
+    return [(entry, sweep) for sweep in sweeps for entry in sweep.document.get("failures", [])
+            if (entry["scheme"], entry["senders"], entry["buffer_bytes"]) not in finished]
+
+
+def failed_runs(sweeps: Sequence[Sweep], runs: Sequence[Run]) -> str:
+    """The page's list of runs that failed and were not run again later, with their errors and commands."""
     lines = [f"- {entry['scheme']} n={entry['senders']} buf={entry['buffer_bytes']}: {entry['error']} "
-             f"(`{sweep.command or sweep.directory}`)"
-             for sweep in sweeps for entry in sweep.document.get("failures", [])
-             if (entry["scheme"], entry["senders"], entry["buffer_bytes"]) not in finished]
+             f"(`{sweep.command or sweep.directory}`)" for entry, sweep in unresolved_failures(sweeps, runs)]
     return "\n".join(["## Runs that failed", "", *lines]) if lines else ""
 
 
-def plot_links(sweeps: Sequence[Sweep], relative_to: str) -> str:
-    """The page's section of every sweep's plots, linked relative to the page's directory."""
+#: The goodput plot a folder of summaries (one sweep told in several runs) gets of all its runs.
+MERGED_GOODPUT = "goodput.png"
+
+
+def merged_goodput_plot(directory: str, sweeps: Sequence[Sweep], runs: Sequence[Run]) -> str | None:
+    """Draw the goodput of runs, merged from the sweeps of the folder directory, into directory (its
+    line: the median of every full-size ceiling sample's network median); None without runs or failures."""
+    failures = [results.Failure(entry["scheme"], entry["senders"], entry["buffer_bytes"], entry["error"])
+                for entry, _ in unresolved_failures(sweeps, runs)]
+    lines = [float(network["median"]) for sweep in sweeps for ceiling in sweep.document.get("ceilings", [])
+             if ceiling["packet_bytes"] == ETHERNET_MTU for network in ceiling["networks"]]
+    if not lines or not (runs or failures):
+        return None
+    return plots.goodput_plot(os.path.join(directory, MERGED_GOODPUT), runs, statistics.median(lines), failures)
+
+
+def plot_links(sweeps: Sequence[Sweep], relative_to: str, merged_goodput: str | None = None) -> str:
+    """The page's section of every sweep's plots, linked relative to the page's directory; with
+    merged_goodput (the plot of a sweep told in several runs), that one instead of each run's goodput."""
     lines = []
+    if merged_goodput is not None:
+        folder = os.path.dirname(merged_goodput)
+        lines.append(f"![goodput against senders, every run of {folder}]"
+                     f"({os.path.relpath(merged_goodput, relative_to)})")
     for sweep in sweeps:
-        found = [(name, what) for name, what in PLOTS if os.path.exists(os.path.join(sweep.directory, name))]
+        found = [(name, what) for name, what in PLOTS if os.path.exists(os.path.join(sweep.directory, name))
+                 and not (merged_goodput is not None and name == MERGED_GOODPUT)]
         found += [(os.path.basename(path), WORKLOAD_PLOTS[os.path.basename(path).split("-")[0]])
                   for path in sorted(glob.glob(os.path.join(sweep.directory, "*-*.png")))
                   if os.path.basename(path).split("-")[0] in WORKLOAD_PLOTS]
@@ -521,8 +548,10 @@ def page(directories: Sequence[str], title: str, relative_to: str, each: bool = 
         if each:
             parts.append(f"## {os.path.basename(os.path.normpath(directory))}")
             heading = "### "
+        told_in_parts = each and plots and len(group) > 1
+        merged_plot = merged_goodput_plot(directory, group, runs) if told_in_parts else None
         parts += [report(runs, commands_line(origins), heading, queue_targets(origins)), failed_runs(group, runs),
-                  plot_links(group, relative_to) if plots else ""]
+                  plot_links(group, relative_to, merged_plot) if plots else ""]
     work_pairs = workload_report.merged_runs([(sweep.document, sweep) for sweep in work])
     work_runs = [run for run, _ in work_pairs]
     work_origins = {id(run): sweep for run, sweep in work_pairs}
