@@ -354,6 +354,12 @@ def test_a_second_run_on_the_same_state_file_is_refused(ns, tmp_path):
     _one_line(second, f"{state}: another otcp-agent run (pid {first.pid}) uses this state file")
 
 
+def _sigint_default():
+    """In the child before it runs the agent: SIGINT back to its default action. A test run started
+    in the background (as CI may be) inherits SIGINT ignored, and Python then keeps ignoring it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.root
 def test_sigint_during_apply_says_what_was_applied(ns, tmp_path):
     routes = [route(f"10.88.{i // 256}.{i % 256}/32") for i in range(10_000)]
@@ -363,7 +369,7 @@ def test_sigint_during_apply_says_what_was_applied(ns, tmp_path):
         state = str(tmp_path / f"state-{delay}.db")
         apply = subprocess.Popen([sys.executable, "-m", "otcp.agent.cli", "--netns", ns.name, "apply", path,
                                   "--state", state], cwd=REPOSITORY, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True)
+                                 text=True, preexec_fn=_sigint_default)
         deadline = time.monotonic() + 60
         while not os.path.exists(state) and apply.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)
