@@ -287,24 +287,26 @@ def segment_clamp_initcwnd(plan):
     (15, (1448, 1, 1)),
     (16, (1448, 1, 1)),
     # The budget is the buffer less one full frame kept free (a ping, handshakes, FINs): 85000 - 1514 =
-    # 83486 B. 55 x 1514 = 83270 B fit it: still full frames. 56 do not: 83486 / 56 = 1490.8 B -> 1424 B.
-    (55, (1448, 1, 1)),
-    (56, (1424, 1, 1)),
-    # 83486 / 64 = 1304.5 B -> 1238 B; 83486 / 96 = 869.6 B -> 803 B; 83486 / 128 = 652.2 B -> 586 B.
-    (64, (1238, 1, 1)),
-    (96, (803, 1, 1)),
-    (128, (586, 1, 1)),
+    # 83486 B, and each sender's frame comes behind its 66 B ACK of the request. 52 x (1514 + 66) =
+    # 82160 B fit it: still full frames. 53 (83740 B) do not: 83486 / 53 - 66 = 1509.2 B -> 1443 B.
+    (52, (1448, 1, 1)),
+    (53, (1443, 1, 1)),
+    # 83486 / 64 - 66 = 1238.5 B -> 1172 B; 83486 / 96 - 66 = 803.6 B -> 737 B; 83486 / 128 - 66 =
+    # 586.2 B -> 520 B.
+    (64, (1172, 1, 1)),
+    (96, (737, 1, 1)),
+    (128, (520, 1, 1)),
 ])
 def test_lossless_fan_in_keeps_full_frames_while_the_buffer_holds_them(senders, expected):
     assert segment_clamp_initcwnd(lossless_plan_of(star(senders))) == expected
 
 
 def test_lossless_fan_in_down_to_the_floor():
-    # A 42 500 B buffer, a budget of 42500 - 1514 = 40986 B: 40986 / 126 = 325.3 B -> 259 B; at 128
-    # senders 320.2 B -> 254 B: below the floor, which wins (256 B), and 128 floor-sized frames
-    # (41 216 B) no longer fit the budget: one frame each, as without the rule.
-    assert segment_clamp_initcwnd(lossless_plan_of(star(126, buffer_bytes=42500))) == (259, 1, 1)
-    assert segment_clamp_initcwnd(lossless_plan_of(star(128, buffer_bytes=42500))) == (256, 1, 1)
+    # A 42 500 B buffer, a budget of 42500 - 1514 = 40986 B: 40986 / 105 - 66 = 324.3 B -> 258 B; at
+    # 106 senders 320.7 B -> 254 B: below the floor, which wins (256 B), and 106 floor-sized frames
+    # with their ACKs (106 x 388 = 41 128 B) no longer fit the budget: one frame each, as without the rule.
+    assert segment_clamp_initcwnd(lossless_plan_of(star(105, buffer_bytes=42500))) == (258, 1, 1)
+    assert segment_clamp_initcwnd(lossless_plan_of(star(106, buffer_bytes=42500))) == (256, 1, 1)
 
 
 def test_lossless_fan_in_leaves_short_fan_in_byte_identical():
@@ -313,25 +315,28 @@ def test_lossless_fan_in_leaves_short_fan_in_byte_identical():
         with_rule, without = lossless_plan_of(star(senders)), lossless_plan_of(star(senders), fan_in=0)
         for host in with_rule.hosts:
             assert with_rule.routes_for(host) == without.routes_for(host)
-    # With it, where the rule takes over, the bottleneck's buffer holds every sender's window at once
-    # with a full frame to spare.
-    for senders in (15, 32, 57, 64, 96, 128, 200):
+    # With it, where the rule takes over, the bottleneck's buffer holds every sender's window and its
+    # ACK of the request at once, with a full frame to spare.
+    header = formulas.FRAME_OVERHEAD_BYTES
+    for senders in (15, 32, 53, 57, 64, 96, 128, 200):
         segment, clamp, _ = segment_clamp_initcwnd(lossless_plan_of(star(senders)))
-        assert senders * clamp * (segment + formulas.FRAME_OVERHEAD_BYTES) <= 85000 - 1514
+        assert senders * (clamp * (segment + header) + header) <= 85000 - 1514
 
 
 def test_fan_in_share_on_its_own():
     bounds, half = formulas.Bounds(), formulas.Lossless(0.25, 256, 0.5)
-    # (g x buf - one full frame) / N: (0.5 x 85000 - 1514) / 64 = 40986 / 64 = 640.4 B.
-    assert formulas.fan_in_share_bytes(85000, 64, bounds, half).tolist() == pytest.approx(640.40625)
-    # The whole buffer, 65 flows (64 senders and a ping): (85000 - 1514) / 65 = 1284.4 B, and 65 frames
-    # of it leave 1514 B free where 85000 / 65 left 40 B.
-    assert formulas.fan_in_share_bytes(85000, 65, bounds).tolist() == pytest.approx(1284.4, abs=0.05)
-    # No room beyond the kept frame, or g = 0: no share, the rule changes nothing.
+    # (g x buf - one full frame) / N - one 66 B header-only frame: (0.5 x 85000 - 1514) / 64 - 66 =
+    # 40986 / 64 - 66 = 574.4 B.
+    assert formulas.fan_in_share_bytes(85000, 64, bounds, half).tolist() == pytest.approx(574.40625)
+    # The whole buffer, 65 flows (64 senders and a ping): (85000 - 1514) / 65 - 66 = 1218.4 B, and 65
+    # frames of it, each behind a 66 B ACK, leave 1514 B free where 85000 / 65 left 40 B.
+    assert formulas.fan_in_share_bytes(85000, 65, bounds).tolist() == pytest.approx(1218.4, abs=0.05)
+    # No room beyond the kept frame, none beyond the ACKs, or g = 0: no share, the rule changes nothing.
     assert formulas.fan_in_share_bytes(2000, 2, bounds, half).tolist() == 0.0
+    assert formulas.fan_in_share_bytes(1514 + 2 * 66, 2, bounds).tolist() == 0.0
     assert formulas.fan_in_share_bytes(85000, 8, bounds, formulas.Lossless(0.25, 256, 0.0)).tolist() == 0.0
     # Arrays of links, as the planner passes them.
-    assert formulas.fan_in_share_bytes([85000, 42500], [64, 1], bounds).tolist() == pytest.approx([1304.47, 40986],
+    assert formulas.fan_in_share_bytes([85000, 42500], [64, 1], bounds).tolist() == pytest.approx([1238.47, 40920],
                                                                                                     abs=0.01)
 
 

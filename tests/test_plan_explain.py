@@ -198,14 +198,15 @@ def test_explain_says_why_a_path_is_long(tmp_path, capsys):
 
 def test_explain_shows_the_high_fan_in_rule_where_it_raised_the_window(tmp_path, capsys):
     # 64 senders into h1: (1 250 + 21 250) / 64 = 352 B from the queue target; the queue may rise to the
-    # whole buffer, less one full frame kept free, instead: (85 000 - 1 514) / 64 = 1 304 B, segment 1 238 B.
+    # whole buffer, less one full frame kept free and each sender's 66 B ACK, instead: (85 000 - 1 514) / 64
+    # - 66 = 1 238 B, segment 1 172 B.
     path = write_inventory(tmp_path, star(64))
     status, out, err = run_plan(capsys, path, "--explain", "--host", "h2", "--lossless")
     assert status == 0 and err == ""
     h1 = out.split("h2 -> h1")[1].split("h2 -> h3")[0]
     assert "window: smallest at s1 -> h1, (cap_l x RTT_prop + buf_l) / N_l = 352 B" in h1
     assert "high fan-in: N_l full frames do not fit that, so the queue may rise to 1 of the buffer, less one" in h1
-    assert "-> 1304 B" in h1 and "-> segment 1238 B" in h1
+    assert "less each flow's ACK (66 B) where smaller -> 1238 B" in h1 and "-> segment 1172 B" in h1
     # Without the rule (and on a path it does not concern) no such line.
     status, out, _ = run_plan(capsys, path, "--explain", "--host", "h2", "--lossless", "--fan-in-queue-fraction", "0")
     assert status == 0 and "high fan-in" not in out and "-> segment 285 B" in out.split("h2 -> h3")[0]

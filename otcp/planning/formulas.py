@@ -213,16 +213,20 @@ def queue_target_bytes(buffer_bytes: ArrayLike, lossless: Lossless = Lossless())
 
 def fan_in_share_bytes(buffer_bytes: ArrayLike, flows_sharing_link: ArrayLike, bounds: Bounds = Bounds(),
                        lossless: Lossless = Lossless()) -> np.ndarray:
-    """One flow's share of a switch egress's buffer under the high fan-in rule: (g x buf_l - F) / N_l.
+    """One flow's share of a switch egress's buffer under the high fan-in rule: (g x buf_l - F) / N_l - H.
 
     g = fan_in_queue_fraction, N_l the flows sharing the link, F one full frame (MSS +
-    FRAME_OVERHEAD_BYTES) held back: the flows' frames fill g x buf_l to within a full frame,
-    not to within a few bytes, so what the windows do not count (a ping, the connections'
-    handshakes and FINs, an ACK) still has room. 0 where g x buf_l holds no more than that frame.
+    FRAME_OVERHEAD_BYTES) held back for what no window counts (a ping, the connections'
+    handshakes and FINs), and H = FRAME_OVERHEAD_BYTES, a header-only frame, held back per flow:
+    the ACK a sender returns for the request that starts its flow, sent right before its first
+    window (a new connection, or one idle past its RTO, acknowledges data at once: Linux's
+    quick-ACK mode), so N_l of them arrive with the round's first frames. 0 where g x buf_l holds
+    no more than that.
     """
     full_frame = bounds.mss_bytes + FRAME_OVERHEAD_BYTES
     budget = np.asarray(buffer_bytes, dtype=float) * lossless.fan_in_queue_fraction - full_frame
-    return np.maximum(budget, 0.0) / np.asarray(flows_sharing_link, dtype=float)
+    share = np.maximum(budget, 0.0) / np.asarray(flows_sharing_link, dtype=float) - FRAME_OVERHEAD_BYTES
+    return np.maximum(share, 0.0)
 
 
 def fan_in_window_bytes(window_wire_bytes: ArrayLike, fan_in_share: ArrayLike, bounds: Bounds = Bounds()) -> np.ndarray:
@@ -230,18 +234,19 @@ def fan_in_window_bytes(window_wire_bytes: ArrayLike, fan_in_share: ArrayLike, b
 
     window_wire_bytes is W = min over the path's switch egresses of (cap_l x RTT_prop + Q_l) / N_l
     (Q_l = f x buf_l, the queue target); fan_in_share is S = min over the same egresses of
-    :func:`fan_in_share_bytes`, (g x buf_l - F) / N_l (g = fan_in_queue_fraction, F one full frame,
-    MSS + FRAME_OVERHEAD_BYTES). Where W holds at least one full frame, W stands. Below it,
-    shrinking segments to fit W costs FRAME_OVERHEAD_BYTES per frame and the switch its
-    per-packet work; instead the queue may rise toward g x buf_l:
+    :func:`fan_in_share_bytes`, (g x buf_l - F) / N_l - H (g = fan_in_queue_fraction, F one full frame,
+    MSS + FRAME_OVERHEAD_BYTES, H a header-only frame per flow). Where W holds at least one full
+    frame, W stands. Below it, shrinking segments to fit W costs FRAME_OVERHEAD_BYTES per frame
+    and the switch its per-packet work; instead the queue may rise toward g x buf_l:
 
         W' = max(W, min(F, S))
 
-    so each flow keeps one full frame while N_l of them fit g x buf_l - F, and below that a frame
-    of S. The link's BDP is left out on purpose: a synchronized round's first frames arrive
-    together and find the wire empty, so all N_l of them must fit the buffer at once, with a
-    full frame to spare for the packets no window counts (a ping, handshakes, FINs).
-    N_l x W' <= g x buf_l - F at every egress, so the buffer holds them (lossless); the cost is a
+    so each flow keeps one full frame while N_l of them, each with its ACK, fit g x buf_l - F,
+    and below that a frame of S. The link's BDP is left out on purpose: a synchronized round's
+    first frames arrive together (each behind its sender's ACK of the request) and find the wire
+    empty, so all N_l of them must fit the buffer at once, with a full frame to spare for the
+    packets no window counts (a ping, handshakes, FINs).
+    N_l x (W' + H) <= g x buf_l - F at every egress, so the buffer holds them (lossless); the cost is a
     standing queue of up to g x buf_l / cap_l seconds for everyone else on that port while the
     fan-in lasts. minRTO already counts every buffer on the round trip full. g = 0 keeps W.
     """

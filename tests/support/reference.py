@@ -143,8 +143,10 @@ class ReferencePlanner:
             buffer = facts[link].buffer_bytes
             target = buffer * self.lossless.queue_target_fraction
             windows.append((facts[link].capacity_bytes_per_s * rtt + target) / sharing)
-            # The high fan-in budget: g x buf_l, one full frame kept free for what no window counts.
-            fan_in_shares.append(max(0.0, buffer * self.lossless.fan_in_queue_fraction - (mss + overhead)) / sharing)
+            # The high fan-in budget: g x buf_l, one full frame kept free for what no window counts,
+            # and per flow the header-only ACK its sender returns right before its first window.
+            budget = max(0.0, buffer * self.lossless.fan_in_queue_fraction - (mss + overhead))
+            fan_in_shares.append(max(0.0, budget / sharing - overhead))
         if not windows:
             return None, mss
         window = min(windows)

@@ -232,7 +232,8 @@ def render_explanation(e: Any) -> str:
     if e.segment is not None and e.segment.fan_in_queue_fraction is not None:
         lines.append(f"  high fan-in: N_l full frames do not fit that, so the queue may rise to "
                      f"{e.segment.fan_in_queue_fraction:g} of the buffer, less one full frame kept free: one full "
-                     f"frame each, or (that share of buf_l - a full frame) / N_l where smaller -> "
+                     f"frame each, or (that share of buf_l - a full frame) / N_l less each flow's ACK "
+                     f"({e.segment.frame_overhead_bytes} B) where smaller -> "
                      f"{e.segment.window_wire_bytes:.0f} B")
     if e.segment is not None:
         g = e.segment
