@@ -55,7 +55,7 @@ def test_the_validation_table_gives_simulated_over_emulated_per_cell(tmp_path):
                                                    drops=440, fct_p95_ms=40.0),
                                          a_sim_run(senders=8, sru_bytes=65536, drops=0)],
                       "otcp-experiment simulate incast")
-    table = report.validation(emulated, report.Sweep.load(simulated))
+    table = report.validation(emulated, simulated)
     assert "## Validation: sim against mininet" in table and "**64 KB per server**" in table
     assert "| 4 | 1.00, 1.10, 0.80<br>(50 %, 400, 50)<br>RTOs 30 / 30; switch 71 % |" in table
     assert "| 8 | 1.00, 1.00, 1.00" in table
@@ -67,10 +67,21 @@ def test_a_folder_of_emulated_sweeps_is_validated_as_one(tmp_path):
     write(tmp_path / "mininet" / "a", [a_run(senders=4, sru_bytes=65536, drops=400)], "mn 4")
     write(tmp_path / "mininet" / "b", [a_run(senders=8, sru_bytes=65536, drops=100)], "mn 8")
     simulated = write(tmp_path / "sim", [a_sim_run(senders=n, sru_bytes=65536, drops=200) for n in (4, 8)], "sim")
-    table = report.validation(str(tmp_path / "mininet"), report.Sweep.load(simulated))
+    table = report.validation(str(tmp_path / "mininet"), simulated)
     assert "## Validation: sim against mininet" in table
     assert "| 4 | 1.00, 0.50, " in table and "| 8 | 1.00, 2.00, " in table
     assert table.endswith("Made by: `sim` against `mn 4`; `mn 8`")
+
+
+def test_a_folder_of_simulated_sweeps_is_validated_as_one(tmp_path):
+    emulated = write(tmp_path / "mininet", [a_run(senders=n, sru_bytes=65536, drops=400) for n in (4, 8)], "mn")
+    (tmp_path / "sim").mkdir()
+    write(tmp_path / "sim" / "a", [a_sim_run(senders=n, sru_bytes=65536, drops=200) for n in (4, 8)], "sim all")
+    write(tmp_path / "sim" / "b", [a_sim_run(senders=8, sru_bytes=65536, drops=0)], "sim 8 again")
+    table = report.validation(emulated, str(tmp_path / "sim"))
+    # The later folder's run at 8 senders replaces the earlier one's.
+    assert "| 4 | 1.00, 0.50, " in table and "| 8 | 1.00, 0.00, " in table
+    assert table.endswith("Made by: `sim all`; `sim 8 again` against `mn`")
 
 
 def test_a_gap_over_ten_percent_is_named_with_what_differs_between_the_runs(tmp_path):
@@ -88,8 +99,7 @@ def test_a_gap_over_ten_percent_is_named_with_what_differs_between_the_runs(tmp_
     assert report.gaps(a_sim_run(drops=11, timeouts=0), a_run(drops=0, timeouts=0)) == ["drops inf"]
     same = a_run(timeouts=0, switch_cpu_pct=10.0, backlog_empty_pct=5.0)
     assert report.gaps(same, same) == [] and report.what_differs(same, same)[0].startswith("no counter differs")
-    table = report.validation(write(tmp_path / "mininet", [emulated], "mn"),
-                              report.Sweep.load(write(tmp_path / "sim", [simulated], "sim")))
+    table = report.validation(write(tmp_path / "mininet", [emulated], "mn"), write(tmp_path / "sim", [simulated], "sim"))
     assert ("- 16 senders, default: goodput 0.62; RTOs 12 simulated, 0 emulated; the emulated switch's thread at "
             "93 % of a core; the emulated bottleneck queue empty in 40 % of samples (simulated 2 %)") in table
 

@@ -55,8 +55,9 @@ rto_min values on one setting, a table sets them against OTCP's per-path values
 (fine-rto's value from each sweep's --fine-rto-ms); and where simulated runs
 are among them, a cost table follows: wall time per simulated second and
 memory, by topology, link rate and senders. Each --validate MININET_DIR=SIM_DIR
-adds a table of the simulated runs against the emulated ones of the same
-scheme, senders and block: the ratios of goodput (as a share of each one's
+(either one may be a folder of summaries, read as one sweep) adds a table of
+the simulated runs against the emulated ones of the same scheme, senders and
+block: the ratios of goodput (as a share of each one's
 ceiling), drops and p95 completion. With --output the
 page (or the tables) go to that file, and the plots' links are relative to its
 directory.
@@ -564,7 +565,7 @@ def page(directories: Sequence[str], title: str, relative_to: str, each: bool = 
               failed_runs(work, work_runs), plot_links(work, relative_to) if plots else ""]
     parts.append(static_values(sweeps))
     parts.append(cost_table(incast_runs))
-    parts += [validation(emulated, Sweep.load(simulation)) for emulated, simulation in validations]
+    parts += [validation(emulated, simulation) for emulated, simulation in validations]
     parts.append("## Code\n\n" + "\n".join(f"- {code_line(sweep.directory, with_commit=False)}" for sweep in sweeps))
     return "\n\n".join(part for part in parts if part) + "\n"
 
@@ -726,19 +727,19 @@ def gap_lines(chosen: Mapping[tuple[str, int], tuple[Run, Run]], schemes: Sequen
     return [f"Gaps over {GAP:.0%} (simulated / emulated), and what differs between the two runs:", "", *lines, ""]
 
 
-def validation(emulated_directory: str, simulation: Sweep) -> str:
-    """The simulated runs against the emulated ones of the same scheme, senders and block (the sweep of
-    emulated_directory: see sweeps_in): per cell the ratios (simulated / emulated) of goodput as a
+def validation(emulated_directory: str, simulation_directory: str) -> str:
+    """The simulated runs against the emulated ones of the same scheme, senders and block (the sweeps
+    of each directory: see sweeps_in): per cell the ratios (simulated / emulated) of goodput as a
     share of each one's ceiling, drops at the bottleneck and p95 completion, with the commands."""
-    emulated = sweeps_in(emulated_directory)
+    emulated, simulated_sweeps = sweeps_in(emulated_directory), sweeps_in(simulation_directory)
     mininet = {(r["scheme"], r["senders"], r["sru_bytes"]): r for r, _ in merged(emulated)}
-    pairs = [(run, mininet[key]) for run in simulation.document["runs"]
+    pairs = [(run, mininet[key]) for run, _ in merged(simulated_sweeps)
              if (key := (run["scheme"], run["senders"], run["sru_bytes"])) in mininet]
     if not pairs:
         return ""
     order = scheme_order()
     schemes = sorted({run["scheme"] for run, _ in pairs}, key=order.index)
-    name = f"{os.path.basename(os.path.normpath(simulation.directory))} against " \
+    name = f"{os.path.basename(os.path.normpath(simulation_directory))} against " \
            f"{os.path.basename(os.path.normpath(emulated_directory))}"
     lines = [f"## Validation: {name}", "",
              "Each cell: simulated / emulated, for goodput (share of its own ceiling), drops at the bottleneck and "
@@ -766,7 +767,8 @@ def validation(emulated_directory: str, simulation: Sweep) -> str:
             lines.append(f"| {senders} | " + " | ".join(cells) + " |")
         lines.append("")
         lines += gap_lines(chosen, schemes)
-    lines.append(f"Made by: `{simulation.command}` against " + "; ".join(f"`{sweep.command}`" for sweep in emulated))
+    lines.append("Made by: " + "; ".join(f"`{sweep.command}`" for sweep in simulated_sweeps) + " against "
+                 + "; ".join(f"`{sweep.command}`" for sweep in emulated))
     return "\n".join(lines)
 
 
