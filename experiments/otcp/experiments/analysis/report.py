@@ -50,9 +50,10 @@ own (its runs not merged with the others'), headed by its name. A directory
 without a summary of its own, whose folders each hold one, is read as one sweep
 (its folders' runs merged in name order): a sweep made by several runs of the
 program, one table for it all, and one goodput plot of all its runs, drawn
-into that directory (each run's completion-time plots stay linked). Where simulated sweeps ran more than two static
-rto_min values on one setting, a table sets them against OTCP's per-path values
-(fine-rto's value from each sweep's --fine-rto-ms); and where simulated runs
+into that directory (each run's completion-time plots stay linked). Where
+simulated sweeps ran more than two static rto_min values on one setting, a
+table sets them against OTCP's per-path values (fine-rto's value from each
+sweep's --fine-rto-ms); and where simulated runs
 are among them, a cost table follows: wall time per simulated second and
 memory, by topology, link rate and senders. Each --validate MININET_DIR=SIM_DIR
 (either one may be a folder of summaries, read as one sweep) adds a table of
