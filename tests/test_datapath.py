@@ -99,9 +99,9 @@ def row(packet, drops=10, peak=84800, unexplained=0, switch_input=0, used="afpac
                           control_packets=0, backlog_samples=100, switch_input_drops=switch_input, datapath=used)
 
 
-def candidate(label, ceilings, switch_cpu, rows, used=None):
+def candidate(label, ceilings, switch_cpu, rows, used=None, pmd=None):
     return datapaths.Candidate(label, used=[{"asked": label, "used": used or label, "reason": None}],
-                               ceilings=[datapaths.CeilingAt(p, (m,), switch_cpu, 50.0) for p, m in ceilings],
+                               ceilings=[datapaths.CeilingAt(p, (m,), switch_cpu, 50.0, pmd) for p, m in ceilings],
                                calibration=rows)
 
 
@@ -138,7 +138,7 @@ def test_the_choice_is_the_fastest_faithful_candidate_and_says_why_of_each():
 
 
 def test_the_page_holds_every_candidates_ceilings_calibration_and_the_choice():
-    loaded = candidate("afxdp native", [(1500, 95.4), (400, 83.6)], 99.0, [row(1500), row(400)])
+    loaded = candidate("afxdp native", [(1500, 95.4), (400, 83.6)], 99.0, [row(1500), row(400)], pmd=41.0)
     loaded.loaded = [row(1500, switch_input=5), row(400)]
     summary = {"experiment": "datapath", "bw_mbps": 100.0, "buffers": [85000], "packet_sizes": [1500, 400],
                "bursts": 1, "busy_loops": 2, "wire_share_mbps": {"1500": 95.64, "400": 84.06},
@@ -148,7 +148,13 @@ def test_the_page_holds_every_candidates_ceilings_calibration_and_the_choice():
                                                                                      "why": ["afpacket: faithful"]}}
     text = datapaths.page(summary)
     assert "    otcp-experiment datapath --out results/datapath" in text
-    assert "| afpacket | afpacket | 400 | 83.5 (83.5) | 84.1 | 35 % | 50 % |" in text
+    assert "| afpacket | afpacket | 400 | 83.5 (83.5) | 84.1 | 35 % | - | 50 % |" in text
+    assert "| afxdp native | afxdp native | 1500 | 95.4 (95.4) | 95.6 | 99 % | 41 % | 50 % |" in text
+    # A summary from before the PMD column: its ceilings read back with none.
+    old = {**loaded.as_dict(), "ceilings": [{k: v for k, v in c.items() if k != "switch_pmd_busy_pct"}
+                                            for c in loaded.as_dict()["ceilings"]]}
+    assert datapaths.Candidate.from_dict(old).ceilings[0].switch_pmd_busy_pct is None
+    assert datapaths.Candidate.from_dict(loaded.as_dict()).ceilings[0].switch_pmd_busy_pct == 41.0
     assert "| afpacket | quiet | 2 | 2 | 2 of 2 | 200 (1514) | 0 | 0 | yes |" in text
     assert "| afxdp native | loaded | 2 | 2 | 2 of 2 | 200 (1514) | 5 | 0 | NO |" in text
     assert "**afpacket**" in text

@@ -173,3 +173,56 @@ def test_the_switch_time_is_its_main_threads_and_its_pmd_threads_not_the_others(
     assert switch is not None and switch.tid == os.getpid()
     # The PMD thread's 0.3 s counted (ticks of 10 ms or less), the handler's not.
     assert 0.25 <= switch.cpu_s - main <= 0.45
+
+
+#: ovs-appctl dpif-netdev/pmd-stats-show as Open vSwitch 3.1 prints it (the counters shortened to what differs).
+PMD_STATS = """pmd thread numa_id 0 core_id 0:
+  packets received: 1200
+  packet recirculations: 0
+  avg. datapath passes per packet: 1.00
+  emc hits: 1100
+  megaflow hits: 99
+  miss with success upcall: 1
+  miss with failed upcall: 0
+  avg. packets per output batch: 1.20
+  idle cycles: 3000000 (75.00%)
+  processing cycles: 1000000 (25.00%)
+  avg cycles per packet: 3333.33 (4000000/1200)
+  avg processing cycles per packet: 833.33 (1000000/1200)
+pmd thread numa_id 0 core_id 1:
+  packets received: 0
+  idle cycles: 500 (100.00%)
+  processing cycles: 0 (0.00%)
+main thread:
+  packets received: 40
+  idle cycles: 777 (1.00%)
+  processing cycles: 7 (99.00%)
+"""
+
+
+def test_pmd_stats_give_each_pmd_threads_cycles_and_leave_the_main_thread_out():
+    assert counters.parse_pmd_stats(PMD_STATS) == {
+        "numa_id 0 core_id 0": counters.PmdCycles(idle=3000000, processing=1000000),
+        "numa_id 0 core_id 1": counters.PmdCycles(idle=500, processing=0)}
+    assert counters.parse_pmd_stats("main thread:\n  idle cycles: 1 (50.00%)\n  processing cycles: 1 (50.00%)\n") == {}
+    with pytest.raises(ValueError, match="pmd thread numa_id 0 core_id 3"):
+        counters.parse_pmd_stats("pmd thread numa_id 0 core_id 3:\n  packets received: 4\n")
+
+
+def test_pmd_load_is_the_processing_share_of_the_cycles_between_two_readings_per_thread_summed():
+    before = {"a": counters.PmdCycles(1000, 1000), "b": counters.PmdCycles(0, 0), "gone": counters.PmdCycles(5, 5)}
+    after = {"a": counters.PmdCycles(1000 + 300, 1000 + 100), "b": counters.PmdCycles(50, 50),
+             "new": counters.PmdCycles(1, 1)}
+    # a: 100 of 400 cycles on packets (25 %), b: 50 of 100 (50 %); threads not in both readings are left out.
+    assert counters.pmd_busy(before, after) == pytest.approx(75.0)
+    assert counters.pmd_busy(before, before) is None  # no cycle passed
+    assert counters.pmd_busy(None, after) is None and counters.pmd_busy(before, {}) is None
+
+
+def test_the_machine_load_carries_the_pmd_threads_share_where_both_readings_have_them():
+    cpu = counters.CpuTimes((0, 0), (100, 100), (0, 0), (0, 0))
+    later = counters.CpuTimes((50, 50), (200, 200), (0, 0), (0, 0))
+    before = counters.MachineTimes(cpu, None, {"t": counters.PmdCycles(0, 0)})
+    after = counters.MachineTimes(later, None, {"t": counters.PmdCycles(90, 10)})
+    assert (after - before).switch_pmd_busy_pct == pytest.approx(10.0)
+    assert (counters.MachineTimes(later, None) - counters.MachineTimes(cpu, None)).switch_pmd_busy_pct is None

@@ -329,9 +329,11 @@ def test_report_tables_and_the_dctcp_findings():
     assert "| 16 | 12 % / 30 %; 15 % | 12 % / 30 %; 15 % |" in text
     assert report.emptiness(a_run(backlog_empty_tail_pct=None, round_tail_pct=None)) == "12 % / -"
     # Both cores' busy share and the switch thread's; "-" for a summary from before the switch was measured.
-    assert "the switch's forwarding thread (of one core)**\n\n| senders | default | dctcp | otcp+dctcp |" \
+    assert "the part of its cycles spent on packets)**\n\n| senders | default | dctcp | otcp+dctcp |" \
         "\n|---|---|---|---|\n| 8 |  | 60 (12, 0) / 71 |  |\n| 16 | 60 (12, 0) / 71 | 60 (12, 0) / 71 | 60 (12, 0) / 71 |" \
         in text
+    # Where PMD threads polled the switch's ports: the part of their cycles spent on packets.
+    assert report.cpu_use(a_run(switch_cpu_pct=101.0, switch_pmd_busy_pct=38.4)) == "60 (12, 0) / 101 (PMD 38)"
     before = report.report([{k: v for k, v in run.items() if k not in ("switch_cpu_pct", "cpu_softirq_pct", "cpu_steal_pct")}
                             for run in runs])
     assert "| 16 | 60 (-, -) / - | 60 (-, -) / - | 60 (-, -) / - |" in before
@@ -392,10 +394,10 @@ def test_the_summary_names_the_code_it_ran(tmp_path):
     assert document["code"] == {**now, "changed_during_sweep": False}
 
 
-def fake_ceiling_network(monkeypatch, readings, switch_seconds=None):
+def fake_ceiling_network(monkeypatch, readings, switch_seconds=None, pmd_shares=None):
     """A network whose single-flow ceiling samples are readings, in order (one too many fails), with
     both cores half busy. switch_seconds: the switch thread's CPU seconds in each 3 s sample (else no
-    switch runs)."""
+    switch runs); pmd_shares: its PMD thread's share of cycles on packets in each, in % (else none)."""
     readings = iter(readings)
     monkeypatch.setattr(ceiling.measure, "single_flow_ceiling", lambda *args, **kwargs: next(readings))
     # Every read of /proc/stat: 100 more jiffies, 50 of them busy, on each of two cores.
@@ -406,6 +408,11 @@ def fake_ceiling_network(monkeypatch, readings, switch_seconds=None):
     times = iter([counters.ThreadTime(7, 10.0 * i + busy * at, 10.0 * i + 3 * at)
                   for i, busy in enumerate(switch_seconds or []) for at in (0, 1)])
     monkeypatch.setattr(counters, "switch_thread_time", lambda: next(times, None))
+    # Read before and after each sample: 1000 cycles a sample, share % of them on packets.
+    cycles = iter([{"numa_id 0 core_id 1": counters.PmdCycles(1000 * i + (100 - share) * 10 * at,
+                                                              1000 * i + share * 10 * at)}
+                   for i, share in enumerate(pmd_shares or []) for at in (0, 1)])
+    monkeypatch.setattr(counters, "pmd_cycles", lambda: next(cycles, None))
     return types.SimpleNamespace(config=types.SimpleNamespace(ceiling_repeats=3, ceiling_seconds=3),
                                  topo=types.SimpleNamespace(senders=["h2"], receiver="h1"), emulation=None,
                                  data_ips={"h1": "10.0.0.1"}, flush_tcp_metrics=lambda hosts: None)
@@ -413,12 +420,14 @@ def fake_ceiling_network(monkeypatch, readings, switch_seconds=None):
 
 def test_ceiling_samples_that_agree_are_taken_once(monkeypatch):
     messages = []
-    taken = ceiling.ceiling_samples(fake_ceiling_network(monkeypatch, [94.6, 95.6, 95.1], [2.85, 2.94, 2.4]), "h2",
-                                    "h1", 1500, types.SimpleNamespace(message=messages.append))
-    assert (taken.kept, taken.set_aside) == ([(94.6, 50.0, pytest.approx(95.0)), (95.6, 50.0, pytest.approx(98.0)),
-                                              (95.1, 50.0, pytest.approx(80.0))], [])
+    taken = ceiling.ceiling_samples(fake_ceiling_network(monkeypatch, [94.6, 95.6, 95.1], [2.85, 2.94, 2.4],
+                                                         [30, 45, 41]),
+                                    "h2", "h1", 1500, types.SimpleNamespace(message=messages.append))
+    assert (taken.kept, taken.set_aside) == ([(94.6, 50.0, pytest.approx(95.0), pytest.approx(30.0)),
+                                              (95.6, 50.0, pytest.approx(98.0), pytest.approx(45.0)),
+                                              (95.1, 50.0, pytest.approx(80.0), pytest.approx(41.0))], [])
     assert messages[-1] == ("single-flow ceiling, 1500 B packets: median 95.1 Mb/s (94.6, 95.6, 95.1); "
-                            "switch thread 80-98 % of a core")
+                            "switch threads 80-98 % of a core, of which on packets in its PMD threads 30-45 %")
 
 
 def test_disturbed_ceiling_samples_are_measured_again_and_set_aside(monkeypatch):

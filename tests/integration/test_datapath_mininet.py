@@ -12,7 +12,7 @@ import subprocess
 from mininet.node import Switch
 
 from otcp.experiments.calibrate import CalibrationTopo
-from otcp.experiments.runner import ovs_sockets
+from otcp.experiments.runner import counters, measure, ovs_sockets
 from otcp.experiments.runner.datapath import Datapath, DatapathInUse
 from otcp.experiments.runner.emulation import emulate
 from otcp.topo.fabrics import BufferedLink
@@ -59,6 +59,27 @@ def test_the_ports_are_the_datapath_the_emulation_reports():
             assert all(s.sndbuf >= 2 * ovs_sockets.SEND_BUFFER for s in xsks)
             assert pings(emulation)
         assert ovs_sockets.xdp_sockets() == []
+    assert ovs_bridges() == before
+
+
+def test_the_switchs_pmd_threads_are_read_for_the_share_of_their_cycles_spent_on_packets():
+    # afxdp ports are polled by PMD threads, at 100 % of their core by the clock whatever the load:
+    # one second of a single flow must show a processing share, the part that did work.
+    before = ovs_bridges()
+    topo = CalibrationTopo(bw=100, buffer_bytes=85000, sender_bw=200)
+    with emulate(topo, datapath=Datapath.named("afxdp", "native")) as emulation:
+        assert emulation.datapath.used == Datapath.named("afxdp", "native")
+        start = counters.MachineTimes.now()
+        assert start.pmd, "ovs-appctl dpif-netdev/pmd-stats-show listed no PMD thread"
+        mbps = measure.single_flow_ceiling(emulation, "h2", "h1", emulation.host("h1").IP(), seconds=1)
+        load = counters.MachineTimes.now() - start
+        assert mbps > 10
+        assert load.switch_pmd_busy_pct is not None and 0 < load.switch_pmd_busy_pct <= 100 * len(start.pmd)
+    # AF_PACKET ports: the main thread forwards, and no PMD thread polls.
+    with emulate(topo, datapath=Datapath()) as emulation:
+        start = counters.MachineTimes.now()
+        assert pings(emulation)
+        assert (counters.MachineTimes.now() - start).switch_pmd_busy_pct is None
     assert ovs_bridges() == before
 
 

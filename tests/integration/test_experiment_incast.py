@@ -56,6 +56,7 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
         assert 0 < run["cpu_busy_pct"] <= 100 and run["cpu_busy_pct"] <= run["cpu_busiest_pct"] <= 100
         # The switch's one forwarding thread moved every packet: busy, and at most one core (tick rounding aside).
         assert 0 < run["switch_cpu_pct"] <= 101
+        assert run["switch_pmd_busy_pct"] is None  # AF_PACKET ports: no PMD thread polls them
         # Parts of both cores' busy time, measured. This kernel samples softirq at the tick (no
         # IRQ_TIME_ACCOUNTING): a run of under a second can find none (once in CI).
         assert 0 <= run["cpu_softirq_pct"] <= run["cpu_busy_pct"] and 0 <= run["cpu_steal_pct"] <= run["cpu_busy_pct"]

@@ -9,7 +9,7 @@ def a_run(**changes):
            "packet_bytes": 1500, "ceiling_mbps": 95.0, "full_ceiling_mbps": 95.0, "sent": 10000, "delivered": 9880,
            "drops_other_buffers": 0, "sender_queue_drops": 0, "unexplained": 0, "peak_backlog_bytes": 84000,
            "cpu_busy_pct": 60.0, "cpu_busiest_pct": 80.0, "cpu_softirq_pct": 12.0, "cpu_steal_pct": 0.4,
-           "switch_cpu_pct": 71.0, "ce_marks": None,
+           "switch_cpu_pct": 71.0, "switch_pmd_busy_pct": None, "ce_marks": None,
            "generations": None, "backlog_empty_pct": 12.5,
            "backlog_empty_tail_pct": 30.0, "round_tail_pct": 15.0, "connections_unfinished_pct": 83.6,
            "switch_input_mean_bytes": 9200.0, "switch_input_busy_pct": 94.0}

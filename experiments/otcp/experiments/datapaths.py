@@ -109,12 +109,14 @@ def verdict(rows: list[CalibrationRow]) -> Verdict:
 @dataclasses.dataclass(frozen=True)
 class CeilingAt:
     """One candidate's single-flow ceiling at one packet size: the samples kept (Mb/s), the
-    switch's forwarding threads' and both cores' busy share while they ran (medians, %)."""
+    switch's forwarding threads' and both cores' busy share while they ran, and the part of the
+    switch's PMD threads' cycles spent on packets (None: no PMD thread) (medians, %)."""
 
     packet_bytes: int
     samples: tuple[float, ...]
     switch_cpu_pct: float | None
     cpu_busy_pct: float
+    switch_pmd_busy_pct: float | None = None
 
     @property
     def median(self) -> float:
@@ -155,7 +157,8 @@ class Candidate:
             return [CalibrationRow(**{k: v for k, v in row.items() if k in names}) for row in document.get(key, [])]
 
         return cls(document["asked"], list(document["used"]),
-                   [CeilingAt(c["packet_bytes"], tuple(c["samples"]), c["switch_cpu_pct"], c["cpu_busy_pct"])
+                   [CeilingAt(c["packet_bytes"], tuple(c["samples"]), c["switch_cpu_pct"], c["cpu_busy_pct"],
+                              c.get("switch_pmd_busy_pct"))
                     for c in document["ceilings"]], rows("calibration"), rows("loaded"), document["error"])
 
     def ceiling(self, packet_bytes: int) -> CeilingAt | None:
@@ -227,10 +230,12 @@ def measure_candidate(config: DatapathConfig, datapath: Datapath, candidate: Can
                     progress.start_run(f"{datapath.label}: ceiling at {packet_bytes} B")
                     taken = ceiling_samples(network, topo.sender, topo.receiver, packet_bytes, progress)
                     switch = [s.switch_cpu_pct for s in taken.kept if s.switch_cpu_pct is not None]
+                    pmd = [s.switch_pmd_busy_pct for s in taken.kept if s.switch_pmd_busy_pct is not None]
                     candidate.ceilings.append(CeilingAt(
                         packet_bytes, tuple(s.mbps for s in taken.kept),
                         stats.Spread(tuple(switch)).median if switch else None,
-                        stats.Spread(tuple(s.cpu_busy_pct for s in taken.kept)).median))
+                        stats.Spread(tuple(s.cpu_busy_pct for s in taken.kept)).median,
+                        stats.Spread(tuple(pmd)).median if pmd else None))
                     progress.finish_run()
             for loops, rows in ((0, candidate.calibration), (config.busy_loops, candidate.loaded)):
                 if rows is candidate.loaded and not loops:
@@ -352,24 +357,27 @@ def page(summary: dict[str, Any], rewritten: str | None = None) -> str:
              f"Per candidate, on the calibration network ({bw:g} Mb/s bottleneck, the sender's link twice as fast, "
              "the OTCP controller forwarding): the single-flow ceiling at each packet size (median of the samples "
              "kept), the switch's forwarding threads' CPU at it (% of one core: the main thread, and the PMD "
-             "thread of `afxdp`) and both cores' busy share, then calibration bursts (every buffer within one "
+             "thread of `afxdp`, which polls at 100 % whatever the load), the part of the PMD thread's cycles spent on "
+             "packets (`ovs-appctl dpif-netdev/pmd-stats-show`; - where there is none) and both cores' busy share, "
+             "then calibration bursts (every buffer within one "
              "frame, nothing lost but at the buffer). The wire's payload share is the most one TCP flow can "
              f"carry through {bw:g} Mb/s at that packet size whatever the switch: {bw:g} x "
              f"(packet - {TCP_IP_HEADERS}) / (packet + {ETHERNET_HEADER}) (IPv4, TCP and its timestamp option; "
              "the Ethernet header the rate counts).", "",
              "| datapath asked | used | packet B | ceiling Mb/s (samples) | wire's payload share Mb/s | "
-             "switch CPU at the ceiling | both cores busy |",
-             "|---|---|---|---|---|---|---|"]
+             "switch CPU at the ceiling | PMD cycles on packets | both cores busy |",
+             "|---|---|---|---|---|---|---|---|"]
     for candidate in summary["candidates"]:
         used = ", ".join(sorted({u["used"] for u in candidate["used"]})) or "-"
         for ceiling in candidate["ceilings"]:
-            switch = "-" if ceiling["switch_cpu_pct"] is None else f"{ceiling['switch_cpu_pct']:.0f} %"
+            switch, pmd = ("-" if ceiling.get(field) is None else f"{ceiling[field]:.0f} %"
+                           for field in ("switch_cpu_pct", "switch_pmd_busy_pct"))
             lines.append(f"| {candidate['asked']} | {used} | {ceiling['packet_bytes']} | {ceiling['median']:.1f} "
                          f"({', '.join(f'{s:.1f}' for s in ceiling['samples'])}) | "
-                         f"{summary['wire_share_mbps'][str(ceiling['packet_bytes'])]:.1f} | {switch} | "
+                         f"{summary['wire_share_mbps'][str(ceiling['packet_bytes'])]:.1f} | {switch} | {pmd} | "
                          f"{ceiling['cpu_busy_pct']:.0f} % |")
         if not candidate["ceilings"]:
-            lines.append(f"| {candidate['asked']} | {used} | - | {candidate['error'] or 'not measured'} | | | |")
+            lines.append(f"| {candidate['asked']} | {used} | - | {candidate['error'] or 'not measured'} | | | | |")
     loaded = f" and again with {summary['busy_loops']} processes spinning on the CPU" if summary["busy_loops"] else ""
     lines += ["", f"Calibration: {summary['bursts']} burst(s) per buffer and packet size "
                   f"({', '.join(str(b) for b in summary['buffers'])} B; {', '.join(str(s) for s in sizes)} B), on the "

@@ -287,7 +287,8 @@ def run_scheme(network: Network[IncastConfig], servers: Servers, scheme: Scheme,
         head, stats.summarize_rounds(rounds), change.loss, stats.summarize_probe(rtts, sent),
         peak_backlog_bytes=backlog.peak, timeouts=change.timeouts, retransmissions=change.retransmissions,
         cpu_busy_pct=load.cpu_busy_pct, cpu_busiest_pct=load.cpu_busiest_pct, cpu_softirq_pct=load.cpu_softirq_pct,
-        cpu_steal_pct=load.cpu_steal_pct, switch_cpu_pct=load.switch_cpu_pct, ce_marks=change.ce_marks,
+        cpu_steal_pct=load.cpu_steal_pct, switch_cpu_pct=load.switch_cpu_pct,
+        switch_pmd_busy_pct=load.switch_pmd_busy_pct, ce_marks=change.ce_marks,
         generations=change.generations, **stats.queue_emptiness(backlog.series, rounds),
         **stats.switch_input(backlog.series, rounds), **stats.unfinished_connections(rounds))
     detail = RunDetail(rounds=rounds, servers=topo.senders, host_counters=change.tcp, probe_rtts=rtts,
@@ -365,7 +366,7 @@ def table_row(run: RunRecord) -> str:
     flag = "!" if run.unexplained else ""
     empty, empty_tail = ("-" if share is None else f"{share:.0f}%"
                          for share in (run.backlog_empty_pct, run.backlog_empty_tail_pct))
-    switch = "-" if run.switch_cpu_pct is None else f"{run.switch_cpu_pct:.0f}"
+    switch, pmd = ("-" if share is None else f"{share:.0f}" for share in (run.switch_cpu_pct, run.switch_pmd_busy_pct))
     held = "-" if run.switch_input_mean_bytes is None else f"{run.switch_input_mean_bytes / 1000:.1f}k"
     line = "-" if run.share_of_full_ceiling is None else f"{100 * run.share_of_full_ceiling:.0f}%"
     elsewhere = run.drops_other_buffers + run.sender_queue_drops + (run.switch_input_drops or 0)
@@ -374,7 +375,7 @@ def table_row(run: RunRecord) -> str:
             f"{run.fct_p95_ms:>7.0f}{run.fct_p99_ms:>7.0f}{run.drops:>7}"
             f"{elsewhere:>6}{f'{run.unexplained}{flag}':>7}"
             f"{run.peak_backlog_bytes // 1000:>6}k{run.timeouts:>6}{run.retransmissions:>7}"
-            f"{run.cpu_busy_pct:>5.0f}{switch:>5}{probe:>17}{empty:>7}{empty_tail:>5}{held:>6}")
+            f"{run.cpu_busy_pct:>5.0f}{switch:>5}{pmd:>5}{probe:>17}{empty:>7}{empty_tail:>5}{held:>6}")
 
 
 def failed_row(failure: Failure) -> str:
@@ -389,7 +390,7 @@ def summary_table(runs: Sequence[RunRecord], ceilings: Sequence[dict[str, Any]],
     failures: the runs that failed, a row each with its error, in the order the sweep ran)."""
     header = (f"{'scheme':<18}{'senders':>8}{'buffer':>9}{'pkt':>5}{'goodput':>8}{'%line':>6}{'%ceil':>6}{'mean':>7}"
               f"{'p95':>7}{'p99':>7}{'drops':>7}{'other':>6}{'unexpl':>7}{'peakq':>7}{'RTOs':>6}{'rtx':>7}{'cpu%':>5}{'sw%':>5}"
-              f"{'probe avg/max ms':>17}{'emptyq':>7}{'tail':>5}{'swin':>6}")
+              f"{'pmd%':>5}{'probe avg/max ms':>17}{'emptyq':>7}{'tail':>5}{'swin':>6}")
     lines = [header, "-" * len(header)]
     lines += [failed_row(row) if isinstance(row, Failure) else table_row(row)
               for row in execution_order(runs, failures)]
@@ -403,7 +404,10 @@ def summary_table(runs: Sequence[RunRecord], ceilings: Sequence[dict[str, Any]],
                  " own queues and the AF_XDP ports' input rings; unexpl: IPv4 packets lost where no kernel counter "
                  "names them (! flags them); peakq: largest bottleneck backlog seen; RTOs and retransmitted segments"
                  " summed over the hosts; cpu%: both cores' busy share during the measured rounds (/proc/stat); sw%:"
-                 " the switch's forwarding thread (ovs-vswitchd's main thread), % of one core; emptyq: share of the "
+                 " the switch's forwarding threads' CPU time (ovs-vswitchd's main thread, and its PMD threads "
+                 "where afxdp ports have them: a PMD thread polls at 100 % whatever the load), % of one core; pmd%: "
+                 "the part of the PMD threads' cycles spent on packets (ovs-appctl dpif-netdev/pmd-stats-show), % of "
+                 "one core; emptyq: share of the "
                  "bottleneck's backlog samples during rounds that found its queue empty; tail: the same after each "
                  "round's first connection had finished; swin: mean memory held during rounds by the switch's input "
                  "sockets, frames the userspace switch had not yet taken in (skb truesize); FAILED: a run that did "

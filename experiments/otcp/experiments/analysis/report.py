@@ -350,6 +350,8 @@ def fan_in_targets(runs: Sequence[Run]) -> str:
         load = [f"both cores {mine['cpu_busy_pct']:.0f} % busy"]
         if mine.get("switch_cpu_pct") is not None:
             load.append(f"the switch's thread {mine['switch_cpu_pct']:.0f} % of a core")
+        if mine.get("switch_pmd_busy_pct") is not None:
+            load.append(f"its PMD threads' cycles on packets {mine['switch_pmd_busy_pct']:.0f} % of a core")
         if mine.get("backlog_empty_pct") is not None:
             load.append(f"the bottleneck's queue found empty in {mine['backlog_empty_pct']:.0f} % of samples")
         lines.append(f"- otcp-lossless at {senders} senders missed ({', '.join(missed)}): {figures}; "
@@ -361,12 +363,14 @@ def fan_in_targets(runs: Sequence[Run]) -> str:
 
 
 def cpu_use(run: Run) -> str:
-    """Both cores' busy share, its softirq and steal parts, and the switch thread's, as one cell
-    ("-" for what a summary from before that field lacks)."""
+    """Both cores' busy share, its softirq and steal parts, the switch threads', and where PMD threads
+    poll its ports the part of their cycles spent on packets, as one cell ("-" for what a summary
+    from before that field lacks)."""
     def share(field: str) -> str:
         return "-" if run.get(field) is None else f"{run[field]:.0f}"
     parts = f"{share('cpu_softirq_pct')}, {share('cpu_steal_pct')}"
-    return f"{run['cpu_busy_pct']:.0f} ({parts}) / {share('switch_cpu_pct')}"
+    pmd = "" if run.get("switch_pmd_busy_pct") is None else f" (PMD {share('switch_pmd_busy_pct')})"
+    return f"{run['cpu_busy_pct']:.0f} ({parts}) / {share('switch_cpu_pct')}{pmd}"
 
 
 def _all(run: Run) -> bool:
@@ -396,7 +400,8 @@ TABLES: tuple[tuple[Callable[[Run], bool], Callable[[Run], str], str], ...] = (
      "the switch's input sockets during rounds: mean memory held (skb truesize) / share "
      "of samples that found frames the switch had not yet taken in"),
     (lambda r: not simulated(r), cpu_use, "CPU during the rounds, % busy: both cores (of which softirq, steal) / the "
-     "switch's forwarding thread (of one core)"),
+     "switch's forwarding threads (of one core; a PMD thread polls at 100 % whatever the load, and where there is one, "
+     "PMD: the part of its cycles spent on packets)"),
     (simulated, lambda r: f"{r['fct_p50_ms'] / r['ideal_ms']:.2f}x / {r['fct_p99_ms'] / r['ideal_ms']:.2f}x",
      "round completion p50 / p99 against the ideal round (every byte back to back at the bottleneck after the "
      "request's round trip)"),

@@ -24,8 +24,10 @@ The summary's schema::
                "peak_backlog_bytes", "cpu_busy_pct", "cpu_busiest_pct",
                "cpu_softirq_pct", "cpu_steal_pct",      # parts of both cores' time: the kernel's network
                                                         # processing, and time the hypervisor took
-               "switch_cpu_pct",                        # ovs-vswitchd's forwarding thread, % of a core
+               "switch_cpu_pct",                        # ovs-vswitchd's forwarding threads, % of a core
                                                         # (null without ovs-vswitchd)
+               "switch_pmd_busy_pct",                   # its PMD threads' cycles spent on packets, % of a
+                                                        # core (null without PMD threads)
                "ce_marks",                              # CE marks at the bottleneck (null without ECN)
                "generations",                           # generations the controller made during the
                                                         # measured rounds (null for static schemes)
@@ -96,6 +98,7 @@ RUN_FIELDS = {
     "cpu_softirq_pct": (float, type(None)),
     "cpu_steal_pct": (float, type(None)),
     "switch_cpu_pct": (float, type(None)),
+    "switch_pmd_busy_pct": (float, type(None)),
     "ce_marks": (int, type(None)),
     "generations": (int, type(None)),
     "backlog_empty_pct": (float, type(None)),
@@ -141,7 +144,8 @@ class RunRecord:
     probe_lost: float | None
     cpu_busy_pct: float
     cpu_busiest_pct: float
-    switch_cpu_pct: float | None = None  # measure.switch_thread_time's busy share over the rounds (None: no OVS)
+    switch_cpu_pct: float | None = None  # counters.switch_thread_time's busy share over the rounds (None: no OVS)
+    switch_pmd_busy_pct: float | None = None  # counters.pmd_busy over the rounds (None: no PMD thread)
     # stats.cpu_parts over the rounds: softirq (the kernel's network processing) and steal, % of all CPUs' time
     cpu_softirq_pct: float | None = None
     cpu_steal_pct: float | None = None
@@ -239,7 +243,8 @@ class CeilingSample:
     packet_bytes: int
     mbps: float
     cpu_busy_pct: float
-    switch_cpu_pct: float | None = None  # ovs-vswitchd's forwarding thread, % of a core
+    switch_cpu_pct: float | None = None  # ovs-vswitchd's forwarding threads, % of a core
+    switch_pmd_busy_pct: float | None = None  # its PMD threads' cycles spent on packets, % of a core
 
 
 def ceiling_summary(samples: Sequence[CeilingSample]) -> list[dict[str, Any]]:
@@ -308,7 +313,7 @@ CREATE TABLE IF NOT EXISTS invocation (
     id INTEGER PRIMARY KEY, started REAL, arguments TEXT, ceiling_mbps REAL);
 CREATE TABLE IF NOT EXISTS ceiling (
     invocation INTEGER, senders INTEGER, buffer_bytes INTEGER, mbps REAL, packet_bytes INTEGER,
-    cpu_busy_pct REAL, switch_cpu_pct REAL);
+    cpu_busy_pct REAL, switch_cpu_pct REAL, switch_pmd_busy_pct REAL);
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY, invocation INTEGER, scheme TEXT, senders INTEGER, buffer_bytes INTEGER,
     sru_bytes INTEGER, rounds INTEGER, persistent INTEGER, goodput_mbps REAL,
@@ -428,9 +433,9 @@ class ResultStore:
     def add_ceiling(self, sample: CeilingSample, ceiling_mbps: float | None) -> None:
         """Store one CeilingSample; ceiling_mbps: the invocation's ceiling so far (1500 B median)."""
         self.db.execute("INSERT INTO ceiling (invocation, senders, buffer_bytes, mbps, packet_bytes, cpu_busy_pct, "
-                        "switch_cpu_pct) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        "switch_cpu_pct, switch_pmd_busy_pct) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         (self.invocation, sample.senders, sample.buffer_bytes, sample.mbps, sample.packet_bytes,
-                         sample.cpu_busy_pct, sample.switch_cpu_pct))
+                         sample.cpu_busy_pct, sample.switch_cpu_pct, sample.switch_pmd_busy_pct))
         self.db.execute("UPDATE invocation SET ceiling_mbps = ? WHERE id = ?", (ceiling_mbps, self.invocation))
         self.db.commit()
 
@@ -476,7 +481,7 @@ class ResultStore:
 def _add_missing_columns(db: sqlite3.Connection, record_type: Any) -> None:
     """Columns a database from an older version of this runner lacks (it appends to OUT/results.db)."""
     wanted = {"runs": [f.name for f in dataclasses.fields(record_type)],
-              "ceiling": ["packet_bytes", "cpu_busy_pct", "switch_cpu_pct"]}
+              "ceiling": ["packet_bytes", "cpu_busy_pct", "switch_cpu_pct", "switch_pmd_busy_pct"]}
     for table, columns in wanted.items():
         present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
         for column in columns:

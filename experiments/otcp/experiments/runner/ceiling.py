@@ -23,12 +23,14 @@ if TYPE_CHECKING:
 
 
 class CeilingMeasured(NamedTuple):
-    """One single-flow ceiling sample: Mb/s, both cores' busy share and the switch thread's
-    (counters.switch_thread_time; None without ovs-vswitchd), in %."""
+    """One single-flow ceiling sample: Mb/s, both cores' busy share, the switch threads'
+    (counters.switch_thread_time; None without ovs-vswitchd) and the part of its PMD threads'
+    cycles spent on packets (counters.pmd_busy; None without PMD threads), in %."""
 
     mbps: float
     cpu_busy_pct: float
     switch_cpu_pct: float | None
+    switch_pmd_busy_pct: float | None
 
 
 @dataclasses.dataclass
@@ -67,13 +69,15 @@ def ceiling_samples(network: Network[Any], sender: str, receiver: str, packet_by
         mbps = measure.single_flow_ceiling(network.emulation, sender, receiver, network.data_ips[receiver],
                                            seconds=config.ceiling_seconds, packet_bytes=packet_bytes)
         load = MachineTimes.now() - before
-        samples.append(CeilingMeasured(mbps, load.cpu_busy_pct, load.switch_cpu_pct))
+        samples.append(CeilingMeasured(mbps, load.cpu_busy_pct, load.switch_cpu_pct, load.switch_pmd_busy_pct))
     agreeing = stats.agreeing_ceilings([s.mbps for s in samples])
     taken = CeilingTaken([s for s in samples if s.mbps in agreeing], [s for s in samples if s.mbps not in agreeing])
     aside = f"; set aside as disturbed: {', '.join(f'{s.mbps:.1f}' for s in taken.set_aside)}" \
         if taken.set_aside else ""
     switch = [s.switch_cpu_pct for s in taken.kept if s.switch_cpu_pct is not None]
-    busy = f"; switch thread {min(switch):.0f}-{max(switch):.0f} % of a core" if switch else ""
+    pmd = [s.switch_pmd_busy_pct for s in taken.kept if s.switch_pmd_busy_pct is not None]
+    busy = (f"; switch threads {min(switch):.0f}-{max(switch):.0f} % of a core" if switch else "") + \
+        (f", of which on packets in its PMD threads {min(pmd):.0f}-{max(pmd):.0f} %" if pmd else "")
     progress.message(f"single-flow ceiling, {packet_bytes} B packets: median "
                      f"{taken.median:.1f} Mb/s "
                      f"({', '.join(f'{s.mbps:.1f}' for s in taken.kept)}){aside}{busy}")

@@ -15,7 +15,8 @@ difference, a ``Change``:
   and drop counters;
 - the machine's CPU (/proc/stat: both cores' busy share, its softirq and
   steal parts) and the switch's: the busy share of ovs-vswitchd's main
-  thread, which forwards every packet;
+  thread, which forwards every packet, and where PMD threads poll the ports
+  (``afxdp``), the share of their cycles spent processing packets;
 - the CE marks of the ECN markers (the bottleneck's, or every marked egress), and the generations the OTCP
   controller made, where there is one.
 
@@ -31,6 +32,8 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
+import subprocess
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
@@ -378,35 +381,102 @@ def _task_name(stat: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
+class PmdCycles:
+    """One PMD thread's TSC cycles so far, as ``ovs-appctl dpif-netdev/pmd-stats-show`` counts
+    them: spent polling ports that had nothing (idle) and spent on packets (processing)."""
+
+    idle: int
+    processing: int
+
+
+_PMD_THREAD = re.compile(r"^pmd thread (.*):$")
+_PMD_CYCLES = re.compile(r"^\s+(idle|processing) cycles: (\d+)")
+
+
+def parse_pmd_stats(text: str) -> dict[str, PmdCycles]:
+    """{thread ("numa_id 0 core_id 1"): PmdCycles} of every PMD thread in ``ovs-appctl
+    dpif-netdev/pmd-stats-show`` output; the main thread's section is left out (its time is
+    switch_thread_time's). A PMD thread that prints no cycle lines is an error: the format changed."""
+    threads: dict[str, dict[str, int]] = {}
+    current: dict[str, int] | None = None
+    for line in text.splitlines():
+        header = _PMD_THREAD.match(line)
+        if header:
+            current = threads.setdefault(header.group(1), {})
+            continue
+        if line and not line[0].isspace():
+            current = None  # "main thread:" and anything else unindented
+            continue
+        cycles = _PMD_CYCLES.match(line)
+        if cycles and current is not None:
+            current[cycles.group(1)] = int(cycles.group(2))
+    missing = [name for name, found in threads.items() if set(found) != {"idle", "processing"}]
+    if missing:
+        raise ValueError(f"pmd-stats-show: no idle and processing cycles for pmd thread {missing[0]}")
+    return {name: PmdCycles(found["idle"], found["processing"]) for name, found in threads.items()}
+
+
+def pmd_cycles() -> dict[str, PmdCycles] | None:
+    """The PMD threads' cycles now (parse_pmd_stats), or None where no ovs-vswitchd answers or it
+    runs no PMD thread (AF_PACKET and afxdp-nonpmd ports)."""
+    if ovs_sockets.vswitchd_pid() is None:
+        return None
+    shown = subprocess.run(["ovs-appctl", "--timeout=10", "dpif-netdev/pmd-stats-show"], capture_output=True,
+                           text=True, check=False)
+    if shown.returncode != 0:
+        return None  # no userspace datapath yet: nothing polls
+    return parse_pmd_stats(shown.stdout) or None
+
+
+def pmd_busy(before: Mapping[str, PmdCycles] | None, after: Mapping[str, PmdCycles] | None) -> float | None:
+    """The PMD threads' processing share between two readings, in % of one core, summed over the
+    threads in both (each polls on its own core, so 100 % per thread at most); None if either
+    reading is missing, no thread is in both, or no cycle passed. A PMD thread is at 100 % of its
+    core by the clock whatever the load: this is the part that did work."""
+    if not before or not after:
+        return None
+    shares = []
+    for name in before.keys() & after.keys():
+        processing = after[name].processing - before[name].processing
+        spent = processing + after[name].idle - before[name].idle
+        if spent > 0 and processing >= 0:
+            shares.append(100.0 * processing / spent)
+    return sum(shares) if shares else None
+
+
+@dataclasses.dataclass(frozen=True)
 class MachineLoad:
     """What the machine did between two MachineTimes, in %: both cores' busy share, of the
-    busiest core, the softirq and steal parts of all cores' time, and the switch's
-    forwarding thread's share of one core (None without ovs-vswitchd)."""
+    busiest core, the softirq and steal parts of all cores' time, the switch's
+    forwarding threads' share of one core (None without ovs-vswitchd), and the part of
+    its PMD threads' cycles spent processing packets (pmd_busy; None without PMD threads)."""
 
     cpu_busy_pct: float
     cpu_busiest_pct: float
     cpu_softirq_pct: float
     cpu_steal_pct: float
     switch_cpu_pct: float | None
+    switch_pmd_busy_pct: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class MachineTimes:
-    """The machine's CPU times and the switch thread's, at one moment."""
+    """The machine's CPU times, the switch thread's and its PMD threads' cycles, at one moment."""
 
     cpu: CpuTimes
     switch_thread: ThreadTime | None
+    pmd: dict[str, PmdCycles] | None = None
 
     @classmethod
     def now(cls) -> MachineTimes:
-        """Read both now."""
-        return cls(read_cpu_times(), switch_thread_time())
+        """Read all three now."""
+        return cls(read_cpu_times(), switch_thread_time(), pmd_cycles())
 
     def __sub__(self, before: MachineTimes) -> MachineLoad:
         mean, busiest = cpu_busy(before.cpu, self.cpu)
         parts = cpu_parts(before.cpu, self.cpu)
         return MachineLoad(mean, busiest, parts["softirq"], parts["steal"],
-                           thread_busy(before.switch_thread, self.switch_thread))
+                           thread_busy(before.switch_thread, self.switch_thread), pmd_busy(before.pmd, self.pmd))
 
 
 # --- the snapshot ------------------------------------------------------------------------------
