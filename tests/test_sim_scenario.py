@@ -11,7 +11,10 @@ import pytest
 from otcp.experiments.analysis import results
 from otcp.experiments.runner.progress import Progress
 from otcp.experiments.sim import build, scenario
-from otcp.experiments.sim.incast import SimConfig, run_sweep
+from otcp.experiments.sim import fabric as fabric_module
+from otcp.experiments.sim.incast import SEGMENT_OVERHEAD_BYTES, SimConfig, build_fabric, run_sweep, workload_pairs
+from otcp.experiments.sim.loop import ClosedLoop
+from otcp.experiments.sim.schemes import selected
 
 
 def test_set_up_built_the_program_and_it_is_up_to_date():
@@ -133,3 +136,31 @@ def test_established_receivers_take_the_quickack_of_a_new_plan(tmp_path):
     (run,) = document["runs"]
     assert run["duplicate_segments"] == 0
     assert run["retransmissions"] <= run["drops"] + run["drops_other_buffers"] + run["sender_queue_drops"]
+
+
+def planned_segments(config, senders, buffer_bytes):
+    """(the idle fabric's segment, the segment with every sender active) of the first sender's
+    connection into the receiver, as the run's closed loop plans them."""
+    fabric = build_fabric(config, senders, buffer_bytes)
+    placement = fabric_module.place(fabric, senders, config.placement)
+    (scheme,) = selected(["otcp-lossless"])
+    loop = ClosedLoop.for_scheme(fabric, workload_pairs(placement), scheme, config.lossless())
+    pair = (placement.senders[0], placement.receiver)
+    loop.poll(0.0, [])
+    idle = loop.settings[pair].segment_bytes
+    loop.poll(1.0, [(sender, placement.receiver, 100) for sender in placement.senders])
+    return idle, loop.settings[pair].segment_bytes
+
+
+def test_the_packet_size_reported_is_the_one_the_measured_rounds_sent(tmp_path):
+    # 24 senders into 20 000 B at 1 Gb/s: the fan-in plan's segment is well under the idle fabric's,
+    # which the warm-up's connections were made with. A new connection per round sends the plan's; a
+    # persistent one keeps the segment it was made with (fixed at set-up, as in Linux).
+    settings = {"schemes": ["otcp-lossless"], "senders": [24], "sru_bytes": 16384, "bw_gbps": 1.0,
+                "buffers": [20000], "rounds": 2, "warmup_rounds": 1, "poll_interval_s": 0.05}
+    idle, busy = planned_segments(SimConfig(out=str(tmp_path), command=["test"], **settings), 24, 20000)
+    assert busy < idle
+    for persistent, segment in ((False, busy), (True, idle)):
+        document, _ = sweep(tmp_path / str(persistent), persistent=persistent, **settings)
+        (run,) = document["runs"]
+        assert run["packet_bytes"] == segment + SEGMENT_OVERHEAD_BYTES, (persistent, idle, busy)

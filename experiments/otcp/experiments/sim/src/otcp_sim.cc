@@ -320,7 +320,7 @@ class Scenario
 
     // ceiling
     double m_ceilingS{0};
-    uint32_t m_segmentBytes{0}; // the largest segment a connection of the workload was given
+    uint32_t m_segmentBytes{0}; // the largest segment a connection of the measured time was given
 };
 
 void
@@ -854,6 +854,13 @@ Scenario::OpenMeasurement()
     for (auto& q : m_queues)
     {
         q->Restart();
+    }
+    // The segment the measured time sends in: of the connections open now (persistent ones, long-lived
+    // flows) and of those it makes, not of the warm-up's, which the idle fabric's plan set up.
+    m_segmentBytes = 0;
+    for (const auto& open : m_serving)
+    {
+        m_segmentBytes = std::max(m_segmentBytes, dynamic_cast<LinuxTcpSocket*>(open.first)->SegmentBytes());
     }
     std::copy(std::begin(m_counters), std::end(m_counters), std::begin(m_countersAtStart));
 }
