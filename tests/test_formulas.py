@@ -309,6 +309,21 @@ def test_lossless_fan_in_down_to_the_floor():
     assert segment_clamp_initcwnd(lossless_plan_of(star(106, buffer_bytes=42500))) == (256, 1, 1)
 
 
+@pytest.mark.parametrize(("senders", "expected"), [
+    # Data-center scale, 500 000 B (a star's addresses stop at 253 senders: the formulas alone):
+    # (500000 - 1514) / 500 - 66 = 931.0 B -> 864 B; / 1000 - 66 = 432.5 B -> 366 B.
+    (500, 864),
+    (1000, 366),
+])
+def test_lossless_fan_in_at_hundreds_of_senders(senders, expected):
+    share = formulas.fan_in_share_bytes(500000, senders)
+    # The target's window at 10 Gb/s: (10e9 / 8 x 20 us + 125000) / N, under one full frame either way.
+    target = (10e9 / 8 * 20e-6 + 125000) / senders
+    window = formulas.fan_in_window_bytes(target, share)
+    assert window.tolist() == pytest.approx(share.tolist())
+    assert formulas.segment_bytes(window).tolist() == expected
+
+
 def test_lossless_fan_in_leaves_short_fan_in_byte_identical():
     # Where N full frames fit the budget (N <= 14 here), every route is what it was without the rule.
     for senders in (1, 2, 4, 8, 14):
