@@ -4,6 +4,7 @@ half-way, state files that cannot be used, duplicate keys, oversized keys,
 trickled frames and a missing namespace. Real kernel, throwaway namespaces,
 loopback only."""
 
+import contextlib
 import json
 import os
 import re
@@ -354,10 +355,16 @@ def test_a_second_run_on_the_same_state_file_is_refused(ns, tmp_path):
     _one_line(second, f"{state}: another otcp-agent run (pid {first.pid}) uses this state file")
 
 
-def _sigint_default():
-    """In the child before it runs the agent: SIGINT back to its default action. A test run started
-    in the background (as CI may be) inherits SIGINT ignored, and Python then keeps ignoring it."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+@contextlib.contextmanager
+def sigint_caught():
+    """SIGINT caught in this process while the context lasts, so that a child started in it gets
+    SIGINT's default action at exec. A test run started in the background (as CI may be) inherits
+    SIGINT ignored, which a child would keep, and Python then keeps ignoring it too."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 @pytest.mark.root
@@ -367,9 +374,10 @@ def test_sigint_during_apply_says_what_was_applied(ns, tmp_path):
     outcomes = set()
     for delay in (0.0, 0.5):  # from when the agent opened its state: at the apply's start, and into it
         state = str(tmp_path / f"state-{delay}.db")
-        apply = subprocess.Popen([sys.executable, "-m", "otcp.agent.cli", "--netns", ns.name, "apply", path,
-                                  "--state", state], cwd=REPOSITORY, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True, preexec_fn=_sigint_default)
+        with sigint_caught():
+            apply = subprocess.Popen([sys.executable, "-m", "otcp.agent.cli", "--netns", ns.name, "apply", path,
+                                      "--state", state], cwd=REPOSITORY, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
         while not os.path.exists(state) and apply.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)
