@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+from eventlet.green import subprocess as green_subprocess
+
 from otcp.agent.routes import RouteTable
 
 #: The checkout the tests run from: the working directory of the agent processes they start.
@@ -12,9 +14,10 @@ REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
 
 
 def otcp_agent(ns, *args, stdin=None):
-    """`otcp-agent --netns NS ARGS` run to completion (a CompletedProcess with its text output)."""
-    return subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", ns.name, *args], cwd=REPOSITORY,
-                          capture_output=True, text=True, input=stdin)
+    """`otcp-agent --netns NS ARGS` run to completion (a CompletedProcess with its text output). Green:
+    a controller on os-ken's hub in this process goes on renewing its leases while the command runs."""
+    return green_subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", ns.name, *args], cwd=REPOSITORY,
+                                capture_output=True, text=True, input=stdin)
 
 
 def agent_show(netns, state, *options):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+from eventlet.green import subprocess as green_subprocess
 from os_ken.lib import hub
 from pyroute2 import netns as pyroute2_netns
 
@@ -195,10 +196,12 @@ class GreenPeer:
 
 
 def scrape(ns, port):
-    """The agent's /metrics page, fetched from inside its namespace ("" while it does not answer)."""
+    """The agent's /metrics page, fetched from inside its namespace ("" while it does not answer); the
+    hub runs meanwhile, as in `otcp_agent`."""
     fetch = ("import sys, urllib.request\n"
              f"sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:{port}/metrics', timeout=5).read().decode())")
-    done = subprocess.run(["ip", "netns", "exec", ns.name, sys.executable, "-c", fetch], capture_output=True, text=True)
+    done = green_subprocess.run(["ip", "netns", "exec", ns.name, sys.executable, "-c", fetch], capture_output=True,
+                                text=True)
     return done.stdout if done.returncode == 0 else ""
 
 
