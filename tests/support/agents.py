@@ -2,7 +2,6 @@
 in a namespace, and a route table that loses a race on purpose."""
 
 import os
-import subprocess
 import sys
 
 from eventlet.green import subprocess as green_subprocess
@@ -14,19 +13,23 @@ REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
 
 
 def otcp_agent(ns, *args, stdin=None):
-    """`otcp-agent --netns NS ARGS` run to completion (a CompletedProcess with its text output). Green:
-    a controller on os-ken's hub in this process goes on renewing its leases while the command runs."""
-    return green_subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", ns.name, *args], cwd=REPOSITORY,
-                                capture_output=True, text=True, input=stdin)
+    """`otcp-agent --netns NS ARGS` run to completion (a CompletedProcess with its text output)."""
+    return _agent_command(ns.name, args, stdin)
 
 
 def agent_show(netns, state, *options):
     """``otcp-agent --netns NETNS show OPTIONS --state STATE`` in a process of its own (it enters the
     namespace, a name), which must succeed: its output."""
-    done = subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", netns, "show", *options, "--state", state],
-                          capture_output=True, text=True, cwd=REPOSITORY)
+    done = _agent_command(netns, ["show", *options, "--state", state])
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def _agent_command(netns, args, stdin=None):
+    """`otcp-agent --netns NETNS ARGS` run to completion. Green: a controller on os-ken's hub in this
+    process goes on renewing its leases while the command runs."""
+    return green_subprocess.run([sys.executable, "-m", "otcp.agent.cli", "--netns", netns, *args], cwd=REPOSITORY,
+                                capture_output=True, text=True, input=stdin)
 
 
 class RacedRouteTable(RouteTable):

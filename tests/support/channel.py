@@ -197,7 +197,7 @@ class GreenPeer:
 
 def scrape(ns, port):
     """The agent's /metrics page, fetched from inside its namespace ("" while it does not answer); the
-    hub runs meanwhile, as in `otcp_agent`."""
+    hub runs meanwhile, as for the agent commands of `support.agents`."""
     fetch = ("import sys, urllib.request\n"
              f"sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:{port}/metrics', timeout=5).read().decode())")
     done = green_subprocess.run(["ip", "netns", "exec", ns.name, sys.executable, "-c", fetch], capture_output=True,
