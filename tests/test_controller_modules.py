@@ -431,6 +431,7 @@ def test_config_pacing(tmp_path, text, pacing):
     ("parameters: {formulas: lossless, fan_in_queue_fraction: 0}\n", formulas.Lossless(0.25, 256, 0.0)),
     ("parameters: {formulas: lossless, queue_target_fraction: 0.5, fan_in_queue_fraction: 0.8}\n",
      formulas.Lossless(0.5, 256, 0.8)),
+    ("parameters: {formulas: lossless, fan_in_admission: true}\n", formulas.Lossless(0.25, 256, 1.0, True)),
 ])
 def test_config_lossless_fan_in(tmp_path, text, lossless):
     path = tmp_path / "controller.yaml"
@@ -464,6 +465,8 @@ def test_config_lossless_fan_in(tmp_path, text, lossless):
          "parameters.fan_in_queue_fraction: 1.5 is above"),
         ("parameters: {formulas: lossless, fan_in_queue_fraction: .nan}\n",
          "parameters.fan_in_queue_fraction: NaN is not a finite"),
+        ("parameters: {formulas: lossless, fan_in_admission: 1}\n",
+         "parameters.fan_in_admission: 1 is not true or false"),
         ("agents: {lease_s: 0.5}\n", "agents.lease_s: 0.5 is below the minimum 1"),
         ("agents: {lease_s: 86401}\n", "agents.lease_s: 86401 is above the maximum 86400"),
         ("agents: {lease_s: .nan}\n", "agents.lease_s: NaN is not a finite number"),

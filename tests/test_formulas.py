@@ -301,6 +301,44 @@ def test_lossless_fan_in_keeps_full_frames_while_the_buffer_holds_them(senders, 
     assert segment_clamp_initcwnd(lossless_plan_of(star(senders))) == expected
 
 
+def test_admitted_flows_on_their_own():
+    bounds = formulas.Bounds()
+    admitting = formulas.Lossless(fan_in_admission=True)
+    # (85000 - 1514) / (1514 + 66) = 83486 / 1580 = 52.8: 52 full frames, each behind its ACK, fit the budget.
+    assert formulas.admitted_flows(85000, bounds, admitting).tolist() == 52
+    # Half the buffer: (42500 - 1514) / 1580 = 25.9 -> 25; 500 000 B: 498486 / 1580 = 315.5 -> 315.
+    assert formulas.admitted_flows([42500, 500000], bounds, admitting).tolist() == [25, 315]
+    # g = 0.5 of 85000: (42500 - 1514) / 1580 -> 25, as above.
+    assert formulas.admitted_flows(85000, bounds, formulas.Lossless(0.25, 256, 0.5, True)).tolist() == 25
+    # Exactly two: 1514 + 2 x 1580 = 4674 B; one byte less admits one; a buffer smaller than the kept
+    # frame still admits one sender (the receiver cannot ask for less).
+    assert formulas.admitted_flows([4674, 4673, 1000], bounds, admitting).tolist() == [2, 1, 1]
+    for bad in (1, "yes", None):
+        with pytest.raises(ValueError, match="fan_in_admission"):
+            formulas.Lossless(fan_in_admission=bad)
+
+
+@pytest.mark.parametrize(("senders", "expected"), [
+    # At most 52 admitted at once (above): where they are fewer, admission changes nothing.
+    (14, (737, 2, 2)),
+    (52, (1448, 1, 1)),
+    # Above 52, the receiver's downlink counts 52 flows: (1250 + 21250) / 52 = 432.7 B, under a full
+    # frame; the fan-in share 83486 / 52 - 66 = 1539.5 B is above one, so one full frame each, at any fan-in.
+    (53, (1448, 1, 1)),
+    (64, (1448, 1, 1)),
+    (128, (1448, 1, 1)),
+    (200, (1448, 1, 1)),
+])
+def test_admission_keeps_full_frames_at_any_fan_in(senders, expected):
+    inv = inventory.parse(star(senders))
+    plan = Plan(inv.fabric(), formulas.Bounds(mss_bytes=inv.mss_bytes),
+                formulas.Lossless(fan_in_admission=True))
+    assert segment_clamp_initcwnd(plan) == expected
+    # The 52 admitted senders' frames and ACKs fit the budget.
+    segment, clamp, _ = expected
+    assert min(senders, 52) * (clamp * (segment + 66) + 66) <= 85000 - 1514
+
+
 def test_lossless_fan_in_down_to_the_floor():
     # A 42 500 B buffer, a budget of 42500 - 1514 = 40986 B: 40986 / 105 - 66 = 324.3 B -> 258 B; at
     # 106 senders 320.7 B -> 254 B: below the floor, which wins (256 B), and 106 floor-sized frames

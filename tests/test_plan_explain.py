@@ -34,7 +34,8 @@ def values_from_terms(e, bounds, lossless):
 
 
 @pytest.mark.parametrize("seed", range(20))
-@pytest.mark.parametrize("lossless", [None, formulas.Lossless(0.25, 200)], ids=["published", "lossless"])
+@pytest.mark.parametrize("lossless", [None, formulas.Lossless(0.25, 200), formulas.Lossless(0.25, 200, 1.0, True)],
+                         ids=["published", "lossless", "admission"])
 def test_every_pairs_terms_give_its_values(seed, lossless):
     inv = inventory.parse(random_inventory(seed))
     bounds = formulas.Bounds(mss_bytes=1448, initcwnd_high=[64, 10][seed % 2])
@@ -50,7 +51,9 @@ def test_every_pairs_terms_give_its_values(seed, lossless):
         assert e.min_rto_s == pytest.approx(e.rtt_for_rto_s + e.queueing_s)
         assert e.link_delay_sum_s == pytest.approx(sum(link.delay_s for link in (*e.data_path, *e.ack_path)))
         assert e.fair_share_bytes_per_s == min(link.capacity_bytes_per_s / link.sharing for link in e.data_path)
-        assert e.bottleneck.sharing == e.bottleneck.flows + (0 if e.pair_is_flow else 1) or e.bottleneck.flows == 0
+        admitted = e.segment.admitted_flows if e.segment is not None else None
+        assert e.bottleneck.sharing == e.bottleneck.flows + (0 if e.pair_is_flow else 1) or e.bottleneck.flows == 0 \
+            or e.bottleneck.sharing == admitted
         rto, initcwnd, clamp = values_from_terms(e, bounds, lossless)
         assert rto == e.rto_min_ms and clamp == e.cwnd_clamp
         if lossless is None or e.window_bytes is None:
@@ -210,3 +213,25 @@ def test_explain_shows_the_high_fan_in_rule_where_it_raised_the_window(tmp_path,
     # Without the rule (and on a path it does not concern) no such line.
     status, out, _ = run_plan(capsys, path, "--explain", "--host", "h2", "--lossless", "--fan-in-queue-fraction", "0")
     assert status == 0 and "high fan-in" not in out and "-> segment 285 B" in out.split("h2 -> h3")[0]
+
+
+def test_explain_shows_the_admission_and_the_downlinks_count(tmp_path, capsys):
+    # 128 senders into h1 with admission: h1 asks at most (85 000 - 1 514) / (1 514 + 66) = 52.8 -> 52 at
+    # once, so its downlink counts 52 flows: (1 250 + 21 250) / 52 = 433 B from the queue target, raised
+    # to one full frame each (83 486 / 52 - 66 = 1 539.5 B is above it): segment 1 448 B.
+    path = write_inventory(tmp_path, star(128))
+    status, out, err = run_plan(capsys, path, "--explain", "--host", "h2", "--lossless", "--fan-in-admission")
+    assert status == 0 and err == ""
+    h1 = out.split("h2 -> h1")[1].split("h2 -> h3")[0]
+    downlink = next(line for line in h1.splitlines() if line.split()[:3] == ["s1", "->", "h1"])
+    assert downlink.split()[-4:] == ["128", "52", "433", "B"]  # F_l, N_l, window
+    assert "(cap_l x RTT_prop + buf_l) / N_l = 433 B" in h1
+    assert "admission: the destination asks at most 52 senders at once" in h1 and "-> segment 1448 B" in h1
+    # --json carries it as the segment's admitted_flows; without admission there is none.
+    status, out, _ = run_plan(capsys, path, "--explain", "--host", "h2", "--lossless", "--fan-in-admission",
+                              "--json")
+    assert '"admitted_flows": 52' in out
+    status, out, _ = run_plan(capsys, path, "--explain", "--host", "h2", "--lossless")
+    assert "admission" not in out and "-> segment 520 B" in out.split("h2 -> h3")[0]
+    status, out, err = run_plan(capsys, path, "--fan-in-admission")
+    assert status == 2 and out == "" and "--fan-in-admission needs --lossless" in err

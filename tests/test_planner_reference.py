@@ -112,7 +112,8 @@ def lossless_matches_reference(seed):
     """Every otcp-lossless record and route of a random fabric against the reference; the quickack values seen."""
     inv = inventory.parse(random_inventory(seed))
     bounds = formulas.Bounds(mss_bytes=1448)
-    lossless = formulas.Lossless(queue_target_fraction=[0.1, 0.25, 0.5, 1.0][seed % 4], mss_floor_bytes=200)
+    lossless = formulas.Lossless(queue_target_fraction=[0.1, 0.25, 0.5, 1.0][seed % 4], mss_floor_bytes=200,
+                                 fan_in_admission=seed % 3 == 2)
     fabric = inv.fabric()
     plan, reference = Plan(fabric, bounds, lossless), ReferencePlanner(fabric, bounds, lossless)
     planned = by_addresses(plan)
@@ -256,3 +257,24 @@ def test_lossless_fan_in_matches_reference_with_many_senders_into_one_host(seed)
     shrunk = by_addresses(Plan(fabric, bounds, dataclasses.replace(lossless, fan_in_queue_fraction=0)))
     raised = [planned[key]["segment_bytes"] - shrunk[key]["segment_bytes"] for key in into]
     assert min(raised) >= 0 and max(raised) > 0, (senders, min(raised), max(raised))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_admission_matches_reference_with_many_senders_into_one_host(seed):
+    """50-300 senders into one host of a random fabric with admission: the planner's values for pairs
+    into it agree with the reference, where the receiver's downlink counts at most the senders it
+    admits at once; and no segment is smaller than without admission."""
+    rng = random.Random(seed)
+    senders = rng.randint(50, 300)
+    fabric, receiver = fan_in_fabric(rng, senders)
+    bounds = formulas.Bounds(mss_bytes=1448)
+    lossless = formulas.Lossless(queue_target_fraction=rng.choice([0.1, 0.25]), mss_floor_bytes=256,
+                                 fan_in_queue_fraction=rng.choice([0.9, 1.0]), fan_in_admission=True)
+    plan, reference = Plan(fabric, bounds, lossless), ReferencePlanner(fabric, bounds, lossless)
+    planned = by_addresses(plan)
+    into = [(src, dst) for (src, dst) in planned if dst == receiver]
+    for key in rng.sample(into, 8):
+        got = planned[key]
+        assert (got["initcwnd"], got["cwnd_clamp"] or 0, got["segment_bytes"]) == reference.lossless_pair(*key)
+    shrinking = by_addresses(Plan(fabric, bounds, dataclasses.replace(lossless, fan_in_admission=False)))
+    assert all(planned[key]["segment_bytes"] >= shrinking[key]["segment_bytes"] for key in into)

@@ -63,6 +63,9 @@ class SegmentTerms:
     fan_in_queue_fraction is set where the high fan-in rule raised the
     window above the queue target's (formulas.fan_in_window_bytes): the
     share of the buffer the queue may rise to; None where it did not.
+    admitted_flows is, with fan_in_admission, how many senders the
+    destination asks at once (formulas.admitted_flows of its downlink), the
+    most its downlink counts; None without admission.
     """
 
     window_wire_bytes: float
@@ -74,6 +77,7 @@ class SegmentTerms:
     receiver_bytes: int
     segment_bytes: int
     fan_in_queue_fraction: float | None = None
+    admitted_flows: int | None = None
 
 
 @dataclass(frozen=True)

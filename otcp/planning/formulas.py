@@ -64,12 +64,16 @@ class Lossless:
     a path may be given; fan_in_queue_fraction: the share of its buffer a
     switch egress's queue may rise to where its flows' full frames do not
     fit the queue target (high fan-in, :func:`fan_in_window_bytes`), 0 for
-    never: segments then shrink until one frame each fits the target.
+    never: segments then shrink until one frame each fits the target;
+    fan_in_admission: the receivers admit their senders in turns
+    (:func:`admitted_flows`), so a receiver's downlink counts at most that
+    many of its flows, each keeping full frames.
     """
 
     queue_target_fraction: float = 0.25
     mss_floor_bytes: int = 256
     fan_in_queue_fraction: float = 1.0
+    fan_in_admission: bool = False
 
     def __post_init__(self) -> None:
         for name, low_open in (("queue_target_fraction", True), ("fan_in_queue_fraction", False)):
@@ -79,6 +83,8 @@ class Lossless:
                 raise ValueError(f"{name} must be a number in {'(0' if low_open else '[0'}, 1], got {value!r}")
         if not 64 <= self.mss_floor_bytes:
             raise ValueError(f"mss_floor_bytes must be at least 64, got {self.mss_floor_bytes}")
+        if not isinstance(self.fan_in_admission, bool):
+            raise ValueError(f"fan_in_admission must be true or false, got {self.fan_in_admission!r}")
 
 
 @dataclass(frozen=True)
@@ -227,6 +233,22 @@ def fan_in_share_bytes(buffer_bytes: ArrayLike, flows_sharing_link: ArrayLike, b
     budget = np.asarray(buffer_bytes, dtype=float) * lossless.fan_in_queue_fraction - full_frame
     share = np.maximum(budget, 0.0) / np.asarray(flows_sharing_link, dtype=float) - FRAME_OVERHEAD_BYTES
     return np.maximum(share, 0.0)
+
+
+def admitted_flows(buffer_bytes: ArrayLike, bounds: Bounds = Bounds(), lossless: Lossless = Lossless()) -> np.ndarray:
+    """How many senders a receiver behind a switch egress of buffer_bytes admits at once
+    (fan_in_admission): the most whose full frames, each with its ACK, fit the fan-in budget,
+    K = floor((g x buf - F) / (F + H)), at least 1.
+
+    g = fan_in_queue_fraction, F one full frame (MSS + FRAME_OVERHEAD_BYTES), kept free as in
+    :func:`fan_in_share_bytes`, and H = FRAME_OVERHEAD_BYTES. With at most K flows sharing the
+    egress, :func:`fan_in_share_bytes` is at least F: nobody's segment shrinks. The receiver asks
+    the next sender as soon as one of the K finishes, so K flows keep the port busy.
+    """
+    full_frame = bounds.mss_bytes + FRAME_OVERHEAD_BYTES
+    budget = np.asarray(buffer_bytes, dtype=float) * lossless.fan_in_queue_fraction - full_frame
+    fitting = np.floor(np.maximum(budget, 0.0) / (full_frame + FRAME_OVERHEAD_BYTES) + _ROUNDING_SLACK)
+    return np.maximum(fitting, 1).astype(np.int64)
 
 
 def fan_in_window_bytes(window_wire_bytes: ArrayLike, fan_in_share: ArrayLike, bounds: Bounds = Bounds()) -> np.ndarray:

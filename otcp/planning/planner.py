@@ -598,21 +598,28 @@ class Plan:
     # their first axis: [0] for a pair that is not itself a flow
     # (N_l = F_l + 1), [1] for one that is (N_l = F_l).
 
-    def _forward_terms(self, forward: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    def _forward_terms(self, forward: np.ndarray, admitting: bool = False
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """For forward links (..., columns): per sharing (see above), the smallest cap_l / N_l,
         shape (2, ...), and each column's window line, the slope cap_l / N_l and the offset
         buf_l / N_l (the queue target's share with lossless) where the link's tail is a switch,
         0 and +inf elsewhere (so it never wins the minimum), shapes (2, columns, ...); with
         lossless, the smallest high fan-in share over the switch egresses
-        (formulas.fan_in_share_bytes, +inf where there is none), shape (2, ...), else None."""
+        (formulas.fan_in_share_bytes, +inf where there is none), shape (2, ...), else None.
+        admitting: the links are receivers' downlinks whose receivers admit their senders in
+        turns (formulas.admitted_flows), so N_l counts at most that many flows."""
         t = self._links
         capacity, egress = t.capacity[forward], t.switch_egress[forward]
         queue = (t.buffer[forward] if self.lossless is None
                  else formulas.queue_target_bytes(t.buffer[forward], self.lossless))
+        admitted = (formulas.admitted_flows(t.buffer[forward], self.bounds, self.lossless)
+                    if admitting and self.lossless is not None else None)
         shares, slopes, offsets, fan_ins = [], [], [], []
         for pair_is_active in (False, True):
             # N_l >= 1 always; only padding columns could reach 0 here.
             sharing = np.maximum(formulas.flows_sharing(t.flows[forward], pair_is_active), 1)
+            if admitted is not None:
+                sharing = np.minimum(sharing, admitted)
             share = capacity / sharing
             shares.append(share.min(axis=-1, initial=np.inf))
             slopes.append(np.moveaxis(np.where(egress, share, 0.0), -1, 0))
@@ -718,7 +725,8 @@ class Plan:
         share and its downlink's share and window line (an uplink's tail is the host: no line)."""
         terms = self._round_trip_sums(np.stack([self._uplink, self._downlink], axis=-1))
         terms["uplink_share"] = self._forward_terms(self._uplink[:, None])[0]
-        terms["downlink_share"], slope, offset, fan_in = self._forward_terms(self._downlink[:, None])
+        admitting = self.lossless is not None and self.lossless.fan_in_admission
+        terms["downlink_share"], slope, offset, fan_in = self._forward_terms(self._downlink[:, None], admitting)
         terms["downlink_slope"], terms["downlink_offset"] = slope[:, 0], offset[:, 0]
         if fan_in is not None:
             terms["downlink_fan_in_share"] = fan_in
@@ -1131,7 +1139,8 @@ class Plan:
         def links(a: int, b: int) -> list[int]:
             return [i for i in self._path_links(np.array([a]), np.array([b]))[0].tolist() if i != t.padding]
 
-        data = [self._link_term(i, active, rtt) for i in links(s, d)]
+        admitting = self.lossless is not None and self.lossless.fan_in_admission
+        data = [self._link_term(i, active, rtt, admitting and i == int(self._downlink[d])) for i in links(s, d)]
         ack = [self._link_term(i, None, rtt) for i in links(d, s)]
         round_trip = links(s, d) + links(d, s)
         bottleneck = min(data, key=lambda link: link.capacity_bytes_per_s / (link.sharing or 1))
@@ -1165,13 +1174,16 @@ class Plan:
                              int(self.ssthresh[k]) or None, int(self.increase[k]) or None, self.long_paths.griddt,
                              self.long_paths.reference_rtt_s)
 
-    def _link_term(self, i: int, active: bool | None, rtt: float) -> LinkTerm:
+    def _link_term(self, i: int, active: bool | None, rtt: float, admitting: bool = False) -> LinkTerm:
         """Link i (of the link table) in an explanation: on a data path whose pair is a flow or
-        not (active), or on an ACK path (active None); rtt, the pair's RTT_prop."""
+        not (active), or on an ACK path (active None); rtt, the pair's RTT_prop; admitting, the
+        downlink of a destination that admits its senders in turns (N_l counts at most those)."""
         t = self._links
         u, v = list(t.index)[i]  # the table's links in their order
         facts, origins = self.fabric.links[(u, v)], self.fabric.origins.get((u, v))
         sharing = max(int(formulas.flows_sharing(int(t.flows[i]), active)), 1) if active is not None else None
+        if sharing is not None and admitting and self.lossless is not None:
+            sharing = min(sharing, int(formulas.admitted_flows(t.buffer[i], self.bounds, self.lossless)))
         window = None
         if sharing is not None and t.switch_egress[i]:
             queue = (t.buffer[i] if self.lossless is None
@@ -1210,9 +1222,12 @@ class Plan:
             wire, segment = float(self._window[k]), int(self.segment[k])
             fitting = int(formulas.fitting_segment_bytes(wire, bounds))
             raised = self.lossless.fan_in_queue_fraction if wire > window else None  # the fan-in rule took over
+            admitted = (int(formulas.admitted_flows(self._links.buffer[self._downlink[self.dst[k]]], bounds,
+                                                    self.lossless))
+                        if self.lossless.fan_in_admission else None)
             segment_terms = SegmentTerms(wire, formulas.FRAME_OVERHEAD_BYTES, int(formulas.window_frames(wire, bounds)),
                                          fitting, self.lossless.mss_floor_bytes, int(self._own_segment[k]),
-                                         int(self._receiver_segment[self.dst[k]]), segment, raised)
+                                         int(self._receiver_segment[self.dst[k]]), segment, raised, admitted)
             bounded("segment_bytes", fitting, ("parameters.mss_floor_bytes", self.lossless.mss_floor_bytes),
                     ("bounds.mss_bytes", bounds.mss_bytes))
             bounded("cwnd_clamp", float(formulas.whole_segments(wire, segment + formulas.FRAME_OVERHEAD_BYTES)),

@@ -80,9 +80,16 @@ class ReferencePlanner:
         return (forward, round_trip, *self.round_trip(src, dst, round_trip))
 
     def _sharing(self, src, dst, link):
-        """N_l: the flows on link counting the pair (src, dst) once."""
+        """N_l: the flows on link counting the pair (src, dst) once; with admission, at most the
+        flows dst admits at once on its own downlink."""
         flows = self.flows_on.get(link, 0)
-        return flows if self.fabric.flows.get((src, dst), 0) > 0 else flows + 1
+        sharing = flows if self.fabric.flows.get((src, dst), 0) > 0 else flows + 1
+        if self.lossless is not None and self.lossless.fan_in_admission and link[1] == dst:
+            full_frame = self.bounds.mss_bytes + formulas.FRAME_OVERHEAD_BYTES
+            budget = self.fabric.links[link].buffer_bytes * self.lossless.fan_in_queue_fraction - full_frame
+            sharing = min(sharing, max(1, math.floor(max(budget, 0.0) / (full_frame + formulas.FRAME_OVERHEAD_BYTES)
+                                                     + 1e-9)))
+        return max(sharing, 1)
 
     def pair(self, src, dst):
         """(min_rto_s, rto_min_ms, initcwnd, cwnd_clamp) or None if no path."""

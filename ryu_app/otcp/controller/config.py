@@ -180,6 +180,7 @@ class ParametersSection(Strict):
     queue_target_fraction: Annotated[float, Field(gt=0, le=1)] = Lossless.queue_target_fraction
     mss_floor_bytes: Annotated[int, int_range(64, 65535)] = Lossless.mss_floor_bytes
     fan_in_queue_fraction: Annotated[float, Field(ge=0, le=1)] = Lossless.fan_in_queue_fraction
+    fan_in_admission: bool = Lossless.fan_in_admission
     pacing: bool = False
     pacing_headroom: Annotated[float, Field(ge=0, le=1)] = Pacing.headroom
 
@@ -187,7 +188,8 @@ class ParametersSection(Strict):
         """otcp-lossless's settings, or None for the published formulas."""
         if self.formulas != "lossless":
             return None
-        return Lossless(self.queue_target_fraction, self.mss_floor_bytes, self.fan_in_queue_fraction)
+        return Lossless(self.queue_target_fraction, self.mss_floor_bytes, self.fan_in_queue_fraction,
+                        self.fan_in_admission)
 
     def paced(self) -> Pacing | None:
         """otcp-paced's setting, or None when routes carry no pacing rate."""

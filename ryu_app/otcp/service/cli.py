@@ -92,7 +92,7 @@ def _plan_inputs(args: argparse.Namespace) -> tuple[Any, tuple[Any, Any, Any], s
 
     formula_options = {"--lossless": args.lossless, "--queue-target-fraction": args.queue_target_fraction,
                        "--mss-floor": args.mss_floor, "--fan-in-queue-fraction": args.fan_in_queue_fraction,
-                       "--pacing": args.pacing,
+                       "--fan-in-admission": args.fan_in_admission, "--pacing": args.pacing,
                        "--pacing-headroom": args.pacing_headroom, "--single-path": args.single_path,
                        "--no-long-paths": args.no_long_paths, "--bdp-threshold": args.bdp_threshold,
                        "--griddt": args.griddt, "--reference-rtt-ms": args.reference_rtt_ms}
@@ -119,8 +119,10 @@ def _plan_inputs(args: argparse.Namespace) -> tuple[Any, tuple[Any, Any, Any], s
     lossless = None
     if args.lossless:
         chosen = {"queue_target_fraction": args.queue_target_fraction, "mss_floor_bytes": args.mss_floor,
-                  "fan_in_queue_fraction": args.fan_in_queue_fraction}
+                  "fan_in_queue_fraction": args.fan_in_queue_fraction, "fan_in_admission": args.fan_in_admission}
         lossless = formulas.Lossless(**{key: value for key, value in chosen.items() if value is not None})
+    elif args.fan_in_admission:
+        raise ValueError("--fan-in-admission needs --lossless")
     if args.pacing_headroom is not None and not args.pacing:
         raise ValueError("--pacing-headroom needs --pacing")
     pacing = None
@@ -235,6 +237,10 @@ def render_explanation(e: Any) -> str:
                      f"frame each, or (that share of buf_l - a full frame) / N_l less each flow's ACK "
                      f"({e.segment.frame_overhead_bytes} B) where smaller -> "
                      f"{e.segment.window_wire_bytes:.0f} B")
+    if e.segment is not None and e.segment.admitted_flows is not None:
+        lines.append(f"  admission: the destination asks at most {e.segment.admitted_flows} senders at once (full "
+                     f"frames, each with its ACK, that fit its downlink's fan-in budget); its downlink counts at "
+                     f"most that many flows")
     if e.segment is not None:
         g = e.segment
         lines.append(f"  segment: the window is {g.window_wire_bytes:.0f} B on the wire; a full frame is the MSS plus "
@@ -508,6 +514,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--fan-in-queue-fraction", type=float, metavar="G",
                       help="otcp-lossless: where N full frames do not fit the queue target, the share of its "
                            "buffer a switch egress's queue may rise to (0: shrink segments instead)")
+    plan.add_argument("--fan-in-admission", action="store_true",
+                      help="otcp-lossless: receivers admit their senders in turns, as many at once as full "
+                           "frames fit their downlink's buffer; each keeps full frames")
     plan.add_argument("--pacing", action="store_true",
                       help="otcp-paced: each pair also gets a pacing rate, its fair share at the bottleneck")
     plan.add_argument("--pacing-headroom", type=float, metavar="H",
