@@ -5,11 +5,14 @@ Each round the client asks every server for its block at the same moment
 only then starts the next round: the barrier of a striped read, where the
 slowest server sets the pace. By default every request opens a new
 connection (route initcwnd/cwnd only apply when a connection is set up);
---persistent keeps one connection per server for the whole run.
+--persistent keeps one connection per server for the whole run. --admit K
+asks at most K servers at once, in --servers order, the next as soon as one
+of them has sent its whole block: a receiver admitting its senders in turns
+(otcp-lossless's fan-in admission, formulas.admitted_flows).
 
     python -m otcp.experiments.hostprogs.incast_client --servers 10.0.0.2,10.0.0.3 --port 5001 \\
         --block-bytes 262144 (--rounds 50 | --seconds 3) [--persistent] [--cc cubic] [--round-timeout 60] \\
-        [--window-clamp BYTES]
+        [--window-clamp BYTES] [--admit K]
 
 --window-clamp holds every connection's receive window to BYTES (the static
 receive-window clamp: common.hold_receive_window, set again after every read).
@@ -82,12 +85,16 @@ class SynchronizedRead:
 
     persistent: connected sockets (one per server) to reuse, or None to open a new
     connection per request (the request goes out once it is connected); window: the receive
-    window every connection is held to (None: the kernel's)."""
+    window every connection is held to (None: the kernel's); admit: how many servers are
+    asked at once (None: all), the rest each as one before it completes."""
 
     def __init__(self, port: int, block_bytes: int, persistent: list[socket.socket] | None,
-                 window: int | None = None) -> None:
+                 window: int | None = None, admit: int | None = None) -> None:
         self.port = port
         self.window = window
+        self.admit = admit
+        self.waiting: list[tuple[int, str]] = []
+        self.cc = "cubic"
         self.block_bytes = block_bytes
         self.persistent = persistent
         self.selector = selectors.DefaultSelector()
@@ -97,16 +104,24 @@ class SynchronizedRead:
         self.flows: list[Flow] = []
 
     def open(self, servers: list[str], cc: str) -> None:
-        """Ask every server (a new connection each, or the persistent ones): one Flow each."""
-        for index, address in enumerate(servers):
-            if self.persistent is None:
-                flow = Flow(index, address, open_connection(address, self.port, cc, self.window))
-                self.selector.register(flow.sock, selectors.EVENT_WRITE, flow)
-            else:
-                flow = Flow(index, address, self.persistent[index])
-                flow.sock.send(self.request)
-                self.selector.register(flow.sock, selectors.EVENT_READ, flow)
-            self.flows.append(flow)
+        """Ask every server, or the first admit of them (a new connection each, or the
+        persistent ones): one Flow each; the others wait their turn."""
+        self.cc = cc
+        asked = len(servers) if self.admit is None else self.admit
+        self.waiting = list(enumerate(servers))[asked:]
+        for index, address in enumerate(servers[:asked]):
+            self.ask(index, address)
+
+    def ask(self, index: int, address: str) -> None:
+        """Ask server index at address for its block: its Flow."""
+        if self.persistent is None:
+            flow = Flow(index, address, open_connection(address, self.port, self.cc, self.window))
+            self.selector.register(flow.sock, selectors.EVENT_WRITE, flow)
+        else:
+            flow = Flow(index, address, self.persistent[index])
+            flow.sock.send(self.request)
+            self.selector.register(flow.sock, selectors.EVENT_READ, flow)
+        self.flows.append(flow)
 
     def on_ready(self, flow: Flow, mask: int) -> bool:
         """Act on one ready socket: send the request once connected, or read; True when
@@ -136,27 +151,30 @@ class SynchronizedRead:
         self.selector.unregister(flow.sock)
         if self.persistent is None:
             flow.sock.close()
+        if self.waiting:
+            self.ask(*self.waiting.pop(0))
         return True
 
 
 def run_round(servers: list[str], port: int, block_bytes: int, cc: str, timeout: float,
               persistent: list[socket.socket] | None = None,
-              window: int | None = None) -> tuple[float, float, list[float]]:
-    """One synchronized read; return (start, duration, flow durations).
+              window: int | None = None, admit: int | None = None) -> tuple[float, float, list[float]]:
+    """One synchronized read; return (start, duration, flow durations in servers order).
 
     persistent: list of connected sockets (one per server) to reuse, or None
-    to open a new connection per request; window: every connection's held receive window.
+    to open a new connection per request; window: every connection's held receive window;
+    admit: how many servers are asked at once (None: all).
     """
-    read = SynchronizedRead(port, block_bytes, persistent, window)
+    read = SynchronizedRead(port, block_bytes, persistent, window, admit)
     flows = read.flows
     try:
         read.open(servers, cc)
-        pending = len(flows)
+        pending = len(servers)
         deadline = read.start + timeout
         while pending:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                late = [f.address for f in flows if f.duration is None]
+                late = [f.address for f in flows if f.duration is None] + [a for _, a in read.waiting]
                 raise RoundError(f"round timed out after {timeout} s waiting for {', '.join(late)}")
             for key, mask in read.selector.select(remaining):
                 pending -= read.on_ready(key.data, mask)
@@ -201,6 +219,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cc", default="cubic")
     parser.add_argument("--round-timeout", type=float, default=60.0)
     parser.add_argument("--window-clamp", type=int, help="hold every connection's receive window to this many bytes")
+    parser.add_argument("--admit", type=int, metavar="K", help="ask at most K servers at once, the next as one ends")
     args = parser.parse_args(argv)
     try:
         args.servers = [str(ipaddress.IPv4Address(s)) for s in args.servers.split(",")]
@@ -208,7 +227,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--servers: {exc}")
     for name, value, low in (("--port", args.port, 1), ("--block-bytes", args.block_bytes, 1),
                              ("--rounds", args.rounds, 1), ("--seconds", args.seconds, 0.0),
-                             ("--round-timeout", args.round_timeout, 0.001), ("--window-clamp", args.window_clamp, 1)):
+                             ("--round-timeout", args.round_timeout, 0.001), ("--window-clamp", args.window_clamp, 1),
+                             ("--admit", args.admit, 1)):
         if value is not None and value < low:
             parser.error(f"{name}: must be at least {low}, got {value}")
     if args.port > 65535:
@@ -227,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         while (number < args.rounds) if args.rounds is not None else (
                 number == 0 or time.monotonic() - began < args.seconds):
             start, duration, flows = run_round(args.servers, args.port, args.block_bytes, args.cc,
-                                               args.round_timeout, persistent, args.window_clamp)
+                                               args.round_timeout, persistent, args.window_clamp, args.admit)
             number += 1
             print(json.dumps({"round": number - 1, "start_s": start, "duration_s": duration,
                               "bytes": args.block_bytes * len(args.servers), "flows_s": flows}), flush=True)
