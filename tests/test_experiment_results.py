@@ -59,13 +59,17 @@ def test_ce_marks_are_a_count_or_null():
 
 def test_the_catalogue_runs_schemes_in_its_own_order_and_says_what_each_needs():
     catalogue = schemes.catalogue()
-    assert list(catalogue)[-5:] == ["dctcp", "otcp+dctcp", "otcp-lossless", "otcp-lossless+dctcp", "otcp-paced"]
+    assert list(catalogue)[-6:] == ["dctcp", "otcp+dctcp", "otcp-lossless", "otcp-lossless+dctcp", "otcp-paced",
+                                    "otcp-admit"]
     # The controller restarts only between formula sets: the lossless schemes run one after another.
     assert catalogue["otcp-lossless+dctcp"].formulas == "lossless" and catalogue["otcp-lossless+dctcp"].ecn
     static = catalogue["static-rwnd"]
     assert static.static_rwnd and static.kind == "routes" and static.rto_min_ms is None
     assert not any(scheme.static_rwnd for name, scheme in catalogue.items() if name != "static-rwnd")
     assert catalogue["otcp-paced"].pacing and not catalogue["otcp-lossless"].pacing
+    admit = catalogue["otcp-admit"]
+    assert (admit.formulas, admit.enforce, admit.admission, admit.pacing) == ("lossless", "bpf", True, False)
+    assert [name for name, scheme in catalogue.items() if scheme.admission] == ["otcp-admit"]
     assert catalogue["dctcp"].congestion_control == "otcp_dctcp" and catalogue["dctcp"].ecn
     assert catalogue["dctcp"].kind == "routes" and catalogue["dctcp"].rto_min_ms is None
     assert catalogue["otcp+dctcp"].kind == "otcp" and catalogue["otcp+dctcp"].formulas == "published"

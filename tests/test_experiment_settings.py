@@ -1,11 +1,13 @@
 """A scheme's settings as commands (otcp.experiments.runner.settings): what each scheme would run in
 each host and how it is undone, checked without a network, and the one place that runs them."""
 
+import contextlib
+
 import pytest
 
 from otcp.experiments.runner import settings
 from otcp.experiments.runner.emulation import EmulationError
-from otcp.experiments.runner.schemes import catalogue
+from otcp.experiments.runner.schemes import catalogue, plan
 
 ROUTE = settings.KernelRoute("10.0.0.0/8", scope="link", prefsrc="10.0.0.2")
 
@@ -97,3 +99,19 @@ def test_a_command_that_fails_half_way_undoes_every_host_begun_and_says_which():
         pass
     undone_hosts = [host for host, argv in emulation.ran[4:]]
     assert undone_hosts == ["h1", "h1", "h2", "h2"]  # h3 was never touched
+
+
+def test_admission_runs_only_where_the_receiving_program_admits():
+    """otcp-admit's controller counts at most the admitted senders on a receiver's downlink, so a
+    workload whose receivers ask everyone at once would overflow it: only the incast experiment
+    (admits) runs it; the others report it unavailable, naming why."""
+    with contextlib.ExitStack() as stack:
+        runnable, unavailable = plan(["otcp-admit", "default"], "standalone", catalogue(), stack)
+    assert [s.name for s in runnable] == ["default"]
+    assert [u.scheme for u in unavailable] == ["otcp-admit"]
+    assert "admits its senders in turns" in unavailable[0].reason
+    with contextlib.ExitStack() as stack:
+        _, unavailable = plan(["otcp-admit"], "standalone", catalogue(), stack, admits=True)
+    assert "needs the OTCP controller" in unavailable[0].reason  # the admission itself is no reason there
+    assert catalogue()["otcp-admit"].admission and settings.scheme_commands(catalogue()["otcp-admit"],
+                                                                          facts("h1")) == {}

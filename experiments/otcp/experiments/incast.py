@@ -100,7 +100,7 @@ def run_sweep(config: IncastConfig, progress: Progress) -> tuple[str | None, Swe
     code = results.code_version()
     registered = contextlib.ExitStack()
     sweep = SweepResult()
-    runnable = schemes.plan_experiment(config, sweep, progress, registered)
+    runnable = schemes.plan_experiment(config, sweep, progress, registered, admits=True)
     store = results.ResultStore(os.path.join(config.out, "results.db"), dataclasses.asdict(config))
     for entry in sweep.unavailable:
         store.add_unavailable(entry)
@@ -160,12 +160,13 @@ def run_network(config: IncastConfig, store: results.ResultStore, progress: Prog
         servers = Servers(network)
         window = static_rwnd(network, sweep, progress, buffer_bytes) if any(s.static_rwnd for s in runnable) \
             else None
+        admit = admitted(network, sweep, progress, buffer_bytes) if any(s.admission for s in runnable) else None
         for scheme in runnable:
             label = run_label(scheme.name, senders, buffer_bytes)
             progress.start_run(label)
             try:
                 run, detail = run_scheme(network, servers, scheme, buffer_bytes, progress,
-                                         window if scheme.static_rwnd else None)
+                                         window if scheme.static_rwnd else None, admit if scheme.admission else None)
                 if not any((c.senders, c.buffer_bytes, c.packet_bytes) == (senders, buffer_bytes, run.packet_bytes)
                            for c in sweep.ceilings):
                     measure_ceiling(network, store, progress, sweep, buffer_bytes, run.packet_bytes)
@@ -187,6 +188,17 @@ def static_rwnd(network: Network[IncastConfig], sweep: SweepResult, progress: Pr
     sweep.note(progress, f"static-rwnd on the {len(topo.senders)}-sender network ({buffer_bytes} B): receive "
                          f"windows of {window} B, from an idle round trip of {rtt * 1000:.3f} ms")
     return window
+
+
+def admitted(network: Network[IncastConfig], sweep: SweepResult, progress: Progress, buffer_bytes: int) -> int:
+    """How many senders the admission schemes' receiver asks at once on this star: what the
+    controller's fan-in admission counts on the receiver's downlink (formulas.admitted_flows of
+    its buffer, at the controller's MSS and the experiment's lossless settings)."""
+    lossless = dataclasses.replace(network.config.lossless(), fan_in_admission=True)
+    admit = int(formulas.admitted_flows(buffer_bytes, formulas.Bounds(), lossless))
+    sweep.note(progress, f"otcp-admit on the {len(network.topo.senders)}-sender network ({buffer_bytes} B): the "
+                         f"receiver asks at most {admit} senders at once")
+    return admit
 
 
 def keep_run(sweep: SweepResult, store: results.ResultStore, progress: Progress, run: RunRecord,
@@ -216,12 +228,13 @@ def measure_ceiling(network: Network[IncastConfig], store: results.ResultStore |
 class Workload:
     """The synchronized reads of one run: the client in the receiver asks every server for
     block bytes per round, its sockets with congestion control cc and, if given, their
-    receive windows held to window bytes."""
+    receive windows held to window bytes, and at most admit servers at once."""
 
     network: Network[IncastConfig]
     block: int
     cc: str
     window: int | None = None
+    admit: int | None = None
 
     def run(self, count: list[str], on_round: Callable[[int], None]) -> list[dict[str, Any]]:
         """Run the client for count (["--rounds", N] or ["--seconds", S]); return its round records."""
@@ -234,6 +247,8 @@ class Workload:
             argv.append("--persistent")
         if self.window is not None:
             argv += ["--window-clamp", str(self.window)]
+        if self.admit is not None:
+            argv += ["--admit", str(self.admit)]
         process = emulation.start(topo.receiver, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert process.stdout is not None and process.stderr is not None
         records = []
@@ -251,9 +266,10 @@ class Workload:
 
 
 def run_scheme(network: Network[IncastConfig], servers: Servers, scheme: Scheme, buffer_bytes: int,
-               progress: Progress, window: int | None = None) -> tuple[RunRecord, RunDetail]:
-    """One scheme on a running network (window: the receive window its client holds, or None);
-    returns (RunRecord, RunDetail)."""
+               progress: Progress, window: int | None = None,
+               admit: int | None = None) -> tuple[RunRecord, RunDetail]:
+    """One scheme on a running network (window: the receive window its client holds, admit: how
+    many servers it asks at once, or None); returns (RunRecord, RunDetail)."""
     config, emulation, topo = network.config, network.emulation, network.topo
     hosts = [topo.receiver] + topo.senders + [topo.probe]
     heading = f"senders={len(topo.senders)} buffer_bytes={buffer_bytes}"
@@ -262,7 +278,8 @@ def run_scheme(network: Network[IncastConfig], servers: Servers, scheme: Scheme,
         if applied.agents is not None:
             applied.agents.wait_for_routes(network.data_ips)
         network.record_routes(scheme.name, hosts, f"{heading}: before traffic")
-        workload = Workload(network, config.block_bytes(len(topo.senders)), scheme.congestion_control, window)
+        workload = Workload(network, config.block_bytes(len(topo.senders)), scheme.congestion_control, window,
+                            admit)
         warm_up(network, workload, applied, hosts, progress)
         network.flush_tcp_metrics(hosts)
         counters = Counters(emulation, hosts, topo.receiver, network.data_path(hosts), markers=applied.markers,

@@ -256,14 +256,16 @@ class Controller:
                 return measured <= planned
         return True
 
-    def use(self, formulas: str, pacing: bool = False) -> bool:
-        """Restart with formulas ('published' or 'lossless') and pacing on or
-        off, unless it already runs so; True if it restarted."""
+    def use(self, formulas: str, pacing: bool = False, admission: bool = False) -> bool:
+        """Restart with formulas ('published' or 'lossless'), pacing and fan-in
+        admission on or off, unless it already runs so; True if it restarted."""
         parameters = self.process.settings["parameters"]
-        if (parameters["formulas"], parameters.get("pacing", False)) == (formulas, pacing):
+        wanted = (formulas, pacing, admission)
+        if (parameters["formulas"], parameters.get("pacing", False), parameters.get("fan_in_admission", False)) \
+                == wanted:
             return False
         self.process.stop()
-        parameters.update(formulas=formulas, pacing=pacing)
+        parameters.update(formulas=formulas, pacing=pacing, fan_in_admission=admission)
         self.process.start()
         return True
 

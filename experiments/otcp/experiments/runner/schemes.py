@@ -8,7 +8,9 @@ schemes are driven by the real controller and agents
 (``otcp.experiments.runner.controller``, ``otcp.experiments.runner.agents``):
 ``otcp`` with the published formulas and route attributes only,
 ``otcp-lossless`` with the lossless formulas and the agents' BPF
-enforcement, ``otcp-paced`` with these and fair-share pacing. The DCTCP
+enforcement, ``otcp-paced`` with these and fair-share pacing, ``otcp-admit``
+with otcp-lossless's and the receiving program admitting its senders in turns
+(as many at once as the planner's fan-in admission counts). The DCTCP
 schemes use the project's BPF congestion control (``otcp_dctcp``, registered
 once per experiment: ``plan``), ECN on in every host and the ECN marker on
 the bottleneck port.
@@ -52,7 +54,9 @@ class Scheme:
     congestion_control: every workload socket's; ecn: ECN on in every host
     and CE marking at the bottleneck; static_rwnd: the receiving program
     clamps every connection's receive window to the static 1/N share of the
-    bottleneck (formulas.static_rwnd_bytes, N the senders it expects at once).
+    bottleneck (formulas.static_rwnd_bytes, N the senders it expects at once);
+    admission: the controller plans with fan-in admission and the receiving program asks at
+    most formulas.admitted_flows of its senders at once (the incast workload's client only).
     """
 
     name: str
@@ -66,6 +70,7 @@ class Scheme:
     congestion_control: str = "cubic"
     ecn: bool = False
     static_rwnd: bool = False
+    admission: bool = False
 
 
 def catalogue(fine_rto_ms: int = DEFAULT_FINE_RTO_MS) -> dict[str, Scheme]:
@@ -97,6 +102,10 @@ def catalogue(fine_rto_ms: int = DEFAULT_FINE_RTO_MS) -> dict[str, Scheme]:
         Scheme("otcp-paced", "otcp", "otcp-lossless's windows, and every connection paced at its fair share of "
                "the path's bottleneck (SO_MAX_PACING_RATE from the agents' BPF)",
                formulas="lossless", pacing=True, enforce="bpf"),
+        Scheme("otcp-admit", "otcp", "otcp-lossless's windows and BPF enforcement, with the receiver admitting "
+               "its senders in turns: at most as many at once as full frames fit its downlink's buffer (the "
+               "controller's fan-in admission), the next as one finishes; every sender keeps full-size segments",
+               formulas="lossless", enforce="bpf", admission=True),
     ]
     return {scheme.name: scheme for scheme in schemes}
 
@@ -111,13 +120,14 @@ def packet_bytes_of(scheme: Scheme, advmss: int | None = None) -> int:
 
 
 def plan(names: list[str], forwarding: str, catalogue: dict[str, Scheme],
-         registered: contextlib.ExitStack) -> tuple[list[Scheme], list[Unavailable]]:
+         registered: contextlib.ExitStack, admits: bool = False) -> tuple[list[Scheme], list[Unavailable]]:
     """(the schemes named that can run, in the catalogue's order; those that cannot, and why).
 
     Registers the BPF DCTCP congestion control if a scheme needs it, on the
     ExitStack registered (which unregisters it); the kernel's refusal is the
     reason those schemes cannot run. The OTCP schemes need the controller to
-    forward (forwarding "controller") and the agent installed.
+    forward (forwarding "controller") and the agent installed; the admission
+    schemes a workload whose receiver admits its senders in turns (admits).
     """
     runnable: list[Scheme] = []
     unavailable: list[Unavailable] = []
@@ -130,7 +140,9 @@ def plan(names: list[str], forwarding: str, catalogue: dict[str, Scheme],
     for name in sorted(names, key=list(catalogue).index):
         scheme = catalogue[name]
         reason = None
-        if scheme.congestion_control == DCTCP_CC and dctcp_refused:
+        if scheme.admission and not admits:
+            reason = "needs a receiver that admits its senders in turns: only the incast experiment's client does"
+        if reason is None and scheme.congestion_control == DCTCP_CC and dctcp_refused:
             reason = dctcp_refused
         if reason is None and scheme.kind == "otcp":
             reason = "needs the OTCP controller (--forwarding controller)" if forwarding != "controller" \
@@ -143,11 +155,12 @@ def plan(names: list[str], forwarding: str, catalogue: dict[str, Scheme],
 
 
 def plan_experiment(config: ExperimentConfig, outcome: Outcome, progress: Progress,
-                    registered: contextlib.ExitStack) -> list[Scheme]:
-    """The config's schemes that can run here (plan, from the catalogue at its fine_rto_ms); those
-    that cannot go to outcome.unavailable, each said to progress."""
+                    registered: contextlib.ExitStack, admits: bool = False) -> list[Scheme]:
+    """The config's schemes that can run here (plan, from the catalogue at its fine_rto_ms; admits:
+    the experiment's receivers admit their senders in turns); those that cannot go to
+    outcome.unavailable, each said to progress."""
     runnable, outcome.unavailable = plan(config.schemes, config.forwarding, catalogue(config.fine_rto_ms),
-                                         registered)
+                                         registered, admits)
     for entry in outcome.unavailable:
         progress.message(f"scheme {entry.scheme} unavailable: {entry.reason}")
     return runnable

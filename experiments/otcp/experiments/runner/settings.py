@@ -184,7 +184,7 @@ def apply_scheme(network: Network[Any], scheme: Scheme, hosts: Iterable[str], bo
                  buffer_bytes: int, marked: Iterable[str] = ()) -> Iterator[AppliedScheme]:
     """Put scheme on hosts of network for one run; take it off on exit (also when a step fails).
 
-    OTCP schemes: the controller restarted with the scheme's formulas and pacing where it
+    OTCP schemes: the controller restarted with the scheme's formulas, pacing and admission where it
     runs with others (then every host made to reach the bottleneck again: the switches
     reconnect), and an agent in every host (their working directory under the network's,
     per scheme). Then the scheme's commands (scheme_commands), then, with ECN, a marker on
@@ -198,7 +198,7 @@ def apply_scheme(network: Network[Any], scheme: Scheme, hosts: Iterable[str], bo
         agents = None
         if scheme.kind == "otcp":
             controller = network.require_controller()
-            if controller.use(scheme.formulas, scheme.pacing):
+            if controller.use(scheme.formulas, scheme.pacing, scheme.admission):
                 network.ensure_connectivity([h for h in hosts if h != bottleneck], network.data_ips[bottleneck],
                                             timeout=60.0)
             agents = stack.enter_context(Agents(emulation, hosts, controller.config_path,
