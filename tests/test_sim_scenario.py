@@ -164,3 +164,19 @@ def test_the_packet_size_reported_is_the_one_the_measured_rounds_sent(tmp_path):
         document, _ = sweep(tmp_path / str(persistent), persistent=persistent, **settings)
         (run,) = document["runs"]
         assert run["packet_bytes"] == segment + SEGMENT_OVERHEAD_BYTES, (persistent, idle, busy)
+
+
+def test_admission_keeps_full_frames_and_the_buffer_holds_them(tmp_path):
+    """32 senders into 20 000 B at 1 Gb/s: 11 full frames fit the fan-in budget ((20000 - 1514) / (1514 +
+    66) = 11.7), so otcp-admit's receiver asks 11 at a time and they keep 1448 B segments, where
+    otcp-lossless shrinks every sender's to fit 32 frames; both lossless."""
+    document, _ = sweep(tmp_path, schemes=["otcp-lossless", "otcp-admit"], senders=[32], sru_bytes=32768,
+                        bw_gbps=1.0, buffers=[20000], rounds=3, warmup_rounds=1, poll_interval_s=0.05)
+    runs = {run["scheme"]: run for run in document["runs"]}
+    for run in runs.values():
+        assert run["drops"] == 0 and run["timeouts"] == 0 and run["unexplained"] == 0, run
+        assert run["peak_backlog_bytes"] <= 20000
+    assert runs["otcp-admit"]["packet_bytes"] == 1448 + SEGMENT_OVERHEAD_BYTES
+    assert runs["otcp-lossless"]["packet_bytes"] < 600
+    # 32 full frames, each behind its ACK, are 50 560 B: only asking in turns keeps them in 20 000 B.
+    assert any("asks at most 11 senders at once" in note for note in document["notes"])

@@ -182,6 +182,7 @@ def test_a_small_workload_adds_up(tmp_path, monkeypatch):
     (["--query-senders", "9", "--query-bytes", "1000", "--query-rate", "10"], "star,4 has 4 hosts besides"),
     (["--topo", "ring,3"], "unknown topology 'ring'"),
     (["--schemes", "default,bogus"], "--schemes"),
+    (["--schemes", "default,otcp-admit"], "--schemes: otcp-admit needs a receiver that admits its senders in turns"),
     (["--load", "0"], "nothing to run"),
     (["--seconds", "0"], "--seconds: 0.0 is out of range"),
 ])

@@ -319,6 +319,8 @@ def lease_config_from_args(args: argparse.Namespace, parser: argparse.ArgumentPa
 
 SIM_SCHEME_NAMES = list(sim_schemes.catalogue())
 SIM_DEFAULT_SCHEMES = ",".join(SIM_SCHEME_NAMES)
+#: The simulated workload's: every scheme but those whose receiver admits its senders in turns (incast only).
+SIM_WORKLOAD_SCHEMES = [name for name, scheme in sim_schemes.catalogue().items() if not scheme.admission]
 MAX_SIM_SENDERS = 100_000
 
 
@@ -390,8 +392,8 @@ def add_simulate_workload_arguments(run: argparse.ArgumentParser) -> None:
                           f"{SIM_WORKLOAD['drain_seconds']:g}: a SYN's 1 s timeout and its back-off, twice)")
     run.add_argument("--seed", type=int, default=WORKLOAD["seed"],
                      help=f"the arrivals' seed (default {WORKLOAD['seed']})")
-    run.add_argument("--schemes", default=SIM_DEFAULT_SCHEMES, help=f"comma-separated, from "
-                                                                    f"{', '.join(SIM_SCHEME_NAMES)} (default all)")
+    run.add_argument("--schemes", default=",".join(SIM_WORKLOAD_SCHEMES),
+                     help=f"comma-separated, from {', '.join(SIM_WORKLOAD_SCHEMES)} (default all)")
     run.add_argument("--out", required=True, help="output directory")
     add_simulated_fabric_arguments(run, "host links' rate in Gb/s (the load's base)",
                                    "comma-separated switch egress buffers toward hosts, a fabric each")
@@ -502,6 +504,10 @@ def simulate_workload_config_from_args(args: argparse.Namespace, parser: argpars
                                        ) -> sim_workload.SimWorkloadConfig:
     """Validate the simulate workload arguments; parser.error (exit 2) names the bad option."""
     names, buffers, fabric = simulated_fabric_from_args(args, parser, min_poll_ms=0.01)
+    admitting = [name for name in names if name not in SIM_WORKLOAD_SCHEMES]
+    if admitting:
+        parser.error(f"--schemes: {admitting[0]} needs a receiver that admits its senders in turns: only the "
+                     "incast's does")
     rate_given = args.query_rate is not None or args.query_load is not None
     fan_ins, sizes = query_points(parser, args.query_senders, args.query_bytes, MAX_SIM_SENDERS, 1 << 34,
                                   rate_given, rate_given)

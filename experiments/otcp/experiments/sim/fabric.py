@@ -127,6 +127,11 @@ class SimFabric:
         """The rate of host's own link (its downlink's: the incast bottleneck)."""
         return next(link.rate_bps for link in self.links if host in (link.a, link.b))
 
+    def downlink_buffer_bytes(self, host: str) -> int:
+        """The egress buffer toward host at its edge switch (its downlink's: the incast bottleneck's)."""
+        link = next(link for link in self.links if host in (link.a, link.b))
+        return link.b_buffer_bytes if link.a == host else link.a_buffer_bytes
+
     def scenario(self) -> dict[str, Any]:
         """The scenario program's part: switches, hosts, links with addresses, routes."""
         links, switch_links = [], 0

@@ -184,7 +184,15 @@ def scenario_document(config: SimConfig, fabric: SimFabric, placement: Placement
          "block_bytes": config.block_bytes(len(placement.senders)), "persistent": config.persistent,
          "gap_s": config.round_gap_s, "round_timeout_s": config.round_timeout_s,
          "warmup_rounds": config.warmup_rounds, "rounds": config.rounds, "probe": placement.probe,
-         "probe_interval_s": config.probe_interval_s, "drain_s": config.drain_s})
+         "probe_interval_s": config.probe_interval_s, "drain_s": config.drain_s,
+         "admit": admitted(config, fabric, placement) if scheme.admission else None})
+
+
+def admitted(config: SimConfig, fabric: SimFabric, placement: Placement) -> int:
+    """How many senders an admission scheme's receiver asks at once: what the planner's fan-in admission
+    counts on its downlink (formulas.admitted_flows of that buffer, the loop's bounds and lossless settings)."""
+    lossless = dataclasses.replace(config.lossless(), fan_in_admission=True)
+    return int(formulas.admitted_flows(fabric.downlink_buffer_bytes(placement.receiver), formulas.Bounds(), lossless))
 
 
 def measure_ceiling(hz: int, fabric: SimFabric, placement: Placement, segment_bytes: int) -> float:
@@ -241,6 +249,9 @@ def run_fabric(config: SimConfig, store: results.ResultStore, progress: Progress
         return ceilings[packet]
 
     ceiling(formulas.DEFAULT_MSS_BYTES)
+    if any(scheme.admission for scheme in chosen):
+        sweep.note(progress, f"otcp-admit on the {senders}-sender fabric ({buffer_bytes} B): the receiver asks at "
+                             f"most {admitted(config, fabric, placement)} senders at once")
     for scheme in chosen:
         label = run_label(scheme.name, senders, buffer_bytes)
         progress.start_run(label)

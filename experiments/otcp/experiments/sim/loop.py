@@ -73,7 +73,8 @@ class ClosedLoop:
                    lossless_settings: formulas.Lossless) -> ClosedLoop:
         """The loop of an OTCP scheme's run: the scheme's formulas (lossless with lossless_settings),
         pacing and enforcement, the default bounds."""
-        lossless = lossless_settings if scheme.formulas == "lossless" else None
+        lossless = (dataclasses.replace(lossless_settings, fan_in_admission=scheme.admission)
+                    if scheme.formulas == "lossless" else None)
         return cls(fabric, pairs, formulas.Bounds(), lossless, formulas.Pacing() if scheme.pacing else None,
                    scheme.follows)
 

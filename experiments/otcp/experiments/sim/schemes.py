@@ -7,7 +7,8 @@ published or lossless formulas, with pacing for otcp-paced). Route-enforced OTCP
 otcp+dctcp) takes a route's parameters at connection set-up only; the agents' BPF (otcp-lossless,
 otcp-paced) also sets ssthresh with the clamp and has established connections follow a new clamp
 and pacing rate. DCTCP runs ns-3's TcpDctcp at both ends (with Linux's two-segment ssthresh floor)
-and the switches mark at K.
+and the switches mark at K. otcp-admit's receiver asks at most the senders the planner's fan-in
+admission counts at once (formulas.admitted_flows), as the emulator's incast client does.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ NS3_CONGESTION_CONTROL = {"cubic": "ns3::TcpCubic", runner_schemes.DCTCP_CC: "ns
 LINUX_RTO_MIN_MS = 200
 STATIC_RWND = "static-rwnd"
 #: The runner's schemes the simulator runs (the small-packet ones change host MTUs: not modelled).
-RUNNER_SCHEMES = ("default", "fine-rto", "dctcp", "otcp", "otcp+dctcp", "otcp-lossless", "otcp-paced")
+RUNNER_SCHEMES = ("default", "fine-rto", "dctcp", "otcp", "otcp+dctcp", "otcp-lossless", "otcp-paced", "otcp-admit")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +36,9 @@ class SimScheme:
     static one; pacing: plan fair-share pacing rates; follows: the agents' BPF (established
     connections follow, the clamp sets ssthresh); congestion_control: an ns-3 TypeId name; ecn: ECN at
     the hosts and marking at K on every switch egress; rto_min_ms: a static scheme's rto_min;
-    static_rwnd: the receiver advertises the fair share of the bottleneck's BDP and buffer.
+    static_rwnd: the receiver advertises the fair share of the bottleneck's BDP and buffer;
+    admission: the planner counts at most the admitted senders on a receiver's downlink, and the
+    incast receiver asks that many at once.
     """
 
     name: str
@@ -47,6 +50,7 @@ class SimScheme:
     ecn: bool = False
     rto_min_ms: int = LINUX_RTO_MIN_MS
     static_rwnd: bool = False
+    admission: bool = False
 
     @property
     def planned(self) -> bool:
@@ -64,7 +68,7 @@ def catalogue(fine_rto_ms: int = DEFAULT_FINE_RTO_MS) -> dict[str, SimScheme]:
             name, scheme.description, formulas=scheme.formulas if scheme.kind == "otcp" else None,
             pacing=scheme.pacing, follows=scheme.enforce == "bpf",
             congestion_control=NS3_CONGESTION_CONTROL[scheme.congestion_control], ecn=scheme.ecn,
-            rto_min_ms=scheme.rto_min_ms or LINUX_RTO_MIN_MS))
+            rto_min_ms=scheme.rto_min_ms or LINUX_RTO_MIN_MS, admission=scheme.admission))
     chosen.append(SimScheme(STATIC_RWND, "IMC 2024's static receive-window clamp: the receiver advertises every "
                             "connection the fair share of the bottleneck's BDP and buffer, (C x RTT + B) / N, at "
                             "least one segment; Linux defaults otherwise", static_rwnd=True))

@@ -238,6 +238,7 @@ class Scenario
     Ptr<LinuxTcpSocket> Client(uint32_t sender);
     void ConnectAll(std::function<void()> then);
     void StartRound();
+    void Ask(uint32_t flow);
     void OnClientRecv(Ptr<Socket> s);
     void FinishRound();
     void RoundDeadline(uint32_t round);
@@ -279,6 +280,8 @@ class Scenario
     std::vector<uint32_t> m_senders;
     uint64_t m_block{0};
     bool m_persistent{false};
+    uint32_t m_admit{0};    // servers asked at once (0: all), the next as one has sent its block
+    uint32_t m_nextFlow{0}; // the next server to ask this round
     double m_gapS{0};
     double m_roundTimeoutS{60};
     uint32_t m_warmupRounds{0};
@@ -742,25 +745,35 @@ Scenario::StartRound()
     m_done = 0;
     uint32_t round = ++m_round;
     Simulator::Schedule(Seconds(m_roundTimeoutS), &Scenario::RoundDeadline, this, round);
-    for (uint32_t i = 0; i < m_flows.size(); ++i)
+    for (Flow& flow : m_flows)
     {
-        Flow& flow = m_flows[i];
         flow.received = 0;
         flow.done = false;
-        if (m_persistent)
-        {
-            flow.socket->Send(Create<Packet>(kRequestBytes));
-            continue;
-        }
-        // A new connection per round: the request goes out once it is connected.
-        m_flowBySocket.erase(PeekPointer(flow.socket));
-        flow.socket = Client(flow.sender);
-        m_flowBySocket[PeekPointer(flow.socket)] = i;
-        flow.socket->SetConnectCallback(
-            MakeBoundCallback(+[](Ptr<Socket> s) { s->Send(Create<Packet>(kRequestBytes)); }),
-            MakeBoundCallback(+[](Ptr<Socket>) { Fail("a connection was refused"); }));
-        flow.socket->Connect(InetSocketAddress(m_hostAddress[flow.sender], kWorkloadPort));
     }
+    uint32_t asked = m_admit ? std::min<uint32_t>(m_admit, m_flows.size()) : m_flows.size();
+    for (m_nextFlow = 0; m_nextFlow < asked; ++m_nextFlow)
+    {
+        Ask(m_nextFlow);
+    }
+}
+
+void
+Scenario::Ask(uint32_t i)
+{
+    Flow& flow = m_flows[i];
+    if (m_persistent)
+    {
+        flow.socket->Send(Create<Packet>(kRequestBytes));
+        return;
+    }
+    // A new connection per request: the request goes out once it is connected.
+    m_flowBySocket.erase(PeekPointer(flow.socket));
+    flow.socket = Client(flow.sender);
+    m_flowBySocket[PeekPointer(flow.socket)] = i;
+    flow.socket->SetConnectCallback(
+        MakeBoundCallback(+[](Ptr<Socket> s) { s->Send(Create<Packet>(kRequestBytes)); }),
+        MakeBoundCallback(+[](Ptr<Socket>) { Fail("a connection was refused"); }));
+    flow.socket->Connect(InetSocketAddress(m_hostAddress[flow.sender], kWorkloadPort));
 }
 
 void
@@ -782,6 +795,11 @@ Scenario::OnClientRecv(Ptr<Socket> s)
             if (!m_persistent)
             {
                 s->Close();
+            }
+            if (m_nextFlow < m_flows.size())
+            {
+                // After this callback: asking changes m_flowBySocket, which found points into.
+                Simulator::ScheduleNow(&Scenario::Ask, this, m_nextFlow++);
             }
             if (++m_done == m_flows.size())
             {
@@ -1116,6 +1134,7 @@ Scenario::RunIncast()
     }
     m_block = w.at("block_bytes").get<uint64_t>();
     m_persistent = w.at("persistent").get<bool>();
+    m_admit = w.contains("admit") && !w.at("admit").is_null() ? w.at("admit").get<uint32_t>() : 0;
     m_gapS = w.at("gap_s").get<double>();
     m_roundTimeoutS = w.at("round_timeout_s").get<double>();
     m_warmupRounds = w.at("warmup_rounds").get<uint32_t>();
