@@ -153,3 +153,26 @@ def test_lossless_fan_in_keeps_full_frames_and_drops_nothing_where_they_do_not_f
     assert re.search(r"^10\.0\.0\.\d+(?:/\d+)? dev \S+ proto 79 .*cwnd lock 1 .*initcwnd 1 ", sender, re.M), sender
     assert run["drops"] == 0 and run["peak_backlog_bytes"] <= 22100, run
     assert run["sent"] == run["delivered"] + run["drops_other_buffers"] + run["unexplained"], run
+
+
+def test_admission_keeps_full_frames_and_drops_nothing_where_even_they_do_not_fit_the_buffer(tmp_path):
+    """12 senders into a 10 000 B buffer at 25 Mb/s: 12 full frames, each behind its ACK (18 960 B),
+    do not fit even the whole buffer, so otcp-lossless would shrink every segment. otcp-admit's
+    receiver asks at most (10 000 - 1 514) / (1 514 + 66) = 5.4 -> 5 senders at once, the controller
+    counts 5 flows on its downlink, each keeps one full frame: full-size packets, and the kernel's
+    bfifo at the bottleneck drops nothing."""
+    out = tmp_path / "admit"
+    completed = subprocess.run(
+        [sys.executable, "-m", "otcp.experiments.cli", "incast", "--senders", "12", "--buffer-bytes", "10000",
+         "--sru-bytes", "65536", "--rounds", str(ROUNDS), "--warmup-seconds", "0.5", "--bw-mbps", "25",
+         "--schemes", "otcp-admit", "--ceiling-seconds", "2", "--ceiling-repeats", "2", "--out", str(out)],
+        capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    (run,) = summary["runs"]
+    assert any("the receiver asks at most 5 senders at once" in note for note in summary["notes"]), summary["notes"]
+    assert run["packet_bytes"] == 1500, run
+    sender = (out / "routes" / "otcp-admit" / "h2.txt").read_text().split("after the measured rounds")[1]
+    assert re.search(r"^10\.0\.0\.\d+(?:/\d+)? dev \S+ proto 79 .*cwnd lock 1 .*initcwnd 1 ", sender, re.M), sender
+    assert run["drops"] == 0 and run["timeouts"] == 0 and run["peak_backlog_bytes"] <= 10000, run
+    assert run["sent"] == run["delivered"] + run["drops_other_buffers"] + run["unexplained"], run
