@@ -694,6 +694,12 @@ def test_the_fan_in_targets_name_what_missed_and_the_load_beside_it():
                        "bottleneck's queue found empty in 65 % of samples"
     assert len(lines) == 3
     assert report.fan_in_targets([run for run in runs if run["scheme"] != "fine-rto"]) == ""
+    # otcp-admit is held to the same targets, its lines after otcp-lossless's.
+    runs.append(a_run(scheme="otcp-admit", senders=64, goodput_mbps=71.0, drops=0, timeouts=0))
+    lines = report.fan_in_targets(runs).splitlines()
+    assert lines[0].startswith("Targets for otcp-lossless and otcp-admit: 0 drops and 0 RTOs")
+    assert lines[3] == "- otcp-admit at 64 senders met its targets: 0 drops, 0 RTOs, 71.0 Mb/s against default's " \
+                       "40.0 and fine-rto's 70.0"
 
 
 def test_a_fan_in_target_above_the_full_size_ceiling_is_called_out_of_reach():

@@ -154,6 +154,10 @@ def test_otcp_losslesss_targets_are_judged_per_sender_count():
         "20,500 B, the plan's target 21,250 B: 0.25 of the buffer)" in report.lossless_targets(missed)
     assert "the plan's target 42,500 B: 0.5 of the buffer)" in report.lossless_targets(missed, lambda run: 0.5)
     assert report.lossless_targets([a_run(scheme="otcp-lossless")]) == ""
+    # otcp-admit is judged the same, on a line of its own.
+    admitted = [a_sim_run(scheme="otcp-admit", senders=n, timeouts=0, drops=0, fct_p99_ms=101.0) for n in (100, 500)]
+    assert report.lossless_targets(missed + admitted).splitlines()[1] == \
+        "- otcp-admit met its targets at every sender count (100, 500): 0 RTOs, 0 drops, p99 at most 1.01x the ideal"
 
 
 def test_the_queue_target_is_the_commands_or_the_default():

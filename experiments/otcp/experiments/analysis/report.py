@@ -283,24 +283,34 @@ def queue_targets(origins: Mapping[int, Sweep]) -> Callable[[Run], float]:
     return lambda run: origins[id(run)].queue_target_fraction
 
 
+#: The schemes held to the lossless targets: otcp-lossless and its fan-in admission.
+LOSSLESS_SCHEMES = ("otcp-lossless", "otcp-admit")
+
+
 def lossless_targets(runs: Sequence[Run], queue_target_fraction: Callable[[Run], float] = default_queue_target
                      ) -> str:
-    """Whether otcp-lossless's simulated runs met their targets at every sender count: 0 timeouts,
-    0 drops, p99 round completion within LOSSLESS_P99_TARGET of the ideal round ("" without such runs).
-    A miss carries the measured evidence of its reason: the spurious retransmissions (duplicate
-    segments at the receivers) beside the RTOs and drops, and the queue's peak and mean against the plan's queue target
-    (queue_target_fraction(run) of the buffer: its command's)."""
-    mine = sorted((r for r in runs if r["scheme"] == "otcp-lossless" and simulated(r)), key=lambda r: r["senders"])
-    if not mine:
-        return ""
-    missed = [lossless_miss(r, queue_target_fraction(r)) for r in mine
-              if r["timeouts"] or r["drops"] or r["fct_p99_ms"] > LOSSLESS_P99_TARGET * r["ideal_ms"]]
-    worst = max(r["fct_p99_ms"] / r["ideal_ms"] for r in mine)
-    if missed:
-        return f"- otcp-lossless missed its targets (0 RTOs, 0 drops, p99 within {LOSSLESS_P99_TARGET}x the ideal) " \
-               f"at {'; '.join(missed)}"
-    return f"- otcp-lossless met its targets at every sender count ({', '.join(str(r['senders']) for r in mine)}): " \
-           f"0 RTOs, 0 drops, p99 at most {worst:.2f}x the ideal"
+    """Whether each lossless scheme's (LOSSLESS_SCHEMES) simulated runs met their targets at every sender
+    count: 0 timeouts, 0 drops, p99 round completion within LOSSLESS_P99_TARGET of the ideal round, one
+    line per scheme with such runs ("" without any). A miss carries the measured evidence of its reason:
+    the spurious retransmissions (duplicate segments at the receivers) beside the RTOs and drops, and the
+    queue's peak and mean against the plan's queue target (queue_target_fraction(run) of the buffer: its
+    command's)."""
+    lines = []
+    for scheme in LOSSLESS_SCHEMES:
+        mine = sorted((r for r in runs if r["scheme"] == scheme and simulated(r)), key=lambda r: r["senders"])
+        if not mine:
+            continue
+        missed = [lossless_miss(r, queue_target_fraction(r)) for r in mine
+                  if r["timeouts"] or r["drops"] or r["fct_p99_ms"] > LOSSLESS_P99_TARGET * r["ideal_ms"]]
+        worst = max(r["fct_p99_ms"] / r["ideal_ms"] for r in mine)
+        if missed:
+            lines.append(f"- {scheme} missed its targets (0 RTOs, 0 drops, p99 within {LOSSLESS_P99_TARGET}x the "
+                         f"ideal) at {'; '.join(missed)}")
+        else:
+            lines.append(f"- {scheme} met its targets at every sender count "
+                         f"({', '.join(str(r['senders']) for r in mine)}): 0 RTOs, 0 drops, p99 at most {worst:.2f}x "
+                         "the ideal")
+    return "\n".join(lines)
 
 
 def lossless_miss(run: Run, queue_target_fraction: float) -> str:
@@ -320,16 +330,18 @@ LOSSLESS_OVER_DEFAULT = 1.5
 
 
 def fan_in_targets(runs: Sequence[Run]) -> str:
-    """Per sender count where otcp-lossless, default and fine-rto all finished an emulated run:
-    whether otcp-lossless met its targets (0 drops, 0 RTOs, goodput at least LOSSLESS_OVER_DEFAULT x
+    """Per lossless scheme (LOSSLESS_SCHEMES) and sender count where it, default and fine-rto all finished
+    an emulated run: whether it met its targets (0 drops, 0 RTOs, goodput at least LOSSLESS_OVER_DEFAULT x
     default's and at least fine-rto's); a miss names what missed (and says so where default runs so
     near the line that the goodput target lies above the full-size ceiling) and the measured load beside it
     (both cores' busy share, the switch thread's, and how often the bottleneck's queue was found
     empty: a link left idle while the machine was busy). "" where no sender count has all three."""
     by_key = {(r["scheme"], r["senders"]): r for r in runs if not simulated(r)}
     lines = []
-    for senders in sorted({count for scheme, count in by_key if scheme == "otcp-lossless"}):
-        mine, default, fine = (by_key.get((scheme, senders)) for scheme in ("otcp-lossless", "default", "fine-rto"))
+    held = [name for name in LOSSLESS_SCHEMES if any(scheme == name for scheme, _ in by_key)]
+    for name, senders in sorted({(scheme, count) for scheme, count in by_key if scheme in held},
+                                key=lambda key: (held.index(key[0]), key[1])):
+        mine, default, fine = (by_key.get((scheme, senders)) for scheme in (name, "default", "fine-rto"))
         if mine is None or default is None or fine is None:
             continue
         missed = [f"{mine[field]} {what}{'' if mine[field] == 1 else 's'}"
@@ -345,7 +357,7 @@ def fan_in_targets(runs: Sequence[Run]) -> str:
         figures = (f"{mine['goodput_mbps']:.1f} Mb/s against default's {default['goodput_mbps']:.1f} and fine-rto's "
                    f"{fine['goodput_mbps']:.1f}")
         if not missed:
-            lines.append(f"- otcp-lossless at {senders} senders met its targets: 0 drops, 0 RTOs, {figures}")
+            lines.append(f"- {name} at {senders} senders met its targets: 0 drops, 0 RTOs, {figures}")
             continue
         load = [f"both cores {mine['cpu_busy_pct']:.0f} % busy"]
         if mine.get("switch_cpu_pct") is not None:
@@ -354,12 +366,12 @@ def fan_in_targets(runs: Sequence[Run]) -> str:
             load.append(f"its PMD threads' cycles on packets {mine['switch_pmd_busy_pct']:.0f} % of a core")
         if mine.get("backlog_empty_pct") is not None:
             load.append(f"the bottleneck's queue found empty in {mine['backlog_empty_pct']:.0f} % of samples")
-        lines.append(f"- otcp-lossless at {senders} senders missed ({', '.join(missed)}): {figures}; "
+        lines.append(f"- {name} at {senders} senders missed ({', '.join(missed)}): {figures}; "
                      + ", ".join(load))
     if not lines:
         return ""
-    return "\n".join([f"Targets for otcp-lossless: 0 drops and 0 RTOs, goodput at least {LOSSLESS_OVER_DEFAULT:g}x "
-                      "default's and at least fine-rto's:", *lines])
+    return "\n".join([f"Targets for {' and '.join(held)}: 0 drops and 0 RTOs, goodput at least "
+                      f"{LOSSLESS_OVER_DEFAULT:g}x default's and at least fine-rto's:", *lines])
 
 
 def cpu_use(run: Run) -> str:
