@@ -128,6 +128,17 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
         if os.path.isdir("/sys/fs/bpf/otcp") else True
 
 
+def twelve_senders_at_25_mbps(out, buffer_bytes, scheme):
+    """An incast of 12 senders x 64 KB into buffer_bytes at 25 Mb/s with one scheme, written to out: its summary."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "otcp.experiments.cli", "incast", "--senders", "12", "--buffer-bytes", str(buffer_bytes),
+         "--sru-bytes", "65536", "--rounds", str(ROUNDS), "--warmup-seconds", "0.5", "--bw-mbps", "25",
+         "--schemes", scheme, "--ceiling-seconds", "2", "--ceiling-repeats", "2", "--out", str(out)],
+        capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads((out / "summary.json").read_text())
+
+
 def test_lossless_fan_in_keeps_full_frames_and_drops_nothing_where_they_do_not_fit_the_queue_target(tmp_path):
     """12 senders (13 flows with the probe's) into a 22 100 B buffer at 25 Mb/s: the queue target,
     5 525 B, plus the link's BDP (3 125 B per ms of round trip) holds fewer than 13 full frames of
@@ -136,13 +147,7 @@ def test_lossless_fan_in_keeps_full_frames_and_drops_nothing_where_they_do_not_f
     sender's ACK of the request, fit the buffer less the frame it keeps free, 20 586 B): full-size
     packets, and the kernel's bfifo at the bottleneck drops nothing."""
     out = tmp_path / "fan-in"
-    completed = subprocess.run(
-        [sys.executable, "-m", "otcp.experiments.cli", "incast", "--senders", "12", "--buffer-bytes", "22100",
-         "--sru-bytes", "65536", "--rounds", str(ROUNDS), "--warmup-seconds", "0.5", "--bw-mbps", "25",
-         "--schemes", "otcp-lossless", "--ceiling-seconds", "2", "--ceiling-repeats", "2", "--out", str(out)],
-        capture_output=True, text=True, timeout=600)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    (run,) = json.loads((out / "summary.json").read_text())["runs"]
+    (run,) = twelve_senders_at_25_mbps(out, 22100, "otcp-lossless")["runs"]
     # The receiver advertised the full segment (no advmss on its routes, as the kernel held them after the
     # rounds): the senders' packets are full-size.
     assert run["packet_bytes"] == 1500, run
@@ -162,13 +167,7 @@ def test_admission_keeps_full_frames_and_drops_nothing_where_even_they_do_not_fi
     counts 5 flows on its downlink, each keeps one full frame: full-size packets, and the kernel's
     bfifo at the bottleneck drops nothing."""
     out = tmp_path / "admit"
-    completed = subprocess.run(
-        [sys.executable, "-m", "otcp.experiments.cli", "incast", "--senders", "12", "--buffer-bytes", "10000",
-         "--sru-bytes", "65536", "--rounds", str(ROUNDS), "--warmup-seconds", "0.5", "--bw-mbps", "25",
-         "--schemes", "otcp-admit", "--ceiling-seconds", "2", "--ceiling-repeats", "2", "--out", str(out)],
-        capture_output=True, text=True, timeout=600)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
+    summary = twelve_senders_at_25_mbps(out, 10000, "otcp-admit")
     (run,) = summary["runs"]
     assert any("the receiver asks at most 5 senders at once" in note for note in summary["notes"]), summary["notes"]
     assert run["packet_bytes"] == 1500, run
