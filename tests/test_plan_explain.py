@@ -52,7 +52,10 @@ def test_every_pairs_terms_give_its_values(seed, lossless):
         assert e.link_delay_sum_s == pytest.approx(sum(link.delay_s for link in (*e.data_path, *e.ack_path)))
         assert e.fair_share_bytes_per_s == min(link.capacity_bytes_per_s / link.sharing for link in e.data_path)
         admitted = e.segment.admitted_flows if e.segment is not None else None
-        assert e.bottleneck.sharing == e.bottleneck.flows + (0 if e.pair_is_flow else 1) or e.bottleneck.flows == 0 \
+        counted = e.bottleneck.flows if e.bottleneck.admitted_flows is None else e.bottleneck.admitted_flows
+        assert (e.bottleneck.admitted_flows is None) == (lossless is None or not lossless.fan_in_admission)
+        assert counted <= e.bottleneck.flows
+        assert e.bottleneck.sharing == counted + (0 if e.pair_is_flow else 1) or counted == 0 \
             or e.bottleneck.sharing == admitted
         rto, initcwnd, clamp = values_from_terms(e, bounds, lossless)
         assert rto == e.rto_min_ms and clamp == e.cwnd_clamp
@@ -224,13 +227,15 @@ def test_explain_shows_the_admission_and_the_downlinks_count(tmp_path, capsys):
     assert status == 0 and err == ""
     h1 = out.split("h2 -> h1")[1].split("h2 -> h3")[0]
     downlink = next(line for line in h1.splitlines() if line.split()[:3] == ["s1", "->", "h1"])
-    assert downlink.split()[-4:] == ["128", "52", "433", "B"]  # F_l, N_l, window
+    assert downlink.split()[-6:] == ["128", "(52", "admitted)", "52", "433", "B"]  # F_l, N_l, window
     assert "(cap_l x RTT_prop + buf_l) / N_l = 433 B" in h1
     assert "admission: the destination asks at most 52 senders at once" in h1 and "-> segment 1448 B" in h1
     # --json carries it as the segment's admitted_flows; without admission there is none.
     status, out, _ = run_plan(capsys, path, "--explain", "--host", "h2", "--lossless", "--fan-in-admission",
                               "--json")
     assert '"admitted_flows": 52' in out
+    downlink = json.loads(out)["paths"][0]["explain"]["data_path"][-1]
+    assert (downlink["flows"], downlink["admitted_flows"], downlink["sharing"]) == (128, 52, 52)
     status, out, _ = run_plan(capsys, path, "--explain", "--host", "h2", "--lossless")
     assert "admission" not in out and "-> segment 520 B" in out.split("h2 -> h3")[0]
     status, out, err = run_plan(capsys, path, "--fan-in-admission")

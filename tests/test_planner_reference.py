@@ -278,3 +278,35 @@ def test_admission_matches_reference_with_many_senders_into_one_host(seed):
         assert (got["initcwnd"], got["cwnd_clamp"] or 0, got["segment_bytes"]) == reference.lossless_pair(*key)
     shrinking = by_addresses(Plan(fabric, bounds, dataclasses.replace(lossless, fan_in_admission=False)))
     assert all(planned[key]["segment_bytes"] >= shrinking[key]["segment_bytes"] for key in into)
+
+
+@pytest.mark.parametrize(("receivers", "segment"), [(1, 1448), (2, 670)])
+def test_admission_counts_each_destinations_admitted_senders_on_every_link(receivers, segment):
+    """Two leaves under one spine, 100 Mb/s, 25 us and 85 000 B per link; 100 senders on leaf b
+    into each of `receivers` hosts on leaf a. Each receiver admits K = 52 (full frames with their
+    ACKs in (85 000 - 1 514) / 1 580) at once, so the spine's link into leaf a, and leaf b's into
+    the spine, count 52 per receiver, not 100.
+    - One receiver: every switch egress counts 52, one full frame each fits: 1448 B.
+    - Two: those two links count 104; their fan-in share is 83 486 / 104 - 66 = 736.75 B on the
+      wire, one frame of 670 B payload (without the per-destination count, 200 flows: 285 B)."""
+    fabric = Fabric(switches=["a", "b", "spine"], hosts={})
+    for leaf in ("a", "b"):
+        fabric.add_link(leaf, "spine", 1.25e7, 25e-6, 85000)
+    targets = [f"10.0.0.{i + 1}" for i in range(receivers)]
+    senders = [str(ipaddress.IPv4Address(0x0A000100 + i)) for i in range(100)]
+    for i, host in enumerate(targets + senders):
+        fabric.hosts[host] = f"h{i}"
+        fabric.add_link(host, "a" if host in targets else "b", 1.25e7, 25e-6, 85000)
+    fabric.flows = {(sender, target): 1 for sender in senders for target in targets}
+    bounds = formulas.Bounds(mss_bytes=1448)
+    lossless = formulas.Lossless(0.25, 200, 1.0, True)
+    plan, reference = Plan(fabric, bounds, lossless), ReferencePlanner(fabric, bounds, lossless)
+    planned = by_addresses(plan)
+    for key in [(sender, target) for sender in senders[:5] for target in targets]:
+        assert planned[key]["segment_bytes"] == segment
+        assert (planned[key]["initcwnd"], planned[key]["cwnd_clamp"], segment) == reference.lossless_pair(*key)
+    k = plan.pair_index(senders[0], targets[0])
+    spine_to_leaf = next(link for link in plan.explain(k).data_path if (link.src, link.dst) == ("spine", "a"))
+    assert (spine_to_leaf.flows, spine_to_leaf.admitted_flows) == (100 * receivers, 52 * receivers)
+    without = by_addresses(Plan(fabric, bounds, dataclasses.replace(lossless, fan_in_admission=False)))
+    assert without[(senders[0], targets[0])]["segment_bytes"] < segment

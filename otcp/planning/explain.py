@@ -22,7 +22,9 @@ class LinkTerm:
     the data path only (None on the ACK path). window_bytes is the link's
     window line at the pair's round trip, (cap_l x RTT_prop + buf_l) / N_l
     (the queue target's share of buf_l with otcp-lossless), where the link
-    leaves a switch; None elsewhere.
+    leaves a switch; None elsewhere. admitted_flows is, with fan_in_admission,
+    the flows of F_l that N_l counts: at most K of each destination's (the
+    senders it asks at once); None without admission.
     """
 
     src: str
@@ -36,6 +38,7 @@ class LinkTerm:
     flows: int
     sharing: int | None
     window_bytes: float | None
+    admitted_flows: int | None = None
 
 
 @dataclass(frozen=True)

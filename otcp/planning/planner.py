@@ -120,6 +120,7 @@ class _LinkTable:
     buffer: np.ndarray
     switch_egress: np.ndarray
     flows: np.ndarray
+    counted: np.ndarray  # the flows N_l counts: F_l, or with admission only those admitted at once
     spread: np.ndarray  # how far above its delay a measured link's samples reach
     source: np.ndarray  # index into DELAY_SOURCES
 
@@ -145,6 +146,7 @@ class _LinkTable:
             buffer=buffer,
             switch_egress=switch_egress,
             flows=np.zeros(size, dtype=np.int64),
+            counted=np.zeros(size, dtype=np.int64),
             spread=spread,
             source=source,
         )
@@ -570,19 +572,34 @@ class Plan:
         return np.where(np.isfinite(smallest), smallest, np.nan)
 
     def _count_flows(self) -> None:
-        """F_l: active flows whose data path contains each link."""
-        n = len(self.hosts)
+        """F_l: active flows whose data path contains each link; and the flows N_l counts on it:
+        F_l, or with fan_in_admission the sum over destinations d of min(F_l,d, K_d), since d
+        lets at most K_d (formulas.admitted_flows of its downlink) of its senders send at once."""
+        n, t = len(self.hosts), self._links
         self._active = np.zeros((n, n), dtype=bool)
         flows = [(self.host_index[src], self.host_index[dst], count)
                  for (src, dst), count in self.fabric.flows.items() if count > 0 and src != dst]
+        admitting = self.lossless is not None and self.lossless.fan_in_admission
         if flows:
             s, d, count = (np.array(column, dtype=np.int64) for column in zip(*flows))
             reachable = self.switch_paths.hops[self._attach[s], self._attach[d]] != UNREACHABLE
             s, d, count = s[reachable], d[reachable], count[reachable]
             self._active[s, d] = True
             links = self._path_links(s, d)  # (flows, links), padding past a path's end
-            np.add.at(self._links.flows, links.reshape(-1), np.repeat(count, links.shape[1]))
-        self._links.flows[self._links.padding] = 0
+            np.add.at(t.flows, links.reshape(-1), np.repeat(count, links.shape[1]))
+            if admitting:
+                assert self.lossless is not None
+                # Per (link, destination): its flows, then at most the destination's K of them.
+                keys, per_key = np.unique(links * n + d[:, None], return_inverse=True)
+                into = np.zeros(len(keys), dtype=np.int64)
+                np.add.at(into, per_key.reshape(-1), np.repeat(count, links.shape[1]))
+                admitted = formulas.admitted_flows(t.buffer[self._downlink], self.bounds, self.lossless)
+                np.add.at(t.counted, keys // n, np.minimum(into, admitted[keys % n]))
+        t.flows[t.padding] = 0
+        if admitting:
+            t.counted[t.padding] = 0
+        else:
+            t.counted = t.flows
 
     # -- formulas ------------------------------------------------------------
     #
@@ -617,7 +634,7 @@ class Plan:
         shares, slopes, offsets, fan_ins = [], [], [], []
         for pair_is_active in (False, True):
             # N_l >= 1 always; only padding columns could reach 0 here.
-            sharing = np.maximum(formulas.flows_sharing(t.flows[forward], pair_is_active), 1)
+            sharing = np.maximum(formulas.flows_sharing(t.counted[forward], pair_is_active), 1)
             if admitted is not None:
                 sharing = np.minimum(sharing, admitted)
             share = capacity / sharing
@@ -701,7 +718,7 @@ class Plan:
         old, new = np.nonzero(still)[0], renumbered[still]
         facts_moved = np.ones(now.padding + 1, dtype=bool)
         facts_moved[new] = ((now.capacity[new] != before.capacity[old]) | (now.delay[new] != before.delay[old])
-                            | (now.buffer[new] != before.buffer[old]) | (now.flows[new] != before.flows[old])
+                            | (now.buffer[new] != before.buffer[old]) | (now.counted[new] != before.counted[old])
                             | (now.switch_egress[new] != before.switch_egress[old])
                             | (now.spread[new] != before.spread[old]) | (now.source[new] != before.source[old]))
         edges, hosts, columns = self._segment_links.shape
@@ -1179,9 +1196,10 @@ class Plan:
         not (active), or on an ACK path (active None); rtt, the pair's RTT_prop; admitting, the
         downlink of a destination that admits its senders in turns (N_l counts at most those)."""
         t = self._links
+        admitting_anywhere = self.lossless is not None and self.lossless.fan_in_admission
         u, v = list(t.index)[i]  # the table's links in their order
         facts, origins = self.fabric.links[(u, v)], self.fabric.origins.get((u, v))
-        sharing = max(int(formulas.flows_sharing(int(t.flows[i]), active)), 1) if active is not None else None
+        sharing = max(int(formulas.flows_sharing(int(t.counted[i]), active)), 1) if active is not None else None
         if sharing is not None and admitting and self.lossless is not None:
             sharing = min(sharing, int(formulas.admitted_flows(t.buffer[i], self.bounds, self.lossless)))
         window = None
@@ -1194,7 +1212,7 @@ class Plan:
                         origins.capacity if origins else NOT_RECORDED, float(t.buffer[i]),
                         HOST_QUEUE if u in self.fabric.hosts else origins.buffer if origins else NOT_RECORDED,
                         float(t.delay[i]), origins.delay if origins else facts.delay_source, int(t.flows[i]),
-                        sharing, window)
+                        sharing, window, int(t.counted[i]) if admitting_anywhere else None)
 
     def _clamps(self, k: int, initial_window: float, window: float | None,
                 fair_share: float) -> tuple[tuple[Clamp, ...], SegmentTerms | None]:

@@ -25,10 +25,18 @@ class ReferencePlanner:
         self.attachment = fabric.attachments()
         self.host_paths = HostPaths(self.switch_paths, self.attachment, multipath)
         self.flows_on = {}
+        flows_toward = {}  # (link, destination): that destination's flows on the link
         for (src, dst), count in fabric.flows.items():
             path = self.host_path(src, dst)
             for link in zip(path or [], (path or [])[1:]):
                 self.flows_on[link] = self.flows_on.get(link, 0) + count
+                flows_toward[link, dst] = flows_toward.get((link, dst), 0) + count
+        # The flows N_l counts: with admission, at most K of each destination's at once.
+        self.counted_on = dict(self.flows_on)
+        if lossless is not None and lossless.fan_in_admission:
+            self.counted_on = {}
+            for (link, dst), count in flows_toward.items():
+                self.counted_on[link] = self.counted_on.get(link, 0) + min(count, self.admitted(dst))
 
     def host_path(self, src, dst):
         """The nodes from host src to host dst (hosts are addresses), or None if unreachable."""
@@ -79,16 +87,21 @@ class ReferencePlanner:
         round_trip = forward + list(zip(back, back[1:]))
         return (forward, round_trip, *self.round_trip(src, dst, round_trip))
 
+    def admitted(self, dst):
+        """K: how many senders dst admits at once, the full frames (each with its ACK) that fit
+        the fan-in budget of its downlink."""
+        full_frame = self.bounds.mss_bytes + formulas.FRAME_OVERHEAD_BYTES
+        buffer = self.fabric.links[(self.attachment[dst], dst)].buffer_bytes
+        budget = buffer * self.lossless.fan_in_queue_fraction - full_frame
+        return max(1, math.floor(max(budget, 0.0) / (full_frame + formulas.FRAME_OVERHEAD_BYTES) + 1e-9))
+
     def _sharing(self, src, dst, link):
-        """N_l: the flows on link counting the pair (src, dst) once; with admission, at most the
-        flows dst admits at once on its own downlink."""
-        flows = self.flows_on.get(link, 0)
+        """N_l: the flows on link counting the pair (src, dst) once; with admission, each
+        destination's at most K, and on dst's own downlink at most dst's K in all."""
+        flows = self.counted_on.get(link, 0)
         sharing = flows if self.fabric.flows.get((src, dst), 0) > 0 else flows + 1
         if self.lossless is not None and self.lossless.fan_in_admission and link[1] == dst:
-            full_frame = self.bounds.mss_bytes + formulas.FRAME_OVERHEAD_BYTES
-            budget = self.fabric.links[link].buffer_bytes * self.lossless.fan_in_queue_fraction - full_frame
-            sharing = min(sharing, max(1, math.floor(max(budget, 0.0) / (full_frame + formulas.FRAME_OVERHEAD_BYTES)
-                                                     + 1e-9)))
+            sharing = min(sharing, self.admitted(dst))
         return max(sharing, 1)
 
     def pair(self, src, dst):

@@ -210,7 +210,9 @@ def render_explanation(e: Any) -> str:
     rows = [header] + [[f"{'ack ' if link.sharing is None else ''}{link.src} -> {link.dst}",
                         f"{_mbps(link.capacity_bytes_per_s)} ({link.capacity_origin})",
                         f"{link.buffer_bytes:g} B ({link.buffer_origin})",
-                        f"{_us(link.delay_s)} ({link.delay_origin})", str(link.flows), _dash(link.sharing),
+                        f"{_us(link.delay_s)} ({link.delay_origin})",
+                        str(link.flows) + ("" if link.admitted_flows in (None, link.flows)
+                                           else f" ({link.admitted_flows} admitted)"), _dash(link.sharing),
                         "-" if link.window_bytes is None else f"{link.window_bytes:.0f} B"]
                        for link in (*e.data_path, *e.ack_path)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -240,7 +242,7 @@ def render_explanation(e: Any) -> str:
     if e.segment is not None and e.segment.admitted_flows is not None:
         lines.append(f"  admission: the destination asks at most {e.segment.admitted_flows} senders at once (full "
                      f"frames, each with its ACK, that fit its downlink's fan-in budget); its downlink counts at "
-                     f"most that many flows")
+                     f"most that many flows, and every link at most that many of each destination's")
     if e.segment is not None:
         g = e.segment
         lines.append(f"  segment: the window is {g.window_wire_bytes:.0f} B on the wire; a full frame is the MSS plus "
