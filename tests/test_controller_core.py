@@ -232,10 +232,10 @@ def test_foreign_echoes_and_probes_on_host_ports_are_not_measured():
 
 
 def pair_stat(src, dst, packets):
-    """A pair entry's flow statistics, as os-ken parses them from a reply."""
+    """A pair entry's flow statistics after packets full-size frames, as os-ken parses them from a reply."""
     match = ofproto_v1_3_parser.OFPMatch(eth_type=0x0800, ipv4_src=src, ipv4_dst=dst)
     return types.SimpleNamespace(cookie=forwarding.PAIR_COOKIE, priority=forwarding.PAIR_PRIORITY,
-                                 packet_count=packets, match=match)
+                                 packet_count=packets, byte_count=packets * 1514, match=match)
 
 
 def test_flow_stats_make_pairs_active_and_count_on_their_links():
@@ -467,8 +467,8 @@ def test_a_generation_publishes_only_the_hosts_whose_routes_changed():
     assert core.publications.latest(H1[0]).generation == 1
     assert core.replan(4.0).generation is None  # nothing changed
     # h2 now sends to h1: h2's and h3's routes toward h1 share s1 -> h1 with it.
-    core.flow_counter.update(2, [(H2[0], H1[0], 1)])
-    core.flow_counter.update(2, [(H2[0], H1[0], 5)])
+    core.flow_counter.update(2, [(H2[0], H1[0], 1, 1 * 1514)])
+    core.flow_counter.update(2, [(H2[0], H1[0], 5, 5 * 1514)])
     second = core.replan(5.0)
     assert second.generation.number == 2 and second.deliver == [H2[0], H3[0]]
     assert second.generation.flows == {(H2[0], H1[0]): 1}
@@ -491,8 +491,8 @@ def test_paced_generations_carry_each_routes_rate_and_follow_the_flows():
     before = rate(H3[0], H1[0])
     assert isinstance(before, int) and before > 0
     assert all(isinstance(r.pacing_rate, int) for r in core.publications.latest(H1[0]).routes)
-    core.flow_counter.update(2, [(H2[0], H1[0], 1)])
-    core.flow_counter.update(2, [(H2[0], H1[0], 5)])
+    core.flow_counter.update(2, [(H2[0], H1[0], 1, 1 * 1514)])
+    core.flow_counter.update(2, [(H2[0], H1[0], 5, 5 * 1514)])
     assert core.replan(5.0).generation.number == 2
     assert abs(2 * rate(H3[0], H1[0]) - before) <= 1
 
@@ -556,8 +556,8 @@ def test_sets_share_the_route_objects_the_planner_made_once():
     sets = [core.publications.latest(ip) for ip in (H1[0], H2[0], H3[0])]
     routes = [route for param_set in sets for route in param_set.routes]
     assert len({id(route) for route in routes}) < len(routes)
-    core.flow_counter.update(2, [(H2[0], H1[0], 1)])
-    core.flow_counter.update(2, [(H2[0], H1[0], 5)])
+    core.flow_counter.update(2, [(H2[0], H1[0], 1, 1 * 1514)])
+    core.flow_counter.update(2, [(H2[0], H1[0], 5, 5 * 1514)])
     core.replan(5.0)
     kept = core.publications.latest(H1[0])  # h1's routes did not change: its set is the one published before
     assert kept is sets[0]

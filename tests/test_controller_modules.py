@@ -134,18 +134,39 @@ def test_no_sample_without_echo_round_trip():
 # -- flow counts -------------------------------------------------------------
 
 
+def full(src, dst, packets):
+    """A pair entry's counters after packets full-size (1514 B) frames."""
+    return src, dst, packets, packets * 1514
+
+
 def test_pair_active_only_when_its_counter_grew():
     counter = FlowCounter(min_packets=1)
-    counter.update(1, [("10.0.0.1", "10.0.0.2", 10), ("10.0.0.2", "10.0.0.1", 5)])
+    counter.update(1, [full("10.0.0.1", "10.0.0.2", 10), full("10.0.0.2", "10.0.0.1", 5)])
     assert counter.active_pairs() == {}
-    counter.update(1, [("10.0.0.1", "10.0.0.2", 50), ("10.0.0.2", "10.0.0.1", 5), ("10.0.0.3", "10.0.0.1", 1)])
+    counter.update(1, [full("10.0.0.1", "10.0.0.2", 50), full("10.0.0.2", "10.0.0.1", 5),
+                       full("10.0.0.3", "10.0.0.1", 1)])
     assert counter.active_pairs() == {("10.0.0.1", "10.0.0.2"): 1, ("10.0.0.3", "10.0.0.1"): 1}
-    counter.update(2, [("10.0.0.1", "10.0.0.2", 1)])
-    counter.update(1, [("10.0.0.1", "10.0.0.2", 50)])
+    counter.update(2, [full("10.0.0.1", "10.0.0.2", 1)])
+    counter.update(1, [full("10.0.0.1", "10.0.0.2", 50)])
     assert counter.active_pairs() == {}
     counter.forget_switch(1)
-    counter.update(1, [("10.0.0.1", "10.0.0.2", 60)])
+    counter.update(1, [full("10.0.0.1", "10.0.0.2", 60)])
     assert counter.active_pairs() == {}
+
+
+def test_a_pair_that_only_returns_acks_is_no_flow():
+    """The receiver's ACKs (66 B frames, up to 94 B with SACK blocks) do not make it a sender: a pair
+    counts only when its frames since the last poll averaged more than a header-only frame."""
+    counter = FlowCounter(min_packets=3)
+    counter.update(1, [("10.0.0.1", "10.0.0.2", 0, 0), ("10.0.0.2", "10.0.0.1", 0, 0), ("10.0.0.3", "10.0.0.1", 0, 0)])
+    # 40 data frames one way; 20 ACKs, the last 5 with SACK blocks (94 B), back; one 70 B request and 2 ACKs.
+    counter.update(1, [("10.0.0.1", "10.0.0.2", 40, 40 * 1514), ("10.0.0.2", "10.0.0.1", 20, 15 * 66 + 5 * 94),
+                       ("10.0.0.3", "10.0.0.1", 3, 70 + 2 * 66)])
+    assert counter.active_pairs() == {("10.0.0.1", "10.0.0.2"): 1}
+    # Small segments still carry data: 10 frames of 200 B payload (266 B) and 94 B each at the edge.
+    counter.update(1, [("10.0.0.1", "10.0.0.2", 40, 40 * 1514), ("10.0.0.2", "10.0.0.1", 30, 15 * 66 + 5 * 94 + 2660),
+                       ("10.0.0.3", "10.0.0.1", 6, 70 + 2 * 66 + 3 * 95)])
+    assert counter.active_pairs() == {("10.0.0.2", "10.0.0.1"): 1, ("10.0.0.3", "10.0.0.1"): 1}
 
 
 # -- topology ----------------------------------------------------------------
@@ -373,13 +394,13 @@ def test_sync_messages_add_change_and_remove_and_drop_stale_pair_entries():
 def test_pair_counters_read_only_otcp_pair_entries():
     parser = ofproto_v1_3_parser
     ours = types.SimpleNamespace(
-        cookie=forwarding.PAIR_COOKIE, priority=forwarding.PAIR_PRIORITY, packet_count=42,
+        cookie=forwarding.PAIR_COOKIE, priority=forwarding.PAIR_PRIORITY, packet_count=42, byte_count=42 * 1514,
         match=parser.OFPMatch(eth_type=0x0800, ipv4_src="10.0.0.1", ipv4_dst="10.0.0.2"),
     )
     miss = types.SimpleNamespace(cookie=0, priority=0, packet_count=7, match=parser.OFPMatch())
     destination = types.SimpleNamespace(cookie=forwarding.COOKIE, priority=forwarding.DESTINATION_PRIORITY,
                                         packet_count=9, match=parser.OFPMatch(eth_type=0x0800, ipv4_dst="10.0.0.2"))
-    assert forwarding.pair_counters([ours, miss, destination]) == [("10.0.0.1", "10.0.0.2", 42)]
+    assert forwarding.pair_counters([ours, miss, destination]) == [("10.0.0.1", "10.0.0.2", 42, 42 * 1514)]
 
 
 def test_arp_reply_answers_the_request():

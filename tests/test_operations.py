@@ -72,7 +72,7 @@ def make_controller(tmp_path, clock, **settings):
 def h3_sends(controller, packets):
     """Flow statistics of s1 in which h3 -> h2 has sent `packets` so far: while it
     grows, h1 -> h2 shares s1 -> s2 with it and gets smaller windows."""
-    controller.core.flow_counter.update(1, [(H3[0], H2[0], packets)])
+    controller.core.flow_counter.update(1, [(H3[0], H2[0], packets, packets * 1514)])
 
 
 def count(controller, table):

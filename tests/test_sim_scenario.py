@@ -148,7 +148,7 @@ def planned_segments(config, senders, buffer_bytes):
     pair = (placement.senders[0], placement.receiver)
     loop.poll(0.0, [])
     idle = loop.settings[pair].segment_bytes
-    loop.poll(1.0, [(sender, placement.receiver, 100) for sender in placement.senders])
+    loop.poll(1.0, [(sender, placement.receiver, 100, 100 * 1514) for sender in placement.senders])
     return idle, loop.settings[pair].segment_bytes
 
 

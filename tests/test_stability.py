@@ -52,7 +52,7 @@ def test_steady_load_with_pauses_and_jitter_makes_no_new_generation():
         now = float(second)
         if second % 4:  # h3 -> h2 sends three seconds in four
             packets += 10
-        core.flow_counter.update(1, [(H3[0], H2[0], packets)])
+        core.flow_counter.update(1, [(H3[0], H2[0], packets, packets * 1514)])
         # The control path's jitter: the probe samples of s1 -> s2 wander between 100 and 140 us.
         core.delays.forget_link((1, 1), (2, 1))
         core.delays.record((1, 1, 2, 1), 100e-6 + (second % 3) * 20e-6)
@@ -66,8 +66,8 @@ def test_a_new_flow_still_replans_at_the_next_poll():
     core = connected_core(stability={"delay_step_us": 20, "delay_tolerance": 0.5, "flow_hold_s": 5.0})
     learn(core, 0.0)
     assert core.replan(3.0).generation.number == 1
-    core.flow_counter.update(1, [(H3[0], H2[0], 1)])
-    core.flow_counter.update(1, [(H3[0], H2[0], 9)])  # active in this poll
+    core.flow_counter.update(1, [(H3[0], H2[0], 1, 1 * 1514)])
+    core.flow_counter.update(1, [(H3[0], H2[0], 9, 9 * 1514)])  # active in this poll
     changed = core.replan(4.0)
     assert changed.generation is not None and changed.generation.flows == {(H3[0], H2[0]): 1}
 

@@ -2,7 +2,9 @@
 
 Each host pair that sends has a pair entry at its ingress edge switch
 (otcp.controller.forwarding). A pair is active when the packet counter of its entry
-grew between the last two polls of that switch; an active pair counts as one
+grew between the last two polls of that switch, and its packets carried data:
+more bytes than header-only frames would (HEADER_ONLY_FRAME_BYTES each), so the
+ACKs a receiver returns do not make it a sender too. An active pair counts as one
 flow on every link of its path (the planner does that part).
 
 `HeldFlows`: a pair that stops sending still counts as a flow for a hold
@@ -17,6 +19,13 @@ from dataclasses import dataclass, field
 
 from otcp.planning.fabric import Pair
 
+#: The largest frame that carries no TCP payload, as a switch counts it (Ethernet 14, IPv4 20,
+#: TCP 20 and at most 40 of options: a pure ACK with timestamps and SACK blocks).
+HEADER_ONLY_FRAME_BYTES = 94
+
+#: One pair entry's counters in a poll: (src_ip, dst_ip, packets, bytes), both counted since the entry was made.
+PairCounters = tuple[str, str, int, int]
+
 
 class FlowCounter:
     """Remembers per-switch counters and tells which pairs are active."""
@@ -24,19 +33,24 @@ class FlowCounter:
     def __init__(self, min_packets: int) -> None:
         """min_packets: how many packets a pair must have sent since the previous poll to count as a flow."""
         self.min_packets = min_packets
-        self._counters: dict[int, dict[Pair, int]] = {}  # dpid -> {(src_ip, dst_ip): packet_count}
+        self._counters: dict[int, dict[Pair, tuple[int, int]]] = {}  # dpid -> {(src_ip, dst_ip): (packets, bytes)}
         self._active: dict[int, set[Pair]] = {}  # dpid -> set of (src_ip, dst_ip)
 
-    def update(self, dpid: int, entries: Iterable[tuple[str, str, int]]) -> None:
-        """Take one poll of a switch: entries are (src_ip, dst_ip, packets)."""
-        current = {(src, dst): packets for src, dst, packets in entries}
+    def update(self, dpid: int, entries: Iterable[PairCounters]) -> None:
+        """Take one poll of a switch: entries are (src_ip, dst_ip, packets, bytes)."""
+        current = {(src, dst): (packets, size) for src, dst, packets, size in entries}
         previous = self._counters.get(dpid)
         self._counters[dpid] = current
         if previous is None:
             self._active[dpid] = set()
             return
-        self._active[dpid] = {pair for pair, packets in current.items()
-                              if packets - previous.get(pair, 0) >= self.min_packets}
+        active = set()
+        for pair, (packets, size) in current.items():
+            packets_before, size_before = previous.get(pair, (0, 0))
+            sent = packets - packets_before
+            if sent >= self.min_packets and size - size_before > sent * HEADER_ONLY_FRAME_BYTES:
+                active.add(pair)
+        self._active[dpid] = active
 
     def forget_switch(self, dpid: int) -> None:
         """Drop the counters of a switch that went away."""

@@ -333,9 +333,9 @@ def flow_stats_request(datapath: OpenFlowCodec) -> Message:
     )
 
 
-def pair_counters(stats: Iterable[Any]) -> list[tuple[str, str, int]]:
-    """(src_ip, dst_ip, packet_count) for each pair entry in a stats reply."""
-    return [(stat.match["ipv4_src"], stat.match["ipv4_dst"], stat.packet_count)
+def pair_counters(stats: Iterable[Any]) -> list[tuple[str, str, int, int]]:
+    """(src_ip, dst_ip, packet_count, byte_count) for each pair entry in a stats reply."""
+    return [(stat.match["ipv4_src"], stat.match["ipv4_dst"], stat.packet_count, stat.byte_count)
             for stat in stats if stat.cookie == PAIR_COOKIE and stat.priority == PAIR_PRIORITY]
 
 

@@ -2,7 +2,8 @@
 the controller's own flow counting and the real planner give the hosts their new settings.
 
 As the live controller does (otcp.controller): a pair is active when its counter at its ingress edge
-switch grew by ``min_packets`` since the previous poll (``FlowCounter``), an active pair counts for
+switch grew by ``min_packets`` since the previous poll and carried data, not only ACKs
+(``FlowCounter``), an active pair counts for
 ``hold_s`` after it was last seen (``HeldFlows``), and the planner plans the fabric with those flows
 (``Plan``, incremental from the previous plan, with its aggregated route sets). Each host's settings
 toward each peer of the workload are what longest-prefix match finds in its route set
@@ -21,7 +22,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from otcp.controller.flowcount import FlowCounter, HeldFlows
+from otcp.controller.flowcount import FlowCounter, HeldFlows, PairCounters
 from otcp.experiments.sim import mapping
 from otcp.experiments.sim.fabric import SimFabric
 from otcp.experiments.sim.schemes import SimScheme
@@ -35,8 +36,9 @@ POLL_S = 1.0
 MIN_FLOW_PACKETS = 3
 FLOW_HOLD_S = 5.0
 
-#: What the simulator reports at a poll: (source host, destination host, packets sent so far).
-PairCount = tuple[str, str, int]
+#: What the simulator reports at a poll: (source host, destination host, packets sent so far, their
+#: bytes as a switch counts frames).
+PairCount = tuple[str, str, int, int]
 
 
 @dataclasses.dataclass
@@ -81,9 +83,9 @@ class ClosedLoop:
     def poll(self, t: float, counts: Sequence[PairCount]) -> dict[str, Any]:
         """Take one poll's counters; return the settings that changed, as the scenario reads them
         ({host: {"peers": {peer: settings}}})."""
-        by_edge: dict[str, list[tuple[str, str, int]]] = {edge: [] for edge in self.fabric.edges}
-        for src, dst, packets in counts:
-            by_edge[self.fabric.edge[src]].append((self.fabric.address[src], self.fabric.address[dst], packets))
+        by_edge: dict[str, list[PairCounters]] = {edge: [] for edge in self.fabric.edges}
+        for src, dst, packets, size in counts:
+            by_edge[self.fabric.edge[src]].append((self.fabric.address[src], self.fabric.address[dst], packets, size))
         for number, edge in enumerate(self.fabric.edges):
             self.counter.update(number + 1, by_edge[edge])
         flows = self.held.update(t, self.counter.active_pairs())

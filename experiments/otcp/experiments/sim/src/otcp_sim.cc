@@ -3,8 +3,8 @@
 // Reads one JSON document (the scenario: fabric, queues, TCP, workload, settings per host pair) from the
 // first line of standard input and writes JSON lines to standard output:
 //   {"event": "round", ...}   after every round (progress);
-//   {"event": "poll", ...}    at every controller poll of a closed loop: the packets each host pair has
-//                             sent so far; the driver answers with one JSON line of new settings;
+//   {"event": "poll", ...}    at every controller poll of a closed loop: the packets and bytes each host
+//                             pair has sent so far; the driver answers with one JSON line of new settings;
 //   {"event": "progress", ...} every workload.progress_s simulated seconds of a workload (progress);
 //   {"event": "result", ...}  at the end: rounds or flows, counters, queues, the probe, the simulator's cost.
 // Modes: "incast" (the rounds), "workload" (a list of flows, each pulled over a new connection: a
@@ -43,6 +43,8 @@ NS_OBJECT_ENSURE_REGISTERED(MarkingFifo);
 constexpr uint16_t kWorkloadPort = 5001;
 constexpr uint16_t kEchoPort = 7;
 constexpr uint32_t kRequestBytes = 4;
+//! What an Ethernet switch counts beyond the IP packet (its flow statistics leave the FCS out).
+constexpr uint32_t kEthernetHeaderBytes = 14;
 //! A ping's IP packet is 84 bytes: 56 of payload under UDP's 8 and IP's 20.
 constexpr uint32_t kProbePayload = 56;
 
@@ -270,7 +272,8 @@ class Scenario
     std::vector<Ipv4Address> m_hostAddress;
     std::vector<HostTable> m_tables;
     std::vector<std::unique_ptr<QueueStats>> m_queues;
-    std::unordered_map<uint64_t, uint64_t> m_pairPackets; // (src << 32 | dst) -> packets sent
+    // (src << 32 | dst) -> packets sent and their bytes as a switch counts frames (Ethernet header, no FCS)
+    std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> m_pairSent;
     Account m_account;
     uint64_t m_otherDrops{0};
     uint64_t m_counters[LinuxTcpSocket::kCounters]{};
@@ -551,7 +554,9 @@ Scenario::OnHostTx(uint32_t host, Ptr<const Packet> p)
     auto destination = m_hostByAddress.find(header.GetDestination().Get());
     if (destination != m_hostByAddress.end())
     {
-        ++m_pairPackets[(uint64_t(host) << 32) | destination->second];
+        auto& sent = m_pairSent[(uint64_t(host) << 32) | destination->second];
+        ++sent.first;
+        sent.second += p->GetSize() + kEthernetHeaderBytes;
     }
     m_account.Sent(p->GetUid());
 }
@@ -1058,9 +1063,9 @@ Scenario::Poll()
     }
     ++m_polls;
     json pairs = json::array();
-    for (const auto& [key, packets] : m_pairPackets)
+    for (const auto& [key, sent] : m_pairSent)
     {
-        pairs.push_back({m_names[key >> 32], m_names[key & 0xffffffffu], packets});
+        pairs.push_back({m_names[key >> 32], m_names[key & 0xffffffffu], sent.first, sent.second});
     }
     Emit({{"event", "poll"}, {"t", Simulator::Now().GetSeconds()}, {"pairs", pairs}});
     std::string line;
