@@ -90,7 +90,7 @@ def test_measuring_reads_the_queues_closest_to_the_run_and_the_machine_around_it
     events = []
     monkeypatch.setattr(counters, "read_cpu_times", lambda: events.append("cpu") or counters.CpuTimes((0,), (1,),
                                                                                                      (0,), (0,)))
-    monkeypatch.setattr(counters, "switch_thread_time", lambda: None)
+    monkeypatch.setattr(counters, "switch_thread_time", lambda pid: None)
 
     @contextlib.contextmanager
     def quiet():
@@ -116,7 +116,7 @@ def test_measuring_reads_the_queues_closest_to_the_run_and_the_machine_around_it
 def test_afxdp_ports_input_drops_are_read_around_the_run_and_named_in_the_loss_account(monkeypatch):
     network = ScriptedNetwork(Datapath.named("afxdp-nonpmd"))
     readings = iter([40, 47])
-    monkeypatch.setattr(counters, "switch_thread_time", lambda: None)
+    monkeypatch.setattr(counters, "switch_thread_time", lambda pid: None)
     monkeypatch.setattr(ovs_sockets, "xdp_input_drops", lambda: next(readings))
     with counters.Counters(network, ["h1", "h2"], "h1").measuring() as window:
         pass
@@ -128,7 +128,7 @@ def test_afxdp_ports_input_drops_are_read_around_the_run_and_named_in_the_loss_a
 
 
 def test_afpacket_ports_have_no_input_drops_to_read(monkeypatch):
-    monkeypatch.setattr(counters, "switch_thread_time", lambda: None)
+    monkeypatch.setattr(counters, "switch_thread_time", lambda pid: None)
     monkeypatch.setattr(ovs_sockets, "xdp_input_drops", lambda: pytest.fail("AF_PACKET ports have no XSK to read"))
     with counters.Counters(ScriptedNetwork(), ["h1"], "h1").measuring() as window:
         pass
@@ -165,7 +165,7 @@ def test_the_switch_time_is_its_main_threads_and_its_pmd_threads_not_the_others(
         busy.wait()
         main = counters.parse_task_stat(open(f"/proc/{os.getpid()}/task/{os.getpid()}/stat").read(),
                                         os.sysconf("SC_CLK_TCK"))
-        switch = counters.switch_thread_time()
+        switch = counters.switch_thread_time(ovs_sockets.vswitchd_pid())
     finally:
         stop.set()
         for thread in threads:

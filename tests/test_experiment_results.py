@@ -411,12 +411,12 @@ def fake_ceiling_network(monkeypatch, readings, switch_seconds=None, pmd_shares=
     # Read before and after each sample: (0 s at 0 s, busy at 3 s), then (10 s at 10 s, 10 + busy at 13 s), ...
     times = iter([counters.ThreadTime(7, 10.0 * i + busy * at, 10.0 * i + 3 * at)
                   for i, busy in enumerate(switch_seconds or []) for at in (0, 1)])
-    monkeypatch.setattr(counters, "switch_thread_time", lambda: next(times, None))
+    monkeypatch.setattr(counters, "switch_thread_time", lambda pid: next(times, None))
     # Read before and after each sample: 1000 cycles a sample, share % of them on packets.
     cycles = iter([{"numa_id 0 core_id 1": counters.PmdCycles(1000 * i + (100 - share) * 10 * at,
                                                               1000 * i + share * 10 * at)}
                    for i, share in enumerate(pmd_shares or []) for at in (0, 1)])
-    monkeypatch.setattr(counters, "pmd_cycles", lambda: next(cycles, None))
+    monkeypatch.setattr(counters, "pmd_cycles", lambda pid: next(cycles, None))
     return types.SimpleNamespace(config=types.SimpleNamespace(ceiling_repeats=3, ceiling_seconds=3),
                                  topo=types.SimpleNamespace(senders=["h2"], receiver="h1"), emulation=None,
                                  data_ips={"h1": "10.0.0.1"}, flush_tcp_metrics=lambda hosts: None)

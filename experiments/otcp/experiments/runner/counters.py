@@ -346,14 +346,14 @@ def read_cpu_times() -> CpuTimes:
         return parse_proc_stat(handle.read())
 
 
-def switch_thread_time() -> ThreadTime | None:
-    """The CPU time of ovs-vswitchd's forwarding threads now, or None when no ovs-vswitchd runs.
+def switch_thread_time(pid: int | None) -> ThreadTime | None:
+    """The CPU time of ovs-vswitchd's forwarding threads now, or None when no ovs-vswitchd runs
+    (pid: its pid, ``ovs_sockets.vswitchd_pid()``).
 
     On AF_PACKET and afxdp-nonpmd ports (otcp.experiments.runner.datapath) the main thread polls
     every port and forwards every packet of the emulation, so its busy share of a core is the
     switch's load; afxdp ports are polled by PMD threads (``pmd-c..``) instead, whose time is
     added (a PMD thread busy-polls: it is at 100 % of its core whatever the load)."""
-    pid = ovs_sockets.vswitchd_pid()
     if pid is None:
         return None
     ticks = os.sysconf("SC_CLK_TCK")
@@ -416,10 +416,10 @@ def parse_pmd_stats(text: str) -> dict[str, PmdCycles]:
     return {name: PmdCycles(found["idle"], found["processing"]) for name, found in threads.items()}
 
 
-def pmd_cycles() -> dict[str, PmdCycles] | None:
-    """The PMD threads' cycles now (parse_pmd_stats), or None where no ovs-vswitchd answers or it
-    runs no PMD thread (AF_PACKET and afxdp-nonpmd ports)."""
-    if ovs_sockets.vswitchd_pid() is None:
+def pmd_cycles(pid: int | None) -> dict[str, PmdCycles] | None:
+    """The PMD threads' cycles now (parse_pmd_stats), or None where no ovs-vswitchd runs (pid None)
+    or answers, or it runs no PMD thread (AF_PACKET and afxdp-nonpmd ports)."""
+    if pid is None:
         return None
     shown = subprocess.run(["ovs-appctl", "--timeout=10", "dpif-netdev/pmd-stats-show"], capture_output=True,
                            text=True, check=False)
@@ -470,7 +470,8 @@ class MachineTimes:
     @classmethod
     def now(cls) -> MachineTimes:
         """Read all three now."""
-        return cls(read_cpu_times(), switch_thread_time(), pmd_cycles())
+        pid = ovs_sockets.vswitchd_pid()
+        return cls(read_cpu_times(), switch_thread_time(pid), pmd_cycles(pid))
 
     def __sub__(self, before: MachineTimes) -> MachineLoad:
         mean, busiest = cpu_busy(before.cpu, self.cpu)
