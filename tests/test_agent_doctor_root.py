@@ -117,4 +117,4 @@ def test_apply_dry_run_lists_the_changes_and_leaves_routes_and_state_alone(ns, t
     stale = tmp_path / "stale.json"
     stale.write_text(json.dumps(set_for(1, "10.88.0.5/32")))
     refused = otcp_agent(ns, "apply", "--dry-run", str(stale), "--state", state)
-    assert refused.returncode == 2 and "was already applied with different routes" in refused.stderr
+    assert refused.returncode == 2 and "was already applied with different parameters" in refused.stderr

@@ -316,6 +316,22 @@ def test_an_immutable_state_stops_every_command_before_it_touches_a_route(ns, tm
 
 
 @pytest.mark.root
+def test_show_gives_the_sets_admit_to_the_hosts_applications(ns, tmp_path):
+    """A set's admit (fan-in admission) is shown, in words and as JSON; a set without one shows none."""
+    state = str(tmp_path / "state.db")
+    admitting = tmp_path / "g1.json"
+    admitting.write_text(json.dumps({"generation": 1, "routes": [route("10.77.0.2/32")], "admit": 52}))
+    assert otcp_agent(ns, "apply", str(admitting), "--state", state).returncode == 0
+    assert json.loads(otcp_agent(ns, "show", "--json", "--state", state).stdout)["admit"] == 52
+    assert "admission: applications here ask at most 52 senders to send at once" in \
+        otcp_agent(ns, "show", "--state", state).stdout
+    assert otcp_agent(ns, "apply", write_set(tmp_path / "g2.json", 2, [route("10.77.0.2/32")]),
+                      "--state", state).returncode == 0
+    assert json.loads(otcp_agent(ns, "show", "--json", "--state", state).stdout)["admit"] is None
+    assert "admission" not in otcp_agent(ns, "show", "--state", state).stdout
+
+
+@pytest.mark.root
 def test_a_state_locked_by_another_process_is_reported_and_nothing_changes(ns, tmp_path):
     state = str(tmp_path / "state.db")
     assert otcp_agent(ns, "apply", write_set(tmp_path / "g1.json", 1, [route("10.77.0.2/32")]),

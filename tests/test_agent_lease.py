@@ -65,9 +65,9 @@ def test_the_safe_state_drops_what_throttles_a_lone_flow_and_keeps_the_rest():
         route("10.1.0.0/16", rto_min_ms=200, initcwnd=10, cwnd_clamp=65535, advmss=1448),
         route("10.2.0.1/32", rto_min_ms=139, initcwnd=64, cwnd_clamp=10453, congctl="otcp_scalable", ssthresh=10362,
               increase=3),
-    ]})
+    ], "admit": 52})
     # Worked by hand: rto_min and quickack as planned; initcwnd min(planned, 10); no clamp, advmss or pacing;
-    # a long path's congctl and increase kept, its ssthresh (a share of the pipe) not.
+    # a long path's congctl and increase kept, its ssthresh (a share of the pipe) not; no admit.
     assert safe_state(planned) == validate_param_set({"generation": 9, "routes": [
         route("10.0.0.1/32", rto_min_ms=14, initcwnd=1, cwnd_clamp=None),
         route("10.0.0.2/32", rto_min_ms=7, initcwnd=10, cwnd_clamp=None, quickack=False),

@@ -284,7 +284,7 @@ def test_bad_set_touches_nothing(ns, agent):
     with pytest.raises(ValidationError, match=r"^routes\[1\].initcwnd: 300 is out of range 1..256$"):
         agent.apply({"generation": 2, "routes": [route("10.77.0.3/32"), route("10.77.0.4/32", initcwnd=300)]},
                     "test")
-    with pytest.raises(ValidationError, match="^generation: 1 was already applied with different routes"):
+    with pytest.raises(ValidationError, match="^generation: 1 was already applied with different parameters"):
         agent.apply({"generation": 1, "routes": [route("10.77.0.3/32")]}, "test")
     with pytest.raises(ValidationError, match="^generation: 0 is out of range"):
         agent.apply({"generation": 0, "routes": []}, "test")
@@ -460,7 +460,7 @@ def test_a_delta_is_applied_as_a_whole_set_against_the_applied_generation(ns, ag
     assert delta["changed"] == [{"dst": "10.77.0.2/32", "initcwnd": 8, "cwnd_clamp": None}]
     assert [r.dst for r in delta["added"]] == ["10.77.0.4/32"] and delta["removed"] == ["10.77.0.3/32"]
     validated, results = agent.apply_delta(delta, "test")
-    assert paramset.same_routes(validated, paramset.validate_param_set(second))
+    assert paramset.same_parameters(validated, paramset.validate_param_set(second))
     assert ns.otcp_routes() == {"10.77.0.2/32": expected(initcwnd=8, cwnd_lock=None),
                                 "10.88.0.2/32": expected(via="10.77.0.254"),
                                 "10.77.0.4/32": expected(rto_min_ms=30)}

@@ -497,6 +497,28 @@ def test_paced_generations_carry_each_routes_rate_and_follow_the_flows():
     assert abs(2 * rate(H3[0], H1[0]) - before) <= 1
 
 
+def test_with_fan_in_admission_every_set_tells_its_host_how_many_senders_to_ask_at_once():
+    """K = floor((g x buf - F) / (F + H)) of the host's downlink: (85 000 - 1514) / 1580 -> 52.
+    Without admission a set carries none; a new admit alone makes a new generation."""
+    plain = settled_core()
+    plain.replan(3.0)
+    assert [plain.publications.latest(ip).admit for ip, *_ in HOSTS] == [None, None, None]
+    core = connected_core(parameters={"formulas": "lossless", "fan_in_admission": True})
+    learn_hosts(core, 0.0, *HOSTS)
+    assert core.replan(3.0).generation.number == 1
+    assert [core.publications.latest(ip).admit for ip, *_ in HOSTS] == [52, 52, 52]
+    assert core.replan(4.0).generation is None  # nothing changed
+    publications = core.publications
+    routes = publications.latest(H1[0]).routes
+    assert not publications.changed(H1[0], routes, 52)
+    assert publications.changed(H1[0], routes, 40) and publications.changed(H1[0], routes, None)
+    publications.publish(2, {H1[0]: routes}, {H1[0]: 40})
+    assert publications.latest(H1[0]).admit == 40 and not publications.changed(H1[0], routes, 40)
+    with pytest.raises(ValueError, match="admit: 0 is out of range 1..65535"):
+        publications.publish(3, {H1[0]: routes}, {H1[0]: 0})
+    assert publications.latest(H1[0]).generation == 2  # a bad set is not kept
+
+
 def test_generations_continue_from_the_stored_number():
     core = connected_core(generation=41, known_hosts=[Host(*H1, 1, 2), Host(*H2, 2, 2)])
     actions = core.replan(3.0)

@@ -80,12 +80,12 @@ delta_like = st.fixed_dictionaries(
      "changed": st.one_of(st.lists(patch_like, max_size=3), json_values),
      "removed": st.one_of(st.lists(st.sampled_from(["10.77.0.2/32", "10.77.0.3", "10.88.1.1/32", "h1"]),
                                    max_size=3), json_values)},
-    optional={"extra": json_values})
+    optional={"extra": json_values, "admit": st.one_of(st.integers(-1, 70000), scalars)})
 BASE = paramset.validate_param_set({"generation": 5, "routes": [
     {"dst": "10.77.0.2/32", "rto_min_ms": 14, "initcwnd": 1, "cwnd_clamp": 3, "advmss": None, "pacing_rate": None,
      "quickack": True},
     {"dst": "10.77.0.3/32", "rto_min_ms": 20, "initcwnd": 2, "cwnd_clamp": None, "advmss": 536,
-     "pacing_rate": 1000, "quickack": True}]})
+     "pacing_rate": 1000, "quickack": True}], "admit": 52})
 
 
 @EXAMPLES
@@ -98,7 +98,7 @@ def test_any_delta_makes_a_valid_set_or_one_validation_error(delta):
     else:
         assert made.generation > BASE.generation and paramset.validate_param_set(made.model_dump()) == made
         # The delta between the base and what it made makes the same set again.
-        assert paramset.same_routes(paramset.apply_delta(BASE, paramset.make_delta(BASE, made)), made)
+        assert paramset.same_parameters(paramset.apply_delta(BASE, paramset.make_delta(BASE, made)), made)
 
 
 @EXAMPLES

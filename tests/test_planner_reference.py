@@ -310,3 +310,17 @@ def test_admission_counts_each_destinations_admitted_senders_on_every_link(recei
     assert (spine_to_leaf.flows, spine_to_leaf.admitted_flows) == (100 * receivers, 52 * receivers)
     without = by_addresses(Plan(fabric, bounds, dataclasses.replace(lossless, fan_in_admission=False)))
     assert without[(senders[0], targets[0])]["segment_bytes"] < segment
+
+
+def test_every_host_is_told_the_senders_it_may_ask_at_once_from_its_own_downlink():
+    """Plan.admissions, what the controller sends as each set's admit: K of the host's downlink,
+    (85 000 - 1514) / 1580 -> 52 and (20 000 - 1514) / 1580 -> 11; a buffer whose K is past the
+    wire's top gives the top, 65535 (asking fewer is the safe side); without admission, none."""
+    fabric = Fabric(switches=["s"], hosts={"10.0.0.1": "h1", "10.0.0.2": "h2", "10.0.0.3": "h3"})
+    for host, buffer in (("10.0.0.1", 85000), ("10.0.0.2", 20000), ("10.0.0.3", 2e9)):
+        fabric.add_link(host, "s", 1.25e7, 25e-6, buffer)
+    bounds = formulas.Bounds(mss_bytes=1448)
+    lossless = formulas.Lossless(0.25, 200, 1.0, True)
+    assert Plan(fabric, bounds, lossless).admissions() == {"10.0.0.1": 52, "10.0.0.2": 11, "10.0.0.3": 65535}
+    assert Plan(fabric, bounds, dataclasses.replace(lossless, fan_in_admission=False)).admissions() == {}
+    assert Plan(fabric, bounds).admissions() == {}

@@ -41,6 +41,7 @@ def test_valid_set_is_normalised():
             route(dst="2001:db8::5/128", cwnd_clamp=None, quickack=False),
             route(dst="10.1.0.0/16", rto_min_ms=1000, initcwnd=256, cwnd_clamp=65535),
         ],
+        "admit": None,
     }
 
 
@@ -91,7 +92,43 @@ def test_a_delta_changes_long_path_fields():
                                                 generation=8))
     delta = paramset.make_delta(base, new)
     assert delta["changed"] == [{"dst": "10.0.0.2/32", "congctl": "otcp_scalable", "ssthresh": 900}]
-    assert paramset.same_routes(paramset.apply_delta(base, delta), new)
+    assert paramset.same_parameters(paramset.apply_delta(base, delta), new)
+
+
+def test_admit_is_the_hosts_not_a_routes_and_is_checked_like_the_others():
+    """admit: the most senders the host may ask at once under fan-in admission, 1..65535 or null."""
+    assert paramset.validate_param_set(param_set()).admit is None
+    assert paramset.validate_param_set({**param_set(), "admit": 52}).admit == 52
+    assert paramset.validate_param_set({**param_set(), "admit": 65535}).admit == 65535
+    for value, problem in ((0, "out of range 1..65535"), (65536, "out of range"), (52.0, "not an integer"),
+                           (True, "not an integer"), (float("nan"), "not an integer"),
+                           (float("inf"), "not an integer"), ("52", "not an integer")):
+        with pytest.raises(ValidationError, match=rf"^admit: .*{problem}"):
+            paramset.validate_param_set({**param_set(), "admit": value})
+    with pytest.raises(ValidationError, match=r"^routes\[0\]\.admit: "):
+        paramset.validate_param_set(param_set(route(admit=52)))
+
+
+def test_a_delta_carries_admit_where_it_changed_and_the_base_holds_it_elsewhere():
+    base = paramset.validate_param_set({**param_set(), "admit": 52})
+    same = paramset.validate_param_set({**param_set(route(initcwnd=2), generation=8), "admit": 52})
+    delta = paramset.make_delta(base, same)
+    assert "admit" not in delta and paramset.apply_delta(base, delta).admit == 52
+    for admit in (40, None):
+        new = paramset.validate_param_set({**param_set(generation=8), "admit": admit})
+        delta = paramset.make_delta(base, new)
+        assert delta["admit"] == admit and delta["changed"] == []
+        made = paramset.apply_delta(base, delta)
+        assert made.admit == admit and paramset.same_parameters(made, new)
+    with pytest.raises(ValidationError, match=r"^admit: .*out of range 1..65535"):
+        paramset.apply_delta(base, {**paramset.make_delta(base, same), "admit": 0})
+
+
+def test_the_same_generation_with_another_admit_is_refused():
+    applied = paramset.validate_param_set({**param_set(), "admit": 52})
+    with pytest.raises(ValidationError, match="^generation: 7 was already applied with different parameters"):
+        paramset.check_generation(paramset.validate_param_set({**param_set(), "admit": 51}), 7, applied)
+    paramset.check_generation(paramset.validate_param_set({**param_set(), "admit": 52}), 7, applied)
 
 
 def test_lowest_bounds_are_accepted():
@@ -167,7 +204,7 @@ def test_the_generation_rule():
         paramset.check_generation(paramset.validate_param_set(param_set(generation=6)), 7, applied)
     with pytest.raises(ValidationError, match=r"^generation: 7 is not newer than the applied generation 7$"):
         paramset.check_generation(applied, 7)
-    with pytest.raises(ValidationError, match="^generation: 7 was already applied with different routes"):
+    with pytest.raises(ValidationError, match="^generation: 7 was already applied with different parameters"):
         paramset.check_generation(paramset.validate_param_set({"generation": 7, "routes": []}), 7, applied)
     paramset.check_generation(applied, 7, applied)
     paramset.check_generation(paramset.validate_param_set(param_set(generation=8)), 7, applied)
@@ -273,7 +310,7 @@ def test_enforcement_is_reported_in_hello_and_ack_and_checked():
     assert messages.parse_message(hello, messages.Hello).hostname == "h1"
     with pytest.raises(ProtocolError, match="enforcement: missing"):
         messages.parse_message({k: v for k, v in hello.items() if k != "enforcement"}, messages.Hello)
-    assert limits.VERSION == 9
+    assert limits.VERSION == 10
 
 
 def test_message_schemas_refuse_unknown_missing_and_mistyped_fields():
@@ -417,7 +454,7 @@ def test_a_delta_carries_added_routes_changed_fields_and_removed_destinations():
                      "changed": [{"dst": "10.0.0.2/32", "rto_min_ms": 20, "initcwnd": 4, "cwnd_clamp": None,
                                   "advmss": 536, "pacing_rate": 125_000, "quickack": False}],
                      "removed": ["10.0.0.3/32"]}
-    assert paramset.same_routes(paramset.apply_delta(base, delta), new)
+    assert paramset.same_parameters(paramset.apply_delta(base, delta), new)
     assert paramset.validate_delta(delta).model_dump(exclude_unset=True) == delta
     # An unchanged route is not in the delta; the same set makes an empty one.
     again = base.model_copy(update={"generation": 8})
@@ -591,6 +628,6 @@ def test_routes_with_the_same_parameters_are_equal_and_hash_alike_whoever_made_t
     made = [paramset.RouteParams.of("10.0.0.2/32", (14, 1, 3, None, None, True, None, None, None)),
             paramset.RouteParams.of("10.0.0.3", (14, 1, 3, None, None, True, None, None, None))]
     assert from_json == made and set(from_json) == set(made)
-    assert paramset.same_routes(paramset.ParamSet(generation=1, routes=from_json),
+    assert paramset.same_parameters(paramset.ParamSet(generation=1, routes=from_json),
                                 paramset.ParamSet(generation=2, routes=made[::-1]))
     assert made[0] != made[0].model_copy(update={"quickack": False})

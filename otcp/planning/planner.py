@@ -21,6 +21,7 @@ from otcp.planning.aggregate import Aggregation, PrefixTrie
 from otcp.planning.explain import Clamp, LinkTerm, LongPathTerms, PathExplanation, SegmentTerms
 from otcp.planning.fabric import Fabric
 from otcp.planning.paths import UNREACHABLE, HostPaths, SwitchPaths
+from otcp.wire.limits import ADMIT
 from otcp.wire.paramset import PARAMETER_KEYS, RouteParams
 
 #: Where a pair's RTT_prop came from, least trusted last among the link
@@ -1335,6 +1336,15 @@ class Plan:
                           _CONGCTL_NAMES[congctl], ssthresh or None, increase or None)
             routes.append(RouteParams.of(f"{dst_ip}/{128 if ':' in dst_ip else 32}", parameters))
         return routes
+
+    def admissions(self) -> dict[str, int]:
+        """{host address: K}, with fan_in_admission: the most senders the host may ask to send to
+        it at once (formulas.admitted_flows of its downlink's buffer, at most the wire's ADMIT
+        top: asking fewer than the plan counts is the safe side); {} without it."""
+        if self.lossless is None or not self.lossless.fan_in_admission:
+            return {}
+        admitted = formulas.admitted_flows(self._links.buffer[self._downlink], self.bounds, self.lossless)
+        return dict(zip(self.hosts, np.minimum(admitted, ADMIT[1]).tolist()))
 
     def route_sets(self) -> dict[str, list[RouteParams]]:
         """{host address: the routes of its parameter set}, aggregated (otcp.planning.aggregate, with its "don't

@@ -12,8 +12,10 @@
 #: and the agent's ack says which of them its host enforces; 9 epochs: every params and
 #: renew message carries the ``epoch`` of the controller's authority over the host (the
 #: OpenFlow generation id it became master of the host's switch with), and the agent tells
-#: every controller it is connected to what it holds (``held``).
-VERSION = 9
+#: every controller it is connected to what it holds (``held``); 10 fan-in admission: a set
+#: carries ``admit``, the most senders its host may ask to send to it at once (or null), and a
+#: delta carries it where it changed.
+VERSION = 10
 
 #: The closed port every agent's round-trip probe (a TCP SYN) goes to; the destination's kernel
 #: answers with a RST from it. The controller forwards these without a flow-counting entry.
@@ -42,6 +44,8 @@ PACING_RATE = (1, 2**32 - 2)
 SSTHRESH = (2, 2**20 - 1)
 #: GridDT's additive increase A, segments per round trip (otcp_scalable's map holds up to 255).
 INCREASE = (1, 255)
+#: The senders a receiver may ask at once under fan-in admission (a 16-bit count of flows).
+ADMIT = (1, 65535)
 #: A congestion control's name as the kernel takes it (TCP_CA_NAME_MAX is 16 with the NUL).
 CONGCTL_PATTERN = r"^[a-z0-9_]{1,15}$"
 GENERATION = (1, 2**63 - 1)

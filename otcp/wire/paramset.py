@@ -5,14 +5,18 @@ The format (docs/design.md, "Parameter set")::
     {"generation": 7,
      "routes": [{"dst": "10.0.0.1/32", "rto_min_ms": 14, "initcwnd": 1,
                  "cwnd_clamp": 3, "advmss": null, "pacing_rate": null, "quickack": true,
-                 "congctl": null, "ssthresh": null, "increase": null}]}
+                 "congctl": null, "ssthresh": null, "increase": null}],
+     "admit": null}
 
 ``cwnd_clamp``, ``advmss``, ``pacing_rate``, ``congctl``, ``ssthresh`` and
 ``increase`` are optional: absent or null means "not set" (no clamp, the
 kernel's MSS, not paced, the host's congestion control, the kernel's initial
 ssthresh, Scalable TCP rather than GridDT's increase); the controller sends
-every key. Destinations come back as canonical prefixes; a destination
-without a prefix length is a host route. `check_generation` is the one
+every key. ``admit`` (optional, null: no limit) is not a route's: it is the
+most senders the host may ask to send to it at once under fan-in admission,
+advice for its applications that the agent shows and no kernel enforces.
+Destinations come back as canonical prefixes; a destination without a
+prefix length is a host route. `check_generation` is the one
 generation rule both peers use: (epoch, generation) must not go back.
 
 A set is a `ParamSet` of `RouteParams` everywhere in both processes: frozen,
@@ -30,7 +34,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, StringConstraints
 
 from otcp.wire import framing, limits, validation
-from otcp.wire.limits import ADVMSS, CWND_CLAMP, GENERATION, INITCWND, MAX_FRAME_BYTES, PACING_RATE, RTO_MIN_MS
+from otcp.wire.limits import ADMIT, ADVMSS, CWND_CLAMP, GENERATION, INITCWND, MAX_FRAME_BYTES, PACING_RATE, RTO_MIN_MS
 from otcp.wire.validation import Strict, ValidationError, int_range
 
 
@@ -91,11 +95,16 @@ PARAMETER_KEYS = ("rto_min_ms", "initcwnd", "cwnd_clamp", "advmss", "pacing_rate
                   "congctl", "ssthresh", "increase")
 
 
+Admit = Annotated[int, int_range(*ADMIT)]
+
+
 class ParamSet(Strict):
-    """One host's parameters for one generation."""
+    """One host's parameters for one generation: its routes, and with fan-in admission
+    (admit) the most senders its applications may ask to send to it at once."""
 
     generation: Generation
     routes: list[RouteParams]
+    admit: Admit | None = None  # None: no limit planned
 
 
 def validate_param_set(document: Any) -> ParamSet:
@@ -154,9 +163,11 @@ def claimed_generation(document: Any) -> int | None:
     return None
 
 
-def same_routes(first: ParamSet, second: ParamSet | None) -> bool:
-    """Whether two sets carry the same routes, in whatever order (a set has no two alike)."""
-    return second is not None and len(first.routes) == len(second.routes) and set(first.routes) == set(second.routes)
+def same_parameters(first: ParamSet, second: ParamSet | None) -> bool:
+    """Whether two sets carry the same routes, in whatever order (a set has no two alike), and
+    the same admit."""
+    return (second is not None and first.admit == second.admit and len(first.routes) == len(second.routes)
+            and set(first.routes) == set(second.routes))
 
 
 def check_generation(validated: ParamSet, applied_generation: int | None, applied_set: ParamSet | None = None,
@@ -173,7 +184,7 @@ def check_generation(validated: ParamSet, applied_generation: int | None, applie
     The one exception is the applied set itself, unchanged: re-applying it
     is allowed (a restarted agent does it from its state, and a controller
     re-sends its latest set when an agent reconnects), in any order. The
-    same generation with different routes is refused.
+    same generation with different routes or admit is refused.
     """
     if applied_generation is None:
         return
@@ -187,9 +198,10 @@ def check_generation(validated: ParamSet, applied_generation: int | None, applie
         raise ValidationError(
             "generation", f"{generation} is not newer than the applied generation {applied_generation}"
         )
-    if generation == applied_generation and not same_routes(validated, applied_set):
+    if generation == applied_generation and not same_parameters(validated, applied_set):
         raise ValidationError(
-            "generation", f"{generation} was already applied with different routes; a change needs a newer generation"
+            "generation", f"{generation} was already applied with different parameters; a change needs a newer "
+            "generation"
         )
 
 
@@ -225,7 +237,8 @@ class RouteCopy(RoutePatch):
 
 
 class ParamDelta(Strict):
-    """The change from the set of generation `base` to the set of `generation`."""
+    """The change from the set of generation `base` to the set of `generation`; admit, when
+    given (null included), is the new set's, else the base's holds."""
 
     base: Generation
     generation: Generation
@@ -233,6 +246,7 @@ class ParamDelta(Strict):
     copied: list[RouteCopy]
     changed: list[RoutePatch]
     removed: list[Prefix]
+    admit: Admit | None = None
 
 
 def validate_delta(document: Any) -> ParamDelta:
@@ -273,7 +287,7 @@ def apply_delta(base_set: ParamSet, document: ParamDelta | dict[str, Any]) -> Pa
     changes or removes, and every route a copy is like, must be in the base,
     and none it adds or copies to may be. The routes the base has and the
     delta does not touch stay the base's objects; the set keeps the base's
-    order, added routes then copies at the end.
+    order, added routes then copies at the end, and the base's admit unless the delta gives one.
     """
     delta = document if isinstance(document, ParamDelta) else validate_delta(document)
     if base_set.generation != delta.base:
@@ -303,15 +317,16 @@ def apply_delta(base_set: ParamSet, document: ParamDelta | dict[str, Any]) -> Pa
         not_in_base(copy.dst, f"copied[{i}].dst")
         in_base(copy.like, f"copied[{i}].like")
         routes[copy.dst] = base[copy.like].model_copy(update={"dst": copy.dst, **copy.changes()})
-    return ParamSet(generation=delta.generation, routes=list(routes.values()))
+    admit = delta.admit if "admit" in delta.model_fields_set else base_set.admit
+    return ParamSet(generation=delta.generation, routes=list(routes.values()), admit=admit)
 
 
 def make_delta(base_set: ParamSet, new_set: ParamSet) -> dict[str, Any]:
     """The delta from a set to a newer one, as the wire carries it: routes added, patches
     of the fields that changed, destinations removed. A new destination is sent as a copy
     of a base route with the same parameters, else of the base route that covered it
-    (longest prefix) with the fields that differ, else whole.
-    `apply_delta(base_set, make_delta(base_set, new_set))` carries the same routes as new_set."""
+    (longest prefix) with the fields that differ, else whole; admit where it changed.
+    `apply_delta(base_set, make_delta(base_set, new_set))` carries the same parameters as new_set."""
     before = {route.dst: route for route in base_set.routes}
     by_parameters: dict[tuple, str] = {}
     for route in base_set.routes:
@@ -335,8 +350,11 @@ def make_delta(base_set: ParamSet, new_set: ParamSet) -> dict[str, Any]:
         else:
             added.append(route)
     after = {route.dst for route in new_set.routes}
-    return {"base": base_set.generation, "generation": new_set.generation, "added": added,
-            "copied": copied, "changed": changed, "removed": [dst for dst in before if dst not in after]}
+    delta = {"base": base_set.generation, "generation": new_set.generation, "added": added,
+             "copied": copied, "changed": changed, "removed": [dst for dst in before if dst not in after]}
+    if new_set.admit != base_set.admit:
+        delta["admit"] = new_set.admit
+    return delta
 
 
 def _differing(old: RouteParams, new: RouteParams) -> dict[str, Any]:

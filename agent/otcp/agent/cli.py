@@ -399,6 +399,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"skipped {skipped['dst']}: {skipped['reason']}")
     for unenforced in shown["unenforced"]:
         print(f"applied {unenforced['dst']}, but {unenforced['reason']}")
+    if shown["admit"] is not None:
+        print(f"admission: applications here ask at most {shown['admit']} senders to send at once (fan-in "
+              "admission: a contract the planned windows count on; no kernel enforces it)")
     _print_enforcement(shown["enforcement"])
     _print_lease(shown["lease"], shown["generation"] is not None and shown["active"])
     return 0

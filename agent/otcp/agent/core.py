@@ -306,12 +306,16 @@ class Agent:
             return removed
 
     def show(self) -> dict[str, Any]:
-        """What is applied, as `otcp-agent show` prints it: the stored generation and the
-        routes read back from the kernel."""
+        """What is applied, as `otcp-agent show` prints it: the stored generation, the routes
+        read back from the kernel, and admit: the most senders this host's applications may ask
+        at once (fan-in admission), None when the set gives none or its lease lapsed."""
         applied = self.state.applied()
         names = self.routes.interface_names()
         routes = [self.routes.describe(route, names) for route in self.routes.owned()]
         results = self.state.applied_results() if applied is not None and applied.active else []
+        lease = shown_lease(applied.lease, time.time()) if applied is not None and applied.active else None
+        admit = (applied.param_set.admit if applied is not None and applied.active
+                 and not (lease is not None and lease["safe_state"]) else None)
         return {
             "generation": None if applied is None else applied.generation,
             "epoch": self.state.epoch(),
@@ -321,7 +325,8 @@ class Agent:
             "skipped": [r.model_dump(exclude_unset=True) for r in results if r.status == "skipped"],
             "unenforced": [r.model_dump(exclude_unset=True) for r in results if r.status == "applied" and r.reason],
             "enforcement": shown_enforcement(self.state_path, self.routes.netns),
-            "lease": shown_lease(applied.lease, time.time()) if applied is not None and applied.active else None,
+            "lease": lease,
+            "admit": admit,
         }
 
     def held(self) -> tuple[int | None, int | None]:

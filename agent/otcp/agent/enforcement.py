@@ -162,7 +162,7 @@ class Enforcement:
             return param_set
         routes = [route if route.congctl is None or route.congctl in available
                   else route.model_copy(update={"congctl": None}) for route in param_set.routes]
-        return ParamSet(generation=param_set.generation, routes=routes)
+        return param_set.model_copy(update={"routes": routes})
 
     def apply(self, routes: Sequence[RouteParams], results: Sequence[RouteResult]) -> Callable[[], object]:
         """Make the program's set for this host the routes that were applied

@@ -30,10 +30,10 @@ def safe_state(param_set: ParamSet) -> ParamSet:
     """What a set becomes when its lease lapses: the same destinations and generation, each
     route keeping its rto_min and quickack, its initial window at most SAFE_INITCWND, and no
     window clamp, segment size or pacing rate: the values that throttle a flow that runs
-    alone on a path planned for many. A long fat path keeps its congestion control and
-    increase (they follow from its capacity and round trip) but not its initial ssthresh (a
-    share of the pipe)."""
-    return ParamSet(generation=param_set.generation, routes=[
+    alone on a path planned for many; and no admit, which counts on those windows. A long fat
+    path keeps its congestion control and increase (they follow from its capacity and round
+    trip) but not its initial ssthresh (a share of the pipe)."""
+    return ParamSet(generation=param_set.generation, admit=None, routes=[
         route.model_copy(update={"initcwnd": min(route.initcwnd, SAFE_INITCWND), "cwnd_clamp": None,
                                  "advmss": None, "pacing_rate": None, "ssthresh": None})
         for route in param_set.routes])

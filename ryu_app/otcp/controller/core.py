@@ -797,17 +797,19 @@ class ControllerCore:
 
     def _next_generation(self, plan: Plan, link_rows: Sequence[LinkMeasurement]) -> tuple[Generation | None, list[str]]:
         """Number a new generation and publish the sets of the hosts whose
-        routes changed; returns it and those hosts, (None, []) if none did."""
+        routes or admit (fan-in admission's K) changed; returns it and those hosts, (None, []) if none did."""
         # Only the hosts of the switches this instance is MASTER of: the others' agents take sets
         # from their own switch's master.
         routes = {ip: host_routes for ip, host_routes in plan.route_sets().items() if self.agent_epoch(ip) is not None}
+        admissions = plan.admissions()
         # The hosts' addresses, for the agents' round-trip probes (an aggregated prefix hides them).
         self.publications.peers = sorted(plan.fabric.hosts)
-        changed = {ip: host_routes for ip, host_routes in routes.items() if self.publications.changed(ip, host_routes)}
+        changed = {ip: host_routes for ip, host_routes in routes.items()
+                   if self.publications.changed(ip, host_routes, admissions.get(ip))}
         if not changed:
             return None, []
         number = self.generation + 1
-        too_large = self.publications.publish(number, changed)
+        too_large = self.publications.publish(number, changed, admissions)
         self.generation = number
         for host_ip, refused in sorted(too_large.items()):
             self.log.error("%s", refused.describe(host_ip))

@@ -31,6 +31,7 @@ class TooLarge:
 
     generation: int
     routes: tuple[RouteParams, ...]
+    admit: int | None
     message_bytes: int
 
     def describe(self, host_ip: str) -> str:
@@ -49,12 +50,14 @@ class Publications:
         self.too_large: dict[str, TooLarge] = {}  # host -> its newest set, refused for its size
         self._sets: dict[str, ParamSet] = {}
 
-    def publish(self, generation: int, routes: Mapping[str, Sequence[RouteParams]]) -> dict[str, TooLarge]:
-        """Make {host address: routes} the latest set of each host, as generation `generation`.
+    def publish(self, generation: int, routes: Mapping[str, Sequence[RouteParams]],
+                admissions: Mapping[str, int] | None = None) -> dict[str, TooLarge]:
+        """Make {host address: routes} the latest set of each host, as generation `generation`,
+        with the host's admit from admissions ({host address: K}; a host not in it gets none).
 
         The routes are valid already (a `RouteParams` is validated when it is
         made); each set is checked as a whole (its host's address, the
-        generation, no destination twice) first, and none is kept unless all
+        generation, no destination twice, admit) first, and none is kept unless all
         are valid: a bad set never reaches an agent, nor counts as published.
         ValueError names the host or the field.
 
@@ -63,14 +66,16 @@ class Publications:
         returned (and kept in `too_large`, so the same routes do not count as
         changed again) for the caller to report.
         """
-        sets = {host_address(address): validate_param_set({"generation": generation, "routes": list(host_routes)})
+        admissions = admissions or {}
+        sets = {host_address(address): validate_param_set({"generation": generation, "routes": list(host_routes),
+                                                           "admit": admissions.get(address)})
                 for address, host_routes in routes.items()}
         refused: dict[str, TooLarge] = {}
         peers_size = peers_bytes(self.peers)
         for address, param_set in sets.items():
             size = whole_set_bytes(param_set, self.peers, self.frame_bytes, peers_size)
             if size > self.frame_bytes:
-                refused[address] = TooLarge(generation, tuple(param_set.routes), size)
+                refused[address] = TooLarge(generation, tuple(param_set.routes), param_set.admit, size)
             else:
                 self._sets[address] = param_set
                 self.too_large.pop(address, None)
@@ -81,13 +86,13 @@ class Publications:
         """The set to send to host_ip's agent, or None."""
         return self._sets.get(host_ip)
 
-    def changed(self, host_ip: str, routes: Sequence[RouteParams]) -> bool:
-        """True if routes differ from the routes last published for host_ip (or last refused for their size)."""
+    def changed(self, host_ip: str, routes: Sequence[RouteParams], admit: int | None = None) -> bool:
+        """True if routes or admit differ from those last published for host_ip (or last refused for their size)."""
         refused = self.too_large.get(host_ip)
         if refused is not None:
-            return refused.routes != tuple(routes)
+            return refused.routes != tuple(routes) or refused.admit != admit
         latest = self._sets.get(host_ip)
-        return latest is None or latest.routes != list(routes)
+        return latest is None or latest.routes != list(routes) or latest.admit != admit
 
     def forget(self, host_ip: str) -> None:
         """Drop host_ip's set, so its next routes count as changed."""
