@@ -163,13 +163,15 @@ def test_lossless_fan_in_keeps_full_frames_and_drops_nothing_where_they_do_not_f
 def test_admission_keeps_full_frames_and_drops_nothing_where_even_they_do_not_fit_the_buffer(tmp_path):
     """12 senders into a 10 000 B buffer at 25 Mb/s: 12 full frames, each behind its ACK (18 960 B),
     do not fit even the whole buffer, so otcp-lossless would shrink every segment. otcp-admit's
-    receiver asks at most (10 000 - 1 514) / (1 514 + 66) = 5.4 -> 5 senders at once, the controller
-    counts 5 flows on its downlink, each keeps one full frame: full-size packets, and the kernel's
+    receiver asks at most (10 000 - 1 514) / (1 514 + 66) = 5.4 -> 5 senders at once (the admit of
+    the controller's set for it, shown by its agent), the controller counts 5 flows on its downlink, each keeps one full frame: full-size packets, and the kernel's
     bfifo at the bottleneck drops nothing."""
     out = tmp_path / "admit"
     summary = twelve_senders_at_25_mbps(out, 10000, "otcp-admit")
     (run,) = summary["runs"]
-    assert any("the receiver asks at most 5 senders at once" in note for note in summary["notes"]), summary["notes"]
+    # The controller sent the receiver its K as its set's admit, and the run read it from the receiver's agent.
+    assert any("the receiver's agent shows the controller's admit, 5:" in note for note in summary["notes"]), \
+        summary["notes"]
     assert run["packet_bytes"] == 1500, run
     sender = (out / "routes" / "otcp-admit" / "h2.txt").read_text().split("after the measured rounds")[1]
     assert re.search(r"^10\.0\.0\.\d+(?:/\d+)? dev \S+ proto 79 .*cwnd lock 1 .*initcwnd 1 ", sender, re.M), sender

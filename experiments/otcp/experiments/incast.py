@@ -160,13 +160,12 @@ def run_network(config: IncastConfig, store: results.ResultStore, progress: Prog
         servers = Servers(network)
         window = static_rwnd(network, sweep, progress, buffer_bytes) if any(s.static_rwnd for s in runnable) \
             else None
-        admit = admitted(network, sweep, progress, buffer_bytes) if any(s.admission for s in runnable) else None
         for scheme in runnable:
             label = run_label(scheme.name, senders, buffer_bytes)
             progress.start_run(label)
             try:
-                run, detail = run_scheme(network, servers, scheme, buffer_bytes, progress,
-                                         window if scheme.static_rwnd else None, admit if scheme.admission else None)
+                run, detail = run_scheme(network, servers, scheme, buffer_bytes, progress, sweep,
+                                         window if scheme.static_rwnd else None)
                 if not any((c.senders, c.buffer_bytes, c.packet_bytes) == (senders, buffer_bytes, run.packet_bytes)
                            for c in sweep.ceilings):
                     measure_ceiling(network, store, progress, sweep, buffer_bytes, run.packet_bytes)
@@ -188,17 +187,6 @@ def static_rwnd(network: Network[IncastConfig], sweep: SweepResult, progress: Pr
     sweep.note(progress, f"static-rwnd on the {len(topo.senders)}-sender network ({buffer_bytes} B): receive "
                          f"windows of {window} B, from an idle round trip of {rtt * 1000:.3f} ms")
     return window
-
-
-def admitted(network: Network[IncastConfig], sweep: SweepResult, progress: Progress, buffer_bytes: int) -> int:
-    """How many senders the admission schemes' receiver asks at once on this star: what the
-    controller's fan-in admission counts on the receiver's downlink (formulas.admitted_flows of
-    its buffer, at the controller's MSS and the experiment's lossless settings)."""
-    lossless = dataclasses.replace(network.config.lossless(), fan_in_admission=True)
-    admit = int(formulas.admitted_flows(buffer_bytes, formulas.Bounds(), lossless))
-    sweep.note(progress, f"otcp-admit on the {len(network.topo.senders)}-sender network ({buffer_bytes} B): the "
-                         f"receiver asks at most {admit} senders at once")
-    return admit
 
 
 def keep_run(sweep: SweepResult, store: results.ResultStore, progress: Progress, run: RunRecord,
@@ -266,17 +254,26 @@ class Workload:
 
 
 def run_scheme(network: Network[IncastConfig], servers: Servers, scheme: Scheme, buffer_bytes: int,
-               progress: Progress, window: int | None = None,
-               admit: int | None = None) -> tuple[RunRecord, RunDetail]:
-    """One scheme on a running network (window: the receive window its client holds, admit: how
-    many servers it asks at once, or None); returns (RunRecord, RunDetail)."""
+               progress: Progress, sweep: SweepResult, window: int | None = None) -> tuple[RunRecord, RunDetail]:
+    """One scheme on a running network (window: the receive window its client holds, or None);
+    returns (RunRecord, RunDetail). An admission scheme's client asks at most as many servers at
+    once as the receiver's agent shows of the controller's set (its admit)."""
     config, emulation, topo = network.config, network.emulation, network.topo
     hosts = [topo.receiver] + topo.senders + [topo.probe]
     heading = f"senders={len(topo.senders)} buffer_bytes={buffer_bytes}"
     servers.serve(scheme.congestion_control)
     with apply_scheme(network, scheme, hosts, topo.receiver, buffer_bytes) as applied:
+        admit = None
         if applied.agents is not None:
             applied.agents.wait_for_routes(network.data_ips)
+            if scheme.admission:
+                admit = applied.agents.admit(topo.receiver)
+                if admit is None:
+                    raise RunError(f"{scheme.name}: the receiver's agent holds no admit: the controller's set for "
+                                   f"{topo.receiver} plans no fan-in admission")
+                sweep.note(progress, f"{scheme.name} on the {len(topo.senders)}-sender network ({buffer_bytes} B): "
+                                     f"the receiver's agent shows the controller's admit, {admit}: its client asks "
+                                     "at most that many senders at once")
         network.record_routes(scheme.name, hosts, f"{heading}: before traffic")
         workload = Workload(network, config.block_bytes(len(topo.senders)), scheme.congestion_control, window,
                             admit)

@@ -161,6 +161,14 @@ class Agents:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGCONT)
 
+    def admit(self, host: str) -> int | None:
+        """How many senders host's applications may ask at once, as its agent shows it
+        (``otcp-agent show --json``): the admit of the controller's set under fan-in admission,
+        None when the set gives none."""
+        shown = json.loads(self.emulation.run(host, [self.command, "show", "--json", "--state",
+                                                     self.state_path(host)]))
+        return shown["admit"]
+
     def state_path(self, host: str) -> str:
         """The agent's state database in host."""
         return os.path.join(self.workdir, f"agent-{host}.db")
