@@ -7,12 +7,14 @@ frame holds (the host's end at 9000 B) is refused by the veth driver ("Peer MTU 
 to set XDP"), and Open vSwitch fails to add the port."""
 
 import json
+import os
 import subprocess
+import sys
 
 from mininet.node import Switch
 
 from otcp.experiments.calibrate import CalibrationTopo
-from otcp.experiments.runner import counters, measure, ovs_sockets
+from otcp.experiments.runner import counters, measure, ovs_sockets, placement
 from otcp.experiments.runner.datapath import Datapath, DatapathInUse
 from otcp.experiments.runner.emulation import emulate
 from otcp.topo.fabrics import BufferedLink
@@ -80,6 +82,33 @@ def test_the_switchs_pmd_threads_are_read_for_the_share_of_their_cycles_spent_on
         start = counters.MachineTimes.now()
         assert pings(emulation)
         assert (counters.MachineTimes.now() - start).switch_pmd_busy_pct is None
+    assert ovs_bridges() == before
+
+
+def test_a_pinned_datapath_keeps_every_process_of_the_experiment_off_the_switchs_cores():
+    """afxdp pinned: the PMD thread's core is the switch's alone; the hosts' shells, what they run and
+    this process run on the others; afpacket pinned: the last core is left to the main thread.
+    This process's CPUs are back once the network is down."""
+    before, cpus = ovs_bridges(), os.sched_getaffinity(0)
+    topo = CalibrationTopo(bw=100, buffer_bytes=85000, sender_bw=200)
+    for asked in (Datapath.named("afxdp", "native", pinned=True), Datapath(pinned=True)):
+        with emulate(topo, datapath=asked) as emulation:
+            assert emulation.datapath.used == asked
+            where = emulation.placement
+            assert where.pinned and not set(where.host_cpus) & set(where.switch_cpus)
+            assert set(where.host_cpus) | set(where.switch_cpus) == cpus
+            pmd = placement.pmd_cores()
+            assert (set(pmd) == set(where.switch_cpus)) if asked.is_xdp else (pmd == [] and where.switch_cpus ==
+                                                                              (max(cpus),))
+            assert os.sched_getaffinity(0) == set(where.host_cpus)
+            assert os.sched_getaffinity(emulation.host("h1").pid) == set(where.host_cpus)
+            shown = emulation.run("h2", [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"])
+            assert shown.strip() == str(list(where.host_cpus))
+            assert pings(emulation)
+        assert os.sched_getaffinity(0) == cpus
+    # Unpinned, nothing is placed.
+    with emulate(topo, datapath=Datapath()) as emulation:
+        assert emulation.placement is None and os.sched_getaffinity(0) == cpus
     assert ovs_bridges() == before
 
 

@@ -189,10 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_datapath_arguments(cal)
     compare = commands.add_parser("datapath", help="the switch's datapath candidates side by side: ceilings, the "
                                   "switch's CPU and calibration", description=first_line(datapaths.__doc__))
-    compare.add_argument("--datapaths", default=DATAPATH["datapaths"], metavar="KIND[:MODE],...",
-                         help=f"the candidates, each a datapath ({', '.join(datapath.DATAPATHS)}) and for the AF_XDP "
+    compare.add_argument("--datapaths", default=DATAPATH["datapaths"], metavar="KIND[:MODE][+pinned],...",
+                         help=f"the candidates, each a datapath ({', '.join(datapath.DATAPATHS)}), for the AF_XDP "
                               f"ones an XDP mode ({', '.join(datapath.XDP_MODES)}; default "
-                              f"{datapath.DEFAULT_XDP_MODE}) (default {DATAPATH['datapaths']})")
+                              f"{datapath.DEFAULT_XDP_MODE}), and +pinned to run the experiment's processes apart "
+                              f"from the switch's forwarding threads (--pin-hosts) (default {DATAPATH['datapaths']})")
     compare.add_argument("--buffer-bytes", default=DATAPATH["buffer_bytes"],
                          help=f"comma-separated bottleneck buffers in bytes (default {DATAPATH['buffer_bytes']})")
     compare.add_argument("--packet-bytes", default=DATAPATH["packet_bytes"],
@@ -663,6 +664,10 @@ def add_datapath_arguments(parser: argparse.ArgumentParser) -> None:
                              "this machine refuses AF_XDP the switch runs on afpacket and says why")
     parser.add_argument("--xdp-mode", choices=datapath.XDP_MODES, default=datapath.DEFAULT_XDP_MODE,
                         help=f"the AF_XDP datapaths' XDP mode on the veths (default {datapath.DEFAULT_XDP_MODE})")
+    parser.add_argument("--pin-hosts", action="store_true",
+                        help="run every process of the experiment (hosts, agents, controller, this one) on the "
+                             "cores the switch's forwarding threads do not poll on (the PMD threads' cores, or "
+                             "the last core); the run's notes say where, or why not")
 
 
 def workload_config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> workload.WorkloadConfig:
@@ -702,7 +707,7 @@ def workload_config_from_args(args: argparse.Namespace, parser: argparse.Argumen
     return workload.WorkloadConfig(
         out=out, schemes=names, bw_mbps=pick("bw_mbps"), buffers=buffers, delay_us=args.delay_us,
         forwarding=args.forwarding, fine_rto_ms=args.fine_rto_ms, queue_target_fraction=args.queue_target_fraction,
-        datapath=args.datapath, xdp_mode=args.xdp_mode,
+        datapath=args.datapath, xdp_mode=args.xdp_mode, pin_hosts=args.pin_hosts,
         ceiling_seconds=args.ceiling_seconds, ceiling_repeats=pick("ceiling_repeats"), topo=pick("topo"),
         distribution=pick("distribution"), size_scale=size_scale, load=pick("load"),
         query_senders=fan_ins, query_bytes=sizes, query_rate=query_rate, query_load=query_load,
@@ -788,7 +793,8 @@ def calibration_config_from_args(args: argparse.Namespace,
     out = output_directory(args.out, parser)
     return calibrate.CalibrationConfig(out=out, buffers=buffers, packet_sizes=sizes, bw_mbps=args.bw_mbps,
                                        overload=args.overload, overflow_ms=args.overflow_ms,
-                                       forwarding=args.forwarding, datapath=args.datapath, xdp_mode=args.xdp_mode)
+                                       forwarding=args.forwarding, datapath=args.datapath, xdp_mode=args.xdp_mode,
+                                       pin_hosts=args.pin_hosts)
 
 
 def datapath_config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> datapaths.DatapathConfig:
@@ -814,12 +820,17 @@ def datapath_config_from_args(args: argparse.Namespace, parser: argparse.Argumen
 
 
 def parse_datapaths(text: str) -> list[datapath.Datapath]:
-    """The candidates of --datapaths (KIND[:MODE],...), each once (ValueError names the option)."""
+    """The candidates of --datapaths (KIND[:MODE][+pinned],...), each once (ValueError names the option)."""
     found = []
     for part in text.split(","):
-        kind, _, mode = part.partition(":")
+        name, plus, suffix = part.partition("+")
+        kind, _, mode = name.partition(":")
         try:
-            found.append(datapath.Datapath(kind, mode) if mode else datapath.Datapath.named(kind))
+            if plus and suffix != "pinned":
+                raise ValueError(f"+{suffix} is not +pinned")
+            pinned = bool(plus)
+            found.append(datapath.Datapath(kind, mode, pinned) if mode
+                         else datapath.Datapath.named(kind, pinned=pinned))
         except ValueError as exc:
             raise ValueError(f"--datapaths: {part!r}: {exc}") from None
     if len(set(found)) != len(found):
@@ -873,7 +884,7 @@ def config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
         sru_bytes=None if args.total_bytes is not None else pick("sru_bytes"),
         total_bytes=args.total_bytes, rounds=pick("rounds"), warmup_seconds=pick("warmup_seconds"),
         persistent=args.persistent, bw_mbps=pick("bw_mbps"), delay_us=args.delay_us, fine_rto_ms=args.fine_rto_ms,
-        forwarding=args.forwarding, datapath=args.datapath, xdp_mode=args.xdp_mode,
+        forwarding=args.forwarding, datapath=args.datapath, xdp_mode=args.xdp_mode, pin_hosts=args.pin_hosts,
         probe_interval_s=args.probe_interval_ms / 1000.0,
         ceiling_seconds=args.ceiling_seconds, ceiling_repeats=pick("ceiling_repeats"),
         round_timeout_s=args.round_timeout, queue_target_fraction=args.queue_target_fraction,

@@ -32,6 +32,8 @@ class ExperimentConfig:
     OTCP controller forwards) or "standalone" (learning bridges); datapath,
     xdp_mode: what the switches' ports should be (runner.datapath: afpacket,
     afxdp-nonpmd or afxdp; native or generic XDP for the AF_XDP ones);
+    pin_hosts: the experiment's processes run apart from the switch's
+    forwarding threads (runner.placement);
     fine_rto_ms: the fine-rto schemes' rto_min; queue_target_fraction:
     otcp-lossless's standing queue as a share of the buffer;
     fan_in_queue_fraction: the share of the buffer its queue may rise to
@@ -50,6 +52,7 @@ class ExperimentConfig:
     forwarding: str = "controller"
     datapath: str = DEFAULT_DATAPATH
     xdp_mode: str = DEFAULT_XDP_MODE
+    pin_hosts: bool = False
     fine_rto_ms: int = DEFAULT_FINE_RTO_MS
     queue_target_fraction: float = Lossless.queue_target_fraction
     fan_in_queue_fraction: float = Lossless.fan_in_queue_fraction
@@ -65,4 +68,4 @@ class ExperimentConfig:
 
     def switch_datapath(self) -> Datapath:
         """The datapath asked for, as the emulation takes it."""
-        return Datapath.named(self.datapath, self.xdp_mode)
+        return Datapath.named(self.datapath, self.xdp_mode, self.pin_hosts)

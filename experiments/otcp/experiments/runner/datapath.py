@@ -62,10 +62,13 @@ class DatapathError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Datapath:
-    """One datapath: kind (one of DATAPATHS) and, for the AF_XDP ones, the XDP mode."""
+    """One datapath: kind (one of DATAPATHS) and, for the AF_XDP ones, the XDP mode; pinned:
+    the experiment's processes run apart from the switch's forwarding threads
+    (otcp.experiments.runner.placement)."""
 
     kind: str = DEFAULT_DATAPATH
     xdp_mode: str | None = None
+    pinned: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in DATAPATHS:
@@ -76,9 +79,9 @@ class Datapath:
             raise ValueError(f"datapath {self.kind}: XDP mode {self.xdp_mode!r} is not one of {', '.join(XDP_MODES)}")
 
     @classmethod
-    def named(cls, kind: str, xdp_mode: str = DEFAULT_XDP_MODE) -> Datapath:
+    def named(cls, kind: str, xdp_mode: str = DEFAULT_XDP_MODE, pinned: bool = False) -> Datapath:
         """kind with xdp_mode where it has one (ValueError names a bad one)."""
-        return cls(kind, None if kind == AFPACKET else xdp_mode)
+        return cls(kind, None if kind == AFPACKET else xdp_mode, pinned)
 
     @property
     def is_xdp(self) -> bool:
@@ -92,8 +95,9 @@ class Datapath:
 
     @property
     def label(self) -> str:
-        """How tables and messages name it: "afpacket", "afxdp-nonpmd native"."""
-        return self.kind if self.xdp_mode is None else f"{self.kind} {self.xdp_mode}"
+        """How tables and messages name it: "afpacket", "afxdp-nonpmd native", "afxdp native, pinned"."""
+        name = self.kind if self.xdp_mode is None else f"{self.kind} {self.xdp_mode}"
+        return f"{name}, pinned" if self.pinned else name
 
     def interface_settings(self) -> list[str]:
         """The column settings of ``ovs-vsctl set Interface PORT ...`` that make a port this
@@ -138,7 +142,7 @@ def choose(asked: Datapath, topo: Any, iface_types: Sequence[str] | None = None)
     the reason. iface_types: Open vSwitch's (read when not given)."""
     if not asked.is_xdp:
         return DatapathInUse(asked, asked)
-    fallback = Datapath()
+    fallback = Datapath(pinned=asked.pinned)
     shared = [f"{a}-{b}" for a, b, _ in topo.links(withInfo=True) if topo.isSwitch(a) and topo.isSwitch(b)]
     if shared:
         return DatapathInUse(asked, fallback, f"switch-to-switch links ({', '.join(shared[:3])}) keep their buffer "
@@ -260,7 +264,7 @@ def settle(in_use: DatapathInUse, ports: Sequence[str], offset: int) -> Datapath
     to_system = [word for p in ports for word in ("--", "set", "Interface", p, "type=system",
                                                   "--", "remove", "Interface", p, "options", "xdp-mode")]
     subprocess.run(["ovs-vsctl", "--timeout=30", *to_system], capture_output=True, text=True, check=False)
-    fallback = DatapathInUse(in_use.asked, Datapath(), reason)
+    fallback = DatapathInUse(in_use.asked, Datapath(pinned=expected.pinned), reason)
     states = port_states(ports)
     still = [p for p in ports if p not in states or states[p].error is not None or states[p].ovs_type != "system"]
     if still:
@@ -278,6 +282,6 @@ def _with_mode_in_use(in_use: DatapathInUse, states: dict[str, PortState]) -> Da
     if len(modes) == 1:
         (mode,) = modes
         if mode != used.xdp_mode and mode in XDP_MODES:
-            return DatapathInUse(in_use.asked, Datapath(used.kind, mode),
+            return DatapathInUse(in_use.asked, Datapath(used.kind, mode, used.pinned),
                                  f"Open vSwitch runs the ports in {mode} XDP, not {used.xdp_mode}")
     return in_use

@@ -49,8 +49,16 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import Node, OVSBridge, OVSSwitch, RemoteController
 
-from otcp.experiments.runner import ovs_sockets
-from otcp.experiments.runner.datapath import Datapath, DatapathError, DatapathInUse, choose, log_offset, settle
+from otcp.experiments.runner import ovs_sockets, placement
+from otcp.experiments.runner.datapath import (
+    AFXDP,
+    Datapath,
+    DatapathError,
+    DatapathInUse,
+    choose,
+    log_offset,
+    settle,
+)
 from otcp.topo.fabrics import BufferedIntf, BufferedLink
 
 CONGESTION_CONTROL = "cubic"
@@ -131,6 +139,8 @@ class Emulation:
         self.congestion_control_note: str | None = None
         # What the data switches' ports were asked to be and are (emulate sets it once they are up).
         self.datapath = DatapathInUse(Datapath(), Datapath())
+        # Where the experiment's processes run, when the datapath pins them apart from the switch.
+        self.placement: placement.Placement | None = None
         self._processes: list[subprocess.Popen[bytes]] = []
 
     def host(self, name: str) -> Any:
@@ -229,7 +239,9 @@ def emulate(topo: Any, controller: ControllerStarter | None = None, management: 
     (otcp.experiments.runner.ovs_sockets; False only to measure what happens without).
     datapath: what the data switches' ports should be (default AF_PACKET); where this
     machine or Open vSwitch refuses it, they are AF_PACKET and emulate says why on stderr
-    (Emulation.datapath records both).
+    (Emulation.datapath records both). A pinned datapath runs this process and all it starts
+    apart from the switch's forwarding threads once the ports are up (runner.placement;
+    Emulation.placement says where, or why not).
     """
     setLogLevel(log_level)
     subnet = ipaddress.ip_network(management_subnet) if management else None
@@ -267,6 +279,10 @@ def emulate(topo: Any, controller: ControllerStarter | None = None, management: 
         problems = [_pin_congestion_control(host) for host in net.hosts]
         emulation = Emulation(net, topo, management_ips, root_ip)
         emulation.datapath = in_use
+        if in_use.used.pinned:
+            emulation.placement = placement.plan(os.sched_getaffinity(0),
+                                                 placement.pmd_cores() if in_use.used.kind == AFXDP else [])
+            stack.enter_context(placement.pinned(emulation.placement))
         emulation.congestion_control_note = next((p for p in problems if p), None)
         yield emulation
     finally:

@@ -167,5 +167,7 @@ def start_network(config: C, topo: Any, workdir: str, with_agents: bool = False,
         enforced, delay_note = delay_report(topo)
         if enforced:
             topo.write_inventory(inventory, delay_enforced=True)
-        notes = [note for note in (emulation.congestion_control_note, delay_note, emulation.datapath.note) if note]
+        placed = emulation.placement.note if emulation.placement is not None else None
+        notes = [note for note in (emulation.congestion_control_note, delay_note, emulation.datapath.note, placed)
+                 if note]
         yield Network(config, topo, workdir, emulation, controller, {h.name: h.IP() for h in emulation.hosts}, notes)
