@@ -63,7 +63,7 @@ def test_push_apply_ack(ns, tmp_path, cleanup):
     controller.publish("10.77.0.1", set_for(2, "10.77.0.3/32"))
     wait_for(lambda: controller.rejects, "the agent's refusal of a changed generation 2")
     assert controller.rejects[0][:2] == ("10.77.0.1", 2)
-    assert "already applied with different routes" in controller.rejects[0][2]
+    assert "already applied with different parameters" in controller.rejects[0][2]
     assert ns.otcp_routes() == {"10.77.0.2/32": expected(initcwnd=4)}
 
 
