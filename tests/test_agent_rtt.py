@@ -92,3 +92,39 @@ def test_the_window_minimum_spread_and_rotation():
     now[0] = 61.0
     assert meter.report() == []  # the window moved past them
     assert [meter._rotation(["a", "b", "c"]) for _ in range(3)] == [["a", "b"], ["c", "a"], ["b", "c"]]
+
+
+@pytest.mark.root
+def test_the_sending_counter_counts_the_connections_that_sent_to_each_destination(pair):
+    """Three connections from a to b: two send, one only connects. The first count sees the two; the
+    second, with nothing sent since, none; then one sends again. A destination outside the prefixes is
+    not reported."""
+    a, b = pair
+    server = subprocess.Popen(["ip", "netns", "exec", b, sys.executable, "-c",
+                               "import socket, threading\n"
+                               "s = socket.create_server(('10.66.0.2', 7000))\n"
+                               "def drain(c):\n"
+                               "    while c.recv(65536): pass\n"
+                               "while True: threading.Thread(target=drain, args=(s.accept()[0],)).start()\n"],
+                              cwd=ROOT)
+    try:
+        code = ("import json, socket, time\n"
+                "from otcp.agent.sending import SendingCounter\n"
+                "for _ in range(50):\n"
+                "    try:\n"
+                "        first = socket.create_connection(('10.66.0.2', 7000)); break\n"
+                "    except OSError: time.sleep(0.1)\n"
+                "second, idle = (socket.create_connection(('10.66.0.2', 7000)) for _ in range(2))\n"
+                "def send(c): c.sendall(b'x' * 20000); time.sleep(0.2)\n"
+                "counter = SendingCounter(); counts = []\n"
+                "send(first); send(second)\n"
+                "counts.append(counter.count(['10.66.0.0/24'])); counts.append(counter.count(['10.66.0.0/24']))\n"
+                "send(second)\n"
+                "counts.append(counter.count(['10.66.0.0/24'])); send(first)\n"
+                "counts.append(counter.count(['10.77.0.0/16']))\n"
+                "print(json.dumps([[[s.dst, s.connections] for s in c] for c in counts]))\n")
+        counts = in_namespace(a, code)
+    finally:
+        server.kill()
+        server.wait()
+    assert counts == [[["10.66.0.2", 2]], [], [["10.66.0.2", 1]], []]

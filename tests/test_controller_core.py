@@ -17,6 +17,7 @@ from otcp.controller.core import ARP_PENDING_S, ECHO_PAYLOAD, MAX_GENERATION_LEA
 from otcp.controller.publication import Publications
 from otcp.controller.topology import Host
 from otcp.wire.limits import GENERATION, RTT_PROBE_PORT
+from otcp.wire.messages import SendingConnections
 from otcp.wire.paramset import ParamSet, RouteParams
 from support.controller_fakes import (
     H1,
@@ -250,6 +251,20 @@ def test_flow_stats_make_pairs_active_and_count_on_their_links():
     assert rows[("s1", "s2")].delay_source == "measured" and rows[("s1", "s2")].samples == 1
     assert rows[("s1", "s2")].delay_s == pytest.approx(0.002)
     assert rows[("s2", "s1")].delay_source == "default"
+
+
+def test_an_agents_sending_connections_multiply_an_active_pair_while_its_report_is_fresh():
+    core = measured_core()
+    core.connection_report(15.0, H1[0], [SendingConnections(H2[0], 8), SendingConnections("10.9.9.9", 3)])
+    core.connection_report(15.0, H2[0], [SendingConnections(H1[0], 4)])  # the pair back carries no data
+    core.flow_stats(1, [pair_stat(H1[0], H2[0], 10)])
+    core.flow_stats(1, [pair_stat(H1[0], H2[0], 50)])
+    rows = {(row.src, row.dst): row for row in core.replan(20.0).measurements}
+    assert rows[("s1", "s2")].flows == 8 and rows[("s2", "s1")].flows == 0
+    core.flow_stats(1, [pair_stat(H1[0], H2[0], 90)])
+    late = 15.0 + core.reported_connections.max_age_s + 1.0
+    rows = {(row.src, row.dst): row for row in core.replan(late).measurements}
+    assert rows[("s1", "s2")].flows == 1  # the report has aged out: the switch's pair alone
 
 
 def test_a_flow_stats_reply_in_parts_is_counted_as_one_poll():

@@ -310,7 +310,7 @@ def test_enforcement_is_reported_in_hello_and_ack_and_checked():
     assert messages.parse_message(hello, messages.Hello).hostname == "h1"
     with pytest.raises(ProtocolError, match="enforcement: missing"):
         messages.parse_message({k: v for k, v in hello.items() if k != "enforcement"}, messages.Hello)
-    assert limits.VERSION == 10
+    assert limits.VERSION == 11
 
 
 def test_message_schemas_refuse_unknown_missing_and_mistyped_fields():
@@ -343,6 +343,21 @@ def test_round_trips_are_seconds_in_the_processes_and_microseconds_on_the_wire()
     assert back.dst == "10.0.0.2" and back.min_s == pytest.approx(250e-6) and back.spread_s == pytest.approx(1.2345e-3)
     with pytest.raises(ValueError, match="not finite"):
         messages.rtt_message([messages.RoundTrip("10.0.0.2", float("nan"), 0.0, 1, "probe")])
+
+
+def test_connection_counts_cross_the_wire_and_bad_counts_are_refused():
+    message = messages.connections_message([messages.SendingConnections("10.0.0.2", 8)])
+    assert message == {"type": "connections", "counts": [{"dst": "10.0.0.2", "connections": 8}]}
+    (back,) = messages.parse_message(json.loads(framing.encode_json(message)), messages.Connections).sending()
+    assert back == messages.SendingConnections("10.0.0.2", 8)
+    for bad, where in ((0, "connections"), (65536, "connections"), (True, "connections"), (2.0, "connections"),
+                       (float("nan"), "connections"), ("8", "connections")):
+        wrong = {"type": "connections", "counts": [{"dst": "10.0.0.2", "connections": bad}]}
+        with pytest.raises(ProtocolError, match=rf"counts\[0\]\.{where}"):
+            messages.parse_message(wrong, messages.Connections)
+    with pytest.raises(ProtocolError, match=r"counts\[0\]\.dst"):
+        messages.parse_message({"type": "connections", "counts": [{"dst": "h2", "connections": 1}]},
+                               messages.Connections)
 
 
 # -- authentication ----------------------------------------------------------------

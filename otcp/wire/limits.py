@@ -14,8 +14,9 @@
 #: OpenFlow generation id it became master of the host's switch with), and the agent tells
 #: every controller it is connected to what it holds (``held``); 10 fan-in admission: a set
 #: carries ``admit``, the most senders its host may ask to send to it at once (or null), and a
-#: delta carries it where it changed.
-VERSION = 10
+#: delta carries it where it changed; 11 the agent's ``connections`` report: how many of its
+#: connections to each destination sent data lately (several senders sharing one host).
+VERSION = 11
 
 #: The closed port every agent's round-trip probe (a TCP SYN) goes to; the destination's kernel
 #: answers with a RST from it. The controller forwards these without a flow-counting entry.
@@ -46,6 +47,8 @@ SSTHRESH = (2, 2**20 - 1)
 INCREASE = (1, 255)
 #: The senders a receiver may ask at once under fan-in admission (a 16-bit count of flows).
 ADMIT = (1, 65535)
+#: The connections one host reports sending to one destination (a 16-bit count, as ADMIT).
+CONNECTIONS = (1, 65535)
 #: A congestion control's name as the kernel takes it (TCP_CA_NAME_MAX is 16 with the NUL).
 CONGCTL_PATTERN = r"^[a-z0-9_]{1,15}$"
 GENERATION = (1, 2**63 - 1)

@@ -9,7 +9,8 @@ answered by ``ack`` (per-route results, and the enforcement again) or
 ``reject`` (the reason, naming the field); every third of a lease, the
 controller's ``renew`` of the acknowledged generation's lease; every few
 seconds, the agent's ``rtt`` report of the round trips it measured to its
-destinations; and, to every controller it is connected to whenever its applied
+destinations, and its ``connections`` report of how many of its connections to each
+destination sent data since the last one; and, to every controller it is connected to whenever its applied
 set changes, the agent's ``held``: the (epoch, generation) it holds. Every
 ``params`` and ``renew`` carries the sender's ``epoch``: its authority over the
 host (docs/design.md, "Two controllers").
@@ -27,6 +28,7 @@ from otcp.wire import validation
 from otcp.wire.framing import ProtocolError, encode_json
 from otcp.wire.limits import (
     ADVMSS,
+    CONNECTIONS,
     CWND_CLAMP,
     EPOCH,
     GENERATION,
@@ -246,6 +248,34 @@ class Rtt(Strict):
         return [RoundTrip(s.dst, s.min_rtt_us * 1e-6, s.spread_us * 1e-6, s.count, s.source) for s in self.samples]
 
 
+@dataclass(frozen=True)
+class SendingConnections:
+    """How many of a host's TCP connections to one destination sent data over the agent's
+    last interval: several senders sharing a host are that many flows on every link of the
+    pair's path, where the switch's pair entry sees one (docs/design.md, "Measurement")."""
+
+    dst: str  # the destination's address
+    connections: int
+
+
+class ConnectionCount(Strict):
+    """A `SendingConnections` on the wire."""
+
+    dst: Address
+    connections: Annotated[int, int_range(*CONNECTIONS)]
+
+
+class Connections(Strict):
+    """The agent's periodic report of its sending connections per destination."""
+
+    type: Literal["connections"]
+    counts: Annotated[list[ConnectionCount], Field(max_length=100_000)]
+
+    def sending(self) -> list[SendingConnections]:
+        """The counts as the processes hold them."""
+        return [SendingConnections(c.dst, c.connections) for c in self.counts]
+
+
 class Resync(Strict):
     """The agent cannot apply a delta: its applied generation is not the delta's
     base (or it holds no active set). The controller answers with the whole set."""
@@ -265,7 +295,8 @@ class Reject(Strict):
 
 SCHEMAS: dict[str, type[Strict]] = {
     "challenge": Challenge, "auth": Auth, "welcome": Welcome, "hello": Hello,
-    "params": Params, "ack": Ack, "reject": Reject, "rtt": Rtt, "resync": Resync, "renew": Renew, "held": Held,
+    "params": Params, "ack": Ack, "reject": Reject, "rtt": Rtt, "connections": Connections, "resync": Resync,
+    "renew": Renew, "held": Held,
 }
 KINDS = {schema: kind for kind, schema in SCHEMAS.items()}
 Message = TypeVar("Message", bound=Strict)
@@ -396,6 +427,11 @@ def rtt_message(round_trips: Sequence[RoundTrip]) -> dict:
         samples.append({"dst": trip.dst, "min_rtt_us": round(trip.min_s * 1e6, 1),
                         "spread_us": round(trip.spread_s * 1e6, 1), "count": trip.count, "source": trip.source})
     return {"type": "rtt", "samples": samples}
+
+
+def connections_message(sending: Sequence[SendingConnections]) -> dict:
+    """The agent's report of its sending connections per destination (`ConnectionCount`)."""
+    return {"type": "connections", "counts": [{"dst": s.dst, "connections": s.connections} for s in sending]}
 
 
 def reject_message(generation: int | None, error: str) -> dict:

@@ -32,6 +32,7 @@ from otcp.agent.lease import SAFE_INITCWND
 from otcp.agent.metrics import AgentMetrics
 from otcp.agent.routes import ApplyError
 from otcp.agent.rtt import INTERVAL_S, RttMeter
+from otcp.agent.sending import SendingCounter
 from otcp.agent.state import StateUnwritable
 from otcp.wire import framing, limits, messages, paramset, session
 from otcp.wire.framing import ProtocolError
@@ -104,6 +105,7 @@ class ControllerClient:
         self.server_name = server_name or host  # what the controller's certificate must name
         self.rtt_meter = rtt_meter or RttMeter()
         self.rtt_interval_s = rtt_interval_s
+        self.sending_counter = SendingCounter()
         self._destinations: list[str] = []  # of the applied set, for the round-trip reporter
         self._peers: list[str] = []  # the hosts the controller knows, to probe
         self.connect_timeout = connect_timeout
@@ -225,7 +227,9 @@ class ControllerClient:
 
     def _report_rtts(self, sender: "_Sender") -> None:
         """Every rtt_interval_s, measure the round trips to the applied set's
-        destinations and report them, until the connection ends."""
+        destinations and report them, and the connections to each that sent since the
+        last report (every time, so that a count that fell to none is heard), until the
+        connection ends."""
         while not sender.closed.wait(self.rtt_interval_s):
             destinations = self._destinations
             try:
@@ -236,6 +240,7 @@ class ControllerClient:
                         f"{trip.dst} min {trip.min_s * 1e6:.0f} us of {trip.count} ({trip.source})"
                         for trip in round_trips))
                     sender.send(messages.rtt_message(round_trips))
+                sender.send(messages.connections_message(self.sending_counter.count(destinations)))
             except OSError as error:
                 if not sender.closed.is_set():
                     self.log.warning("round-trip report failed: %s", error)

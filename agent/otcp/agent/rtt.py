@@ -116,9 +116,23 @@ class RttMeter:
         return chosen
 
 
-def tcp_min_rtts() -> dict[str, float]:
-    """{destination address: smallest tcpi_min_rtt in seconds} over the established TCP connections."""
-    found: dict[str, float] = {}
+@dataclass(frozen=True)
+class Connection:
+    """One established TCP connection of this host as sock_diag shows it: the far end's address,
+    both ports, the kernel's minimum round trip (None before its first sample) and the bytes the
+    far end has acknowledged (tcpi_bytes_acked, the SYN's one included)."""
+
+    dst: str
+    dst_port: int
+    src: str
+    src_port: int
+    min_rtt_s: float | None
+    bytes_acked: int
+
+
+def established_connections() -> list[Connection]:
+    """Every established TCP connection of this host's network namespace, IPv4 and IPv6."""
+    found = []
     with DiagSocket() as diag:
         diag.bind()
         for family in (socket.AF_INET, socket.AF_INET6):
@@ -126,10 +140,19 @@ def tcp_min_rtts() -> dict[str, float]:
                                                extensions=1 << (INET_DIAG_INFO - 1)):
                 info = message.get_attr("INET_DIAG_INFO")
                 rtt_us = info.get("tcpi_min_rtt") if info is not None else None
-                if not rtt_us or rtt_us == 0xFFFFFFFF:  # no sample yet
-                    continue
-                dst = message["idiag_dst"]
-                found[dst] = min(found.get(dst, float("inf")), rtt_us * 1e-6)
+                found.append(Connection(
+                    message["idiag_dst"], message["idiag_dport"], message["idiag_src"], message["idiag_sport"],
+                    rtt_us * 1e-6 if rtt_us and rtt_us != 0xFFFFFFFF else None,  # 0 / ~0: no sample yet
+                    (info.get("tcpi_bytes_acked") or 0) if info is not None else 0))
+    return found
+
+
+def tcp_min_rtts() -> dict[str, float]:
+    """{destination address: smallest tcpi_min_rtt in seconds} over the established TCP connections."""
+    found: dict[str, float] = {}
+    for connection in established_connections():
+        if connection.min_rtt_s is not None:
+            found[connection.dst] = min(found.get(connection.dst, float("inf")), connection.min_rtt_s)
     return found
 
 

@@ -24,7 +24,8 @@
                                                   # GridDT's increase (docs/longpaths.md)
     stability: {delay_step_us: 20, delay_tolerance: 0.5, refresh_s: 60,
                 flow_hold_s: 5.0, min_flow_packets: 3}
-    measurement: {max_link_delay_us: 100, host_rtt_max_age_s: 60, host_rtt_min_samples: 3}
+    measurement: {max_link_delay_us: 100, host_rtt_max_age_s: 60, host_rtt_min_samples: 3,
+                  connection_report_max_age_s: 15}
     log_level: info
     log_file:  null                               # also log here (stderr always), e.g. /var/log/otcp/controller.log
     metrics:   null                               # {host: 127.0.0.1, port: 9640}: Prometheus
@@ -243,6 +244,7 @@ class MeasurementSection(Strict):
     max_link_delay_us: Annotated[float, Field(gt=0)] = 100
     host_rtt_max_age_s: Annotated[float, Field(gt=0)] = 60
     host_rtt_min_samples: Annotated[int, int_range(1, 1_000_000)] = 3  # samples a probe-minimum report needs
+    connection_report_max_age_s: Annotated[float, Field(gt=0)] = 15  # an agent's count of sending connections
 
     @property
     def max_link_delay_s(self) -> float:

@@ -31,7 +31,7 @@ from os_ken.lib.packet import packet
 from otcp.controller import arp, delay, forwarding
 from otcp.controller.config import ControllerConfig
 from otcp.controller.delay import HostRtts, Refresh, StableDelays
-from otcp.controller.flowcount import FlowCounter, HeldFlows
+from otcp.controller.flowcount import FlowCounter, HeldFlows, ReportedConnections
 from otcp.controller.forwarding import OpenFlowCodec
 from otcp.controller.publication import Publications
 from otcp.controller.roles import RoleActions, RoleChange, RoleName, Roles
@@ -42,7 +42,7 @@ from otcp.planning.inventory import Inventory
 from otcp.planning.paths import HostPaths, SwitchPaths
 from otcp.planning.planner import Plan, PlanRecords
 from otcp.wire.limits import GENERATION, RTT_PROBE_PORT
-from otcp.wire.messages import RoundTrip
+from otcp.wire.messages import RoundTrip, SendingConnections
 
 ETH_TYPE_LLDP = 0x88CC
 RTT_HIGH_STEP_S = 1e-3
@@ -225,6 +225,7 @@ class ControllerCore:
         stability, measurement = config.stability, config.measurement
         self.stable_delays: StableDelays[SwitchPort] = StableDelays(stability.delay_step_s, stability.delay_tolerance)
         self.held_flows = HeldFlows(stability.flow_hold_s)
+        self.reported_connections = ReportedConnections(measurement.connection_report_max_age_s)
         self.host_rtts = HostRtts(measurement.host_rtt_max_age_s, measurement.host_rtt_min_samples)
         # The hosts' round trips are held still like the links' delays, each bound on its own.
         self.stable_rtt_low: StableDelays[Pair] = StableDelays(stability.delay_step_s, stability.delay_tolerance)
@@ -676,7 +677,7 @@ class ControllerCore:
         taking = self.delay_refresh.inputs(now, measured, self._link_delays)
         if taking is not None:
             self._link_delays = self.stable_delays.update(taking)
-        flows = self.held_flows.update(now, self.flow_counter.active_pairs())
+        flows = self.held_flows.update(now, self.reported_connections.weigh(now, self.flow_counter.active_pairs()))
         fabric, delay_sources = self.topology.fabric(self._link_delays, flows, self.defaults, self.delays.spreads(),
                                                      self._stable_host_rtts(now))
         host_paths = self._host_paths(fabric)
@@ -707,6 +708,12 @@ class ControllerCore:
     def rtt_report(self, now: float, host_ip: str, round_trips: Iterable[RoundTrip]) -> Actions:
         """An agent's round trips to its destinations: used from the next plan on."""
         self.host_rtts.report(now, host_ip, round_trips)
+        return Actions()
+
+    def connection_report(self, now: float, host_ip: str, sending: Iterable[SendingConnections]) -> Actions:
+        """An agent's count of its connections that sent to each destination: from the next plan on, an active
+        pair counts as that many flows (flowcount.ReportedConnections)."""
+        self.reported_connections.report(now, host_ip, sending)
         return Actions()
 
     def _stable_host_rtts(self, now: float) -> dict[Pair, PairRtt]:

@@ -12,12 +12,19 @@ time. A new flow counts at once (more flows means smaller windows: the
 safe side); one that stopped counts until it has been idle for the hold
 time, so the pause between two rounds of a workload does not open every
 window to the single-flow value and shut it again a second later.
+
+`ReportedConnections`: a pair entry sees a host pair, not its connections.
+Where several senders share a host, its agent reports how many of its
+connections to each destination sent data lately (otcp.agent.sending), and
+an active pair counts as that many flows while the report is fresh. The
+switch still decides whether the pair is active: a report alone makes no flow.
 """
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from otcp.planning.fabric import Pair
+from otcp.wire.messages import SendingConnections
 
 #: The largest frame that carries no TCP payload, as a switch counts it (Ethernet 14, IPv4 20,
 #: TCP 20 and at most 40 of options: a pure ACK with timestamps and SACK blocks).
@@ -75,3 +82,25 @@ class HeldFlows:
             self._last_active[pair] = (now, count)
         self._last_active = {pair: seen for pair, seen in self._last_active.items() if now - seen[0] <= self.hold_s}
         return {pair: count for pair, (_, count) in self._last_active.items()}
+
+
+class ReportedConnections:
+    """The agents' last reports of their sending connections per destination, each taken for max_age_s."""
+
+    def __init__(self, max_age_s: float) -> None:
+        self.max_age_s = max_age_s
+        self._reports: dict[str, tuple[float, dict[str, int]]] = {}  # host_ip -> (time, {dst_ip: connections})
+
+    def report(self, now: float, host_ip: str, sending: Iterable[SendingConnections]) -> None:
+        """Take a host's report; it replaces the host's last one whole."""
+        self._reports[host_ip] = (now, {s.dst: s.connections for s in sending})
+
+    def weigh(self, now: float, active: dict[Pair, int]) -> dict[Pair, int]:
+        """active, each pair counted as the connections its source's fresh report gives toward its
+        destination, where that is more."""
+        weighed = dict(active)
+        for (src, dst), count in active.items():
+            at, sending = self._reports.get(src, (None, {}))
+            if at is not None and now - at <= self.max_age_s:
+                weighed[(src, dst)] = max(count, sending.get(dst, 0))
+        return weighed

@@ -71,7 +71,18 @@ from otcp.controller.config import DEFAULT_LEASE_S
 from otcp.controller.publication import Publications
 from otcp.wire import framing, limits, messages, paramset, session
 from otcp.wire.framing import ProtocolError
-from otcp.wire.messages import Ack, Held, Hello, Reject, Resync, RoundTrip, RouteResult, Rtt
+from otcp.wire.messages import (
+    Ack,
+    Connections,
+    Held,
+    Hello,
+    Reject,
+    Resync,
+    RoundTrip,
+    RouteResult,
+    Rtt,
+    SendingConnections,
+)
 from otcp.wire.paramset import ParamSet
 from otcp.wire.session import AuthenticationError
 
@@ -118,7 +129,9 @@ class AgentServer:
     set; `on_agent(host_ip, hello)` when an authenticated agent is mapped to
     a published host (at its hello, or at the first `deliver` to one of its
     addresses); `on_rtt(now, host_ip, round_trips)` for each round-trip report of a
-    mapped agent (`time.time()` it came, and `messages.RoundTrip`s); `on_reject(host_ip,
+    mapped agent (`time.time()` it came, and `messages.RoundTrip`s); `on_connections(now,
+    host_ip, sending)` likewise for each report of its sending connections
+    (`messages.SendingConnections`); `on_reject(host_ip,
     generation, error)` when an agent refuses a set. Callbacks run on the
     connection's green thread; an exception in one is logged and does not
     affect the connection.
@@ -129,6 +142,7 @@ class AgentServer:
                  on_agent: Callable[[str, Hello], object] | None = None, logger: logging.Logger | None = None,
                  on_reject: Callable[[str, int | None, str], object] | None = None,
                  on_rtt: Callable[[float, str, list[RoundTrip]], object] | None = None,
+                 on_connections: Callable[[float, str, list[SendingConnections]], object] | None = None,
                  handshake_timeout: float = 5.0,
                  write_timeout: float = 10.0, rate_per_s: float = 20.0, burst: float = 200.0,
                  max_connections: int = 1024, max_unauthenticated: int | None = None,
@@ -149,6 +163,7 @@ class AgentServer:
         self.on_agent = on_agent
         self.on_reject = on_reject
         self.on_rtt = on_rtt
+        self.on_connections = on_connections
         self.log = logger or LOG
         self.handshake_timeout = handshake_timeout
         self.write_timeout = write_timeout
@@ -561,12 +576,13 @@ class _Connection:
         return hello
 
     def read_loop(self) -> None:
-        """Acks, rejects, resyncs and round-trip reports until the agent goes away."""
+        """Acks, rejects, resyncs, and round-trip and connection reports until the agent goes away."""
         assert self.session is not None  # read after the handshake
         while True:
             body = self.read_frame()
             self.charge(1 + len(body) // 65536)
-            message = messages.parse_message(self.session.open(body), Ack, Reject, Rtt, Resync, Held)
+            message = messages.parse_message(self.session.open(body), Ack, Reject, Rtt, Connections, Resync,
+                                             Held)
             if isinstance(message, Held):
                 if self.server.on_held is not None:
                     self.server._callback(self.server.on_held, message.generation)
@@ -578,6 +594,9 @@ class _Connection:
                 self.server._resync(self, message)
             elif isinstance(message, Rtt) and self.host_ip is not None and self.server.on_rtt is not None:
                 self.server._callback(self.server.on_rtt, time.time(), self.host_ip, message.round_trips())
+            elif (isinstance(message, Connections) and self.host_ip is not None
+                  and self.server.on_connections is not None):
+                self.server._callback(self.server.on_connections, time.time(), self.host_ip, message.sending())
 
     def read_frame(self) -> bytes:
         """The next whole frame. Once a frame has begun, the rest must come

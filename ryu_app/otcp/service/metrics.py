@@ -105,7 +105,9 @@ class ControllerCollector(Collector):
         buffer = GaugeMetricFamily("otcp_controller_link_buffer_bytes",
                                    "Egress buffer of a directed link's tail switch (0 for a host)",
                                    labels=["src", "dst"])
-        flows = GaugeMetricFamily("otcp_controller_link_active_flows", "Active host-pair flows crossing the link",
+        flows = GaugeMetricFamily("otcp_controller_link_active_flows",
+                                  "Active flows crossing the link: host pairs, each counted as the connections "
+                                  "its source's agent reports sending",
                                   labels=["src", "dst"])
         for link in self.live.links:
             ends = [link.src, link.dst]

@@ -43,7 +43,8 @@ def start_services(config: ControllerConfig, core: ControllerCore, store: Store,
         services.agent_server = AgentServer(
             agents.host, agents.port, read_secret(agents.secret_file), core.publications,
             on_ack=store.save_ack, on_agent=on_agent, logger=logger, tls=tls,
-            on_rtt=core.rtt_report, lease_s=agents.lease_s, on_held=core.agent_holds,
+            on_rtt=core.rtt_report, on_connections=core.connection_report, lease_s=agents.lease_s,
+            on_held=core.agent_holds,
             authority=lambda host_ip: core.agent_epoch(host_ip, time.time()))
         services.agent_server.start()
         live.agent_server = services.agent_server
