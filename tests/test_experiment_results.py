@@ -251,6 +251,9 @@ def test_block_modes():
     (["--fan-in-queue-fraction", "1.5"], "--fan-in-queue-fraction"),
     (["--fan-in-queue-fraction", "nan"], "--fan-in-queue-fraction"),
     (["--agent-timeout", "0"], "--agent-timeout"),
+    (["--connections-per-host", "0", "--persistent"], "--connections-per-host"),
+    (["--connections-per-host", "4"], "needs --persistent"),
+    (["--connections-per-host", "8", "--persistent", "--senders", "16,12,20"], "--senders: 12, 20 is not a multiple"),
 ])
 def test_bad_arguments_exit_2_naming_the_option(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -308,6 +311,9 @@ def test_quick_preset_and_explicit_options():
     chosen = cli.config_from_args(parser.parse_args(["incast", "--fan-in-queue-fraction", "0", "--agent-timeout",
                                                      "400"]), parser)
     assert (chosen.fan_in_queue_fraction, chosen.agent_timeout_s) == (0.0, 400.0)
+    shared = cli.config_from_args(parser.parse_args(["incast", "--senders", "64,128", "--persistent",
+                                                     "--connections-per-host", "8"]), parser)
+    assert shared.connections_per_host == 8 and [shared.sender_hosts(n) for n in shared.senders] == [8, 16]
 
 
 def test_report_tables_and_the_dctcp_findings():
@@ -417,7 +423,8 @@ def fake_ceiling_network(monkeypatch, readings, switch_seconds=None, pmd_shares=
                                                               1000 * i + share * 10 * at)}
                    for i, share in enumerate(pmd_shares or []) for at in (0, 1)])
     monkeypatch.setattr(counters, "pmd_cycles", lambda pid: next(cycles, None))
-    return types.SimpleNamespace(config=types.SimpleNamespace(ceiling_repeats=3, ceiling_seconds=3),
+    return types.SimpleNamespace(config=types.SimpleNamespace(ceiling_repeats=3, ceiling_seconds=3,
+                                                                    connections_per_host=1),
                                  topo=types.SimpleNamespace(senders=["h2"], receiver="h1"), emulation=None,
                                  data_ips={"h1": "10.0.0.1"}, flush_tcp_metrics=lambda hosts: None)
 

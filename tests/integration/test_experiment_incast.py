@@ -128,12 +128,13 @@ def test_tiny_sweep_writes_sane_results(tmp_path):
         if os.path.isdir("/sys/fs/bpf/otcp") else True
 
 
-def twelve_senders_at_25_mbps(out, buffer_bytes, scheme):
-    """An incast of 12 senders x 64 KB into buffer_bytes at 25 Mb/s with one scheme, written to out: its summary."""
+def twelve_senders_at_25_mbps(out, buffer_bytes, scheme, *more):
+    """An incast of 12 senders x 64 KB into buffer_bytes at 25 Mb/s with one scheme (and more arguments), written
+    to out: its summary."""
     completed = subprocess.run(
         [sys.executable, "-m", "otcp.experiments.cli", "incast", "--senders", "12", "--buffer-bytes", str(buffer_bytes),
          "--sru-bytes", "65536", "--rounds", str(ROUNDS), "--warmup-seconds", "0.5", "--bw-mbps", "25",
-         "--schemes", scheme, "--ceiling-seconds", "2", "--ceiling-repeats", "2", "--out", str(out)],
+         "--schemes", scheme, "--ceiling-seconds", "2", "--ceiling-repeats", "2", "--out", str(out), *more],
         capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
     return json.loads((out / "summary.json").read_text())
@@ -157,6 +158,26 @@ def test_lossless_fan_in_keeps_full_frames_and_drops_nothing_where_they_do_not_f
     sender = (out / "routes" / "otcp-lossless" / "h2.txt").read_text().split("after the measured rounds")[1]
     assert re.search(r"^10\.0\.0\.\d+(?:/\d+)? dev \S+ proto 79 .*cwnd lock 1 .*initcwnd 1 ", sender, re.M), sender
     assert run["drops"] == 0 and run["peak_backlog_bytes"] <= 22100, run
+    assert run["sent"] == run["delivered"] + run["drops_other_buffers"] + run["unexplained"], run
+
+
+def test_senders_sharing_hosts_are_counted_as_their_connections_and_lossless_still_drops_nothing(tmp_path):
+    """The same 12 senders into 22 100 B, as 3 hosts of 4 persistent connections each. The switch sees
+    3 pairs; counted as 3 flows (4 with the probe's), each would get about a quarter of the queue
+    target and the BDP, 2 frames and more, and 12 such windows overflow the buffer. The agents
+    report 4 sending connections per host, the controller counts 12 flows on the receiver's
+    downlink (13 with the probe's): every connection keeps one full frame, and nothing drops."""
+    out = tmp_path / "sharing"
+    summary = twelve_senders_at_25_mbps(out, 22100, "otcp-lossless", "--persistent", "--connections-per-host", "4")
+    (run,) = summary["runs"]
+    assert run["senders"] == 12, run
+    assert any("3 sender hosts, each serving 4 persistent connections" in note for note in summary["notes"]), \
+        summary["notes"]
+    assert not (out / "routes" / "otcp-lossless" / "h6.txt").exists()  # h1 receives, h2-h4 send, h5 probes
+    sender = (out / "routes" / "otcp-lossless" / "h2.txt").read_text().split("after the measured rounds")[1]
+    assert re.search(r"^10\.0\.0\.\d+(?:/\d+)? dev \S+ proto 79 .*cwnd lock 1 .*initcwnd 1 ", sender, re.M), sender
+    assert run["packet_bytes"] == 1500, run
+    assert run["drops"] == 0 and run["timeouts"] == 0 and run["peak_backlog_bytes"] <= 22100, run
     assert run["sent"] == run["delivered"] + run["drops_other_buffers"] + run["unexplained"], run
 
 

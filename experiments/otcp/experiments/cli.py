@@ -161,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fine-rto-ms", type=int, default=schemes.DEFAULT_FINE_RTO_MS,
                      help=f"the fine-rto schemes' rto_min in ms (default {schemes.DEFAULT_FINE_RTO_MS})")
     run.add_argument("--persistent", action="store_true", help="one connection per server for the whole run")
+    run.add_argument("--connections-per-host", type=int, default=1, metavar="M",
+                     help="run M senders in each sender host, as M persistent connections from one server (every "
+                          "--senders count a multiple of M; needs --persistent; default 1)")
     run.add_argument("--forwarding", choices=["controller", "standalone"], default="controller",
                      help="the OTCP controller forwards (default), or standalone learning bridges")
     add_datapath_arguments(run)
@@ -874,8 +877,16 @@ def config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
               ("--agent-timeout", args.agent_timeout, 1, 3600),
               ("--ceiling-seconds", args.ceiling_seconds, 1, 600),
               ("--ceiling-repeats", pick("ceiling_repeats"), 1, 50),
-              ("--round-timeout", args.round_timeout, 1, 3600)]
+              ("--round-timeout", args.round_timeout, 1, 3600),
+              ("--connections-per-host", args.connections_per_host, 1, MAX_SENDERS)]
     check_ranges(checks, parser)
+    sharing = args.connections_per_host
+    if sharing > 1 and not args.persistent:
+        parser.error(f"--connections-per-host: {sharing} needs --persistent: the agents count the connections that "
+                     "sent over their last few seconds, which a connection per request does not outlive")
+    if any(count % sharing for count in senders):
+        parser.error(f"--senders: {', '.join(str(c) for c in senders if c % sharing)} is not a multiple of "
+                     f"--connections-per-host {sharing}")
     if args.total_bytes is not None and args.total_bytes < max(senders):
         parser.error(f"--total-bytes: {args.total_bytes} is less than one byte per server at {max(senders)} senders")
     out = output_directory(pick("out"), parser)
@@ -883,7 +894,8 @@ def config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
         out=out, senders=senders, buffers=buffers, schemes=names,
         sru_bytes=None if args.total_bytes is not None else pick("sru_bytes"),
         total_bytes=args.total_bytes, rounds=pick("rounds"), warmup_seconds=pick("warmup_seconds"),
-        persistent=args.persistent, bw_mbps=pick("bw_mbps"), delay_us=args.delay_us, fine_rto_ms=args.fine_rto_ms,
+        persistent=args.persistent, connections_per_host=sharing, bw_mbps=pick("bw_mbps"), delay_us=args.delay_us,
+        fine_rto_ms=args.fine_rto_ms,
         forwarding=args.forwarding, datapath=args.datapath, xdp_mode=args.xdp_mode, pin_hosts=args.pin_hosts,
         probe_interval_s=args.probe_interval_ms / 1000.0,
         ceiling_seconds=args.ceiling_seconds, ceiling_repeats=pick("ceiling_repeats"),

@@ -66,8 +66,10 @@ RUN_FAILURES = (RunError, TimeoutError, RuntimeError, otcp_bpf.BpfUnavailable)
 class IncastConfig(ExperimentConfig):
     """One sweep: the base's network and schemes, and the workload: sender counts (one star
     each, per buffer), the block per server per round (sru_bytes) or per round in all
-    (total_bytes), measured rounds, warm-up, connections, the probe's interval and how long
-    a round may take. Validated by otcp.experiments.cli."""
+    (total_bytes), measured rounds, warm-up, connections (persistent or one per request, and
+    how many senders share each sender host: connections_per_host, each a connection of its
+    own from the host's one server), the probe's interval and how long a round may take.
+    Validated by otcp.experiments.cli."""
 
     senders: list[int]
     sru_bytes: int | None = 262144
@@ -75,6 +77,7 @@ class IncastConfig(ExperimentConfig):
     rounds: int = 50
     warmup_seconds: float = 5.0
     persistent: bool = False
+    connections_per_host: int = 1
     probe_interval_s: float = 0.01
     round_timeout_s: float = 60.0
 
@@ -85,6 +88,21 @@ class IncastConfig(ExperimentConfig):
         if self.sru_bytes is None:
             raise ValueError("neither sru_bytes nor total_bytes is set")
         return self.sru_bytes
+
+    def sender_hosts(self, senders: int) -> int:
+        """How many sender hosts carry senders senders."""
+        return senders // self.connections_per_host
+
+
+def sender_count(network: Network[IncastConfig]) -> int:
+    """The senders of a star: its sender hosts times the connections each runs."""
+    return len(network.topo.senders) * network.config.connections_per_host
+
+
+def server_order(network: Network[IncastConfig]) -> list[str]:
+    """The sender host of every connection the client asks, in its --servers order (and its flows_s's):
+    every host once, as many times over as each runs connections."""
+    return [host for _ in range(network.config.connections_per_host) for host in network.topo.senders]
 
 
 @dataclasses.dataclass
@@ -144,16 +162,23 @@ def run_network(config: IncastConfig, store: results.ResultStore, progress: Prog
                 buffer_bytes: int, senders: int, runnable: Sequence[Scheme]) -> None:
     """Build one star and run every runnable scheme on it."""
     workdir = os.path.join(config.out, "work", f"buffer{buffer_bytes}-senders{senders}")
-    topo = StarTopo(senders, bw=config.bw_mbps, buffer_bytes=buffer_bytes, delay_us=config.delay_us, probe=True)
+    topo = StarTopo(config.sender_hosts(senders), bw=config.bw_mbps, buffer_bytes=buffer_bytes,
+                    delay_us=config.delay_us, probe=True)
     assert topo.probe is not None  # built with its probe host
     with_agents = any(s.kind == "otcp" for s in runnable)
     forwarder = "the OTCP controller" if config.forwarding == "controller" else "standalone bridges"
-    progress.message(f"building a star: {senders} senders, {buffer_bytes} B buffers, {config.bw_mbps:g} Mb/s links, "
-                     f"forwarding by {forwarder}")
+    sharing = config.connections_per_host
+    hosts = f" in {len(topo.senders)} hosts of {sharing} connections each" if sharing > 1 else ""
+    progress.message(f"building a star: {senders} senders{hosts}, {buffer_bytes} B buffers, {config.bw_mbps:g} Mb/s "
+                     f"links, forwarding by {forwarder}")
     with start_network(config, topo, workdir, with_agents) as network:
         sweep.datapath(network.emulation.datapath)
         for note in network.notes:
             sweep.note(progress, note)
+        if sharing > 1:
+            sweep.note(progress, f"the {senders}-sender network ({buffer_bytes} B): {len(topo.senders)} sender hosts, "
+                                 f"each serving {sharing} persistent connections from one process; each host's "
+                                 "own link is the senders' first queue")
         network.ensure_connectivity(topo.senders + [topo.probe], network.data_ips[topo.receiver])
         for packet_bytes in sorted({packet_bytes_of(s) for s in runnable} | {ETHERNET_MTU}, reverse=True):
             measure_ceiling(network, store, progress, sweep, buffer_bytes, packet_bytes)
@@ -183,8 +208,8 @@ def static_rwnd(network: Network[IncastConfig], sweep: SweepResult, progress: Pr
     topo, config = network.topo, network.config
     rtt = measure.idle_rtt_s(network.emulation, topo.senders[0], network.data_ips[topo.receiver])
     window = int(formulas.static_rwnd_bytes(formulas.capacity_bytes_per_s(config.bw_mbps), rtt, buffer_bytes,
-                                            len(topo.senders)))
-    sweep.note(progress, f"static-rwnd on the {len(topo.senders)}-sender network ({buffer_bytes} B): receive "
+                                            sender_count(network)))
+    sweep.note(progress, f"static-rwnd on the {sender_count(network)}-sender network ({buffer_bytes} B): receive "
                          f"windows of {window} B, from an idle round trip of {rtt * 1000:.3f} ms")
     return window
 
@@ -209,7 +234,7 @@ def measure_ceiling(network: Network[IncastConfig], store: results.ResultStore |
     """The star's single-flow ceiling (its first sender to its receiver) at packet_bytes, kept in sweep and store."""
     topo = network.topo
     taken = ceiling_samples(network, topo.senders[0], topo.receiver, packet_bytes, progress)
-    record_ceiling(taken, len(topo.senders), buffer_bytes, packet_bytes, sweep, store, progress)
+    record_ceiling(taken, sender_count(network), buffer_bytes, packet_bytes, sweep, store, progress)
 
 
 @dataclasses.dataclass
@@ -227,7 +252,7 @@ class Workload:
     def run(self, count: list[str], on_round: Callable[[int], None]) -> list[dict[str, Any]]:
         """Run the client for count (["--rounds", N] or ["--seconds", S]); return its round records."""
         config, topo, emulation = self.network.config, self.network.topo, self.network.emulation
-        servers = [self.network.data_ips[s] for s in topo.senders]
+        servers = [self.network.data_ips[host] for host in server_order(self.network)]
         argv = [sys.executable, "-m", "otcp.experiments.hostprogs.incast_client", "--servers", ",".join(servers),
                 "--port", str(WORKLOAD_PORT), "--block-bytes", str(self.block), *count,
                 "--cc", self.cc, "--round-timeout", str(config.round_timeout_s)]
@@ -260,7 +285,8 @@ def run_scheme(network: Network[IncastConfig], servers: Servers, scheme: Scheme,
     once as the receiver's agent shows of the controller's set (its admit)."""
     config, emulation, topo = network.config, network.emulation, network.topo
     hosts = [topo.receiver] + topo.senders + [topo.probe]
-    heading = f"senders={len(topo.senders)} buffer_bytes={buffer_bytes}"
+    senders = sender_count(network)
+    heading = f"senders={senders} buffer_bytes={buffer_bytes}"
     servers.serve(scheme.congestion_control)
     with apply_scheme(network, scheme, hosts, topo.receiver, buffer_bytes) as applied:
         admit = None
@@ -271,11 +297,11 @@ def run_scheme(network: Network[IncastConfig], servers: Servers, scheme: Scheme,
                 if admit is None:
                     raise RunError(f"{scheme.name}: the receiver's agent holds no admit: the controller's set for "
                                    f"{topo.receiver} plans no fan-in admission")
-                sweep.note(progress, f"{scheme.name} on the {len(topo.senders)}-sender network ({buffer_bytes} B): "
+                sweep.note(progress, f"{scheme.name} on the {senders}-sender network ({buffer_bytes} B): "
                                      f"the receiver's agent shows the controller's admit, {admit}: its client asks "
                                      "at most that many senders at once")
         network.record_routes(scheme.name, hosts, f"{heading}: before traffic")
-        workload = Workload(network, config.block_bytes(len(topo.senders)), scheme.congestion_control, window,
+        workload = Workload(network, config.block_bytes(senders), scheme.congestion_control, window,
                             admit)
         warm_up(network, workload, applied, hosts, progress)
         network.flush_tcp_metrics(hosts)
@@ -293,7 +319,7 @@ def run_scheme(network: Network[IncastConfig], servers: Servers, scheme: Scheme,
         network.record_routes(scheme.name, hosts, f"{heading}: after the measured rounds")
         packet_bytes = packet_bytes_of(scheme, network.receiver_advmss(topo.receiver, topo.senders))
     change = measured.change
-    head = {"scheme": scheme.name, "senders": len(topo.senders), "buffer_bytes": buffer_bytes,
+    head = {"scheme": scheme.name, "senders": senders, "buffer_bytes": buffer_bytes,
             "sru_bytes": workload.block, "rounds": len(rounds), "persistent": int(config.persistent),
             "packet_bytes": packet_bytes, "ceiling_mbps": 0.0}
     load = change.machine
@@ -305,7 +331,7 @@ def run_scheme(network: Network[IncastConfig], servers: Servers, scheme: Scheme,
         switch_pmd_busy_pct=load.switch_pmd_busy_pct, ce_marks=change.ce_marks,
         generations=change.generations, **stats.queue_emptiness(backlog.series, rounds),
         **stats.switch_input(backlog.series, rounds), **stats.unfinished_connections(rounds))
-    detail = RunDetail(rounds=rounds, servers=topo.senders, host_counters=change.tcp, probe_rtts=rtts,
+    detail = RunDetail(rounds=rounds, servers=server_order(network), host_counters=change.tcp, probe_rtts=rtts,
                        path_counters=change.interfaces,
                        queues={host: queues.counts() for host, queues in change.queues.items()})
     return run, detail
@@ -331,9 +357,10 @@ def warm_up(network: Network[IncastConfig], workload: Workload, applied: Applied
 def warm_until_flows_applied(network: Network[IncastConfig], workload: Workload, progress: Progress, since: int,
                              agents: Agents) -> None:
     """More warm-up rounds until the agents hold parameters the controller
-    computed, after generation since, with every sender's flow to the receiver
-    active and its round trip and the probe's measured by the hosts, and until
-    the agents have probed each of their peers once (Agents.first_probes_done_at).
+    computed, after generation since, with every sender host's flow to the receiver
+    active (as its connections, where a host runs several) and its round trip and the
+    probe's measured by the hosts, and until the agents have probed each of their
+    peers once (Agents.first_probes_done_at).
     The probe's pair carries no TCP: its hosts' SYN probes measure it after a few
     of their rounds, and its first measurement would otherwise re-plan during the
     run. Its flow is not waited for: at 64 senders the controller counted it in
@@ -343,7 +370,8 @@ def warm_until_flows_applied(network: Network[IncastConfig], workload: Workload,
     measured = [*senders, (topo.probe, topo.receiver)]
     deadline = max(time.monotonic(), agents.first_probes_done_at()) + config.agent_timeout_s
     while (time.monotonic() < agents.first_probes_done_at()
-           or not controller.flows_applied(senders, since, measured=measured)):
+           or not controller.flows_applied(senders, since, measured=measured,
+                                           connections=config.connections_per_host)):
         if time.monotonic() > deadline:
             raise RunError(f"the agents did not get parameters for the senders' flows, planned with the round "
                            f"trips the hosts measured, within {config.agent_timeout_s:.0f} s of warm-up")

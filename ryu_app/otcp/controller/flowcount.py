@@ -85,22 +85,26 @@ class HeldFlows:
 
 
 class ReportedConnections:
-    """The agents' last reports of their sending connections per destination, each taken for max_age_s."""
+    """The agents' reports of their sending connections per destination over the last max_age_s.
+
+    A pair counts as the most connections any of its source's reports in that time gave: a
+    rise counts at once and a fall only once the higher reports have aged out, as HeldFlows
+    holds a pair (a report taken between two of a host's jobs sees none of their connections)."""
 
     def __init__(self, max_age_s: float) -> None:
         self.max_age_s = max_age_s
-        self._reports: dict[str, tuple[float, dict[str, int]]] = {}  # host_ip -> (time, {dst_ip: connections})
+        self._reports: dict[str, list[tuple[float, dict[str, int]]]] = {}  # host_ip -> [(time, {dst_ip: count})]
 
     def report(self, now: float, host_ip: str, sending: Iterable[SendingConnections]) -> None:
-        """Take a host's report; it replaces the host's last one whole."""
-        self._reports[host_ip] = (now, {s.dst: s.connections for s in sending})
+        """Take a host's report, and forget its reports older than max_age_s."""
+        kept = [(at, counts) for at, counts in self._reports.get(host_ip, []) if now - at <= self.max_age_s]
+        self._reports[host_ip] = [*kept, (now, {s.dst: s.connections for s in sending})]
 
     def weigh(self, now: float, active: dict[Pair, int]) -> dict[Pair, int]:
-        """active, each pair counted as the connections its source's fresh report gives toward its
-        destination, where that is more."""
+        """active, each pair counted as the most connections its source's reports of the last
+        max_age_s gave toward its destination, where that is more."""
         weighed = dict(active)
         for (src, dst), count in active.items():
-            at, sending = self._reports.get(src, (None, {}))
-            if at is not None and now - at <= self.max_age_s:
-                weighed[(src, dst)] = max(count, sending.get(dst, 0))
+            reported = [counts.get(dst, 0) for at, counts in self._reports.get(src, []) if now - at <= self.max_age_s]
+            weighed[(src, dst)] = max([count, *reported])
         return weighed

@@ -213,9 +213,10 @@ class Controller:
         return self.status()["generation"]
 
     def flows_applied(self, pairs: Iterable[tuple[str, str]], since: int, active: bool = True,
-                      measured: Iterable[tuple[str, str]] = ()) -> bool:
+                      measured: Iterable[tuple[str, str]] = (), connections: int = 1) -> bool:
         """Whether the agents hold parameters computed with every (source host,
-        destination host) of pairs active (with none of them, if not active):
+        destination host) of pairs active, each as at least connections flows (its
+        agent's count of sending connections), or with none of them if not active:
         what a run waits for after its warm-up, so that its measured rounds
         see the parameters for their flows (the controller counts flows from
         the switches' statistics, polled and re-planned every few seconds).
@@ -235,13 +236,14 @@ class Controller:
         status = self.status()
         wanted, measured = set(pairs), set(measured)
         with contextlib.closing(sqlite3.connect(f"file:{self.process.database}?mode=ro", uri=True)) as db:
-            counted: dict[int, set[tuple[str, str]]] = {number: set()
-                                                        for number in range(since, status["generation"] + 1)}
-            for number, src, dst in db.execute("SELECT generation, src, dst FROM generation_flows "
-                                               "WHERE generation >= ?", (since,)):
-                counted.setdefault(number, set()).add((src, dst))
+            counted: dict[int, dict[tuple[str, str], int]] = {number: {}
+                                                              for number in range(since, status["generation"] + 1)}
+            for number, src, dst, count in db.execute("SELECT generation, src, dst, count FROM generation_flows "
+                                                      "WHERE generation >= ?", (since,)):
+                counted.setdefault(number, {})[(src, dst)] = count
             matching = [number for number, found in counted.items()
-                        if (wanted <= found if active else not wanted & found)]
+                        if (all(found.get(pair, 0) >= connections for pair in wanted) if active
+                            else not wanted & found.keys())]
             agents = status["agents"]
             if not matching or not agents or (not active and max(matching) != status["generation"]):
                 return False
