@@ -527,9 +527,10 @@ def test_a_sweep_whose_runs_all_failed_still_draws_its_goodput_plot(tmp_path):
     assert (tmp_path / "fct_bars.png").read_bytes().startswith(b"\x89PNG")
 
 
-def write_sweep(directory, runs, command=None, failures=(), plots_drawn=("goodput.png",)):
+def write_sweep(directory, runs, command=None, failures=(), plots_drawn=("goodput.png",), notes=()):
     directory.mkdir(parents=True)
-    document = {"runs": runs, "failures": list(failures), "code": {**CODE, "commit": "abcdef0" + "0" * 33}}
+    document = {"runs": runs, "failures": list(failures), "code": {**CODE, "commit": "abcdef0" + "0" * 33},
+                "notes": list(notes)}
     if command:
         document["command"] = command
     (directory / "summary.json").write_text(json.dumps(document))
@@ -591,8 +592,21 @@ def test_a_folder_of_sweeps_is_one_section_with_one_table(tmp_path):
     assert goodput.endswith("Made by: `otcp-experiment incast --senders 16,64 --out results/emulator/a-counts`; "
                             "`otcp-experiment incast --senders 16,64 --out results/emulator/b-again`")
     assert f"- {first}: committed code" in page and f"- {again}: committed code" in page
+    assert "## Notes" not in page  # none noted
     assert report.text([str(emulator)]).splitlines()[-2:] == [
         f"- {first}: commit abcdef0", f"- {again}: commit abcdef0"]
+
+
+def test_the_page_gives_every_note_once_with_the_folders_that_hold_it(tmp_path):
+    shared = write_sweep(tmp_path / "shared", [a_run(senders=64, sru_bytes=65536)], command="a",
+                         notes=["the 64-sender network (85000 B): 8 sender hosts", "cubic per socket"])
+    alone = write_sweep(tmp_path / "alone", [a_run(senders=64, sru_bytes=65536)], command="b",
+                        notes=["cubic per socket"])
+    output = tmp_path / "page.md"
+    assert cli.main(["report", shared, alone, "--markdown", "--each", "--title", "T", "--output", str(output)]) == 0
+    notes = output.read_text().split("\n## Notes\n\n", 1)[1].split("\n\n## ", 1)[0]
+    assert notes.splitlines() == [f"- the 64-sender network (85000 B): 8 sender hosts ({shared})",
+                                  f"- cubic per socket ({shared}, {alone})"]
 
 
 def test_a_folder_of_sweeps_gets_one_goodput_plot_of_all_its_runs(tmp_path, monkeypatch):

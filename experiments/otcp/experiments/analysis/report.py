@@ -584,8 +584,20 @@ def page(directories: Sequence[str], title: str, relative_to: str, each: bool = 
     parts.append(static_values(sweeps))
     parts.append(cost_table(incast_runs))
     parts += [validation(emulated, simulation) for emulated, simulation in validations]
+    parts.append(notes_section(sweeps))
     parts.append("## Code\n\n" + "\n".join(f"- {code_line(sweep.directory, with_commit=False)}" for sweep in sweeps))
     return "\n\n".join(part for part in parts if part) + "\n"
+
+
+def notes_section(sweeps: Sequence[Sweep]) -> str:
+    """What the runs noted in their summaries (how the network was built and where its processes ran, what a
+    host could not enforce, ceiling samples set aside, failures), each note once, with the folders that hold it."""
+    held: dict[str, list[str]] = {}
+    for sweep in sweeps:
+        for note in sweep.document.get("notes", []):
+            held.setdefault(note, []).append(sweep.directory)
+    return "## Notes\n\n" + "\n".join(f"- {note} ({', '.join(folders)})" for note, folders in held.items()) \
+        if held else ""
 
 
 def fine_rto_ms(sweep: Sweep) -> int:
