@@ -173,9 +173,9 @@ def workload_pairs(placement: Placement) -> list[tuple[str, str]]:
 
 
 def scenario_document(config: SimConfig, fabric: SimFabric, placement: Placement, scheme: SimScheme,
-                      buffer_bytes: int) -> dict[str, Any]:
+                      buffer_bytes: int, admit: int | None = None) -> dict[str, Any]:
     """The scenario program's input for one scheme's run (the marking threshold: given, or DCTCP's for
-    the receiver's link rate)."""
+    the receiver's link rate; admit: how many senders the receiver asks at once, None: all)."""
     k_bytes = config.marking_threshold(fabric.bottleneck_rate_bps(placement.receiver))
     return scenario.scheme_document(
         "incast", config, fabric, scheme, HOST_QUEUE_PACKETS, k_bytes,
@@ -185,14 +185,7 @@ def scenario_document(config: SimConfig, fabric: SimFabric, placement: Placement
          "gap_s": config.round_gap_s, "round_timeout_s": config.round_timeout_s,
          "warmup_rounds": config.warmup_rounds, "rounds": config.rounds, "probe": placement.probe,
          "probe_interval_s": config.probe_interval_s, "drain_s": config.drain_s,
-         "admit": admitted(config, fabric, placement) if scheme.admission else None})
-
-
-def admitted(config: SimConfig, fabric: SimFabric, placement: Placement) -> int:
-    """How many senders an admission scheme's receiver asks at once: what the planner's fan-in admission
-    counts on its downlink (formulas.admitted_flows of that buffer, the loop's bounds and lossless settings)."""
-    lossless = dataclasses.replace(config.lossless(), fan_in_admission=True)
-    return int(formulas.admitted_flows(fabric.downlink_buffer_bytes(placement.receiver), formulas.Bounds(), lossless))
+         "admit": admit})
 
 
 def measure_ceiling(hz: int, fabric: SimFabric, placement: Placement, segment_bytes: int) -> float:
@@ -249,9 +242,10 @@ def run_fabric(config: SimConfig, store: results.ResultStore, progress: Progress
         return ceilings[packet]
 
     ceiling(formulas.DEFAULT_MSS_BYTES)
-    if any(scheme.admission for scheme in chosen):
-        sweep.note(progress, f"otcp-admit on the {senders}-sender fabric ({buffer_bytes} B): the receiver asks at "
-                             f"most {admitted(config, fabric, placement)} senders at once")
+    for scheme in (scheme for scheme in chosen if scheme.admission):
+        admit = ClosedLoop.for_scheme(fabric, [], scheme, config.lossless()).admit(placement.receiver)
+        sweep.note(progress, f"{scheme.name} on the {senders}-sender fabric ({buffer_bytes} B): the receiver asks at "
+                             f"most {admit} senders at once, its K of the loop's plan")
     for scheme in chosen:
         label = run_label(scheme.name, senders, buffer_bytes)
         progress.start_run(label)
@@ -282,7 +276,10 @@ def run_scheme(config: SimConfig, fabric: SimFabric, placement: Placement, schem
         done = message["round"] + (config.warmup_rounds if message["phase"] == "measured" else 0)
         progress.update(done, total)
 
-    document = scenario_document(config, fabric, placement, scheme, buffer_bytes)
+    admit = loop.admit(placement.receiver) if loop is not None and scheme.admission else None
+    if scheme.admission and admit is None:
+        raise scenario.SimulationError(f"{scheme.name}: the loop's plan gives {placement.receiver} no admit")
+    document = scenario_document(config, fabric, placement, scheme, buffer_bytes, admit)
     outcome = scenario.run(document, loop, on_round)
     return make_record(config, fabric, placement, scheme, buffer_bytes, document, outcome, loop)
 

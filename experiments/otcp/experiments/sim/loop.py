@@ -80,6 +80,13 @@ class ClosedLoop:
         return cls(fabric, pairs, formulas.Bounds(), lossless, formulas.Pacing() if scheme.pacing else None,
                    scheme.follows)
 
+    def admit(self, host: str) -> int | None:
+        """How many senders host may ask to send to it at once: its K of the loop's planner (Plan.admissions,
+        what the controller publishes as its set's admit), None without fan-in admission. K follows from the
+        host's downlink buffer alone, so the fabric is planned without flows."""
+        plan = Plan(self.base, self.bounds, self.lossless, self.pacing, multipath=False)
+        return plan.admissions().get(self.fabric.address[host])
+
     def poll(self, t: float, counts: Sequence[PairCount]) -> dict[str, Any]:
         """Take one poll's counters; return the settings that changed, as the scenario reads them
         ({host: {"peers": {peer: settings}}})."""

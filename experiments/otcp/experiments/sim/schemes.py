@@ -7,8 +7,9 @@ published or lossless formulas, with pacing for otcp-paced). Route-enforced OTCP
 otcp+dctcp) takes a route's parameters at connection set-up only; the agents' BPF (otcp-lossless,
 otcp-paced) also sets ssthresh with the clamp and has established connections follow a new clamp
 and pacing rate. DCTCP runs ns-3's TcpDctcp at both ends (with Linux's two-segment ssthresh floor)
-and the switches mark at K. otcp-admit's receiver asks at most the senders the planner's fan-in
-admission counts at once (formulas.admitted_flows), as the emulator's incast client does.
+and the switches mark at K. otcp-admit's receiver asks at most K senders at once, its K of the
+loop's plan (Plan.admissions, the admit the controller publishes), as the emulator's incast client
+asks the admit its agent shows.
 """
 
 from __future__ import annotations
