@@ -3,10 +3,11 @@
 where the kernel refuses XDP, and calibration on each datapath: tests/integration/test_calibration.py."""
 
 import json
+import subprocess
 
 import pytest
 
-from otcp.experiments import datapaths
+from otcp.experiments import cli, datapaths
 from otcp.experiments.calibrate import CalibrationRow
 from otcp.experiments.cli import build_parser, datapath_config_from_args
 from otcp.experiments.runner import datapath
@@ -193,3 +194,52 @@ def test_a_comparison_failed_when_a_candidate_could_not_be_measured():
     assert not datapaths.Comparison([measured], {}).failed
     stopped = datapaths.Candidate("afxdp-nonpmd:native", error="ovs-vsctl: the port was refused")
     assert datapaths.Comparison([measured, stopped], {}).failed
+
+
+def test_a_sleeping_pmd_is_named_parsed_and_only_afxdp_has_one(capsys):
+    sleeping = Datapath.named("afxdp", pmd_maxsleep_us=100)
+    assert sleeping.label == "afxdp native, PMD sleeps up to 100 us"
+    assert Datapath("afxdp", "native", True, 50).label == "afxdp native, pinned, PMD sleeps up to 50 us"
+    for kind, mode, sleep in (("afpacket", None, 100), ("afxdp-nonpmd", "native", 100), ("afxdp", "native", -1),
+                              ("afxdp", "native", 10_001), ("afxdp", "native", True), ("afxdp", "native", 1.5)):
+        with pytest.raises(ValueError, match="PMD"):
+            Datapath(kind, mode, False, sleep)
+    parser = build_parser()
+    config = datapath_config_from_args(parser.parse_args(
+        ["datapath", "--datapaths", "afxdp:native+maxsleep=100,afxdp+pinned+maxsleep=50,afxdp", "--out",
+         "/tmp/otcp-sleep-args"]), parser)
+    assert config.candidates == [sleeping, Datapath("afxdp", "native", True, 50), Datapath("afxdp", "native")]
+    for bad in ("afxdp+maxsleep", "afxdp+maxsleep=x", "afpacket+maxsleep=100", "afxdp+maxsleep=20000"):
+        with pytest.raises(SystemExit):
+            datapath_config_from_args(parser.parse_args(["datapath", "--datapaths", bad]), parser)
+    incast = cli.config_from_args(parser.parse_args(["incast", "--datapath", "afxdp", "--pmd-maxsleep-us", "100"]),
+                                  parser)
+    assert incast.switch_datapath() == sleeping
+    with pytest.raises(SystemExit):
+        cli.config_from_args(parser.parse_args(["incast", "--pmd-maxsleep-us", "100"]), parser)
+    assert "--pmd-maxsleep-us: datapath afpacket has no PMD thread" in capsys.readouterr().err
+
+
+@pytest.mark.root
+def test_the_pmd_sleep_is_set_while_the_network_runs_and_put_back_after():
+    """On the real Open vSwitch: the setting is there inside, and what was there before (none, or a value) after."""
+    def setting():
+        return subprocess.run(["ovs-vsctl", "--if-exists", "get", "Open_vSwitch", ".", "other_config:pmd-maxsleep"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    before = setting()
+    try:
+        for earlier in ("", '"7"'):
+            if earlier:
+                subprocess.run(["ovs-vsctl", "set", "Open_vSwitch", ".", f"other_config:pmd-maxsleep={earlier}"],
+                               check=True)
+            else:
+                subprocess.run(["ovs-vsctl", "remove", "Open_vSwitch", ".", "other_config", "pmd-maxsleep"],
+                               check=True)
+            with datapath.pmd_sleep(100):
+                assert setting() == '"100"'
+            assert setting() == earlier
+    finally:
+        restore = ["set", "Open_vSwitch", ".", f"other_config:pmd-maxsleep={before}"] if before else \
+            ["remove", "Open_vSwitch", ".", "other_config", "pmd-maxsleep"]
+        subprocess.run(["ovs-vsctl", *restore], check=True)

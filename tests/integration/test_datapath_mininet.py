@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 from mininet.node import Switch
 
@@ -83,6 +84,33 @@ def test_the_switchs_pmd_threads_are_read_for_the_share_of_their_cycles_spent_on
         assert pings(emulation)
         assert (counters.MachineTimes.now() - start).switch_pmd_busy_pct is None
     assert ovs_bridges() == before
+
+
+def test_a_sleeping_pmd_thread_gives_its_idle_core_back_and_still_forwards():
+    """afxdp's PMD thread busy-polls: idle, it still takes its whole core by the clock. Allowed to sleep
+    (other_config:pmd-maxsleep, set while the network runs and put back after), the idle thread takes
+    a small part of it, and the ports still forward a flow."""
+    def idle_share():
+        start = counters.MachineTimes.now()
+        time.sleep(2)
+        return (counters.MachineTimes.now() - start).switch_cpu_pct
+
+    def setting():
+        return subprocess.run(["ovs-vsctl", "--if-exists", "get", "Open_vSwitch", ".", "other_config:pmd-maxsleep"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    before, set_before = ovs_bridges(), setting()
+    topo = CalibrationTopo(bw=100, buffer_bytes=85000, sender_bw=200)
+    with emulate(topo, datapath=Datapath.named("afxdp", "native")) as emulation:
+        busy = idle_share()
+    sleeping = Datapath.named("afxdp", "native", pmd_maxsleep_us=1000)
+    with emulate(topo, datapath=sleeping) as emulation:
+        assert emulation.datapath.used == sleeping
+        assert setting() == '"1000"'
+        idle = idle_share()
+        assert measure.single_flow_ceiling(emulation, "h2", "h1", emulation.host("h1").IP(), seconds=1) > 10
+    assert busy is not None and idle is not None and busy > 90 and idle < 50, (busy, idle)
+    assert setting() == set_before and ovs_bridges() == before
 
 
 def test_a_pinned_datapath_keeps_every_process_of_the_experiment_off_the_switchs_cores():

@@ -192,11 +192,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_datapath_arguments(cal)
     compare = commands.add_parser("datapath", help="the switch's datapath candidates side by side: ceilings, the "
                                   "switch's CPU and calibration", description=first_line(datapaths.__doc__))
-    compare.add_argument("--datapaths", default=DATAPATH["datapaths"], metavar="KIND[:MODE][+pinned],...",
+    compare.add_argument("--datapaths", default=DATAPATH["datapaths"], metavar="KIND[:MODE][+pinned][+maxsleep=US],...",
                          help=f"the candidates, each a datapath ({', '.join(datapath.DATAPATHS)}), for the AF_XDP "
                               f"ones an XDP mode ({', '.join(datapath.XDP_MODES)}; default "
-                              f"{datapath.DEFAULT_XDP_MODE}), and +pinned to run the experiment's processes apart "
-                              f"from the switch's forwarding threads (--pin-hosts) (default {DATAPATH['datapaths']})")
+                              f"{datapath.DEFAULT_XDP_MODE}), +pinned to run the experiment's processes apart "
+                              "from the switch's forwarding threads (--pin-hosts), and for afxdp +maxsleep=US to let "
+                              f"its PMD thread sleep (--pmd-maxsleep-us) (default {DATAPATH['datapaths']})")
     compare.add_argument("--buffer-bytes", default=DATAPATH["buffer_bytes"],
                          help=f"comma-separated bottleneck buffers in bytes (default {DATAPATH['buffer_bytes']})")
     compare.add_argument("--packet-bytes", default=DATAPATH["packet_bytes"],
@@ -671,6 +672,22 @@ def add_datapath_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run every process of the experiment (hosts, agents, controller, this one) on the "
                              "cores the switch's forwarding threads do not poll on (the PMD threads' cores, or "
                              "the last core); the run's notes say where, or why not")
+    parser.add_argument("--pmd-maxsleep-us", type=int, default=0, metavar="US",
+                        help="with --datapath afxdp: let the switch's PMD thread sleep up to US microseconds in an "
+                             "iteration that found few packets (Open vSwitch's other_config:pmd-maxsleep, put back "
+                             f"after), {datapath.PMD_MAXSLEEP_US[0]}..{datapath.PMD_MAXSLEEP_US[1]} (default 0: it "
+                             "busy-polls a whole core)")
+
+
+def datapath_settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, Any]:
+    """An ExperimentConfig's datapath fields from --datapath, --xdp-mode, --pin-hosts and --pmd-maxsleep-us;
+    parser.error (exit 2) names a bad combination."""
+    try:
+        datapath.Datapath.named(args.datapath, args.xdp_mode, args.pin_hosts, args.pmd_maxsleep_us)
+    except ValueError as exc:
+        parser.error(f"--pmd-maxsleep-us: {exc}")
+    return {"datapath": args.datapath, "xdp_mode": args.xdp_mode, "pin_hosts": args.pin_hosts,
+            "pmd_maxsleep_us": args.pmd_maxsleep_us}
 
 
 def workload_config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> workload.WorkloadConfig:
@@ -710,7 +727,7 @@ def workload_config_from_args(args: argparse.Namespace, parser: argparse.Argumen
     return workload.WorkloadConfig(
         out=out, schemes=names, bw_mbps=pick("bw_mbps"), buffers=buffers, delay_us=args.delay_us,
         forwarding=args.forwarding, fine_rto_ms=args.fine_rto_ms, queue_target_fraction=args.queue_target_fraction,
-        datapath=args.datapath, xdp_mode=args.xdp_mode, pin_hosts=args.pin_hosts,
+        **datapath_settings(args, parser),
         ceiling_seconds=args.ceiling_seconds, ceiling_repeats=pick("ceiling_repeats"), topo=pick("topo"),
         distribution=pick("distribution"), size_scale=size_scale, load=pick("load"),
         query_senders=fan_ins, query_bytes=sizes, query_rate=query_rate, query_load=query_load,
@@ -796,8 +813,7 @@ def calibration_config_from_args(args: argparse.Namespace,
     out = output_directory(args.out, parser)
     return calibrate.CalibrationConfig(out=out, buffers=buffers, packet_sizes=sizes, bw_mbps=args.bw_mbps,
                                        overload=args.overload, overflow_ms=args.overflow_ms,
-                                       forwarding=args.forwarding, datapath=args.datapath, xdp_mode=args.xdp_mode,
-                                       pin_hosts=args.pin_hosts)
+                                       forwarding=args.forwarding, **datapath_settings(args, parser))
 
 
 def datapath_config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> datapaths.DatapathConfig:
@@ -823,17 +839,24 @@ def datapath_config_from_args(args: argparse.Namespace, parser: argparse.Argumen
 
 
 def parse_datapaths(text: str) -> list[datapath.Datapath]:
-    """The candidates of --datapaths (KIND[:MODE][+pinned],...), each once (ValueError names the option)."""
+    """The candidates of --datapaths (KIND[:MODE][+pinned][+maxsleep=US],...), each once (ValueError names
+    the option)."""
     found = []
     for part in text.split(","):
-        name, plus, suffix = part.partition("+")
+        name, *modifiers = part.split("+")
         kind, _, mode = name.partition(":")
         try:
-            if plus and suffix != "pinned":
-                raise ValueError(f"+{suffix} is not +pinned")
-            pinned = bool(plus)
-            found.append(datapath.Datapath(kind, mode, pinned) if mode
-                         else datapath.Datapath.named(kind, pinned=pinned))
+            pinned, sleep = False, 0
+            for modifier in modifiers:
+                setting, _, value = modifier.partition("=")
+                if modifier == "pinned":
+                    pinned = True
+                elif setting == "maxsleep" and value.isdigit():
+                    sleep = int(value)
+                else:
+                    raise ValueError(f"+{modifier} is neither +pinned nor +maxsleep=US")
+            found.append(datapath.Datapath(kind, mode, pinned, sleep) if mode
+                         else datapath.Datapath.named(kind, pinned=pinned, pmd_maxsleep_us=sleep))
         except ValueError as exc:
             raise ValueError(f"--datapaths: {part!r}: {exc}") from None
     if len(set(found)) != len(found):
@@ -896,7 +919,7 @@ def config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
         total_bytes=args.total_bytes, rounds=pick("rounds"), warmup_seconds=pick("warmup_seconds"),
         persistent=args.persistent, connections_per_host=sharing, bw_mbps=pick("bw_mbps"), delay_us=args.delay_us,
         fine_rto_ms=args.fine_rto_ms,
-        forwarding=args.forwarding, datapath=args.datapath, xdp_mode=args.xdp_mode, pin_hosts=args.pin_hosts,
+        forwarding=args.forwarding, **datapath_settings(args, parser),
         probe_interval_s=args.probe_interval_ms / 1000.0,
         ceiling_seconds=args.ceiling_seconds, ceiling_repeats=pick("ceiling_repeats"),
         round_timeout_s=args.round_timeout, queue_target_fraction=args.queue_target_fraction,

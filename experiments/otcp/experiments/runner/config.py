@@ -33,7 +33,8 @@ class ExperimentConfig:
     xdp_mode: what the switches' ports should be (runner.datapath: afpacket,
     afxdp-nonpmd or afxdp; native or generic XDP for the AF_XDP ones);
     pin_hosts: the experiment's processes run apart from the switch's
-    forwarding threads (runner.placement);
+    forwarding threads (runner.placement); pmd_maxsleep_us: how long afxdp's
+    PMD thread may sleep in an iteration that found few packets (0: it busy-polls);
     fine_rto_ms: the fine-rto schemes' rto_min; queue_target_fraction:
     otcp-lossless's standing queue as a share of the buffer;
     fan_in_queue_fraction: the share of the buffer its queue may rise to
@@ -53,6 +54,7 @@ class ExperimentConfig:
     datapath: str = DEFAULT_DATAPATH
     xdp_mode: str = DEFAULT_XDP_MODE
     pin_hosts: bool = False
+    pmd_maxsleep_us: int = 0
     fine_rto_ms: int = DEFAULT_FINE_RTO_MS
     queue_target_fraction: float = Lossless.queue_target_fraction
     fan_in_queue_fraction: float = Lossless.fan_in_queue_fraction
@@ -68,4 +70,4 @@ class ExperimentConfig:
 
     def switch_datapath(self) -> Datapath:
         """The datapath asked for, as the emulation takes it."""
-        return Datapath.named(self.datapath, self.xdp_mode, self.pin_hosts)
+        return Datapath.named(self.datapath, self.xdp_mode, self.pin_hosts, self.pmd_maxsleep_us)

@@ -11,7 +11,10 @@ two kinds of socket (docs/experiments.md, "The switch's datapath"):
   switch's end of the veth, in ``native`` (the veth driver's) or ``generic``
   XDP;
 - ``afxdp``: the same sockets polled by a PMD thread that busy-polls a whole
-  core.
+  core, or, with ``pmd_maxsleep_us``, sleeps up to that long in an iteration
+  that found few packets (Open vSwitch's ``other_config:pmd-maxsleep``, set
+  while the network runs: ``pmd_sleep``), leaving the rest of its core to
+  the hosts.
 
 An AF_XDP port transmits around the port's qdisc (the runner keeps the
 switch's buffers on IFBs in the hosts, so nothing it shapes is on a switch
@@ -33,12 +36,13 @@ is what runs record.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import re
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 AFPACKET = "afpacket"
@@ -51,6 +55,8 @@ XDP_MODES = ("native", "generic")
 #: (docs/results/datapath.md has the measurement behind the choice).
 DEFAULT_DATAPATH = AFPACKET
 DEFAULT_XDP_MODE = "native"
+#: The longest sleep Open vSwitch takes for a PMD thread's idle iteration, in microseconds (its own bound).
+PMD_MAXSLEEP_US = (0, 10_000)
 #: Open vSwitch's own log, where it writes why a port could not be added.
 OVS_LOG = os.environ.get("OVS_LOGDIR", "/var/log/openvswitch") + "/ovs-vswitchd.log"
 _DPCTL_PORT = re.compile(r"^\s*port \d+: (?P<name>\S+) \((?P<type>[^:)]+)(?::(?P<options>[^)]*))?\)", re.MULTILINE)
@@ -64,11 +70,13 @@ class DatapathError(RuntimeError):
 class Datapath:
     """One datapath: kind (one of DATAPATHS) and, for the AF_XDP ones, the XDP mode; pinned:
     the experiment's processes run apart from the switch's forwarding threads
-    (otcp.experiments.runner.placement)."""
+    (otcp.experiments.runner.placement); pmd_maxsleep_us: how long afxdp's PMD thread may
+    sleep in an iteration that found few packets (0: it busy-polls)."""
 
     kind: str = DEFAULT_DATAPATH
     xdp_mode: str | None = None
     pinned: bool = False
+    pmd_maxsleep_us: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in DATAPATHS:
@@ -77,11 +85,17 @@ class Datapath:
             raise ValueError("the afpacket datapath has no XDP mode")
         if self.kind != AFPACKET and self.xdp_mode not in XDP_MODES:
             raise ValueError(f"datapath {self.kind}: XDP mode {self.xdp_mode!r} is not one of {', '.join(XDP_MODES)}")
+        sleep, (low, high) = self.pmd_maxsleep_us, PMD_MAXSLEEP_US
+        if isinstance(sleep, bool) or not isinstance(sleep, int) or not low <= sleep <= high:
+            raise ValueError(f"PMD sleep {sleep!r} us is not a whole number in {low}..{high}")
+        if sleep and self.kind != AFXDP:
+            raise ValueError(f"datapath {self.kind} has no PMD thread to sleep (only {AFXDP} has)")
 
     @classmethod
-    def named(cls, kind: str, xdp_mode: str = DEFAULT_XDP_MODE, pinned: bool = False) -> Datapath:
+    def named(cls, kind: str, xdp_mode: str = DEFAULT_XDP_MODE, pinned: bool = False,
+              pmd_maxsleep_us: int = 0) -> Datapath:
         """kind with xdp_mode where it has one (ValueError names a bad one)."""
-        return cls(kind, None if kind == AFPACKET else xdp_mode, pinned)
+        return cls(kind, None if kind == AFPACKET else xdp_mode, pinned, pmd_maxsleep_us)
 
     @property
     def is_xdp(self) -> bool:
@@ -95,9 +109,11 @@ class Datapath:
 
     @property
     def label(self) -> str:
-        """How tables and messages name it: "afpacket", "afxdp-nonpmd native", "afxdp native, pinned"."""
+        """How tables and messages name it: "afpacket", "afxdp-nonpmd native", "afxdp native, pinned",
+        "afxdp native, PMD sleeps up to 100 us"."""
         name = self.kind if self.xdp_mode is None else f"{self.kind} {self.xdp_mode}"
-        return f"{name}, pinned" if self.pinned else name
+        sleeps = f", PMD sleeps up to {self.pmd_maxsleep_us} us" if self.pmd_maxsleep_us else ""
+        return f"{name}{', pinned' if self.pinned else ''}{sleeps}"
 
     def interface_settings(self) -> list[str]:
         """The column settings of ``ovs-vsctl set Interface PORT ...`` that make a port this
@@ -135,6 +151,23 @@ class PortState:
     ovs_type: str
     error: str | None
     xdp_mode_in_use: str | None = None
+
+
+@contextlib.contextmanager
+def pmd_sleep(max_us: int) -> Iterator[None]:
+    """Let Open vSwitch's PMD threads sleep up to max_us in an iteration that found few packets
+    (``other_config:pmd-maxsleep``) while the context runs; its setting before (or none) is put back."""
+    key = "other_config:pmd-maxsleep"
+    before = subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "get", "Open_vSwitch", ".", key],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run(["ovs-vsctl", "--timeout=10", "set", "Open_vSwitch", ".", f"{key}={max_us}"],
+                   capture_output=True, text=True, check=True)
+    try:
+        yield
+    finally:
+        restore = ["set", "Open_vSwitch", ".", f"{key}={before}"] if before else \
+            ["remove", "Open_vSwitch", ".", "other_config", "pmd-maxsleep"]
+        subprocess.run(["ovs-vsctl", "--timeout=10", *restore], capture_output=True, text=True, check=False)
 
 
 def choose(asked: Datapath, topo: Any, iface_types: Sequence[str] | None = None) -> DatapathInUse:
@@ -282,6 +315,6 @@ def _with_mode_in_use(in_use: DatapathInUse, states: dict[str, PortState]) -> Da
     if len(modes) == 1:
         (mode,) = modes
         if mode != used.xdp_mode and mode in XDP_MODES:
-            return DatapathInUse(in_use.asked, Datapath(used.kind, mode, used.pinned),
+            return DatapathInUse(in_use.asked, dataclasses.replace(used, xdp_mode=mode),
                                  f"Open vSwitch runs the ports in {mode} XDP, not {used.xdp_mode}")
     return in_use
