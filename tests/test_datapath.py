@@ -196,50 +196,64 @@ def test_a_comparison_failed_when_a_candidate_could_not_be_measured():
     assert datapaths.Comparison([measured, stopped], {}).failed
 
 
-def test_a_sleeping_pmd_is_named_parsed_and_only_afxdp_has_one(capsys):
+def test_a_sleeping_pmd_and_batched_output_are_named_parsed_and_checked(capsys):
     sleeping = Datapath.named("afxdp", pmd_maxsleep_us=100)
     assert sleeping.label == "afxdp native, PMD sleeps up to 100 us"
-    assert Datapath("afxdp", "native", True, 50).label == "afxdp native, pinned, PMD sleeps up to 50 us"
-    for kind, mode, sleep in (("afpacket", None, 100), ("afxdp-nonpmd", "native", 100), ("afxdp", "native", -1),
-                              ("afxdp", "native", 10_001), ("afxdp", "native", True), ("afxdp", "native", 1.5)):
-        with pytest.raises(ValueError, match="PMD"):
-            Datapath(kind, mode, False, sleep)
+    assert sleeping.ovs_settings() == {"pmd-maxsleep": 100} and Datapath().ovs_settings() == {}
+    both = Datapath("afxdp", "native", True, 50, 20)
+    assert both.label == "afxdp native, pinned, PMD sleeps up to 50 us, output batched up to 20 us"
+    assert both.ovs_settings() == {"pmd-maxsleep": 50, "tx-flush-interval": 20}
+    batched = Datapath.named("afpacket", tx_flush_us=50)
+    assert (batched.label, batched.ovs_settings()) == ("afpacket, output batched up to 50 us",
+                                                      {"tx-flush-interval": 50})
+    for kind, mode, sleep, flush, words in (
+            ("afpacket", None, 100, 0, "no PMD thread"), ("afxdp-nonpmd", "native", 100, 0, "no PMD thread"),
+            ("afxdp", "native", -1, 0, "PMD sleep -1"), ("afxdp", "native", 10_001, 0, "PMD sleep 10001"),
+            ("afxdp", "native", True, 0, "PMD sleep True"), ("afxdp", "native", 1.5, 0, "PMD sleep 1.5"),
+            ("afpacket", None, 0, 1_000_001, "output batch wait 1000001"),
+            ("afpacket", None, 0, float("nan"), "output batch wait nan"), ("afpacket", None, 0, True, "wait True")):
+        with pytest.raises(ValueError, match=words):
+            Datapath(kind, mode, False, sleep, flush)
     parser = build_parser()
     config = datapath_config_from_args(parser.parse_args(
-        ["datapath", "--datapaths", "afxdp:native+maxsleep=100,afxdp+pinned+maxsleep=50,afxdp", "--out",
-         "/tmp/otcp-sleep-args"]), parser)
-    assert config.candidates == [sleeping, Datapath("afxdp", "native", True, 50), Datapath("afxdp", "native")]
-    for bad in ("afxdp+maxsleep", "afxdp+maxsleep=x", "afpacket+maxsleep=100", "afxdp+maxsleep=20000"):
+        ["datapath", "--datapaths", "afxdp:native+maxsleep=100,afxdp+pinned+maxsleep=50+flush=20,afpacket+flush=50,"
+         "afxdp", "--out", "/tmp/otcp-sleep-args"]), parser)
+    assert config.candidates == [sleeping, both, batched, Datapath("afxdp", "native")]
+    for bad in ("afxdp+maxsleep", "afxdp+maxsleep=x", "afpacket+maxsleep=100", "afxdp+maxsleep=20000",
+                "afpacket+flush=-1", "afpacket+flush=2000000", "afpacket+batch=5"):
         with pytest.raises(SystemExit):
             datapath_config_from_args(parser.parse_args(["datapath", "--datapaths", bad]), parser)
     incast = cli.config_from_args(parser.parse_args(["incast", "--datapath", "afxdp", "--pmd-maxsleep-us", "100"]),
                                   parser)
     assert incast.switch_datapath() == sleeping
+    flushed = cli.config_from_args(parser.parse_args(["incast", "--tx-flush-us", "50"]), parser)
+    assert flushed.switch_datapath() == batched
     with pytest.raises(SystemExit):
         cli.config_from_args(parser.parse_args(["incast", "--pmd-maxsleep-us", "100"]), parser)
-    assert "--pmd-maxsleep-us: datapath afpacket has no PMD thread" in capsys.readouterr().err
+    assert "--pmd-maxsleep-us/--tx-flush-us: datapath afpacket has no PMD thread" in capsys.readouterr().err
 
 
 @pytest.mark.root
-def test_the_pmd_sleep_is_set_while_the_network_runs_and_put_back_after():
-    """On the real Open vSwitch: the setting is there inside, and what was there before (none, or a value) after."""
-    def setting():
-        return subprocess.run(["ovs-vsctl", "--if-exists", "get", "Open_vSwitch", ".", "other_config:pmd-maxsleep"],
+def test_open_vswitchs_settings_hold_while_the_network_runs_and_are_put_back_after():
+    """On the real Open vSwitch: both keys are there inside; after, what was there before (none, or a value)."""
+    keys = ("pmd-maxsleep", "tx-flush-interval")
+
+    def setting(key):
+        return subprocess.run(["ovs-vsctl", "--if-exists", "get", "Open_vSwitch", ".", f"other_config:{key}"],
                               capture_output=True, text=True, check=True).stdout.strip()
 
-    before = setting()
+    def put(key, value):
+        subprocess.run(["ovs-vsctl", "set", "Open_vSwitch", ".", f"other_config:{key}={value}"] if value else
+                       ["ovs-vsctl", "remove", "Open_vSwitch", ".", "other_config", key], check=True)
+
+    before = {key: setting(key) for key in keys}
     try:
-        for earlier in ("", '"7"'):
-            if earlier:
-                subprocess.run(["ovs-vsctl", "set", "Open_vSwitch", ".", f"other_config:pmd-maxsleep={earlier}"],
-                               check=True)
-            else:
-                subprocess.run(["ovs-vsctl", "remove", "Open_vSwitch", ".", "other_config", "pmd-maxsleep"],
-                               check=True)
-            with datapath.pmd_sleep(100):
-                assert setting() == '"100"'
-            assert setting() == earlier
+        for earlier in ({"pmd-maxsleep": "", "tx-flush-interval": ""}, {"pmd-maxsleep": '"7"', "tx-flush-interval": ""}):
+            for key, value in earlier.items():
+                put(key, value)
+            with datapath.ovs_other_config({"pmd-maxsleep": 100, "tx-flush-interval": 20}):
+                assert (setting("pmd-maxsleep"), setting("tx-flush-interval")) == ('"100"', '"20"')
+            assert {key: setting(key) for key in keys} == earlier
     finally:
-        restore = ["set", "Open_vSwitch", ".", f"other_config:pmd-maxsleep={before}"] if before else \
-            ["remove", "Open_vSwitch", ".", "other_config", "pmd-maxsleep"]
-        subprocess.run(["ovs-vsctl", *restore], check=True)
+        for key, value in before.items():
+            put(key, value)

@@ -88,29 +88,30 @@ def test_the_switchs_pmd_threads_are_read_for_the_share_of_their_cycles_spent_on
 
 def test_a_sleeping_pmd_thread_gives_its_idle_core_back_and_still_forwards():
     """afxdp's PMD thread busy-polls: idle, it still takes its whole core by the clock. Allowed to sleep
-    (other_config:pmd-maxsleep, set while the network runs and put back after), the idle thread takes
-    a small part of it, and the ports still forward a flow."""
+    (other_config:pmd-maxsleep), with its output batched (other_config:tx-flush-interval), both set while the
+    network runs and put back after, the idle thread takes a small part of it, and the ports still forward."""
     def idle_share():
         start = counters.MachineTimes.now()
         time.sleep(2)
         return (counters.MachineTimes.now() - start).switch_cpu_pct
 
-    def setting():
-        return subprocess.run(["ovs-vsctl", "--if-exists", "get", "Open_vSwitch", ".", "other_config:pmd-maxsleep"],
-                              capture_output=True, text=True, check=True).stdout.strip()
+    def settings():
+        return [subprocess.run(["ovs-vsctl", "--if-exists", "get", "Open_vSwitch", ".", f"other_config:{key}"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+                for key in ("pmd-maxsleep", "tx-flush-interval")]
 
-    before, set_before = ovs_bridges(), setting()
+    before, set_before = ovs_bridges(), settings()
     topo = CalibrationTopo(bw=100, buffer_bytes=85000, sender_bw=200)
     with emulate(topo, datapath=Datapath.named("afxdp", "native")) as emulation:
         busy = idle_share()
-    sleeping = Datapath.named("afxdp", "native", pmd_maxsleep_us=1000)
+    sleeping = Datapath.named("afxdp", "native", pmd_maxsleep_us=1000, tx_flush_us=50)
     with emulate(topo, datapath=sleeping) as emulation:
         assert emulation.datapath.used == sleeping
-        assert setting() == '"1000"'
+        assert settings() == ['"1000"', '"50"']
         idle = idle_share()
         assert measure.single_flow_ceiling(emulation, "h2", "h1", emulation.host("h1").IP(), seconds=1) > 10
     assert busy is not None and idle is not None and busy > 90 and idle < 50, (busy, idle)
-    assert setting() == set_before and ovs_bridges() == before
+    assert settings() == set_before and ovs_bridges() == before
 
 
 def test_a_pinned_datapath_keeps_every_process_of_the_experiment_off_the_switchs_cores():

@@ -192,12 +192,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_datapath_arguments(cal)
     compare = commands.add_parser("datapath", help="the switch's datapath candidates side by side: ceilings, the "
                                   "switch's CPU and calibration", description=first_line(datapaths.__doc__))
-    compare.add_argument("--datapaths", default=DATAPATH["datapaths"], metavar="KIND[:MODE][+pinned][+maxsleep=US],...",
+    compare.add_argument("--datapaths", default=DATAPATH["datapaths"],
+                         metavar="KIND[:MODE][+pinned][+maxsleep=US][+flush=US],...",
                          help=f"the candidates, each a datapath ({', '.join(datapath.DATAPATHS)}), for the AF_XDP "
                               f"ones an XDP mode ({', '.join(datapath.XDP_MODES)}; default "
                               f"{datapath.DEFAULT_XDP_MODE}), +pinned to run the experiment's processes apart "
-                              "from the switch's forwarding threads (--pin-hosts), and for afxdp +maxsleep=US to let "
-                              f"its PMD thread sleep (--pmd-maxsleep-us) (default {DATAPATH['datapaths']})")
+                              "from the switch's forwarding threads (--pin-hosts), for afxdp +maxsleep=US to let "
+                              "its PMD thread sleep (--pmd-maxsleep-us), and +flush=US to batch its output "
+                              f"(--tx-flush-us) (default {DATAPATH['datapaths']})")
     compare.add_argument("--buffer-bytes", default=DATAPATH["buffer_bytes"],
                          help=f"comma-separated bottleneck buffers in bytes (default {DATAPATH['buffer_bytes']})")
     compare.add_argument("--packet-bytes", default=DATAPATH["packet_bytes"],
@@ -677,17 +679,21 @@ def add_datapath_arguments(parser: argparse.ArgumentParser) -> None:
                              "iteration that found few packets (Open vSwitch's other_config:pmd-maxsleep, put back "
                              f"after), {datapath.PMD_MAXSLEEP_US[0]}..{datapath.PMD_MAXSLEEP_US[1]} (default 0: it "
                              "busy-polls a whole core)")
+    parser.add_argument("--tx-flush-us", type=int, default=0, metavar="US",
+                        help="let a frame the switch forwards wait up to US microseconds in an output batch, for "
+                             "fewer, larger sends (Open vSwitch's other_config:tx-flush-interval, put back after), "
+                             f"{datapath.TX_FLUSH_US[0]}..{datapath.TX_FLUSH_US[1]} (default 0: sent at once)")
 
 
 def datapath_settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, Any]:
-    """An ExperimentConfig's datapath fields from --datapath, --xdp-mode, --pin-hosts and --pmd-maxsleep-us;
-    parser.error (exit 2) names a bad combination."""
+    """An ExperimentConfig's datapath fields from --datapath, --xdp-mode, --pin-hosts, --pmd-maxsleep-us and
+    --tx-flush-us; parser.error (exit 2) names a bad combination."""
     try:
-        datapath.Datapath.named(args.datapath, args.xdp_mode, args.pin_hosts, args.pmd_maxsleep_us)
+        datapath.Datapath.named(args.datapath, args.xdp_mode, args.pin_hosts, args.pmd_maxsleep_us, args.tx_flush_us)
     except ValueError as exc:
-        parser.error(f"--pmd-maxsleep-us: {exc}")
+        parser.error(f"--pmd-maxsleep-us/--tx-flush-us: {exc}")
     return {"datapath": args.datapath, "xdp_mode": args.xdp_mode, "pin_hosts": args.pin_hosts,
-            "pmd_maxsleep_us": args.pmd_maxsleep_us}
+            "pmd_maxsleep_us": args.pmd_maxsleep_us, "tx_flush_us": args.tx_flush_us}
 
 
 def workload_config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> workload.WorkloadConfig:
@@ -839,24 +845,25 @@ def datapath_config_from_args(args: argparse.Namespace, parser: argparse.Argumen
 
 
 def parse_datapaths(text: str) -> list[datapath.Datapath]:
-    """The candidates of --datapaths (KIND[:MODE][+pinned][+maxsleep=US],...), each once (ValueError names
-    the option)."""
+    """The candidates of --datapaths (KIND[:MODE][+pinned][+maxsleep=US][+flush=US],...), each once
+    (ValueError names the option)."""
     found = []
     for part in text.split(","):
         name, *modifiers = part.split("+")
         kind, _, mode = name.partition(":")
         try:
-            pinned, sleep = False, 0
+            pinned, waits = False, {"maxsleep": 0, "flush": 0}
             for modifier in modifiers:
                 setting, _, value = modifier.partition("=")
                 if modifier == "pinned":
                     pinned = True
-                elif setting == "maxsleep" and value.isdigit():
-                    sleep = int(value)
+                elif setting in waits and value.isdigit():
+                    waits[setting] = int(value)
                 else:
-                    raise ValueError(f"+{modifier} is neither +pinned nor +maxsleep=US")
-            found.append(datapath.Datapath(kind, mode, pinned, sleep) if mode
-                         else datapath.Datapath.named(kind, pinned=pinned, pmd_maxsleep_us=sleep))
+                    raise ValueError(f"+{modifier} is not +pinned, +maxsleep=US or +flush=US")
+            found.append(datapath.Datapath(kind, mode, pinned, waits["maxsleep"], waits["flush"]) if mode
+                         else datapath.Datapath.named(kind, pinned=pinned, pmd_maxsleep_us=waits["maxsleep"],
+                                                      tx_flush_us=waits["flush"]))
         except ValueError as exc:
             raise ValueError(f"--datapaths: {part!r}: {exc}") from None
     if len(set(found)) != len(found):

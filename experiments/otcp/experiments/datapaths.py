@@ -213,7 +213,8 @@ def run_comparison(config: DatapathConfig, progress: Progress) -> Comparison:
 def measure_candidate(config: DatapathConfig, datapath: Datapath, candidate: Candidate, progress: Progress) -> None:
     """One candidate's networks (one per buffer): the ceilings on the first, the bursts on each."""
     asked = dataclasses.replace(config, datapath=datapath.kind, xdp_mode=datapath.xdp_mode or config.xdp_mode,
-                                pin_hosts=datapath.pinned, pmd_maxsleep_us=datapath.pmd_maxsleep_us)
+                                pin_hosts=datapath.pinned, pmd_maxsleep_us=datapath.pmd_maxsleep_us,
+                                tx_flush_us=datapath.tx_flush_us)
     burst_id = 0
     for index, buffer_bytes in enumerate(config.buffers):
         topo = CalibrationTopo(bw=config.bw_mbps, buffer_bytes=buffer_bytes, sender_bw=config.overload * config.bw_mbps)

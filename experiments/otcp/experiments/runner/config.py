@@ -35,6 +35,7 @@ class ExperimentConfig:
     pin_hosts: the experiment's processes run apart from the switch's
     forwarding threads (runner.placement); pmd_maxsleep_us: how long afxdp's
     PMD thread may sleep in an iteration that found few packets (0: it busy-polls);
+    tx_flush_us: how long a forwarded frame may wait in an output batch (0: none);
     fine_rto_ms: the fine-rto schemes' rto_min; queue_target_fraction:
     otcp-lossless's standing queue as a share of the buffer;
     fan_in_queue_fraction: the share of the buffer its queue may rise to
@@ -55,6 +56,7 @@ class ExperimentConfig:
     xdp_mode: str = DEFAULT_XDP_MODE
     pin_hosts: bool = False
     pmd_maxsleep_us: int = 0
+    tx_flush_us: int = 0
     fine_rto_ms: int = DEFAULT_FINE_RTO_MS
     queue_target_fraction: float = Lossless.queue_target_fraction
     fan_in_queue_fraction: float = Lossless.fan_in_queue_fraction
@@ -70,4 +72,4 @@ class ExperimentConfig:
 
     def switch_datapath(self) -> Datapath:
         """The datapath asked for, as the emulation takes it."""
-        return Datapath.named(self.datapath, self.xdp_mode, self.pin_hosts, self.pmd_maxsleep_us)
+        return Datapath.named(self.datapath, self.xdp_mode, self.pin_hosts, self.pmd_maxsleep_us, self.tx_flush_us)

@@ -12,9 +12,14 @@ two kinds of socket (docs/experiments.md, "The switch's datapath"):
   XDP;
 - ``afxdp``: the same sockets polled by a PMD thread that busy-polls a whole
   core, or, with ``pmd_maxsleep_us``, sleeps up to that long in an iteration
-  that found few packets (Open vSwitch's ``other_config:pmd-maxsleep``, set
-  while the network runs: ``pmd_sleep``), leaving the rest of its core to
-  the hosts.
+  that found few packets (Open vSwitch's ``other_config:pmd-maxsleep``),
+  leaving the rest of its core to the hosts.
+
+On any of them ``tx_flush_us`` lets a forwarded frame wait up to that long in
+an output batch before it is sent (``other_config:tx-flush-interval``), for
+fewer, larger sends. Both are settings of the whole ovs-vswitchd
+(``Datapath.ovs_settings``), set while the network runs and put back after
+(``ovs_other_config``).
 
 An AF_XDP port transmits around the port's qdisc (the runner keeps the
 switch's buffers on IFBs in the hosts, so nothing it shapes is on a switch
@@ -57,6 +62,8 @@ DEFAULT_DATAPATH = AFPACKET
 DEFAULT_XDP_MODE = "native"
 #: The longest sleep Open vSwitch takes for a PMD thread's idle iteration, in microseconds (its own bound).
 PMD_MAXSLEEP_US = (0, 10_000)
+#: The longest a frame may wait in an output batch, in microseconds (Open vSwitch's own bound).
+TX_FLUSH_US = (0, 1_000_000)
 #: Open vSwitch's own log, where it writes why a port could not be added.
 OVS_LOG = os.environ.get("OVS_LOGDIR", "/var/log/openvswitch") + "/ovs-vswitchd.log"
 _DPCTL_PORT = re.compile(r"^\s*port \d+: (?P<name>\S+) \((?P<type>[^:)]+)(?::(?P<options>[^)]*))?\)", re.MULTILINE)
@@ -71,12 +78,14 @@ class Datapath:
     """One datapath: kind (one of DATAPATHS) and, for the AF_XDP ones, the XDP mode; pinned:
     the experiment's processes run apart from the switch's forwarding threads
     (otcp.experiments.runner.placement); pmd_maxsleep_us: how long afxdp's PMD thread may
-    sleep in an iteration that found few packets (0: it busy-polls)."""
+    sleep in an iteration that found few packets (0: it busy-polls); tx_flush_us: how long a
+    forwarded frame may wait in an output batch (0: it is sent at once)."""
 
     kind: str = DEFAULT_DATAPATH
     xdp_mode: str | None = None
     pinned: bool = False
     pmd_maxsleep_us: int = 0
+    tx_flush_us: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in DATAPATHS:
@@ -85,17 +94,18 @@ class Datapath:
             raise ValueError("the afpacket datapath has no XDP mode")
         if self.kind != AFPACKET and self.xdp_mode not in XDP_MODES:
             raise ValueError(f"datapath {self.kind}: XDP mode {self.xdp_mode!r} is not one of {', '.join(XDP_MODES)}")
-        sleep, (low, high) = self.pmd_maxsleep_us, PMD_MAXSLEEP_US
-        if isinstance(sleep, bool) or not isinstance(sleep, int) or not low <= sleep <= high:
-            raise ValueError(f"PMD sleep {sleep!r} us is not a whole number in {low}..{high}")
-        if sleep and self.kind != AFXDP:
+        for what, value, (low, high) in (("PMD sleep", self.pmd_maxsleep_us, PMD_MAXSLEEP_US),
+                                         ("output batch wait", self.tx_flush_us, TX_FLUSH_US)):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(f"{what} {value!r} us is not a whole number in {low}..{high}")
+        if self.pmd_maxsleep_us and self.kind != AFXDP:
             raise ValueError(f"datapath {self.kind} has no PMD thread to sleep (only {AFXDP} has)")
 
     @classmethod
     def named(cls, kind: str, xdp_mode: str = DEFAULT_XDP_MODE, pinned: bool = False,
-              pmd_maxsleep_us: int = 0) -> Datapath:
+              pmd_maxsleep_us: int = 0, tx_flush_us: int = 0) -> Datapath:
         """kind with xdp_mode where it has one (ValueError names a bad one)."""
-        return cls(kind, None if kind == AFPACKET else xdp_mode, pinned, pmd_maxsleep_us)
+        return cls(kind, None if kind == AFPACKET else xdp_mode, pinned, pmd_maxsleep_us, tx_flush_us)
 
     @property
     def is_xdp(self) -> bool:
@@ -110,10 +120,16 @@ class Datapath:
     @property
     def label(self) -> str:
         """How tables and messages name it: "afpacket", "afxdp-nonpmd native", "afxdp native, pinned",
-        "afxdp native, PMD sleeps up to 100 us"."""
+        "afxdp native, PMD sleeps up to 100 us", "afpacket, output batched up to 50 us"."""
         name = self.kind if self.xdp_mode is None else f"{self.kind} {self.xdp_mode}"
         sleeps = f", PMD sleeps up to {self.pmd_maxsleep_us} us" if self.pmd_maxsleep_us else ""
-        return f"{name}{', pinned' if self.pinned else ''}{sleeps}"
+        batched = f", output batched up to {self.tx_flush_us} us" if self.tx_flush_us else ""
+        return f"{name}{', pinned' if self.pinned else ''}{sleeps}{batched}"
+
+    def ovs_settings(self) -> dict[str, int]:
+        """The keys of Open vSwitch's other_config this datapath sets while its network runs (none by default)."""
+        return {key: value for key, value in (("pmd-maxsleep", self.pmd_maxsleep_us),
+                                              ("tx-flush-interval", self.tx_flush_us)) if value}
 
     def interface_settings(self) -> list[str]:
         """The column settings of ``ovs-vsctl set Interface PORT ...`` that make a port this
@@ -154,20 +170,22 @@ class PortState:
 
 
 @contextlib.contextmanager
-def pmd_sleep(max_us: int) -> Iterator[None]:
-    """Let Open vSwitch's PMD threads sleep up to max_us in an iteration that found few packets
-    (``other_config:pmd-maxsleep``) while the context runs; its setting before (or none) is put back."""
-    key = "other_config:pmd-maxsleep"
-    before = subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "get", "Open_vSwitch", ".", key],
-                            capture_output=True, text=True, check=True).stdout.strip()
-    subprocess.run(["ovs-vsctl", "--timeout=10", "set", "Open_vSwitch", ".", f"{key}={max_us}"],
+def ovs_other_config(settings: dict[str, int]) -> Iterator[None]:
+    """Open vSwitch's other_config holds settings (Datapath.ovs_settings) while the context runs;
+    each key's value before (or its absence) is put back after."""
+    before = {key: subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "get", "Open_vSwitch", ".",
+                                   f"other_config:{key}"], capture_output=True, text=True, check=True).stdout.strip()
+              for key in settings}
+    subprocess.run(["ovs-vsctl", "--timeout=10", "set", "Open_vSwitch", ".",
+                    *(f"other_config:{key}={value}" for key, value in settings.items())],
                    capture_output=True, text=True, check=True)
     try:
         yield
     finally:
-        restore = ["set", "Open_vSwitch", ".", f"{key}={before}"] if before else \
-            ["remove", "Open_vSwitch", ".", "other_config", "pmd-maxsleep"]
-        subprocess.run(["ovs-vsctl", "--timeout=10", *restore], capture_output=True, text=True, check=False)
+        for key, value in before.items():
+            restore = ["set", "Open_vSwitch", ".", f"other_config:{key}={value}"] if value else \
+                ["remove", "Open_vSwitch", ".", "other_config", key]
+            subprocess.run(["ovs-vsctl", "--timeout=10", *restore], capture_output=True, text=True, check=False)
 
 
 def choose(asked: Datapath, topo: Any, iface_types: Sequence[str] | None = None) -> DatapathInUse:

@@ -57,7 +57,7 @@ from otcp.experiments.runner.datapath import (
     DatapathInUse,
     choose,
     log_offset,
-    pmd_sleep,
+    ovs_other_config,
     settle,
 )
 from otcp.topo.fabrics import BufferedIntf, BufferedLink
@@ -242,9 +242,9 @@ def emulate(topo: Any, controller: ControllerStarter | None = None, management: 
     machine or Open vSwitch refuses it, they are AF_PACKET and emulate says why on stderr
     (Emulation.datapath records both). A pinned datapath runs this process and all it starts
     apart from the switch's forwarding threads once the ports are up (runner.placement;
-    Emulation.placement says where, or why not). An afxdp datapath with a PMD sleep has
-    Open vSwitch's PMD threads sleep up to that long once the ports are up, until after the
-    network (runner.datapath.pmd_sleep).
+    Emulation.placement says where, or why not). A datapath's settings of the whole
+    ovs-vswitchd (a PMD sleep, an output batch wait: Datapath.ovs_settings) hold from when
+    the ports are up until after the network (runner.datapath.ovs_other_config).
     """
     setLogLevel(log_level)
     subnet = ipaddress.ip_network(management_subnet) if management else None
@@ -282,8 +282,8 @@ def emulate(topo: Any, controller: ControllerStarter | None = None, management: 
         problems = [_pin_congestion_control(host) for host in net.hosts]
         emulation = Emulation(net, topo, management_ips, root_ip)
         emulation.datapath = in_use
-        if in_use.used.pmd_maxsleep_us:
-            stack.enter_context(pmd_sleep(in_use.used.pmd_maxsleep_us))
+        if in_use.used.ovs_settings():
+            stack.enter_context(ovs_other_config(in_use.used.ovs_settings()))
         if in_use.used.pinned:
             emulation.placement = placement.plan(os.sched_getaffinity(0),
                                                  placement.pmd_cores() if in_use.used.kind == AFXDP else [])
