@@ -31,7 +31,7 @@ from otcp.agent.core import Agent, BaseMismatch
 from otcp.agent.lease import SAFE_INITCWND
 from otcp.agent.metrics import AgentMetrics
 from otcp.agent.routes import ApplyError
-from otcp.agent.rtt import INTERVAL_S, RttMeter
+from otcp.agent.rtt import INTERVAL_S, RttMeter, established_connections
 from otcp.agent.sending import SendingCounter
 from otcp.agent.state import StateUnwritable
 from otcp.wire import framing, limits, messages, paramset, session
@@ -233,14 +233,15 @@ class ControllerClient:
         while not sender.closed.wait(self.rtt_interval_s):
             destinations = self._destinations
             try:
-                self.rtt_meter.measure(destinations, self._peers)
+                connections = established_connections()  # one read for both reports
+                self.rtt_meter.measure(destinations, self._peers, connections)
                 round_trips = self.rtt_meter.report()
                 if round_trips:
                     self.log.debug("round trips: %s", "; ".join(
                         f"{trip.dst} min {trip.min_s * 1e6:.0f} us of {trip.count} ({trip.source})"
                         for trip in round_trips))
                     sender.send(messages.rtt_message(round_trips))
-                sender.send(messages.connections_message(self.sending_counter.count(destinations)))
+                sender.send(messages.connections_message(self.sending_counter.count(destinations, connections)))
             except OSError as error:
                 if not sender.closed.is_set():
                     self.log.warning("round-trip report failed: %s", error)

@@ -18,6 +18,8 @@ seconds like everything the agent holds (the kernel's microseconds are
 converted as they are read, the wire's in `otcp.wire.messages`).
 """
 
+from __future__ import annotations
+
 import errno
 import ipaddress
 import select
@@ -63,17 +65,16 @@ class RttMeter:
         self._samples: dict[str, deque[Sample]] = {}
         self._next_probe = 0
 
-    def measure(self, prefixes: Iterable[str], peers: Iterable[str] = ()) -> None:
+    def measure(self, prefixes: Iterable[str], peers: Iterable[str] = (),
+                connections: Iterable[Connection] | None = None) -> None:
         """One round: read the kernel's TCP round trips to addresses under the
-        set's prefixes, then probe those that have none: the host routes'
+        set's prefixes (from connections, the host's established ones: read now
+        if not given), then probe those that have none: the host routes'
         addresses and the peers (hosts the controller knows) under a prefix."""
         networks = [ipaddress.ip_network(prefix) for prefix in prefixes]
+        covered = covered_by(networks)
         now = self.clock()
-
-        def covered(address: str) -> bool:
-            return any(ipaddress.ip_address(address) in network for network in networks)
-
-        for dst, rtt in tcp_min_rtts().items():
+        for dst, rtt in tcp_min_rtts(connections).items():
             if covered(dst):
                 self.add(dst, Sample(now, rtt, "tcp"))
         hosts = {str(n.network_address) for n in networks if n.prefixlen == n.max_prefixlen}
@@ -147,10 +148,17 @@ def established_connections() -> list[Connection]:
     return found
 
 
-def tcp_min_rtts() -> dict[str, float]:
-    """{destination address: smallest tcpi_min_rtt in seconds} over the established TCP connections."""
+def covered_by(networks: Iterable[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> Callable[[str], bool]:
+    """Whether an address lies in one of networks (the applied set's prefixes)."""
+    kept = list(networks)
+    return lambda address: any(ipaddress.ip_address(address) in network for network in kept)
+
+
+def tcp_min_rtts(connections: Iterable[Connection] | None = None) -> dict[str, float]:
+    """{destination address: smallest tcpi_min_rtt in seconds} over the established TCP connections
+    (connections: read now if not given)."""
     found: dict[str, float] = {}
-    for connection in established_connections():
+    for connection in established_connections() if connections is None else connections:
         if connection.min_rtt_s is not None:
             found[connection.dst] = min(found.get(connection.dst, float("inf")), connection.min_rtt_s)
     return found

@@ -13,9 +13,9 @@ so a connection that only sends requests does not make a sender.
 
 import ipaddress
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
-from otcp.agent.rtt import Connection, established_connections
+from otcp.agent.rtt import Connection, covered_by, established_connections
 from otcp.wire.limits import CONNECTIONS
 from otcp.wire.messages import SendingConnections
 
@@ -27,22 +27,22 @@ ConnectionKey = tuple[str, int, str, int]  # (src, src_port, dst, dst_port)
 class SendingCounter:
     """The bytes every connection had acknowledged at the last count, to tell which sent since."""
 
-    def __init__(self, connections: Callable[[], Iterable[Connection]] = established_connections) -> None:
-        """connections: where the established connections come from (sock_diag; a list in tests)."""
-        self.connections = connections
+    def __init__(self) -> None:
         self._acked: dict[ConnectionKey, int] = {}
 
-    def count(self, prefixes: Iterable[str]) -> list[SendingConnections]:
-        """Per destination under one of prefixes (the applied set's), the connections whose
-        acknowledged bytes grew since the last count, at most CONNECTIONS' top; by address."""
-        networks = [ipaddress.ip_network(prefix) for prefix in prefixes]
+    def count(self, prefixes: Iterable[str],
+              connections: Iterable[Connection] | None = None) -> list[SendingConnections]:
+        """Per destination under one of prefixes (the applied set's), the connections (the host's
+        established ones: read now if not given) whose acknowledged bytes grew since the last
+        count, at most CONNECTIONS' top; by address."""
+        covered = covered_by(ipaddress.ip_network(prefix) for prefix in prefixes)
         acked: dict[ConnectionKey, int] = {}
         sending: Counter[str] = Counter()
-        for connection in self.connections():
+        for connection in established_connections() if connections is None else connections:
             key = (connection.src, connection.src_port, connection.dst, connection.dst_port)
             acked[key] = connection.bytes_acked
             if connection.bytes_acked > self._acked.get(key, SYN_BYTES):
                 sending[connection.dst] += 1
         self._acked = acked
         return [SendingConnections(dst, min(count, CONNECTIONS[1])) for dst, count in sorted(sending.items())
-                if any(ipaddress.ip_address(dst) in network for network in networks)]
+                if covered(dst)]
